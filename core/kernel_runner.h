@@ -1,0 +1,33 @@
+// KernelRunner: computes one op on local tensors. The reference interpreter runs it on whole
+// tensors; the SPMD executor runs it on slices (the op's shapes are then slice shapes). Two
+// implementations exist: ReferenceKernels() here (naive loops, the oracle) and the fast CPU kernels
+// in //kernels (OpenBLAS), which workers use.
+#ifndef MESHRT_CORE_KERNEL_RUNNER_H_
+#define MESHRT_CORE_KERNEL_RUNNER_H_
+
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+#include "core/tensor.h"
+#include "proto/graph.pb.h"
+
+namespace meshrt {
+
+class KernelRunner {
+ public:
+  virtual ~KernelRunner() = default;
+
+  // Computes `op` (a "local" op: any type in core/ops.h except placeholder) from `inputs` into
+  // `*output`, whose dtype and shape are already set and storage allocated. Inputs are in the op's
+  // input order; dims are matched by name, so slices work as whole tensors do. Returns
+  // Unimplemented for an op type this runner lacks, InvalidArgument for shapes that do not fit.
+  // Thread-safe: one runner may serve several threads.
+  virtual absl::Status Run(const v1::Op& op, absl::Span<const Tensor* const> inputs,
+                           Tensor* output) const = 0;
+};
+
+// The naive, obviously-correct kernels (core/reference_kernels.cc). Never null; lives forever.
+const KernelRunner& ReferenceKernels();
+
+}  // namespace meshrt
+
+#endif  // MESHRT_CORE_KERNEL_RUNNER_H_

@@ -1,0 +1,35 @@
+// Minimal logging and invariant checks (the installed Abseil has no absl/log).
+//
+// MESHRT_CHECK is for broken internal invariants only; bad user or remote input returns a Status.
+// LogInfo/LogWarning write one line to stderr, prefixed with the program name. Thread-safe.
+#ifndef MESHRT_CORE_LOGGING_H_
+#define MESHRT_CORE_LOGGING_H_
+
+#include <string>
+
+#include "absl/strings/str_cat.h"
+
+namespace meshrt {
+
+[[noreturn]] void CheckFailed(const char* file, int line, const char* cond, const std::string& msg);
+void LogLine(const char* level, const std::string& msg);
+
+template <typename... Args>
+void LogInfo(const Args&... args) {
+  LogLine("I", absl::StrCat(args...));
+}
+template <typename... Args>
+void LogWarning(const Args&... args) {
+  LogLine("W", absl::StrCat(args...));
+}
+
+}  // namespace meshrt
+
+#define MESHRT_CHECK(cond, ...)                                                   \
+  do {                                                                            \
+    if (!(cond)) {                                                                \
+      ::meshrt::CheckFailed(__FILE__, __LINE__, #cond, ::absl::StrCat(__VA_ARGS__)); \
+    }                                                                             \
+  } while (0)
+
+#endif  // MESHRT_CORE_LOGGING_H_

@@ -1,0 +1,68 @@
+// Tensor: a dense, row-major value with a named Shape and a dtype (float32 or int32). Used for whole
+// (logical) tensors in the reference interpreter and for slices on workers.
+//
+// A Tensor owns its storage (a std::vector). Copying copies the data. Thread-compatible.
+#ifndef MESHRT_CORE_TENSOR_H_
+#define MESHRT_CORE_TENSOR_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "core/shape.h"
+#include "proto/tensor.pb.h"
+
+namespace meshrt {
+
+enum class DType { kFloat32, kInt32 };
+
+std::string DTypeName(DType t);
+absl::StatusOr<DType> DTypeFromProto(v1::DType t);
+v1::DType DTypeToProto(DType t);
+
+class Tensor {
+ public:
+  Tensor() = default;
+  // Zero-filled tensor.
+  Tensor(DType dtype, Shape shape);
+  static Tensor Float(Shape shape, std::vector<float> values);  // CHECKs the element count
+  static Tensor Int(Shape shape, std::vector<int32_t> values);  // CHECKs the element count
+
+  // Accepts either `content` (raw little-endian bytes) or the repeated value fields. Errors name
+  // `what` and say which count or dtype is wrong.
+  static absl::StatusOr<Tensor> FromProto(const v1::TensorValue& proto,
+                                          absl::string_view what = "tensor");
+  // Writes `content` (raw bytes).
+  v1::TensorValue ToProto() const;
+
+  DType dtype() const { return dtype_; }
+  const Shape& shape() const { return shape_; }
+  int64_t num_elements() const { return shape_.num_elements(); }
+
+  // Typed access. Precondition (CHECKed): the dtype matches.
+  float* f32();
+  const float* f32() const;
+  int32_t* i32();
+  const int32_t* i32() const;
+  absl::Span<const float> floats() const { return absl::MakeConstSpan(f32(), num_elements()); }
+  absl::Span<const int32_t> ints() const { return absl::MakeConstSpan(i32(), num_elements()); }
+
+  // Same data viewed with another shape of the same element count (CHECKed).
+  Tensor Reshaped(Shape shape) const;
+
+ private:
+  DType dtype_ = DType::kFloat32;
+  Shape shape_;
+  std::vector<float> f32_;
+  std::vector<int32_t> i32_;
+};
+
+// Largest |a-b| / max(1, |b|) over elements, or +inf when shapes or dtypes differ. For tests and the
+// demo's comparison with the reference interpreter.
+double MaxRelativeError(const Tensor& a, const Tensor& b);
+
+}  // namespace meshrt
+
+#endif  // MESHRT_CORE_TENSOR_H_
