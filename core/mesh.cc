@@ -215,7 +215,10 @@ std::string LayoutRules::ToString() const {
 }
 
 absl::Status CheckLayout(const Shape& shape, const TensorLayout& layout, const Mesh& mesh,
-                         absl::string_view tensor, absl::string_view op) {
+                         absl::string_view tensor, absl::string_view op,
+                         absl::string_view op_type) {
+  const std::string maker =
+      absl::StrCat("(made by op '", op, "'", op_type.empty() ? "" : absl::StrCat(", ", op_type), ")");
   MESHRT_CHECK(static_cast<int>(layout.mesh_axis.size()) == shape.rank(), tensor);
   std::map<int, int> first_dim_on_axis;
   for (int i = 0; i < shape.rank(); ++i) {
@@ -227,14 +230,14 @@ absl::Status CheckLayout(const Shape& shape, const TensorLayout& layout, const M
     if (!inserted) {
       const Dim& other = shape.dim(it->second);
       return absl::InvalidArgumentError(absl::StrCat(
-          "tensor '", tensor, "' (made by op '", op, "') of shape ", shape.ToString(),
+          "tensor '", tensor, "' ", maker, " of shape ", shape.ToString(),
           " has two dims, '", other.name, "' and '", d.name, "', on mesh dim '", m.name,
           "'; map one of them to another mesh dim or to nothing"));
     }
     if (d.size % m.size != 0) {
       const int64_t padded = (d.size / m.size + 1) * m.size;
       return absl::InvalidArgumentError(absl::StrCat(
-          "tensor '", tensor, "' (made by op '", op, "') of shape ", shape.ToString(),
+          "tensor '", tensor, "' ", maker, " of shape ", shape.ToString(),
           ": dim '", d.name, "' of size ", d.size, " is not divisible by mesh dim '", m.name,
           "' of size ", m.size, "; map ", d.name, " to nothing, or pad ", d.name, " to ",
           padded));

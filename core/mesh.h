@@ -93,10 +93,12 @@ class LayoutRules {
 };
 
 // Checks that `layout` is valid for `shape` on `mesh`: no mesh axis splits two dims, and each split
-// dim's size divides by its mesh dim's size. `tensor` and `op` name the tensor in errors, which are
+// dim's size divides by its mesh dim's size. `tensor`, `op` and `op_type` name the tensor and the op
+// that made it in errors, which are
 // InvalidArgument and say how to fix the rules.
 absl::Status CheckLayout(const Shape& shape, const TensorLayout& layout, const Mesh& mesh,
-                         absl::string_view tensor, absl::string_view op);
+                         absl::string_view tensor, absl::string_view op,
+                         absl::string_view op_type = "");
 
 // The shape of one processor's slice: split dims divided by their mesh dim size.
 Shape SliceShape(const Shape& shape, const TensorLayout& layout, const Mesh& mesh);

@@ -1,0 +1,158 @@
+#include "core/builder.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace meshrt {
+
+TensorRef GraphBuilder::AddOp(v1::Op op, const std::vector<TensorRef>& inputs,
+                              const std::string& name) {
+  if (!status_.ok()) return TensorRef{};
+  std::string n = name;
+  if (n.empty()) {
+    do {
+      n = absl::StrCat(op.type(), "_", counters_[op.type()]++);
+    } while (types_.count(n));
+  }
+  if (types_.count(n)) {
+    status_ = absl::InvalidArgumentError(
+        absl::StrCat("two ops are called '", n, "'; op names must be unique"));
+    return TensorRef{};
+  }
+  op.set_name(n);
+  std::vector<TensorType> in_types;
+  for (const TensorRef& in : inputs) {
+    auto it = types_.find(in.name);
+    if (it == types_.end()) {
+      status_ = absl::InvalidArgumentError(absl::StrCat(
+          "op '", n, "' (", op.type(), ") reads '", in.name, "', which this builder did not make"));
+      return TensorRef{};
+    }
+    op.add_inputs(in.name);
+    in_types.push_back(it->second);
+  }
+  auto type = InferOutputType(op, in_types);
+  if (!type.ok()) {
+    status_ = type.status();
+    return TensorRef{};
+  }
+  types_[n] = *type;
+  *graph_.add_ops() = std::move(op);
+  return TensorRef{n, type->shape, type->dtype};
+}
+
+TensorRef GraphBuilder::Placeholder(const std::string& name, const Shape& shape, DType dtype) {
+  v1::Op op;
+  op.set_type("placeholder");
+  *op.mutable_shape() = shape.ToProto();
+  op.set_dtype(DTypeToProto(dtype));
+  if (name.empty()) {
+    status_.Update(absl::InvalidArgumentError("a placeholder needs a name (feeds refer to it)"));
+  }
+  return AddOp(std::move(op), {}, name);
+}
+
+TensorRef GraphBuilder::Constant(const Tensor& value, const std::string& name) {
+  v1::Op op;
+  op.set_type("constant");
+  *op.mutable_value() = value.ToProto();
+  return AddOp(std::move(op), {}, name);
+}
+
+TensorRef GraphBuilder::Einsum(const std::vector<TensorRef>& inputs, const Shape& output,
+                               const std::string& name) {
+  v1::Op op;
+  op.set_type("einsum");
+  *op.mutable_shape() = output.ToProto();
+  return AddOp(std::move(op), inputs, name);
+}
+
+TensorRef GraphBuilder::Unary(const std::string& type, const TensorRef& x,
+                              const std::string& name) {
+  v1::Op op;
+  op.set_type(type);
+  return AddOp(std::move(op), {x}, name);
+}
+
+TensorRef GraphBuilder::Binary(const std::string& type, const TensorRef& x, const TensorRef& y,
+                               const std::string& name) {
+  v1::Op op;
+  op.set_type(type);
+  return AddOp(std::move(op), {x, y}, name);
+}
+
+TensorRef GraphBuilder::Add(const TensorRef& x, const TensorRef& y, const std::string& name) {
+  return Binary("add", x, y, name);
+}
+TensorRef GraphBuilder::Sub(const TensorRef& x, const TensorRef& y, const std::string& name) {
+  return Binary("sub", x, y, name);
+}
+TensorRef GraphBuilder::Mul(const TensorRef& x, const TensorRef& y, const std::string& name) {
+  return Binary("mul", x, y, name);
+}
+TensorRef GraphBuilder::Div(const TensorRef& x, const TensorRef& y, const std::string& name) {
+  return Binary("div", x, y, name);
+}
+TensorRef GraphBuilder::Relu(const TensorRef& x, const std::string& name) {
+  return Unary("relu", x, name);
+}
+TensorRef GraphBuilder::Exp(const TensorRef& x, const std::string& name) {
+  return Unary("exp", x, name);
+}
+TensorRef GraphBuilder::Neg(const TensorRef& x, const std::string& name) {
+  return Unary("neg", x, name);
+}
+
+TensorRef GraphBuilder::Scale(const TensorRef& x, float scalar, const std::string& name) {
+  v1::Op op;
+  op.set_type("scale");
+  (*op.mutable_attrs())["scalar"].set_f(scalar);
+  return AddOp(std::move(op), {x}, name);
+}
+
+TensorRef GraphBuilder::Reduce(const std::string& type, const TensorRef& x,
+                               const std::vector<std::string>& dims, const std::string& name) {
+  v1::Op op;
+  op.set_type(type);
+  for (const std::string& d : dims) op.add_dims(d);
+  return AddOp(std::move(op), {x}, name);
+}
+
+TensorRef GraphBuilder::ReduceSum(const TensorRef& x, const std::vector<std::string>& dims,
+                                  const std::string& name) {
+  return Reduce("reduce_sum", x, dims, name);
+}
+TensorRef GraphBuilder::ReduceMax(const TensorRef& x, const std::vector<std::string>& dims,
+                                  const std::string& name) {
+  return Reduce("reduce_max", x, dims, name);
+}
+TensorRef GraphBuilder::ReduceMean(const TensorRef& x, const std::vector<std::string>& dims,
+                                   const std::string& name) {
+  return Reduce("reduce_mean", x, dims, name);
+}
+
+TensorRef GraphBuilder::Reshape(const TensorRef& x, const Shape& shape, const std::string& name) {
+  v1::Op op;
+  op.set_type("reshape");
+  *op.mutable_shape() = shape.ToProto();
+  return AddOp(std::move(op), {x}, name);
+}
+
+TensorRef GraphBuilder::RenameDim(const TensorRef& x, const std::string& old_name,
+                                  const std::string& new_name, const std::string& name) {
+  v1::Op op;
+  op.set_type("rename_dim");
+  (*op.mutable_attrs())["old"].set_s(old_name);
+  (*op.mutable_attrs())["new"].set_s(new_name);
+  return AddOp(std::move(op), {x}, name);
+}
+
+void GraphBuilder::MarkOutput(const TensorRef& t) {
+  if (status_.ok()) graph_.add_outputs(t.name);
+}
+
+absl::StatusOr<Graph> GraphBuilder::Build() const {
+  if (!status_.ok()) return status_;
+  return Graph::Build(graph_);
+}
+
+}  // namespace meshrt

@@ -1,0 +1,67 @@
+#include "core/interpreter.h"
+
+#include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
+
+namespace meshrt {
+
+absl::Status CheckFeeds(const Graph& graph, const TensorMap& feeds) {
+  for (const auto& [name, value] : feeds) {
+    const v1::Op* op = graph.FindOp(name);
+    if (op == nullptr || op->type() != "placeholder") {
+      std::string known;
+      for (const std::string& p : graph.Placeholders()) absl::StrAppend(&known, " ", p);
+      return absl::InvalidArgumentError(absl::StrCat("feed '", name,
+                                                     "' names no placeholder; placeholders:",
+                                                     known.empty() ? " (none)" : known));
+    }
+    const TensorType& want = graph.type(name);
+    if (value.dtype() != want.dtype || value.shape() != want.shape) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "feed '", name, "' is ", DTypeName(value.dtype()), value.shape().ToString(),
+          " but placeholder '", name, "' is ", DTypeName(want.dtype), want.shape.ToString()));
+    }
+  }
+  for (const std::string& p : graph.Placeholders()) {
+    if (!feeds.count(p)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "placeholder '", p, "' (", graph.type(p).shape.ToString(), ") is not fed"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<TensorMap> Interpret(const Graph& graph, const TensorMap& feeds,
+                                    const std::vector<std::string>& fetches,
+                                    const KernelRunner& kernels) {
+  RETURN_IF_ERROR(CheckFeeds(graph, feeds));
+  for (const std::string& f : fetches) {
+    if (!graph.HasTensor(f)) {
+      return absl::InvalidArgumentError(absl::StrCat("fetch '", f, "' names no tensor"));
+    }
+  }
+  TensorMap values;
+  for (int i : graph.topological_order()) {
+    const v1::Op& op = graph.op(i);
+    if (op.type() == "placeholder") {
+      values[op.name()] = feeds.at(op.name());
+      continue;
+    }
+    std::vector<const Tensor*> inputs;
+    for (const std::string& in : op.inputs()) inputs.push_back(&values.at(in));
+    const TensorType& type = graph.type(op.name());
+    Tensor out(type.dtype, type.shape);
+    absl::Status s = kernels.Run(op, inputs, &out);
+    if (!s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("interpreting op '", op.name(), "' (", op.type(),
+                                                 "): ", s.message()));
+    }
+    values[op.name()] = std::move(out);
+  }
+  if (fetches.empty()) return values;
+  TensorMap result;
+  for (const std::string& f : fetches) result[f] = values.at(f);
+  return result;
+}
+
+}  // namespace meshrt

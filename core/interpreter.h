@@ -1,0 +1,32 @@
+// The single-process reference interpreter: runs a Graph on whole tensors. It is the oracle every
+// distributed result is compared with.
+#ifndef MESHRT_CORE_INTERPRETER_H_
+#define MESHRT_CORE_INTERPRETER_H_
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/graph.h"
+#include "core/kernel_runner.h"
+#include "core/tensor.h"
+
+namespace meshrt {
+
+using TensorMap = std::map<std::string, Tensor>;
+
+// Checks `feeds` against the graph's placeholders: every placeholder fed, no unknown names, shapes
+// (dim names, sizes and order) and dtypes exact. InvalidArgument naming the placeholder otherwise.
+absl::Status CheckFeeds(const Graph& graph, const TensorMap& feeds);
+
+// Runs every op of `graph` in topological order with `kernels` (default: the naive reference
+// kernels) and returns the tensors named in `fetches` (every tensor when empty). Errors: those of
+// CheckFeeds; InvalidArgument for a fetch naming no tensor; kernel errors, naming the op.
+absl::StatusOr<TensorMap> Interpret(const Graph& graph, const TensorMap& feeds,
+                                    const std::vector<std::string>& fetches = {},
+                                    const KernelRunner& kernels = ReferenceKernels());
+
+}  // namespace meshrt
+
+#endif  // MESHRT_CORE_INTERPRETER_H_

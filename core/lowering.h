@@ -1,0 +1,35 @@
+// SPMD lowering: turns a validated Graph, a Mesh and LayoutRules into one v1::Program that every
+// processor runs with its own mesh coordinate (see proto/program.proto).
+//
+// How each op family lowers (one file each, lower_*.cc):
+//   placeholder / constant   program input / local constant, then local slicing to the layout
+//   elementwise              local; never communicates
+//   einsum                   local einsum on slices, then allreduce(sum) over the mesh axes of
+//                            every reduced dim that is split; inputs whose dims would put one mesh
+//                            axis on two einsum dims are first resharded so each axis splits one
+//   reduce_*                 local reduce, then allreduce(op) over the mesh axes of split reduced
+//                            dims (mean: sum, allreduce, scale by 1/count)
+//   reshape / rename_dim     reshard the input so only dims the reshape keeps intact are split
+//                            (moving splits directly with alltoall), local reshape, then local
+//                            slicing to the output layout
+// Every graph tensor ends in the layout the rules give it, and is bound as a program output.
+#ifndef MESHRT_CORE_LOWERING_H_
+#define MESHRT_CORE_LOWERING_H_
+
+#include "absl/status/statusor.h"
+#include "core/graph.h"
+#include "core/mesh.h"
+#include "proto/program.pb.h"
+
+namespace meshrt {
+
+// Checks every tensor's layout under `rules` on `mesh` (CheckLayout): InvalidArgument naming the
+// tensor, the op that made it, the dims, and a fix.
+absl::Status ValidateLayouts(const Graph& graph, const Mesh& mesh, const LayoutRules& rules);
+
+// Validates layouts, then lowers. Errors: those of ValidateLayouts.
+absl::StatusOr<v1::Program> Lower(const Graph& graph, const Mesh& mesh, const LayoutRules& rules);
+
+}  // namespace meshrt
+
+#endif  // MESHRT_CORE_LOWERING_H_

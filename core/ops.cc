@@ -1,0 +1,195 @@
+#include "core/ops.h"
+
+#include <algorithm>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "core/status_macros.h"
+
+namespace meshrt {
+namespace {
+
+std::vector<OpInfo> MakeRegistry() {
+  std::vector<OpInfo> ops = {
+      {"placeholder", OpFamily::kSource, 0, 0, false, "a tensor fed at run time"},
+      {"constant", OpFamily::kSource, 0, 0, false, "a tensor given in the graph"},
+      {"einsum", OpFamily::kEinsum, 1, -1, true,
+       "product of the inputs, summed over every dim not in the output shape"},
+      {"add", OpFamily::kElementwise, 2, 2, true, "x + y, broadcast by dim name"},
+      {"sub", OpFamily::kElementwise, 2, 2, true, "x - y, broadcast by dim name"},
+      {"mul", OpFamily::kElementwise, 2, 2, true, "x * y, broadcast by dim name"},
+      {"div", OpFamily::kElementwise, 2, 2, true, "x / y, broadcast by dim name"},
+      {"minimum", OpFamily::kElementwise, 2, 2, true, "min(x, y), broadcast by dim name"},
+      {"maximum", OpFamily::kElementwise, 2, 2, true, "max(x, y), broadcast by dim name"},
+      {"relu", OpFamily::kElementwise, 1, 1, true, "max(x, 0)"},
+      {"exp", OpFamily::kElementwise, 1, 1, true, "e^x"},
+      {"neg", OpFamily::kElementwise, 1, 1, true, "-x"},
+      {"scale", OpFamily::kElementwise, 1, 1, true, "x * attrs.scalar"},
+      {"reduce_sum", OpFamily::kReduce, 1, 1, true, "sum over `dims`"},
+      {"reduce_max", OpFamily::kReduce, 1, 1, true, "max over `dims`"},
+      {"reduce_mean", OpFamily::kReduce, 1, 1, true, "mean over `dims`"},
+      {"reshape", OpFamily::kReshape, 1, 1, true, "same elements, new shape (row-major)"},
+      {"rename_dim", OpFamily::kReshape, 1, 1, true, "rename dim attrs.old to attrs.new"},
+  };
+  std::sort(ops.begin(), ops.end(),
+            [](const OpInfo& a, const OpInfo& b) { return a.type < b.type; });
+  return ops;
+}
+
+std::string OpLabel(const v1::Op& op) { return absl::StrCat("op '", op.name(), "' (", op.type(), ")"); }
+
+absl::Status OpError(const v1::Op& op, absl::string_view msg) {
+  return absl::InvalidArgumentError(absl::StrCat(OpLabel(op), ": ", msg));
+}
+
+absl::StatusOr<TensorType> InferBinary(const v1::Op& op, const std::vector<TensorType>& in) {
+  if (in[0].dtype != in[1].dtype) {
+    return OpError(op, absl::StrCat("inputs '", op.inputs(0), "' (", DTypeName(in[0].dtype),
+                                    ") and '", op.inputs(1), "' (", DTypeName(in[1].dtype),
+                                    ") have different dtypes"));
+  }
+  std::vector<Dim> dims = in[0].shape.dims();
+  for (const Dim& d : in[1].shape.dims()) {
+    int i = in[0].shape.IndexOf(d.name);
+    if (i < 0) {
+      dims.push_back(d);
+    } else if (in[0].shape.dim(i).size != d.size) {
+      return OpError(op, absl::StrCat("dim '", d.name, "' is ", in[0].shape.dim(i).size, " in '",
+                                      op.inputs(0), "' but ", d.size, " in '", op.inputs(1), "'"));
+    }
+  }
+  return TensorType{Shape(std::move(dims)), in[0].dtype};
+}
+
+absl::StatusOr<TensorType> InferReduce(const v1::Op& op, const TensorType& in) {
+  std::set<std::string> reduced(op.dims().begin(), op.dims().end());
+  for (const std::string& d : reduced) {
+    if (!in.shape.Contains(d)) {
+      return OpError(op, absl::StrCat("reduces dim '", d, "' but input '", op.inputs(0),
+                                      "' has shape ", in.shape.ToString()));
+    }
+  }
+  std::vector<Dim> dims;
+  if (!reduced.empty()) {
+    for (const Dim& d : in.shape.dims()) {
+      if (!reduced.count(d.name)) dims.push_back(d);
+    }
+  }
+  return TensorType{Shape(std::move(dims)), in.dtype};
+}
+
+absl::StatusOr<TensorType> InferEinsum(const v1::Op& op, const std::vector<TensorType>& in) {
+  ASSIGN_OR_RETURN(Shape out, Shape::FromProto(op.shape(), OpLabel(op) + " output shape"));
+  for (size_t i = 1; i < in.size(); ++i) {
+    if (in[i].dtype != in[0].dtype) {
+      return OpError(op, absl::StrCat("inputs '", op.inputs(0), "' and '", op.inputs(i),
+                                      "' have different dtypes"));
+    }
+  }
+  return TensorType{out, in[0].dtype};
+}
+
+}  // namespace
+
+const std::vector<OpInfo>& AllOps() {
+  static const std::vector<OpInfo>* ops = new std::vector<OpInfo>(MakeRegistry());
+  return *ops;
+}
+
+const OpInfo* FindOp(absl::string_view type) {
+  for (const OpInfo& info : AllOps()) {
+    if (info.type == type) return &info;
+  }
+  return nullptr;
+}
+
+absl::StatusOr<float> FloatAttr(const v1::Op& op, absl::string_view name) {
+  auto it = op.attrs().find(std::string(name));
+  if (it == op.attrs().end() || it->second.value_case() != v1::AttrValue::kF) {
+    return OpError(op, absl::StrCat("needs float attribute '", name, "'"));
+  }
+  return it->second.f();
+}
+
+absl::StatusOr<std::string> StringAttr(const v1::Op& op, absl::string_view name) {
+  auto it = op.attrs().find(std::string(name));
+  if (it == op.attrs().end() || it->second.value_case() != v1::AttrValue::kS ||
+      it->second.s().empty()) {
+    return OpError(op, absl::StrCat("needs string attribute '", name, "'"));
+  }
+  return it->second.s();
+}
+
+absl::StatusOr<TensorType> InferOutputType(const v1::Op& op,
+                                           const std::vector<TensorType>& inputs) {
+  const OpInfo* info = FindOp(op.type());
+  if (info == nullptr) {
+    std::vector<std::string> known;
+    for (const OpInfo& i : AllOps()) known.push_back(i.type);
+    return absl::InvalidArgumentError(absl::StrCat("op '", op.name(), "' has unknown type '",
+                                                   op.type(), "'; known types: ",
+                                                   absl::StrJoin(known, " ")));
+  }
+  const int n = static_cast<int>(inputs.size());
+  if (n < info->min_inputs || (info->max_inputs >= 0 && n > info->max_inputs)) {
+    std::string want = info->max_inputs < 0 ? absl::StrCat("at least ", info->min_inputs)
+                       : info->min_inputs == info->max_inputs
+                           ? absl::StrCat(info->min_inputs)
+                           : absl::StrCat(info->min_inputs, " to ", info->max_inputs);
+    return OpError(op, absl::StrCat("takes ", want, " input(s) but has ", n));
+  }
+  const std::string& t = op.type();
+  if (t == "placeholder") {
+    ASSIGN_OR_RETURN(Shape shape, Shape::FromProto(op.shape(), OpLabel(op)));
+    DType dtype = DType::kFloat32;
+    if (op.dtype() != v1::DT_INVALID) {
+      auto d = DTypeFromProto(op.dtype());
+      if (!d.ok()) return OpError(op, d.status().message());
+      dtype = *d;
+    }
+    return TensorType{shape, dtype};
+  }
+  if (t == "constant") {
+    if (!op.has_value()) return OpError(op, "needs a `value`");
+    ASSIGN_OR_RETURN(Tensor v, Tensor::FromProto(op.value(), OpLabel(op)));
+    return TensorType{v.shape(), v.dtype()};
+  }
+  if (t == "einsum") return InferEinsum(op, inputs);
+  if (info->family == OpFamily::kElementwise) {
+    if (n == 2) return InferBinary(op, inputs);
+    if (t == "scale") RETURN_IF_ERROR(FloatAttr(op, "scalar").status());
+    if (inputs[0].dtype != DType::kFloat32) return OpError(op, "needs a float32 input");
+    return inputs[0];
+  }
+  if (info->family == OpFamily::kReduce) return InferReduce(op, inputs[0]);
+  if (t == "reshape") {
+    ASSIGN_OR_RETURN(Shape shape, Shape::FromProto(op.shape(), OpLabel(op) + " new shape"));
+    if (shape.num_elements() != inputs[0].shape.num_elements()) {
+      return OpError(op, absl::StrCat("cannot reshape ", inputs[0].shape.ToString(), " (",
+                                      inputs[0].shape.num_elements(), " elements) to ",
+                                      shape.ToString(), " (", shape.num_elements(), ")"));
+    }
+    return TensorType{shape, inputs[0].dtype};
+  }
+  if (t == "rename_dim") {
+    ASSIGN_OR_RETURN(std::string old_name, StringAttr(op, "old"));
+    ASSIGN_OR_RETURN(std::string new_name, StringAttr(op, "new"));
+    const Shape& s = inputs[0].shape;
+    int i = s.IndexOf(old_name);
+    if (i < 0) {
+      return OpError(op, absl::StrCat("renames dim '", old_name, "' but input '", op.inputs(0),
+                                      "' has shape ", s.ToString()));
+    }
+    if (new_name != old_name && s.Contains(new_name)) {
+      return OpError(op, absl::StrCat("new name '", new_name, "' is already a dim of ",
+                                      s.ToString()));
+    }
+    std::vector<Dim> dims = s.dims();
+    dims[i].name = new_name;
+    return TensorType{Shape(std::move(dims)), inputs[0].dtype};
+  }
+  return absl::InternalError(absl::StrCat("no shape inference for registered op ", t));
+}
+
+}  // namespace meshrt

@@ -1,0 +1,76 @@
+// ProgramBuilder: emits the instructions of one SPMD program (proto/program.proto) while lowering
+// walks the graph. It tracks each laid-out tensor's buffer, global shape and layout, and owns the
+// one resharding primitive every layout change goes through (Reshard, in reshard.cc).
+//
+// Not thread-safe; one builder per lowering.
+#ifndef MESHRT_CORE_PROGRAM_BUILDER_H_
+#define MESHRT_CORE_PROGRAM_BUILDER_H_
+
+#include <string>
+#include <vector>
+
+#include "core/mesh.h"
+#include "core/shape.h"
+#include "core/tensor.h"
+#include "proto/program.pb.h"
+
+namespace meshrt {
+
+// A tensor as the program holds it: every processor has the slice `layout` gives it in `buffer`.
+struct LaidOutTensor {
+  int buffer = -1;
+  Shape shape;  // global (logical) shape
+  DType dtype = DType::kFloat32;
+  TensorLayout layout;
+};
+
+class ProgramBuilder {
+ public:
+  ProgramBuilder(Mesh mesh, const LayoutRules& rules);
+
+  const Mesh& mesh() const { return mesh_; }
+
+  // A placeholder: each processor is fed its slice.
+  LaidOutTensor AddInput(const std::string& name, const Shape& shape, DType dtype,
+                         const TensorLayout& layout);
+
+  // Runs `op` on local slices. `op.inputs` is ignored (buffers come from `inputs`). The output has
+  // global `shape` and `layout`; its slice shape is what the kernel is asked to produce.
+  LaidOutTensor EmitLocal(const v1::Op& op, const std::vector<LaidOutTensor>& inputs,
+                          const Shape& shape, DType dtype, const TensorLayout& layout);
+
+  // Allreduce over `mesh_axes` (the result keeps `in`'s shape and layout). No-op when every axis
+  // has size 1.
+  LaidOutTensor AllReduce(const LaidOutTensor& in, std::vector<int> mesh_axes, v1::ReduceOp op,
+                          const std::string& source_op);
+
+  // Changes `in`'s layout to `target` (same shape), per mesh axis choosing allgather (split → not
+  // split), local slicing (not split → split) or alltoall (split on another dim). Never gathers a
+  // whole tensor where a direct exchange exists, except to break a cycle of moves between dims.
+  // Precondition: `target` is valid for the shape (CheckLayout).
+  LaidOutTensor Reshard(const LaidOutTensor& in, const TensorLayout& target,
+                        const std::string& source_op);
+
+  // Records that graph tensor `name` lives in `t` (what workers can fetch).
+  void BindOutput(const std::string& name, const LaidOutTensor& t);
+
+  v1::Program Finish() &&;
+
+ private:
+  v1::Instruction* NewInstruction(const LaidOutTensor& out, const std::vector<int>& inputs,
+                                  const std::string& source_op);
+  LaidOutTensor NewTensor(const Shape& shape, DType dtype, const TensorLayout& layout);
+  // One-axis steps used by Reshard.
+  LaidOutTensor AllGather(const LaidOutTensor& in, int mesh_axis, const std::string& source_op);
+  LaidOutTensor AllToAll(const LaidOutTensor& in, int mesh_axis, int to_dim,
+                         const std::string& source_op);
+  LaidOutTensor LocalSlice(const LaidOutTensor& in, int mesh_axis, int dim,
+                           const std::string& source_op);
+
+  Mesh mesh_;
+  v1::Program program_;
+};
+
+}  // namespace meshrt
+
+#endif  // MESHRT_CORE_PROGRAM_BUILDER_H_

@@ -1,0 +1,70 @@
+// ProgramBuilder::Reshard: the one primitive through which every layout change goes.
+//
+// Per mesh axis m, comparing the current layout C with the target B:
+//   C splits dim i over m, B splits nothing over m   -> allgather over m along i
+//   C splits dim i over m, B splits dim j != i       -> alltoall over m (split j, concat i)
+//   C splits nothing over m, B splits dim j          -> local slice of j (no communication)
+// Order: removals first (they free dims), then moves whose target dim is free, repeated; a cycle of
+// moves (dim 0 to 1 over m while dim 1 goes to 0 over m') is broken by gathering one of them, which
+// costs more bytes than a direct exchange but is the only way our one-axis-per-dim layouts allow.
+// Local slices come last, after all data that must move has moved, so they never discard data a
+// later exchange would need. Mesh axes of size 1 only relabel the layout.
+#include <algorithm>
+
+#include "core/logging.h"
+#include "core/program_builder.h"
+
+namespace meshrt {
+
+LaidOutTensor ProgramBuilder::Reshard(const LaidOutTensor& in, const TensorLayout& target,
+                                      const std::string& source_op) {
+  MESHRT_CHECK(target.mesh_axis.size() == in.layout.mesh_axis.size(), "rank mismatch");
+  LaidOutTensor cur = in;
+  auto dim_of = [](const TensorLayout& l, int axis) {
+    auto it = std::find(l.mesh_axis.begin(), l.mesh_axis.end(), axis);
+    return it == l.mesh_axis.end() ? -1 : static_cast<int>(it - l.mesh_axis.begin());
+  };
+  // Size-1 mesh axes: relabel only (slices are identical either way).
+  for (int d = 0; d < cur.shape.rank(); ++d) {
+    int a = cur.layout.mesh_axis[d];
+    if (a != kReplicated && mesh_.size(a) == 1) cur.layout.mesh_axis[d] = kReplicated;
+  }
+  // Removals.
+  for (int axis = 0; axis < mesh_.ndims(); ++axis) {
+    if (dim_of(cur.layout, axis) >= 0 && dim_of(target, axis) < 0) {
+      cur = AllGather(cur, axis, source_op);
+    }
+  }
+  // Moves.
+  while (true) {
+    std::vector<int> pending;
+    for (int axis = 0; axis < mesh_.ndims(); ++axis) {
+      int from = dim_of(cur.layout, axis), to = dim_of(target, axis);
+      if (from >= 0 && to >= 0 && from != to) pending.push_back(axis);
+    }
+    if (pending.empty()) break;
+    bool progressed = false;
+    for (int axis : pending) {
+      int to = dim_of(target, axis);
+      if (cur.layout.mesh_axis[to] == kReplicated) {
+        cur = AllToAll(cur, axis, to, source_op);
+        progressed = true;
+      }
+    }
+    if (!progressed) cur = AllGather(cur, pending.front(), source_op);  // break a cycle
+  }
+  // Additions.
+  for (int d = 0; d < cur.shape.rank(); ++d) {
+    int a = target.mesh_axis[d];
+    if (a == kReplicated || cur.layout.mesh_axis[d] != kReplicated) continue;
+    if (mesh_.size(a) == 1) {
+      cur.layout.mesh_axis[d] = a;
+    } else {
+      cur = LocalSlice(cur, a, d, source_op);
+    }
+  }
+  MESHRT_CHECK(cur.layout == target, "reshard did not reach its target");
+  return cur;
+}
+
+}  // namespace meshrt
