@@ -1,0 +1,95 @@
+// Communicator: the collectives one processor of a mesh uses while executing an SPMD program.
+//
+// Collectives are addressed by mesh axes. A call over `mesh_axes` involves the *group* of
+// processors whose coordinates differ from this one only in those axes; within the group a
+// processor's rank is Mesh::RankInGroup(mesh_axes, coordinate) (row-major over the axes, in mesh
+// order), and g = Mesh::GroupSize(mesh_axes). `mesh_axes` may be given in any order; an empty list
+// (g = 1) makes every collective a local copy. Buffers are contiguous and row-major; byte counts are
+// per rank.
+//
+// Contract for callers:
+//   - One caller thread per communicator. (Implementations may allow more; the in-memory one
+//     allows concurrent calls on *different* groups, see local_communicator.h.)
+//   - Every member of a group calls the same collectives on that group in the same order, with the
+//     same sizes, dtype and reduce op. Collectives on different groups are independent.
+//   - Buffers are borrowed for the duration of the call only. `in` and `out` must not overlap.
+//
+// Errors (every method returns absl::Status and never blocks forever):
+//   - InvalidArgument: an axis out of range or repeated, a negative size, an invalid reduce op or
+//     root, or group members that disagree on the call (when the implementation can detect it).
+//   - DeadlineExceeded: the group did not complete within the implementation's timeout; the message
+//     names the collective, the mesh axes and this processor's coordinate.
+//   - Any other code: the communicator was aborted (e.g. a peer failed), or a transport error
+//     (Unavailable for a closed peer). After an error the group's state is undefined; the session
+//     should be torn down.
+//
+// Implementations: LocalCollectiveHub (in-memory, threads in one process, for tests and the
+// simulated mesh) and, later, a Gloo adapter (reduce-scatter may be an allreduce plus a copy there).
+#ifndef MESHRT_RUNTIME_COMMUNICATOR_H_
+#define MESHRT_RUNTIME_COMMUNICATOR_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "core/mesh.h"
+#include "core/tensor.h"
+#include "proto/program.pb.h"
+
+namespace meshrt {
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+
+  // The mesh and this processor's coordinate in it.
+  virtual const Mesh& mesh() const = 0;
+  virtual const std::vector<int64_t>& coordinate() const = 0;
+
+  // In place: `data` (count elements of `dtype`) becomes the elementwise `op` of every member's
+  // `data`.
+  virtual absl::Status AllReduce(const std::vector<int>& mesh_axes, v1::ReduceOp op, DType dtype,
+                                 void* data, int64_t count) = 0;
+
+  // `out` (g * bytes) receives every member's `in` (bytes each) in rank order.
+  virtual absl::Status AllGather(const std::vector<int>& mesh_axes, const void* in, int64_t bytes,
+                                 void* out) = 0;
+
+  // `in` holds g chunks of bytes_per_rank: chunk k goes to rank k. `out` (g * bytes_per_rank)
+  // receives the chunk every member addressed to this rank, in sender rank order.
+  virtual absl::Status AllToAll(const std::vector<int>& mesh_axes, const void* in, void* out,
+                                int64_t bytes_per_rank) = 0;
+
+  // `in` holds g chunks of count_per_rank elements of `dtype`. `out` (count_per_rank elements)
+  // receives the elementwise `op` over members of their chunk number <this rank>.
+  virtual absl::Status ReduceScatter(const std::vector<int>& mesh_axes, v1::ReduceOp op,
+                                     DType dtype, const void* in, int64_t count_per_rank,
+                                     void* out) = 0;
+
+  // `data` (bytes) on every member becomes the `data` of the member with rank `root_rank`.
+  virtual absl::Status Broadcast(const std::vector<int>& mesh_axes, int root_rank, void* data,
+                                 int64_t bytes) = 0;
+
+  // Returns once every member of the group has called Barrier.
+  virtual absl::Status Barrier(const std::vector<int>& mesh_axes) = 0;
+};
+
+// Helpers shared by implementations.
+
+// "(1,0)".
+std::string CoordinateString(const std::vector<int64_t>& coord);
+// "[rows,cols]" using the mesh's dim names ("[]" for none).
+std::string MeshAxesString(const Mesh& mesh, const std::vector<int>& axes);
+// Checks that `axes` are in range for `mesh` and distinct; returns them sorted. InvalidArgument
+// naming `collective` otherwise.
+absl::Status NormalizeMeshAxes(const Mesh& mesh, absl::string_view collective,
+                               const std::vector<int>& axes, std::vector<int>* sorted);
+// Applies `op` elementwise: acc[i] = op(acc[i], in[i]) for `count` elements of `dtype`.
+// InvalidArgument for REDUCE_INVALID or an unknown op.
+absl::Status ReduceInto(v1::ReduceOp op, DType dtype, const void* in, void* acc, int64_t count);
+
+}  // namespace meshrt
+
+#endif  // MESHRT_RUNTIME_COMMUNICATOR_H_
