@@ -11,7 +11,7 @@
 namespace meshrt {
 namespace {
 
-// Kahn's algorithm; on a cycle, returns the ops left over, walked along one cycle for the message.
+// Kahn's algorithm; on a cycle, an error naming the ops along one cycle.
 absl::StatusOr<std::vector<int>> TopologicalOrder(const v1::Graph& g,
                                                   const std::map<std::string, int>& index) {
   const int n = g.ops_size();
@@ -24,16 +24,18 @@ absl::StatusOr<std::vector<int>> TopologicalOrder(const v1::Graph& g,
       users[j].push_back(i);
     }
   }
-  std::vector<int> ready, order;
-  for (int i = n - 1; i >= 0; --i) {
-    if (pending[i] == 0) ready.push_back(i);
+  // Always take the lowest-numbered ready op: a graph already listed in order keeps its order.
+  std::set<int> ready;
+  std::vector<int> order;
+  for (int i = 0; i < n; ++i) {
+    if (pending[i] == 0) ready.insert(i);
   }
   while (!ready.empty()) {
-    int i = ready.back();
-    ready.pop_back();
+    int i = *ready.begin();
+    ready.erase(ready.begin());
     order.push_back(i);
     for (int u : users[i]) {
-      if (--pending[u] == 0) ready.push_back(u);
+      if (--pending[u] == 0) ready.insert(u);
     }
   }
   if (static_cast<int>(order.size()) == n) return order;
