@@ -1,0 +1,307 @@
+#include "runtime/executor.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "core/slicing.h"
+#include "core/status_macros.h"
+
+namespace meshrt {
+namespace {
+
+absl::Status Invalid(const std::string& msg) { return absl::InvalidArgumentError(msg); }
+
+absl::Status CheckTensorAxis(const Tensor& t, int axis, const char* role) {
+  if (axis < 0 || axis >= t.shape().rank()) {
+    return Invalid(absl::StrCat(role, " ", axis, " is out of range for input shape ",
+                                t.shape().ToString()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckDivisible(const Tensor& t, int axis, int64_t parts) {
+  if (t.shape().dim(axis).size % parts != 0) {
+    return Invalid(absl::StrCat("dim '", t.shape().dim(axis).name, "' of input shape ",
+                                t.shape().ToString(), " does not split into ", parts,
+                                " equal parts"));
+  }
+  return absl::OkStatus();
+}
+
+bool IsReduceOp(v1::ReduceOp op) {
+  return op == v1::REDUCE_SUM || op == v1::REDUCE_MAX || op == v1::REDUCE_MIN ||
+         op == v1::REDUCE_PROD;
+}
+
+}  // namespace
+
+absl::StatusOr<ProgramTensorInfo> ParseProgramTensor(const v1::ProgramTensor& t, const Mesh& mesh,
+                                                     int num_buffers, const std::string& what) {
+  ProgramTensorInfo info;
+  info.name = t.name();
+  info.buffer = t.buffer();
+  if (t.buffer() < 0 || t.buffer() >= num_buffers) {
+    return Invalid(absl::StrCat(what, " is bound to buffer ", t.buffer(), " but the program has ",
+                                num_buffers));
+  }
+  auto dtype = DTypeFromProto(t.dtype());
+  if (!dtype.ok()) return Invalid(absl::StrCat(what, ": ", dtype.status().message()));
+  info.dtype = *dtype;
+  ASSIGN_OR_RETURN(info.shape, Shape::FromProto(t.shape(), what));
+  info.layout = TensorLayout::FromProto(t.layout());
+  // CheckLayout CHECKs what this rejects: a wrong number of entries or an axis out of range.
+  if (static_cast<int>(info.layout.mesh_axis.size()) != info.shape.rank()) {
+    return Invalid(absl::StrCat(what, ": layout has ", info.layout.mesh_axis.size(),
+                                " entries but shape ", info.shape.ToString(), " has ",
+                                info.shape.rank(), " dims"));
+  }
+  for (int a : info.layout.mesh_axis) {
+    if (a != kReplicated && (a < 0 || a >= mesh.ndims())) {
+      return Invalid(absl::StrCat(what, ": layout names mesh axis ", a, " but mesh ",
+                                  mesh.ToString(), " has ", mesh.ndims(), " dims"));
+    }
+  }
+  RETURN_IF_ERROR(CheckLayout(info.shape, info.layout, mesh, t.name(), "program"));
+  return info;
+}
+
+std::string DescribeInstructionKind(const v1::Instruction& instr, const Mesh& mesh) {
+  switch (instr.kind_case()) {
+    case v1::Instruction::kLocal:
+      return absl::StrCat("local op '", instr.local().type(), "'");
+    case v1::Instruction::kLocalSlice:
+      return absl::StrCat("local_slice of axis ", instr.local_slice().axis(), " over ",
+                          MeshAxesString(mesh, {instr.local_slice().mesh_axis()}));
+    case v1::Instruction::kCollective: {
+      const v1::Collective& c = instr.collective();
+      return absl::StrCat("collective ", v1::Collective::Kind_Name(c.kind()), " over ",
+                          MeshAxesString(mesh, {c.mesh_axes().begin(), c.mesh_axes().end()}));
+    }
+    case v1::Instruction::KIND_NOT_SET:
+      break;
+  }
+  return "instruction without a kind";
+}
+
+Executor::Executor(const v1::Program& program, std::vector<int64_t> coordinate,
+                   const KernelRunner* kernels, Communicator* communicator)
+    : program_(program),
+      coordinate_(std::move(coordinate)),
+      kernels_(kernels),
+      communicator_(communicator) {}
+
+absl::Status Executor::Run(const std::map<std::string, Tensor>& input_slices) {
+  RETURN_IF_ERROR(Prepare(input_slices));
+  for (int i = 0; i < program_.instructions_size(); ++i) {
+    const v1::Instruction& instr = program_.instructions(i);
+    Tensor out;
+    absl::Status s = RunInstruction(instr, &out);
+    if (!s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("instruction ", i, " (source_op '",
+                                                 instr.source_op(), "', ",
+                                                 DescribeInstructionKind(instr, mesh_),
+                                                 ") at processor ",
+                                                 CoordinateString(coordinate_), ": ",
+                                                 s.message()));
+    }
+    buffers_[instr.output()] = std::move(out);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Executor::Prepare(const std::map<std::string, Tensor>& input_slices) {
+  buffers_.clear();
+  auto mesh = Mesh::FromProto(program_.mesh());
+  if (!mesh.ok()) return Invalid(absl::StrCat("program mesh: ", mesh.status().message()));
+  mesh_ = *std::move(mesh);
+  bool coord_ok = static_cast<int>(coordinate_.size()) == mesh_.ndims();
+  for (int d = 0; coord_ok && d < mesh_.ndims(); ++d) {
+    coord_ok = coordinate_[d] >= 0 && coordinate_[d] < mesh_.size(d);
+  }
+  if (!coord_ok) {
+    return Invalid(absl::StrCat("processor coordinate ", CoordinateString(coordinate_),
+                                " is not in mesh ", mesh_.ToString()));
+  }
+  if (program_.num_buffers() < 0) {
+    return Invalid(absl::StrCat("program has ", program_.num_buffers(), " buffers"));
+  }
+  buffers_.assign(program_.num_buffers(), std::nullopt);
+
+  std::vector<std::string> names;
+  for (const v1::ProgramTensor& input : program_.inputs()) {
+    const std::string what = absl::StrCat("placeholder '", input.name(), "'");
+    names.push_back(input.name());
+    ASSIGN_OR_RETURN(const ProgramTensorInfo info,
+                     ParseProgramTensor(input, mesh_, program_.num_buffers(), what));
+    const Shape slice_shape = SliceShape(info.shape, info.layout, mesh_);
+
+    auto feed = input_slices.find(input.name());
+    if (feed == input_slices.end()) {
+      return Invalid(absl::StrCat("missing feed for ", what, ": expected this processor's slice (",
+                                  DTypeName(info.dtype), " ", slice_shape.ToString(),
+                                  " of global shape ", info.shape.ToString(), ")"));
+    }
+    if (feed->second.dtype() != info.dtype) {
+      return Invalid(absl::StrCat("feed for ", what, " is ", DTypeName(feed->second.dtype()),
+                                  " but the program expects ", DTypeName(info.dtype)));
+    }
+    if (feed->second.shape() != slice_shape) {
+      return Invalid(absl::StrCat("feed for ", what, " has shape ",
+                                  feed->second.shape().ToString(), " but the slice at processor ",
+                                  CoordinateString(coordinate_), " must be ",
+                                  slice_shape.ToString(), " (global shape ", info.shape.ToString(),
+                                  ", layout ", info.layout.ToString(info.shape, mesh_), ")"));
+    }
+    buffers_[input.buffer()] = feed->second;
+  }
+  for (const auto& [name, tensor] : input_slices) {
+    if (std::find(names.begin(), names.end(), name) == names.end()) {
+      return Invalid(absl::StrCat("feed '", name, "' is not a placeholder of the program (",
+                                  names.empty() ? "it has none" : absl::StrJoin(names, ", "),
+                                  ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Executor::RunInstruction(const v1::Instruction& instr, Tensor* out) {
+  if (instr.output() < 0 || instr.output() >= program_.num_buffers()) {
+    return Invalid(absl::StrCat("writes buffer ", instr.output(), " but the program has ",
+                                program_.num_buffers()));
+  }
+  std::vector<const Tensor*> inputs;
+  for (int b : instr.inputs()) {
+    if (b < 0 || b >= program_.num_buffers() || !buffers_[b].has_value()) {
+      return Invalid(absl::StrCat("reads buffer ", b, ", which is ",
+                                  b < 0 || b >= program_.num_buffers() ? "out of range"
+                                                                       : "not written yet"));
+    }
+    inputs.push_back(&*buffers_[b]);
+  }
+  auto dtype = DTypeFromProto(instr.dtype());
+  if (!dtype.ok()) return Invalid(std::string(dtype.status().message()));
+  ASSIGN_OR_RETURN(const Shape shape, Shape::FromProto(instr.slice_shape(), "slice_shape"));
+
+  if (instr.kind_case() == v1::Instruction::kLocal) {
+    if (kernels_ == nullptr) return absl::FailedPreconditionError("the executor has no kernels");
+    *out = Tensor(*dtype, shape);
+    RETURN_IF_ERROR(kernels_->Run(instr.local(), inputs, out));
+  } else if (instr.kind_case() == v1::Instruction::KIND_NOT_SET) {
+    return Invalid("the instruction has no kind");
+  } else {
+    if (inputs.size() != 1) {
+      return Invalid(absl::StrCat("takes one input buffer, not ", inputs.size()));
+    }
+    if (inputs[0]->dtype() != *dtype) {
+      return Invalid(absl::StrCat("input is ", DTypeName(inputs[0]->dtype()),
+                                  " but the instruction is ", DTypeName(*dtype)));
+    }
+    if (instr.kind_case() == v1::Instruction::kLocalSlice) {
+      RETURN_IF_ERROR(RunLocalSlice(instr.local_slice(), *inputs[0], out));
+    } else {
+      RETURN_IF_ERROR(RunCollective(instr.collective(), *inputs[0], out));
+    }
+  }
+  if (out->dtype() != *dtype || out->shape() != shape) {
+    return Invalid(absl::StrCat("produced ", DTypeName(out->dtype()), " ",
+                                out->shape().ToString(), " but the program declares ",
+                                DTypeName(*dtype), " ", shape.ToString()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Executor::RunLocalSlice(const v1::LocalSlice& slice, const Tensor& in, Tensor* out) {
+  const int m = slice.mesh_axis();
+  if (m < 0 || m >= mesh_.ndims()) {
+    return Invalid(absl::StrCat("mesh axis ", m, " is out of range for mesh ", mesh_.ToString()));
+  }
+  RETURN_IF_ERROR(CheckTensorAxis(in, slice.axis(), "axis"));
+  RETURN_IF_ERROR(CheckDivisible(in, slice.axis(), mesh_.size(m)));
+  *out = SliceAlongAxis(in, slice.axis(), mesh_.size(m), coordinate_[m]);
+  return absl::OkStatus();
+}
+
+absl::Status Executor::RunCollective(const v1::Collective& c, const Tensor& in, Tensor* out) {
+  std::vector<int> axes;
+  RETURN_IF_ERROR(NormalizeMeshAxes(mesh_, "collective",
+                                    {c.mesh_axes().begin(), c.mesh_axes().end()}, &axes));
+  const int g = mesh_.GroupSize(axes);
+  const bool reduces = c.kind() == v1::Collective::ALLREDUCE ||
+                       c.kind() == v1::Collective::REDUCE_SCATTER;
+  if (reduces && !IsReduceOp(c.reduce_op())) {
+    return Invalid(absl::StrCat("invalid reduce op ", v1::ReduceOp_Name(c.reduce_op())));
+  }
+  if (c.kind() != v1::Collective::ALLREDUCE && axes.size() > 1) {
+    return Invalid(absl::StrCat(v1::Collective::Kind_Name(c.kind()),
+                                " takes at most one mesh axis, not ", axes.size()));
+  }
+  const DType dtype = in.dtype();
+  const int64_t n = in.num_elements();
+  const int64_t bytes = TensorBytes(in);
+  switch (c.kind()) {
+    case v1::Collective::ALLREDUCE:
+      *out = in;
+      if (g == 1) return absl::OkStatus();
+      return communicator_->AllReduce(axes, c.reduce_op(), dtype, TensorData(out), n);
+    case v1::Collective::ALLGATHER: {
+      RETURN_IF_ERROR(CheckTensorAxis(in, c.concat_axis(), "concat_axis"));
+      if (g == 1) break;
+      std::vector<char> gathered(g * bytes);
+      RETURN_IF_ERROR(communicator_->AllGather(axes, TensorData(in), bytes, gathered.data()));
+      *out = ConcatChunks(gathered.data(), dtype, in.shape(), g, c.concat_axis());
+      return absl::OkStatus();
+    }
+    case v1::Collective::ALLTOALL: {
+      RETURN_IF_ERROR(CheckTensorAxis(in, c.split_axis(), "split_axis"));
+      RETURN_IF_ERROR(CheckTensorAxis(in, c.concat_axis(), "concat_axis"));
+      RETURN_IF_ERROR(CheckDivisible(in, c.split_axis(), g));
+      if (g == 1) break;
+      std::vector<char> packed(bytes), received(bytes);
+      SplitIntoChunks(in, c.split_axis(), g, packed.data());
+      RETURN_IF_ERROR(communicator_->AllToAll(axes, packed.data(), received.data(), bytes / g));
+      const Shape piece =
+          WithDimSize(in.shape(), c.split_axis(), in.shape().dim(c.split_axis()).size / g);
+      *out = ConcatChunks(received.data(), dtype, piece, g, c.concat_axis());
+      return absl::OkStatus();
+    }
+    case v1::Collective::REDUCE_SCATTER: {
+      RETURN_IF_ERROR(CheckTensorAxis(in, c.split_axis(), "split_axis"));
+      RETURN_IF_ERROR(CheckDivisible(in, c.split_axis(), g));
+      if (g == 1) break;
+      std::vector<char> packed(bytes);
+      SplitIntoChunks(in, c.split_axis(), g, packed.data());
+      *out = Tensor(dtype, WithDimSize(in.shape(), c.split_axis(),
+                                       in.shape().dim(c.split_axis()).size / g));
+      return communicator_->ReduceScatter(axes, c.reduce_op(), dtype, packed.data(), n / g,
+                                          TensorData(out));
+    }
+    default:
+      return Invalid(absl::StrCat("unknown collective kind ", static_cast<int>(c.kind())));
+  }
+  *out = in;  // a group of one: every collective is a copy
+  return absl::OkStatus();
+}
+
+const Tensor* Executor::Buffer(int index) const {
+  if (index < 0 || index >= static_cast<int>(buffers_.size()) || !buffers_[index].has_value()) {
+    return nullptr;
+  }
+  return &*buffers_[index];
+}
+
+absl::StatusOr<Tensor> Executor::OutputSlice(const std::string& name) const {
+  for (const v1::ProgramTensor& output : program_.outputs()) {
+    if (output.name() != name) continue;
+    const Tensor* t = Buffer(output.buffer());
+    if (t == nullptr) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "output '", name, "' (buffer ", output.buffer(), ") has not been computed; call Run"));
+    }
+    return *t;
+  }
+  return absl::NotFoundError(absl::StrCat("'", name, "' is not an output of the program"));
+}
+
+}  // namespace meshrt

@@ -1,0 +1,101 @@
+// Executor: runs a lowered SPMD program (proto/program.proto) on one processor of the mesh.
+//
+// Given the processor's slices of the program inputs, it runs the instructions in order: local ops
+// through a KernelRunner, local slices in place, and collectives through a Communicator, packing
+// and unpacking tensors along arbitrary tensor axes with core/slicing.h. Afterwards every buffer
+// (and so every program output) holds this processor's slice.
+//
+// Ownership and lifetimes: `program`, `kernels` and `communicator` are borrowed and must outlive
+// the executor (the program is not copied). `communicator` must belong to the processor at
+// `coordinate` of the program's mesh. `kernels` may be null for programs without local ops.
+//
+// Thread-safety: thread-compatible. One Run at a time; Buffer/OutputSlice must not race with Run.
+// Distinct executors (one per processor) may run concurrently.
+//
+// Errors from Run:
+//   - InvalidArgument before any instruction runs: the program is malformed (bad mesh, buffer
+//     index, layout), the coordinate is not in the mesh, a feed is missing, unknown, or has the
+//     wrong dtype or slice shape (the message names the placeholder and both shapes).
+//   - Errors of a step keep their code, and the message names the instruction index, its
+//     source_op and its kind (e.g. "collective ALLGATHER over [cols]", "local op 'einsum'"). A
+//     step whose result does not match its declared slice shape or dtype is InvalidArgument.
+#ifndef MESHRT_RUNTIME_EXECUTOR_H_
+#define MESHRT_RUNTIME_EXECUTOR_H_
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "core/kernel_runner.h"
+#include "core/mesh.h"
+#include "core/shape.h"
+#include "core/tensor.h"
+#include "proto/program.pb.h"
+#include "runtime/communicator.h"
+
+namespace meshrt {
+
+class Executor {
+ public:
+  Executor(const v1::Program& program, std::vector<int64_t> coordinate,
+           const KernelRunner* kernels, Communicator* communicator);
+
+  Executor(const Executor&) = delete;
+  Executor& operator=(const Executor&) = delete;
+
+  // Runs the whole program. `input_slices` maps every program input (placeholder) name to this
+  // processor's slice of it; no other names are allowed. Buffers from a previous Run are dropped
+  // first. On error, buffers hold whatever the steps before the failing one wrote.
+  absl::Status Run(const std::map<std::string, Tensor>& input_slices);
+
+  // Buffer `index` after Run, or null when it is out of range or was never written.
+  const Tensor* Buffer(int index) const;
+
+  // A copy of this processor's slice of program output `name`. NotFound for a name that is not a
+  // program output; FailedPrecondition when its buffer has not been written (no successful Run).
+  absl::StatusOr<Tensor> OutputSlice(const std::string& name) const;
+
+  const std::vector<int64_t>& coordinate() const { return coordinate_; }
+
+ private:
+  // Checks the program's structure and the feeds; fills buffers_ with the feeds.
+  absl::Status Prepare(const std::map<std::string, Tensor>& input_slices);
+  absl::Status RunInstruction(const v1::Instruction& instr, Tensor* out);
+  absl::Status RunLocalSlice(const v1::LocalSlice& slice, const Tensor& in, Tensor* out);
+  absl::Status RunCollective(const v1::Collective& c, const Tensor& in, Tensor* out);
+
+  const v1::Program& program_;
+  const std::vector<int64_t> coordinate_;
+  const KernelRunner* const kernels_;
+  Communicator* const communicator_;
+
+  Mesh mesh_;                                  // parsed from the program by Run
+  std::vector<std::optional<Tensor>> buffers_;
+};
+
+// A program input or output with its wire fields parsed and checked.
+struct ProgramTensorInfo {
+  std::string name;
+  int buffer = -1;
+  Shape shape;  // global
+  DType dtype = DType::kFloat32;
+  TensorLayout layout;
+};
+
+// Parses and validates `t` against `mesh` and the program's `num_buffers`: the buffer index is in
+// range, the dtype, shape and layout are valid (CheckLayout). InvalidArgument naming `what` (e.g.
+// "placeholder 'x'") otherwise.
+absl::StatusOr<ProgramTensorInfo> ParseProgramTensor(const v1::ProgramTensor& t, const Mesh& mesh,
+                                                     int num_buffers, const std::string& what);
+
+// "collective ALLGATHER over [cols]", "local op 'einsum'", "local_slice of axis 1 over [rows]":
+// how errors name an instruction's kind.
+std::string DescribeInstructionKind(const v1::Instruction& instr, const Mesh& mesh);
+
+}  // namespace meshrt
+
+#endif  // MESHRT_RUNTIME_EXECUTOR_H_

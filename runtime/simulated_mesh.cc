@@ -1,0 +1,169 @@
+#include "runtime/simulated_mesh.h"
+
+#include <memory>
+#include <set>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
+#include "core/mesh.h"
+#include "core/slicing.h"
+#include "core/status_macros.h"
+#include "runtime/executor.h"
+#include "runtime/local_communicator.h"
+
+namespace meshrt {
+namespace {
+
+std::string ProcessorName(const Mesh& mesh, int p) {
+  return absl::StrCat("processor ", p, " ", CoordinateString(mesh.Coordinate(p)));
+}
+
+// Cuts every whole feed into per-processor slices. InvalidArgument for a missing, unknown or
+// mis-shaped feed.
+absl::StatusOr<std::vector<std::map<std::string, Tensor>>> SliceFeeds(
+    const v1::Program& program, const Mesh& mesh,
+    const std::map<std::string, Tensor>& whole_feeds) {
+  std::vector<std::map<std::string, Tensor>> feeds(mesh.num_processors());
+  std::set<std::string> names;
+  for (const v1::ProgramTensor& input : program.inputs()) {
+    const std::string what = absl::StrCat("placeholder '", input.name(), "'");
+    names.insert(input.name());
+    ASSIGN_OR_RETURN(const ProgramTensorInfo info,
+                     ParseProgramTensor(input, mesh, program.num_buffers(), what));
+    auto it = whole_feeds.find(input.name());
+    if (it == whole_feeds.end()) {
+      return absl::InvalidArgumentError(absl::StrCat("missing feed for ", what, " (",
+                                                     DTypeName(info.dtype), " ",
+                                                     info.shape.ToString(), ")"));
+    }
+    const Tensor& whole = it->second;
+    if (whole.dtype() != info.dtype || whole.shape() != info.shape) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "feed for ", what, " is ", DTypeName(whole.dtype()), " ", whole.shape().ToString(),
+          " but the program expects ", DTypeName(info.dtype), " ", info.shape.ToString()));
+    }
+    for (int p = 0; p < mesh.num_processors(); ++p) {
+      feeds[p][input.name()] = ExtractSlice(whole, info.layout, mesh, mesh.Coordinate(p));
+    }
+  }
+  for (const auto& [name, tensor] : whole_feeds) {
+    if (names.count(name) == 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "feed '", name, "' is not a placeholder of the program (",
+          names.empty() ? "it has none" : absl::StrJoin(names, ", "), ")"));
+    }
+  }
+  return feeds;
+}
+
+// Runs one executor per processor, each on its own thread. The first processor to fail aborts the
+// hub so the others return instead of waiting for it; its error is the one returned.
+absl::Status RunAll(const Mesh& mesh, LocalCollectiveHub& hub,
+                    const std::vector<std::map<std::string, Tensor>>& feeds,
+                    std::vector<std::unique_ptr<Executor>>& executors) {
+  absl::Mutex mu;
+  absl::Status first_error;  // guarded by mu
+  std::vector<std::thread> threads;
+  for (int p = 0; p < mesh.num_processors(); ++p) {
+    threads.emplace_back([&, p] {
+      absl::Status s = executors[p]->Run(feeds[p]);
+      if (s.ok()) return;
+      s = absl::Status(s.code(), absl::StrCat(ProcessorName(mesh, p), ": ", s.message()));
+      {
+        absl::MutexLock lock(&mu);
+        if (first_error.ok()) first_error = s;
+      }
+      // Processors released by this abort fail with `s` too, but record it after the root cause.
+      hub.Abort(s);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  absl::MutexLock lock(&mu);
+  return first_error;
+}
+
+// Assembles output `info` from every processor's slice, checking that processors holding copies
+// of the same slice (those differing only in mesh axes the layout does not use) agree.
+absl::StatusOr<Tensor> Assemble(const Mesh& mesh, const ProgramTensorInfo& info,
+                                const std::vector<std::unique_ptr<Executor>>& executors,
+                                double tolerance) {
+  Tensor whole(info.dtype, info.shape);
+  std::vector<bool> used_axis(mesh.ndims(), false);
+  for (int a : info.layout.mesh_axis) {
+    if (a != kReplicated) used_axis[a] = true;
+  }
+  std::map<int, Tensor> owner_slices;  // by the lowest processor holding each distinct slice
+  for (int p = 0; p < mesh.num_processors(); ++p) {
+    const std::vector<int64_t> coord = mesh.Coordinate(p);
+    std::vector<int64_t> owner_coord = coord;
+    for (int d = 0; d < mesh.ndims(); ++d) {
+      if (!used_axis[d]) owner_coord[d] = 0;
+    }
+    const int owner = mesh.ProcessorNumber(owner_coord);
+    auto slice = executors[p]->OutputSlice(info.name);
+    if (!slice.ok()) {
+      return absl::InternalError(absl::StrCat("output '", info.name, "' at ",
+                                              ProcessorName(mesh, p), ": ",
+                                              slice.status().message()));
+    }
+    if (owner == p) {
+      absl::Status s = InsertSlice(*slice, info.layout, mesh, coord, &whole);
+      if (!s.ok()) {
+        return absl::InternalError(absl::StrCat("output '", info.name, "' at ",
+                                                ProcessorName(mesh, p),
+                                                " does not fit its layout: ", s.message()));
+      }
+      owner_slices.emplace(p, *std::move(slice));
+      continue;
+    }
+    const double diff = MaxRelativeError(*slice, owner_slices.at(owner));
+    if (!(diff <= tolerance)) {
+      return absl::InternalError(absl::StrCat(
+          "output '", info.name, "': ", ProcessorName(mesh, owner), " and ",
+          ProcessorName(mesh, p), " hold copies of the same slice that differ (max relative "
+          "difference ", diff, " > ", tolerance, "); the program's lowering is wrong"));
+    }
+  }
+  return whole;
+}
+
+}  // namespace
+
+absl::StatusOr<std::map<std::string, Tensor>> RunOnSimulatedMesh(
+    const v1::Program& program, const std::map<std::string, Tensor>& whole_feeds,
+    const SimulatedMeshOptions& options) {
+  auto mesh_or = Mesh::FromProto(program.mesh());
+  if (!mesh_or.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("program mesh: ", mesh_or.status().message()));
+  }
+  const Mesh mesh = *std::move(mesh_or);
+  std::vector<ProgramTensorInfo> outputs;
+  for (const v1::ProgramTensor& output : program.outputs()) {
+    ASSIGN_OR_RETURN(ProgramTensorInfo info,
+                     ParseProgramTensor(output, mesh, program.num_buffers(),
+                                        absl::StrCat("output '", output.name(), "'")));
+    outputs.push_back(std::move(info));
+  }
+  ASSIGN_OR_RETURN(const auto feeds, SliceFeeds(program, mesh, whole_feeds));
+
+  LocalCollectiveHub hub(mesh, LocalCollectiveHub::Options{options.timeout});
+  std::vector<std::unique_ptr<Executor>> executors;
+  for (int p = 0; p < mesh.num_processors(); ++p) {
+    executors.push_back(std::make_unique<Executor>(program, mesh.Coordinate(p), options.kernels,
+                                                   hub.communicator(p)));
+  }
+  RETURN_IF_ERROR(RunAll(mesh, hub, feeds, executors));
+
+  std::map<std::string, Tensor> result;
+  for (const ProgramTensorInfo& info : outputs) {
+    ASSIGN_OR_RETURN(Tensor whole, Assemble(mesh, info, executors, options.replica_tolerance));
+    result[info.name] = std::move(whole);
+  }
+  return result;
+}
+
+}  // namespace meshrt
