@@ -1,0 +1,175 @@
+#include "runtime/executor.h"
+
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "core/test_util.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "runtime/local_communicator.h"
+#include "runtime/test_kernels.h"
+
+namespace meshrt {
+namespace {
+
+using ::testing::ElementsAre;
+
+// x [n:4] replicated on a 1-processor mesh; y = x + x; z = allreduce(y) over the only axis.
+constexpr char kSingleProcessor[] = R"pb(
+  mesh { dims { name: "x" size: 1 } }
+  num_buffers: 3
+  inputs {
+    name: "x" buffer: 0 dtype: DT_FLOAT32 layout { mesh_axis: -1 }
+    shape { dims { name: "n" size: 4 } }
+  }
+  instructions {
+    output: 1 inputs: [ 0, 0 ] dtype: DT_FLOAT32 source_op: "y"
+    slice_shape { dims { name: "n" size: 4 } }
+    local { type: "add" }
+  }
+  instructions {
+    output: 2 inputs: 1 dtype: DT_FLOAT32 source_op: "z"
+    slice_shape { dims { name: "n" size: 4 } }
+    collective { kind: ALLREDUCE mesh_axes: 0 reduce_op: REDUCE_SUM }
+  }
+  outputs {
+    name: "z" buffer: 2 dtype: DT_FLOAT32 layout { mesh_axis: -1 }
+    shape { dims { name: "n" size: 4 } }
+  }
+)pb";
+
+class ExecutorTest : public ::testing::Test {
+ protected:
+  ExecutorTest()
+      : program_(ParseProgram(kSingleProcessor)),
+        hub_(*Mesh::Parse("x:1")),
+        executor_(program_, {0}, &kernels_, hub_.communicator(0)) {}
+
+  TestKernels kernels_;
+  v1::Program program_;
+  LocalCollectiveHub hub_;
+  Executor executor_;
+};
+
+TEST_F(ExecutorTest, RunsAndExposesBuffersAndOutputs) {
+  EXPECT_TRUE(StatusIs(executor_.OutputSlice("z").status(), absl::StatusCode::kFailedPrecondition,
+                       {"'z'"}));
+  ASSERT_OK(executor_.Run({{"x", Tensor::Float(Shape{{"n", 4}}, {1, 2, 3, 4})}}));
+  ASSERT_NE(executor_.Buffer(1), nullptr);
+  EXPECT_THAT(executor_.Buffer(1)->floats(), ElementsAre(2, 4, 6, 8));
+  EXPECT_EQ(executor_.Buffer(3), nullptr);
+  EXPECT_EQ(executor_.Buffer(-1), nullptr);
+  ASSERT_OK_AND_ASSIGN(Tensor z, executor_.OutputSlice("z"));
+  EXPECT_THAT(z.floats(), ElementsAre(2, 4, 6, 8));
+  EXPECT_TRUE(StatusIs(executor_.OutputSlice("w").status(), absl::StatusCode::kNotFound, {"'w'"}));
+
+  // A second run starts from fresh buffers.
+  ASSERT_OK(executor_.Run({{"x", Tensor::Float(Shape{{"n", 4}}, {0, 0, 0, 1})}}));
+  EXPECT_THAT(executor_.OutputSlice("z")->floats(), ElementsAre(0, 0, 0, 2));
+}
+
+TEST_F(ExecutorTest, BadFeedsNameThePlaceholder) {
+  EXPECT_TRUE(StatusIs(executor_.Run({}), absl::StatusCode::kInvalidArgument,
+                       {"missing feed", "placeholder 'x'", "[n:4]"}));
+  EXPECT_TRUE(StatusIs(executor_.Run({{"x", Tensor(DType::kFloat32, Shape{{"n", 2}})}}),
+                       absl::StatusCode::kInvalidArgument, {"placeholder 'x'", "[n:2]", "[n:4]"}));
+  EXPECT_TRUE(StatusIs(executor_.Run({{"x", Tensor(DType::kFloat32, Shape{{"m", 4}})}}),
+                       absl::StatusCode::kInvalidArgument, {"placeholder 'x'", "[m:4]"}));
+  EXPECT_TRUE(StatusIs(executor_.Run({{"x", Tensor(DType::kInt32, Shape{{"n", 4}})}}),
+                       absl::StatusCode::kInvalidArgument, {"placeholder 'x'", "int32", "float32"}));
+  EXPECT_TRUE(StatusIs(executor_.Run({{"x", Tensor(DType::kFloat32, Shape{{"n", 4}})},
+                                      {"typo", Tensor(DType::kFloat32, Shape{{"n", 4}})}}),
+                       absl::StatusCode::kInvalidArgument, {"feed 'typo'", "x"}));
+}
+
+TEST_F(ExecutorTest, StepErrorsNameTheInstruction) {
+  // A kernel error keeps its code.
+  program_.mutable_instructions(0)->mutable_local()->set_type("nope");
+  EXPECT_TRUE(StatusIs(executor_.Run({{"x", Tensor(DType::kFloat32, Shape{{"n", 4}})}}),
+                       absl::StatusCode::kUnimplemented,
+                       {"instruction 0", "source_op 'y'", "local op 'nope'", "processor (0)"}));
+  program_.mutable_instructions(0)->mutable_local()->set_type("add");
+
+  // A malformed collective.
+  program_.mutable_instructions(1)->mutable_collective()->set_reduce_op(v1::REDUCE_INVALID);
+  EXPECT_TRUE(StatusIs(executor_.Run({{"x", Tensor(DType::kFloat32, Shape{{"n", 4}})}}),
+                       absl::StatusCode::kInvalidArgument,
+                       {"instruction 1", "source_op 'z'", "collective ALLREDUCE over [x]",
+                        "reduce op"}));
+  program_.mutable_instructions(1)->mutable_collective()->set_reduce_op(v1::REDUCE_SUM);
+
+  // A result that does not match the declared slice shape.
+  program_.mutable_instructions(1)->mutable_slice_shape()->mutable_dims(0)->set_size(2);
+  EXPECT_TRUE(StatusIs(executor_.Run({{"x", Tensor(DType::kFloat32, Shape{{"n", 4}})}}),
+                       absl::StatusCode::kInvalidArgument,
+                       {"instruction 1", "produced float32 [n:4]", "declares float32 [n:2]"}));
+  program_.mutable_instructions(1)->mutable_slice_shape()->mutable_dims(0)->set_size(4);
+
+  // Reading a buffer nothing wrote.
+  program_.mutable_instructions(0)->set_inputs(1, 2);
+  EXPECT_TRUE(StatusIs(executor_.Run({{"x", Tensor(DType::kFloat32, Shape{{"n", 4}})}}),
+                       absl::StatusCode::kInvalidArgument,
+                       {"instruction 0", "reads buffer 2", "not written"}));
+}
+
+TEST_F(ExecutorTest, CoordinateMustBeInTheMesh) {
+  Executor outside(program_, {1}, &kernels_, hub_.communicator(0));
+  EXPECT_TRUE(StatusIs(outside.Run({{"x", Tensor(DType::kFloat32, Shape{{"n", 4}})}}),
+                       absl::StatusCode::kInvalidArgument, {"(1)", "x:1"}));
+}
+
+// Two processors, each with its own executor: checks every rank's slice of an alltoall and a
+// reduce-scatter, not just the assembled result.
+TEST(ExecutorCollectivesTest, PerRankSlicesOfAllToAllAndReduceScatter) {
+  const v1::Program program = ParseProgram(R"pb(
+    mesh { dims { name: "x" size: 2 } }
+    num_buffers: 3
+    inputs {
+      name: "a" buffer: 0 dtype: DT_INT32 layout { mesh_axis: [ 0, -1 ] }
+      shape { dims { name: "r" size: 4 } dims { name: "c" size: 4 } }
+    }
+    instructions {
+      output: 1 inputs: 0 dtype: DT_INT32
+      slice_shape { dims { name: "r" size: 4 } dims { name: "c" size: 2 } }
+      collective { kind: ALLTOALL mesh_axes: 0 split_axis: 1 concat_axis: 0 }
+    }
+    instructions {
+      output: 2 inputs: 0 dtype: DT_INT32
+      slice_shape { dims { name: "r" size: 2 } dims { name: "c" size: 2 } }
+      collective { kind: REDUCE_SCATTER mesh_axes: 0 reduce_op: REDUCE_MAX split_axis: 1 }
+    }
+  )pb");
+  LocalCollectiveHub hub(*Mesh::Parse("x:2"), {absl::Seconds(10)});
+  TestKernels kernels;
+  std::vector<std::unique_ptr<Executor>> executors;
+  for (int p = 0; p < 2; ++p) {
+    executors.push_back(
+        std::make_unique<Executor>(program, std::vector<int64_t>{p}, &kernels, hub.communicator(p)));
+  }
+  // Whole a = iota [r:4, c:4]; processor p holds rows 2p, 2p+1.
+  const std::vector<std::vector<int32_t>> slices = {{0, 1, 2, 3, 4, 5, 6, 7},
+                                                    {8, 9, 10, 11, 12, 13, 14, 15}};
+  std::vector<absl::Status> statuses(2);
+  std::vector<std::thread> threads;
+  for (int p = 0; p < 2; ++p) {
+    threads.emplace_back([&, p] {
+      statuses[p] = executors[p]->Run(
+          {{"a", Tensor::Int(Shape{{"r", 2}, {"c", 4}}, slices[p])}});
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  ASSERT_OK(statuses[0]);
+  ASSERT_OK(statuses[1]);
+  // AllToAll: processor p gets columns 2p, 2p+1 of all four rows.
+  EXPECT_THAT(executors[0]->Buffer(1)->ints(), ElementsAre(0, 1, 4, 5, 8, 9, 12, 13));
+  EXPECT_THAT(executors[1]->Buffer(1)->ints(), ElementsAre(2, 3, 6, 7, 10, 11, 14, 15));
+  // ReduceScatter MAX over the two processors' [r:2, c:4] slices, keeping columns 2p, 2p+1.
+  EXPECT_THAT(executors[0]->Buffer(2)->ints(), ElementsAre(8, 9, 12, 13));
+  EXPECT_THAT(executors[1]->Buffer(2)->ints(), ElementsAre(10, 11, 14, 15));
+}
+
+}  // namespace
+}  // namespace meshrt
