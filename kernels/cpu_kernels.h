@@ -1,0 +1,18 @@
+// CpuKernels(): the KernelRunner workers use. float32 einsum, elementwise and reduction ops run
+// on the fast kernels in this package (OpenBLAS for GEMMs); every other op or dtype falls back to
+// ReferenceKernels() (core/kernel_runner.h), so both runners accept the same ops with the same
+// semantics and error codes.
+#ifndef MESHRT_KERNELS_CPU_KERNELS_H_
+#define MESHRT_KERNELS_CPU_KERNELS_H_
+
+#include "core/kernel_runner.h"
+
+namespace meshrt {
+
+// Never null; lives forever; thread-safe (see KernelRunner). The first einsum loads OpenBLAS
+// (kernels/blas.h), which logs one line naming the CPU kernel it chose.
+const KernelRunner& CpuKernels();
+
+}  // namespace meshrt
+
+#endif  // MESHRT_KERNELS_CPU_KERNELS_H_
