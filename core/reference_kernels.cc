@@ -50,6 +50,23 @@ void StridedIterator::Next() {
   done_ = true;  // wrapped past the first dim (or the space is a scalar)
 }
 
+absl::Status CheckDimsIn(const Shape& sub, absl::string_view sub_what, const Shape& super,
+                         absl::string_view super_what) {
+  for (const Dim& d : sub.dims()) {
+    const int j = super.IndexOf(d.name);
+    if (j < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(sub_what, " has dim '", d.name, "' which ",
+                                                     super_what, " ", super.ToString(), " lacks"));
+    }
+    if (super.dim(j).size != d.size) {
+      return absl::InvalidArgumentError(absl::StrCat("dim '", d.name, "' has size ", d.size, " in ",
+                                                     sub_what, " but ", super.dim(j).size, " in ",
+                                                     super_what));
+    }
+  }
+  return absl::OkStatus();
+}
+
 namespace {
 
 template <typename T>
@@ -71,24 +88,6 @@ float* MutableData<float>(Tensor* t) {
 template <>
 int32_t* MutableData<int32_t>(Tensor* t) {
   return t->i32();
-}
-
-// Every dim of `sub` must appear in `super` with the same size.
-absl::Status CheckDimsIn(const Shape& sub, absl::string_view sub_what, const Shape& super,
-                         absl::string_view super_what) {
-  for (const Dim& d : sub.dims()) {
-    const int j = super.IndexOf(d.name);
-    if (j < 0) {
-      return absl::InvalidArgumentError(absl::StrCat(sub_what, " has dim '", d.name, "' which ",
-                                                     super_what, " ", super.ToString(), " lacks"));
-    }
-    if (super.dim(j).size != d.size) {
-      return absl::InvalidArgumentError(absl::StrCat("dim '", d.name, "' has size ", d.size, " in ",
-                                                     sub_what, " but ", super.dim(j).size, " in ",
-                                                     super_what));
-    }
-  }
-  return absl::OkStatus();
 }
 
 absl::Status CheckArity(absl::Span<const Tensor* const> inputs, size_t want) {

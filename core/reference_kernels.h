@@ -60,6 +60,12 @@ class StridedIterator {
   bool done_ = false;
 };
 
+// OK when every dim of `sub` appears in `super` with the same size; otherwise InvalidArgument
+// naming the dim, e.g. "input 0 has dim 'k' which the output [i:2] lacks". The *_what strings name
+// the two shapes in the message.
+absl::Status CheckDimsIn(const Shape& sub, absl::string_view sub_what, const Shape& super,
+                         absl::string_view super_what);
+
 // Copies `in` into `out`, matching dims by name: out[i] = in[i restricted to in's dims]. Every dim
 // of `in` must be in `out` with the same size; dims only in `out` broadcast. Dtypes must match.
 // InvalidArgument otherwise, naming the dim.
