@@ -100,11 +100,12 @@ absl::Status CheckArity(absl::Span<const Tensor* const> inputs, size_t want) {
 
 absl::Status CheckDtypes(absl::Span<const Tensor* const> inputs, const Tensor& out) {
   for (size_t i = 0; i < inputs.size(); ++i) {
-    if (inputs[i] == nullptr) return absl::InvalidArgumentError(absl::StrCat("input ", i, " is null"));
+    if (inputs[i] == nullptr)
+      return absl::InvalidArgumentError(absl::StrCat("input ", i, " is null"));
     if (inputs[i]->dtype() != out.dtype()) {
-      return absl::InvalidArgumentError(absl::StrCat("input ", i, " is ",
-                                                     DTypeName(inputs[i]->dtype()),
-                                                     " but the output is ", DTypeName(out.dtype())));
+      return absl::InvalidArgumentError(
+          absl::StrCat("input ", i, " is ", DTypeName(inputs[i]->dtype()), " but the output is ",
+                       DTypeName(out.dtype())));
     }
   }
   return absl::OkStatus();
@@ -112,8 +113,8 @@ absl::Status CheckDtypes(absl::Span<const Tensor* const> inputs, const Tensor& o
 
 absl::Status FloatOnly(const Tensor& out, absl::string_view type) {
   if (out.dtype() != DType::kFloat32) {
-    return absl::UnimplementedError(absl::StrCat(type, " supports float32 only, not ",
-                                                 DTypeName(out.dtype())));
+    return absl::UnimplementedError(
+        absl::StrCat(type, " supports float32 only, not ", DTypeName(out.dtype())));
   }
   return absl::OkStatus();
 }
@@ -154,7 +155,8 @@ absl::Status Einsum(absl::Span<const Tensor* const> inputs, Tensor* out) {
   std::vector<Dim> summed;
   for (size_t i = 0; i < inputs.size(); ++i) {
     for (const Dim& d : inputs[i]->shape().dims()) {
-      auto it = std::find_if(all.begin(), all.end(), [&](const Dim& a) { return a.name == d.name; });
+      auto it =
+          std::find_if(all.begin(), all.end(), [&](const Dim& a) { return a.name == d.name; });
       if (it == all.end()) {
         all.push_back(d);
         summed.push_back(d);
@@ -232,8 +234,8 @@ absl::Status Unary(const v1::Op& op, const Tensor& x, Tensor* out) {
   } else {  // scale
     RETURN_IF_ERROR(FloatOnly(*out, type));
     auto it = op.attrs().find("scalar");
-    if (it == op.attrs().end() ||
-        (it->second.value_case() != v1::AttrValue::kF && it->second.value_case() != v1::AttrValue::kI)) {
+    if (it == op.attrs().end() || (it->second.value_case() != v1::AttrValue::kF &&
+                                   it->second.value_case() != v1::AttrValue::kI)) {
       return absl::InvalidArgumentError("scale needs attrs {scalar: f}");
     }
     const float s = it->second.value_case() == v1::AttrValue::kF
@@ -327,8 +329,8 @@ absl::Status RunOp(const v1::Op& op, absl::Span<const Tensor* const> inputs, Ten
           " elements but the output ", out->shape().ToString(), " has ", out->num_elements()));
     }
     void* dst = f32 ? static_cast<void*>(out->f32()) : static_cast<void*>(out->i32());
-    const void* from = f32 ? static_cast<const void*>(src->f32())
-                           : static_cast<const void*>(src->i32());
+    const void* from =
+        f32 ? static_cast<const void*>(src->f32()) : static_cast<const void*>(src->i32());
     if (out->num_elements() > 0) std::memcpy(dst, from, out->num_elements() * 4);
     return absl::OkStatus();
   }
@@ -342,8 +344,8 @@ class ReferenceRunner : public KernelRunner {
     absl::Status s = output == nullptr ? absl::InvalidArgumentError("output is null")
                                        : RunOp(op, inputs, output);
     if (s.ok()) return s;
-    return absl::Status(s.code(), absl::StrCat("op '", op.name(), "' (", op.type(), "): ",
-                                               s.message()));
+    return absl::Status(s.code(),
+                        absl::StrCat("op '", op.name(), "' (", op.type(), "): ", s.message()));
   }
 };
 

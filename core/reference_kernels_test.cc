@@ -29,7 +29,7 @@ v1::Op MakeOp(const std::string& type) {
 }
 
 absl::StatusOr<Tensor> RunRef(const v1::Op& op, std::vector<const Tensor*> inputs,
-                           const char* out_shape, DType dtype = DType::kFloat32) {
+                              const char* out_shape, DType dtype = DType::kFloat32) {
   Tensor out(dtype, S(out_shape));
   absl::Status s = ReferenceKernels().Run(op, inputs, &out);
   if (!s.ok()) return s;
@@ -125,7 +125,8 @@ TEST(ReferenceEinsumTest, SizeMismatchNamesTheDim) {
   EXPECT_THAT(std::string(out.status().message()), HasSubstr("op 't' (einsum)"));
   EXPECT_EQ(RunRef(MakeOp("einsum"), {&a}, "i:3").status().code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(RunRef(MakeOp("einsum"), {}, "i:3").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(RunRef(MakeOp("einsum"), {}, "i:3").status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST(ReferenceBinaryTest, BroadcastsByName) {

@@ -76,11 +76,12 @@ CoretypeChoice ChooseCoretype(const char* meshrt_coretype, const char* openblas_
   if (has_meshrt) {
     const std::string v = meshrt_coretype;
     if (v == "default") {
-      return {std::nullopt,
-              has_openblas
-                  ? absl::StrCat("MESHRT_BLAS_CORETYPE=default: OpenBLAS decides, OPENBLAS_CORETYPE=",
-                                 openblas_coretype)
-                  : "MESHRT_BLAS_CORETYPE=default: OpenBLAS's own CPU detection"};
+      return {
+          std::nullopt,
+          has_openblas
+              ? absl::StrCat("MESHRT_BLAS_CORETYPE=default: OpenBLAS decides, OPENBLAS_CORETYPE=",
+                             openblas_coretype)
+              : "MESHRT_BLAS_CORETYPE=default: OpenBLAS's own CPU detection"};
     }
     if (v != "auto") return {v, absl::StrCat("set by MESHRT_BLAS_CORETYPE=", v)};
     // "auto": our choice below, even over OPENBLAS_CORETYPE.
@@ -95,14 +96,16 @@ CoretypeChoice ChooseCoretype(const char* meshrt_coretype, const char* openblas_
     return {"Haswell", absl::StrCat("chosen by meshrt: CPU has AVX2+FMA; ", kOverrideHint)};
   }
   return {std::nullopt, absl::StrCat("OpenBLAS's own detection: CPU has neither AVX-512 nor "
-                                     "AVX2+FMA; ", kOverrideHint)};
+                                     "AVX2+FMA; ",
+                                     kOverrideHint)};
 }
 
 Blas::Blas(const BlasOptions& options) {
   threads_ = options.threads > 0 ? options.threads : ThreadsFromEnv();
   if (options.choose_coretype) {
-    const CoretypeChoice choice = ChooseCoretype(
-        std::getenv("MESHRT_BLAS_CORETYPE"), std::getenv("OPENBLAS_CORETYPE"), CpuFeatures::Detect());
+    const CoretypeChoice choice =
+        ChooseCoretype(std::getenv("MESHRT_BLAS_CORETYPE"), std::getenv("OPENBLAS_CORETYPE"),
+                       CpuFeatures::Detect());
     reason_ = choice.reason;
     // The variable only matters if this dlopen is the one that initialises the library.
     bool already_loaded = false;
@@ -157,8 +160,9 @@ Blas::Blas(const BlasOptions& options) {
   config_ = get_config() != nullptr ? get_config() : "";
   LogInfo(VersionOf(config_), " core=", corename_, " threads=", threads_, " (", reason_, ")");
   if (corename_ == "Prescott" && CpuFeatures::Detect().HasAvx512()) {
-    LogWarning("OpenBLAS runs its slow Prescott kernel on an AVX-512 CPU (~5x slower sgemm); set "
-               "MESHRT_BLAS_CORETYPE=auto before the process starts");
+    LogWarning(
+        "OpenBLAS runs its slow Prescott kernel on an AVX-512 CPU (~5x slower sgemm); set "
+        "MESHRT_BLAS_CORETYPE=auto before the process starts");
   }
 }
 

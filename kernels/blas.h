@@ -64,7 +64,8 @@ struct BlasOptions {
 };
 
 // A loaded OpenBLAS (or, when loading failed, a plain C++ loop GEMM with the same contract).
-// Immutable after construction; thread-safe. The library is never unloaded (OpenBLAS keeps threads).
+// Immutable after construction; thread-safe. The library is never unloaded (OpenBLAS keeps
+// threads).
 class Blas {
  public:
   // Loads per `options` and logs one line naming the core, thread count and reason. A failure is

@@ -84,9 +84,11 @@ void ExpectGemmMatches(const Blas& blas, bool ta, bool tb) {
     for (int64_t j = 0; j < n; ++j) {
       double want = 0;
       for (int64_t p = 0; p < k; ++p) {
-        want += double(ta ? a[p * lda + i] : a[i * lda + p]) * (tb ? b[j * ldb + p] : b[p * ldb + j]);
+        want +=
+            double(ta ? a[p * lda + i] : a[i * lda + p]) * (tb ? b[j * ldb + p] : b[p * ldb + j]);
       }
-      ASSERT_NEAR(c[i * n + j], want, 1e-5) << "ta=" << ta << " tb=" << tb << " at " << i << "," << j;
+      ASSERT_NEAR(c[i * n + j], want, 1e-5)
+          << "ta=" << ta << " tb=" << tb << " at " << i << "," << j;
     }
   }
 }

@@ -79,8 +79,8 @@ class CpuRunner : public KernelRunner {
     std::optional<absl::Status> s = RunFast(op, inputs, output);
     if (!s.has_value()) return ReferenceKernels().Run(op, inputs, output);
     if (s->ok()) return *s;
-    return absl::Status(s->code(), absl::StrCat("op '", op.name(), "' (", op.type(), "): ",
-                                                s->message()));
+    return absl::Status(s->code(),
+                        absl::StrCat("op '", op.name(), "' (", op.type(), "): ", s->message()));
   }
 };
 

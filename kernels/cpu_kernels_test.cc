@@ -21,7 +21,7 @@ struct Case {
   std::string type;
   std::vector<std::string> inputs;  // shapes, e.g. "m:3,k:7"
   std::string out;
-  double tolerance;                 // MaxRelativeError bound
+  double tolerance;  // MaxRelativeError bound
   DType dtype = DType::kFloat32;
 };
 
@@ -76,13 +76,14 @@ std::vector<Case> EinsumCases() {
   std::vector<Case> cases;
   for (int s : {1, 3, 7, 17, 33, 65}) {
     const std::string n = std::to_string(s);
-    cases.push_back({"einsum", {"m:" + n + ",k:" + n, "k:" + n + ",n:" + n}, "m:" + n + ",n:" + n,
-                     kGemmTol});
+    cases.push_back(
+        {"einsum", {"m:" + n + ",k:" + n, "k:" + n + ",n:" + n}, "m:" + n + ",n:" + n, kGemmTol});
   }
   // Every transpose combination of A and B, and both output orders.
   for (const char* a : {"m:33,k:17", "k:17,m:33"}) {
     for (const char* b : {"k:17,n:65", "n:65,k:17"}) {
-      for (const char* out : {"m:33,n:65", "n:65,m:33"}) cases.push_back({"einsum", {a, b}, out, kGemmTol});
+      for (const char* out : {"m:33,n:65", "n:65,m:33"})
+        cases.push_back({"einsum", {a, b}, out, kGemmTol});
     }
   }
   const std::vector<Case> more = {
@@ -124,8 +125,7 @@ std::vector<Case> EinsumCases() {
       {"einsum", {"a:3,s:4", "a:3,b:5", "b:5,c:6"}, "x:2,c:6,a:3", kGemmTol},
       {"einsum", {"a:3,b:4", "b:4,c:5", "c:5,d:6", "d:6,e:7"}, "a:3,e:7", kGemmTol},
       {"einsum", {"i:5,j:3", "j:3,k:4", "k:4,i:5", "i:5"}, "j:3", kGemmTol},
-      {"einsum", {"h:2,q:7,d:5", "h:2,t:7,d:5", "h:2,t:7,e:3", "e:3,o:4"}, "q:7,h:2,o:4",
-       kGemmTol},
+      {"einsum", {"h:2,q:7,d:5", "h:2,t:7,d:5", "h:2,t:7,e:3", "e:3,o:4"}, "q:7,h:2,o:4", kGemmTol},
   };
   cases.insert(cases.end(), more.begin(), more.end());
   return cases;
@@ -134,16 +134,16 @@ std::vector<Case> EinsumCases() {
 std::vector<Case> ElementwiseCases() {
   std::vector<Case> cases;
   const std::vector<std::vector<std::string>> shapes = {
-      {"a:17,b:33", "a:17,b:33", "a:17,b:33"},  // identical
-      {"a:17,b:33", "b:33", "a:17,b:33"},       // broadcast along leading dim
-      {"a:17,b:33", "a:17", "a:17,b:33"},       // broadcast along trailing dim
-      {"b:33", "a:17,b:33", "a:17,b:33"},       // broadcast first operand
-      {"", "a:7,b:9", "a:7,b:9"},               // scalar
-      {"a:7", "b:9", "a:7,b:9"},                // both broadcast
-      {"a:7,b:9", "b:9,a:7", "a:7,b:9"},        // transposed operand
+      {"a:17,b:33", "a:17,b:33", "a:17,b:33"},    // identical
+      {"a:17,b:33", "b:33", "a:17,b:33"},         // broadcast along leading dim
+      {"a:17,b:33", "a:17", "a:17,b:33"},         // broadcast along trailing dim
+      {"b:33", "a:17,b:33", "a:17,b:33"},         // broadcast first operand
+      {"", "a:7,b:9", "a:7,b:9"},                 // scalar
+      {"a:7", "b:9", "a:7,b:9"},                  // both broadcast
+      {"a:7,b:9", "b:9,a:7", "a:7,b:9"},          // transposed operand
       {"a:3,b:5,c:7", "c:7,a:3", "c:7,b:5,a:3"},  // output in a third order
       {"a:3,b:5,c:7", "a:3,c:7", "a:3,b:5,c:7"},  // broadcast along a middle dim
-      {"a:1,b:65", "b:65", "a:1,b:65"},         // size-1 dims
+      {"a:1,b:65", "b:65", "a:1,b:65"},           // size-1 dims
   };
   for (const char* type : {"add", "sub", "mul", "div", "minimum", "maximum"}) {
     for (const auto& s : shapes) cases.push_back({type, {s[0], s[1]}, s[2], kExact});
@@ -162,14 +162,14 @@ std::vector<Case> ElementwiseCases() {
 std::vector<Case> ReduceCases() {
   std::vector<Case> cases;
   const std::vector<std::pair<std::string, std::string>> shapes = {
-      {"a:7,b:17,c:33", "b:17,c:33"},  // leading
-      {"a:7,b:17,c:33", "a:7,c:33"},   // middle
-      {"a:7,b:17,c:33", "a:7,b:17"},   // trailing
-      {"a:7,b:17,c:33", ""},           // all
-      {"a:7,b:17,c:33", "b:17"},       // all but the middle
-      {"a:7,b:17,c:33", "c:33,a:7"},   // transposed output
+      {"a:7,b:17,c:33", "b:17,c:33"},      // leading
+      {"a:7,b:17,c:33", "a:7,c:33"},       // middle
+      {"a:7,b:17,c:33", "a:7,b:17"},       // trailing
+      {"a:7,b:17,c:33", ""},               // all
+      {"a:7,b:17,c:33", "b:17"},           // all but the middle
+      {"a:7,b:17,c:33", "c:33,a:7"},       // transposed output
       {"a:7,b:17,c:33", "c:33,b:17,a:7"},  // nothing reduced, permuted
-      {"a:1,b:65", "a:1"},             // size-1 dims
+      {"a:1,b:65", "a:1"},                 // size-1 dims
       {"a:3,b:65,c:1", "c:1,a:3"},
   };
   for (const char* type : {"reduce_sum", "reduce_max", "reduce_mean"}) {

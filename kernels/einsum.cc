@@ -99,7 +99,8 @@ std::optional<MatrixLayout> LayoutOf(const Shape& x, const Names& batch, const N
 }
 
 // A shape listing `groups` in order, sizes taken from `sizes`.
-Shape Canonical(const std::map<std::string, int64_t>& sizes, std::initializer_list<const Names*> groups) {
+Shape Canonical(const std::map<std::string, int64_t>& sizes,
+                std::initializer_list<const Names*> groups) {
   std::vector<Dim> dims;
   for (const Names* g : groups) {
     for (const std::string& n : *g) dims.push_back(Dim{n, sizes.at(n)});
@@ -165,8 +166,8 @@ void Execute(const EinsumPlan& p, const float* a, Shape as, const float* b, Shap
       Gemm(la->trans, lb->trans, p.m_size, p.n_size, p.k_size, pa, la->ld, pb, lb->ld, pc, lc->ld,
            stats);
     } else {  // C stored [N, M]: C^T = B^T . A^T
-      Gemm(!lb->trans, !la->trans, p.n_size, p.m_size, p.k_size, pb, lb->ld, pa, la->ld, pc,
-           lc->ld, stats);
+      Gemm(!lb->trans, !la->trans, p.n_size, p.m_size, p.k_size, pb, lb->ld, pa, la->ld, pc, lc->ld,
+           stats);
     }
   }
   if (p.copy_c) PermuteCopy(c_buf.data(), gemm_cs, c, cs);
@@ -180,8 +181,10 @@ void Contract(const float* a, const Shape& a_shape, const float* b, const Shape&
   Shape as = DropUnitDims(a_shape), bs = DropUnitDims(b_shape);
   const Shape cs = DropUnitDims(result);
   std::vector<float> a_sum, b_sum, core_buf;
-  const Shape a_keep = Filter(as, [&](const std::string& n) { return bs.Contains(n) || cs.Contains(n); });
-  const Shape b_keep = Filter(bs, [&](const std::string& n) { return as.Contains(n) || cs.Contains(n); });
+  const Shape a_keep =
+      Filter(as, [&](const std::string& n) { return bs.Contains(n) || cs.Contains(n); });
+  const Shape b_keep =
+      Filter(bs, [&](const std::string& n) { return as.Contains(n) || cs.Contains(n); });
   if (a_keep != as) {
     a_sum.resize(a_keep.num_elements());
     ReduceRaw(ReduceKind::kSum, a, as, a_sum.data(), a_keep, &stats->scratch_bytes);
@@ -206,7 +209,8 @@ void Contract(const float* a, const Shape& a_shape, const float* b, const Shape&
   // Broadcast dims. When they all lead, the first slab of dst is the core result: compute it in
   // place and replicate; otherwise compute into scratch and broadcast-permute.
   bool leading = true;
-  for (int i = 0; i < core.rank(); ++i) leading &= cs.dim(cs.rank() - core.rank() + i) == core.dim(i);
+  for (int i = 0; i < core.rank(); ++i)
+    leading &= cs.dim(cs.rank() - core.rank() + i) == core.dim(i);
   if (leading) {
     Execute(*plan, a, a_keep, b, b_keep, dst, core, stats);
     const int64_t slab = core.num_elements();
@@ -260,14 +264,15 @@ absl::StatusOr<EinsumPlan> PlanContraction(const Shape& a_in, const Shape& b_in,
         if (j < 0) continue;
         ++seen;
         if (s->dim(j).size != d.size) {
-          return absl::InvalidArgumentError(absl::StrCat("dim '", d.name, "' has sizes ", d.size,
-                                                         " and ", s->dim(j).size));
+          return absl::InvalidArgumentError(
+              absl::StrCat("dim '", d.name, "' has sizes ", d.size, " and ", s->dim(j).size));
         }
       }
       if (seen < 2) {
         return absl::InvalidArgumentError(
-            absl::StrCat("dim '", d.name, "' is in one of A, B, C only; sum it out or broadcast "
-                                          "it before planning the contraction"));
+            absl::StrCat("dim '", d.name,
+                         "' is in one of A, B, C only; sum it out or broadcast "
+                         "it before planning the contraction"));
       }
     }
   }
@@ -295,8 +300,8 @@ absl::StatusOr<EinsumPlan> PlanContraction(const Shape& a_in, const Shape& b_in,
         const auto la = LayoutOf(a, p.batch, mo, ko);
         const auto lb = LayoutOf(b, p.batch, ko, no);
         const auto lc = LayoutOf(c, p.batch, mo, no);
-        const int64_t cost = (la ? 0 : a.num_elements()) + (lb ? 0 : b.num_elements()) +
-                             (lc ? 0 : c.num_elements());
+        const int64_t cost =
+            (la ? 0 : a.num_elements()) + (lb ? 0 : b.num_elements()) + (lc ? 0 : c.num_elements());
         if (cost >= best) continue;
         best = cost;
         p.m = mo;

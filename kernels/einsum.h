@@ -43,9 +43,9 @@ struct EinsumStats {
 struct EinsumPlan {
   std::vector<std::string> batch, m, k, n;  // dim names per role, in the order the GEMM uses
   int64_t batch_size = 1, m_size = 1, k_size = 1, n_size = 1;
-  bool copy_a = false;  // A is first permuted into [batch, M, K]
-  bool copy_b = false;  // B is first permuted into [batch, K, N]
-  bool copy_c = false;  // the GEMM writes [batch, M, N] scratch, then it is permuted into C
+  bool copy_a = false;   // A is first permuted into [batch, M, K]
+  bool copy_b = false;   // B is first permuted into [batch, K, N]
+  bool copy_c = false;   // the GEMM writes [batch, M, N] scratch, then it is permuted into C
   bool trans_a = false;  // A is read as stored [K, M] (CblasTrans), in place
   bool trans_b = false;  // B is read as stored [N, K] (CblasTrans), in place
   bool swap = false;     // C is stored [N, M]: computed as C^T = B^T . A^T, in place

@@ -31,10 +31,9 @@ TEST(PlanContractionTest, AllFourTransposeCombinationsReadInPlace) {
     const char* b;
     bool trans_a, trans_b;
   };
-  for (const Case& c : {Case{"m:4,k:3", "k:3,n:5", false, false},
-                        Case{"k:3,m:4", "k:3,n:5", true, false},
-                        Case{"m:4,k:3", "n:5,k:3", false, true},
-                        Case{"k:3,m:4", "n:5,k:3", true, true}}) {
+  for (const Case& c :
+       {Case{"m:4,k:3", "k:3,n:5", false, false}, Case{"k:3,m:4", "k:3,n:5", true, false},
+        Case{"m:4,k:3", "n:5,k:3", false, true}, Case{"k:3,m:4", "n:5,k:3", true, true}}) {
     SCOPED_TRACE(std::string(c.a) + " x " + c.b);
     const EinsumPlan p = Plan(c.a, c.b, "m:4,n:5");
     EXPECT_TRUE(NoCopies(p));

@@ -17,27 +17,39 @@ namespace {
 // The operators are types so each loop below is instantiated (and vectorised) per operator.
 struct Add {
   template <typename T>
-  static T Apply(T x, T y) { return x + y; }
+  static T Apply(T x, T y) {
+    return x + y;
+  }
 };
 struct Sub {
   template <typename T>
-  static T Apply(T x, T y) { return x - y; }
+  static T Apply(T x, T y) {
+    return x - y;
+  }
 };
 struct Mul {
   template <typename T>
-  static T Apply(T x, T y) { return x * y; }
+  static T Apply(T x, T y) {
+    return x * y;
+  }
 };
 struct Div {
   template <typename T>
-  static T Apply(T x, T y) { return x / y; }
+  static T Apply(T x, T y) {
+    return x / y;
+  }
 };
 struct Min {
   template <typename T>
-  static T Apply(T x, T y) { return std::min(x, y); }
+  static T Apply(T x, T y) {
+    return std::min(x, y);
+  }
 };
 struct Max {
   template <typename T>
-  static T Apply(T x, T y) { return std::max(x, y); }
+  static T Apply(T x, T y) {
+    return std::max(x, y);
+  }
 };
 
 // One output row of n elements; sa/sb are the operands' strides along it (0 = broadcast scalar).

@@ -56,8 +56,7 @@ void ReduceInOrder(bool is_max, const float* in, const Shape& in_shape, float* o
   std::fill(out, out + kept.num_elements(),
             is_max ? -std::numeric_limits<float>::infinity() : 0.0f);
   // Out strides are 0 on reduced dims, so fusing merges runs of reduced dims and runs of kept dims.
-  const FusedSpace f =
-      Fuse(in_shape.Sizes(), {in_shape.Strides(), StridesByName(kept, in_shape)});
+  const FusedSpace f = Fuse(in_shape.Sizes(), {in_shape.Strides(), StridesByName(kept, in_shape)});
   const int r = static_cast<int>(f.sizes.size());
   if (r == 0) {
     out[0] = is_max ? std::max(out[0], in[0]) : out[0] + in[0];

@@ -32,7 +32,8 @@ struct FusedSpace {
   std::vector<int64_t> sizes;
   std::vector<std::vector<int64_t>> strides;  // strides[operand][dim]
 };
-FusedSpace Fuse(const std::vector<int64_t>& sizes, const std::vector<std::vector<int64_t>>& strides);
+FusedSpace Fuse(const std::vector<int64_t>& sizes,
+                const std::vector<std::vector<int64_t>>& strides);
 
 }  // namespace kernels
 }  // namespace meshrt
