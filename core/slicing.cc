@@ -215,20 +215,18 @@ absl::Status InsertSlice(const Tensor& slice, const TensorLayout& layout, const 
                                                    DTypeName(whole->dtype())));
   }
   if (!LayoutFits(whole->shape(), layout, mesh)) {
-    return absl::InvalidArgumentError(absl::StrCat("layout does not fit shape ",
-                                                   whole->shape().ToString(), " on mesh ",
-                                                   mesh.ToString()));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "layout does not fit shape ", whole->shape().ToString(), " on mesh ", mesh.ToString()));
   }
   if (!CoordFits(mesh, coord)) {
-    return absl::InvalidArgumentError(absl::StrCat("coordinate ", CoordString(coord),
-                                                   " is not in mesh ", mesh.ToString()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("coordinate ", CoordString(coord), " is not in mesh ", mesh.ToString()));
   }
   const Shape expected = SliceShape(whole->shape(), layout, mesh);
   if (slice.shape() != expected) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("slice has shape ", slice.shape().ToString(), " but the slice of ",
-                     whole->shape().ToString(), " at ", CoordString(coord), " is ",
-                     expected.ToString()));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "slice has shape ", slice.shape().ToString(), " but the slice of ",
+        whole->shape().ToString(), " at ", CoordString(coord), " is ", expected.ToString()));
   }
   const int rank = slice.shape().rank();
   CopyBox(static_cast<const char*>(TensorData(slice)), slice.shape().Sizes(),

@@ -95,8 +95,8 @@ TEST(ChunksTest, ConcatChunksInvertsSplit) {
   const Tensor t = IotaInt(Shape{{"a", 3}, {"b", 4}, {"c", 2}});
   std::vector<int32_t> packed(t.num_elements());
   SplitIntoChunks(t, 1, 4, packed.data());
-  Tensor back = ConcatChunks(packed.data(), DType::kInt32, Shape{{"a", 3}, {"b", 1}, {"c", 2}},
-                             4, 1);
+  Tensor back =
+      ConcatChunks(packed.data(), DType::kInt32, Shape{{"a", 3}, {"b", 1}, {"c", 2}}, 4, 1);
   EXPECT_EQ(back.shape(), t.shape());
   EXPECT_THAT(back.ints(), ElementsAreArray(t.ints()));
 

@@ -47,13 +47,16 @@ std::string CoordinateString(const std::vector<int64_t>& coord) {
 }
 
 std::string MeshAxesString(const Mesh& mesh, const std::vector<int>& axes) {
-  return absl::StrCat("[", absl::StrJoin(axes, ",", [&mesh](std::string* out, int a) {
-    if (a >= 0 && a < mesh.ndims()) {
-      absl::StrAppend(out, mesh.dims()[a].name);
-    } else {
-      absl::StrAppend(out, "#", a);
-    }
-  }), "]");
+  return absl::StrCat("[",
+                      absl::StrJoin(axes, ",",
+                                    [&mesh](std::string* out, int a) {
+                                      if (a >= 0 && a < mesh.ndims()) {
+                                        absl::StrAppend(out, mesh.dims()[a].name);
+                                      } else {
+                                        absl::StrAppend(out, "#", a);
+                                      }
+                                    }),
+                      "]");
 }
 
 absl::Status NormalizeMeshAxes(const Mesh& mesh, absl::string_view collective,
@@ -64,9 +67,8 @@ absl::Status NormalizeMeshAxes(const Mesh& mesh, absl::string_view collective,
     const int a = (*sorted)[i];
     if (a < 0 || a >= mesh.ndims()) {
       return absl::InvalidArgumentError(absl::StrCat(collective, ": mesh axis ", a,
-                                                     " is out of range for mesh ",
-                                                     mesh.ToString(), " (", mesh.ndims(),
-                                                     " dims)"));
+                                                     " is out of range for mesh ", mesh.ToString(),
+                                                     " (", mesh.ndims(), " dims)"));
     }
     if (i > 0 && (*sorted)[i - 1] == a) {
       return absl::InvalidArgumentError(

@@ -4,8 +4,8 @@
 // processors whose coordinates differ from this one only in those axes; within the group a
 // processor's rank is Mesh::RankInGroup(mesh_axes, coordinate) (row-major over the axes, in mesh
 // order), and g = Mesh::GroupSize(mesh_axes). `mesh_axes` may be given in any order; an empty list
-// (g = 1) makes every collective a local copy. Buffers are contiguous and row-major; byte counts are
-// per rank.
+// (g = 1) makes every collective a local copy. Buffers are contiguous and row-major; byte counts
+// are per rank.
 //
 // Contract for callers:
 //   - One caller thread per communicator. (Implementations may allow more; the in-memory one
@@ -24,7 +24,8 @@
 //     should be torn down.
 //
 // Implementations: LocalCollectiveHub (in-memory, threads in one process, for tests and the
-// simulated mesh) and, later, a Gloo adapter (reduce-scatter may be an allreduce plus a copy there).
+// simulated mesh) and, later, a Gloo adapter (reduce-scatter may be an allreduce plus a copy
+// there).
 #ifndef MESHRT_RUNTIME_COMMUNICATOR_H_
 #define MESHRT_RUNTIME_COMMUNICATOR_H_
 

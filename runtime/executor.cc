@@ -15,8 +15,8 @@ absl::Status Invalid(const std::string& msg) { return absl::InvalidArgumentError
 
 absl::Status CheckTensorAxis(const Tensor& t, int axis, const char* role) {
   if (axis < 0 || axis >= t.shape().rank()) {
-    return Invalid(absl::StrCat(role, " ", axis, " is out of range for input shape ",
-                                t.shape().ToString()));
+    return Invalid(
+        absl::StrCat(role, " ", axis, " is out of range for input shape ", t.shape().ToString()));
   }
   return absl::OkStatus();
 }
@@ -99,12 +99,10 @@ absl::Status Executor::Run(const std::map<std::string, Tensor>& input_slices) {
     Tensor out;
     absl::Status s = RunInstruction(instr, &out);
     if (!s.ok()) {
-      return absl::Status(s.code(), absl::StrCat("instruction ", i, " (source_op '",
-                                                 instr.source_op(), "', ",
-                                                 DescribeInstructionKind(instr, mesh_),
-                                                 ") at processor ",
-                                                 CoordinateString(coordinate_), ": ",
-                                                 s.message()));
+      return absl::Status(s.code(),
+                          absl::StrCat("instruction ", i, " (source_op '", instr.source_op(), "', ",
+                                       DescribeInstructionKind(instr, mesh_), ") at processor ",
+                                       CoordinateString(coordinate_), ": ", s.message()));
     }
     buffers_[instr.output()] = std::move(out);
   }
@@ -148,19 +146,18 @@ absl::Status Executor::Prepare(const std::map<std::string, Tensor>& input_slices
                                   " but the program expects ", DTypeName(info.dtype)));
     }
     if (feed->second.shape() != slice_shape) {
-      return Invalid(absl::StrCat("feed for ", what, " has shape ",
-                                  feed->second.shape().ToString(), " but the slice at processor ",
-                                  CoordinateString(coordinate_), " must be ",
-                                  slice_shape.ToString(), " (global shape ", info.shape.ToString(),
-                                  ", layout ", info.layout.ToString(info.shape, mesh_), ")"));
+      return Invalid(absl::StrCat("feed for ", what, " has shape ", feed->second.shape().ToString(),
+                                  " but the slice at processor ", CoordinateString(coordinate_),
+                                  " must be ", slice_shape.ToString(), " (global shape ",
+                                  info.shape.ToString(), ", layout ",
+                                  info.layout.ToString(info.shape, mesh_), ")"));
     }
     buffers_[input.buffer()] = feed->second;
   }
   for (const auto& [name, tensor] : input_slices) {
     if (std::find(names.begin(), names.end(), name) == names.end()) {
       return Invalid(absl::StrCat("feed '", name, "' is not a placeholder of the program (",
-                                  names.empty() ? "it has none" : absl::StrJoin(names, ", "),
-                                  ")"));
+                                  names.empty() ? "it has none" : absl::StrJoin(names, ", "), ")"));
     }
   }
   return absl::OkStatus();
@@ -174,9 +171,9 @@ absl::Status Executor::RunInstruction(const v1::Instruction& instr, Tensor* out)
   std::vector<const Tensor*> inputs;
   for (int b : instr.inputs()) {
     if (b < 0 || b >= program_.num_buffers() || !buffers_[b].has_value()) {
-      return Invalid(absl::StrCat("reads buffer ", b, ", which is ",
-                                  b < 0 || b >= program_.num_buffers() ? "out of range"
-                                                                       : "not written yet"));
+      return Invalid(
+          absl::StrCat("reads buffer ", b, ", which is ",
+                       b < 0 || b >= program_.num_buffers() ? "out of range" : "not written yet"));
     }
     inputs.push_back(&*buffers_[b]);
   }
@@ -205,9 +202,9 @@ absl::Status Executor::RunInstruction(const v1::Instruction& instr, Tensor* out)
     }
   }
   if (out->dtype() != *dtype || out->shape() != shape) {
-    return Invalid(absl::StrCat("produced ", DTypeName(out->dtype()), " ",
-                                out->shape().ToString(), " but the program declares ",
-                                DTypeName(*dtype), " ", shape.ToString()));
+    return Invalid(absl::StrCat("produced ", DTypeName(out->dtype()), " ", out->shape().ToString(),
+                                " but the program declares ", DTypeName(*dtype), " ",
+                                shape.ToString()));
   }
   return absl::OkStatus();
 }
@@ -225,11 +222,11 @@ absl::Status Executor::RunLocalSlice(const v1::LocalSlice& slice, const Tensor& 
 
 absl::Status Executor::RunCollective(const v1::Collective& c, const Tensor& in, Tensor* out) {
   std::vector<int> axes;
-  RETURN_IF_ERROR(NormalizeMeshAxes(mesh_, "collective",
-                                    {c.mesh_axes().begin(), c.mesh_axes().end()}, &axes));
+  RETURN_IF_ERROR(
+      NormalizeMeshAxes(mesh_, "collective", {c.mesh_axes().begin(), c.mesh_axes().end()}, &axes));
   const int g = mesh_.GroupSize(axes);
-  const bool reduces = c.kind() == v1::Collective::ALLREDUCE ||
-                       c.kind() == v1::Collective::REDUCE_SCATTER;
+  const bool reduces =
+      c.kind() == v1::Collective::ALLREDUCE || c.kind() == v1::Collective::REDUCE_SCATTER;
   if (reduces && !IsReduceOp(c.reduce_op())) {
     return Invalid(absl::StrCat("invalid reduce op ", v1::ReduceOp_Name(c.reduce_op())));
   }
@@ -272,8 +269,8 @@ absl::Status Executor::RunCollective(const v1::Collective& c, const Tensor& in, 
       if (g == 1) break;
       std::vector<char> packed(bytes);
       SplitIntoChunks(in, c.split_axis(), g, packed.data());
-      *out = Tensor(dtype, WithDimSize(in.shape(), c.split_axis(),
-                                       in.shape().dim(c.split_axis()).size / g));
+      *out = Tensor(
+          dtype, WithDimSize(in.shape(), c.split_axis(), in.shape().dim(c.split_axis()).size / g));
       return communicator_->ReduceScatter(axes, c.reduce_op(), dtype, packed.data(), n / g,
                                           TensorData(out));
     }

@@ -41,8 +41,8 @@ namespace meshrt {
 
 class Executor {
  public:
-  Executor(const v1::Program& program, std::vector<int64_t> coordinate,
-           const KernelRunner* kernels, Communicator* communicator);
+  Executor(const v1::Program& program, std::vector<int64_t> coordinate, const KernelRunner* kernels,
+           Communicator* communicator);
 
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;
@@ -73,7 +73,7 @@ class Executor {
   const KernelRunner* const kernels_;
   Communicator* const communicator_;
 
-  Mesh mesh_;                                  // parsed from the program by Run
+  Mesh mesh_;  // parsed from the program by Run
   std::vector<std::optional<Tensor>> buffers_;
 };
 

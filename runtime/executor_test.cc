@@ -22,21 +22,33 @@ constexpr char kSingleProcessor[] = R"pb(
   mesh { dims { name: "x" size: 1 } }
   num_buffers: 3
   inputs {
-    name: "x" buffer: 0 dtype: DT_FLOAT32 layout { mesh_axis: -1 }
+    name: "x"
+    buffer: 0
+    dtype: DT_FLOAT32
+    layout { mesh_axis: -1 }
     shape { dims { name: "n" size: 4 } }
   }
   instructions {
-    output: 1 inputs: [ 0, 0 ] dtype: DT_FLOAT32 source_op: "y"
+    output: 1
+    inputs: [ 0, 0 ]
+    dtype: DT_FLOAT32
+    source_op: "y"
     slice_shape { dims { name: "n" size: 4 } }
     local { type: "add" }
   }
   instructions {
-    output: 2 inputs: 1 dtype: DT_FLOAT32 source_op: "z"
+    output: 2
+    inputs: 1
+    dtype: DT_FLOAT32
+    source_op: "z"
     slice_shape { dims { name: "n" size: 4 } }
     collective { kind: ALLREDUCE mesh_axes: 0 reduce_op: REDUCE_SUM }
   }
   outputs {
-    name: "z" buffer: 2 dtype: DT_FLOAT32 layout { mesh_axis: -1 }
+    name: "z"
+    buffer: 2
+    dtype: DT_FLOAT32
+    layout { mesh_axis: -1 }
     shape { dims { name: "n" size: 4 } }
   }
 )pb";
@@ -79,7 +91,8 @@ TEST_F(ExecutorTest, BadFeedsNameThePlaceholder) {
   EXPECT_TRUE(StatusIs(executor_.Run({{"x", Tensor(DType::kFloat32, Shape{{"m", 4}})}}),
                        absl::StatusCode::kInvalidArgument, {"placeholder 'x'", "[m:4]"}));
   EXPECT_TRUE(StatusIs(executor_.Run({{"x", Tensor(DType::kInt32, Shape{{"n", 4}})}}),
-                       absl::StatusCode::kInvalidArgument, {"placeholder 'x'", "int32", "float32"}));
+                       absl::StatusCode::kInvalidArgument,
+                       {"placeholder 'x'", "int32", "float32"}));
   EXPECT_TRUE(StatusIs(executor_.Run({{"x", Tensor(DType::kFloat32, Shape{{"n", 4}})},
                                       {"typo", Tensor(DType::kFloat32, Shape{{"n", 4}})}}),
                        absl::StatusCode::kInvalidArgument, {"feed 'typo'", "x"}));
@@ -95,10 +108,10 @@ TEST_F(ExecutorTest, StepErrorsNameTheInstruction) {
 
   // A malformed collective.
   program_.mutable_instructions(1)->mutable_collective()->set_reduce_op(v1::REDUCE_INVALID);
-  EXPECT_TRUE(StatusIs(executor_.Run({{"x", Tensor(DType::kFloat32, Shape{{"n", 4}})}}),
-                       absl::StatusCode::kInvalidArgument,
-                       {"instruction 1", "source_op 'z'", "collective ALLREDUCE over [x]",
-                        "reduce op"}));
+  EXPECT_TRUE(
+      StatusIs(executor_.Run({{"x", Tensor(DType::kFloat32, Shape{{"n", 4}})}}),
+               absl::StatusCode::kInvalidArgument,
+               {"instruction 1", "source_op 'z'", "collective ALLREDUCE over [x]", "reduce op"}));
   program_.mutable_instructions(1)->mutable_collective()->set_reduce_op(v1::REDUCE_SUM);
 
   // A result that does not match the declared slice shape.
@@ -128,17 +141,33 @@ TEST(ExecutorCollectivesTest, PerRankSlicesOfAllToAllAndReduceScatter) {
     mesh { dims { name: "x" size: 2 } }
     num_buffers: 3
     inputs {
-      name: "a" buffer: 0 dtype: DT_INT32 layout { mesh_axis: [ 0, -1 ] }
-      shape { dims { name: "r" size: 4 } dims { name: "c" size: 4 } }
+      name: "a"
+      buffer: 0
+      dtype: DT_INT32
+      layout { mesh_axis: [ 0, -1 ] }
+      shape {
+        dims { name: "r" size: 4 }
+        dims { name: "c" size: 4 }
+      }
     }
     instructions {
-      output: 1 inputs: 0 dtype: DT_INT32
-      slice_shape { dims { name: "r" size: 4 } dims { name: "c" size: 2 } }
+      output: 1
+      inputs: 0
+      dtype: DT_INT32
+      slice_shape {
+        dims { name: "r" size: 4 }
+        dims { name: "c" size: 2 }
+      }
       collective { kind: ALLTOALL mesh_axes: 0 split_axis: 1 concat_axis: 0 }
     }
     instructions {
-      output: 2 inputs: 0 dtype: DT_INT32
-      slice_shape { dims { name: "r" size: 2 } dims { name: "c" size: 2 } }
+      output: 2
+      inputs: 0
+      dtype: DT_INT32
+      slice_shape {
+        dims { name: "r" size: 2 }
+        dims { name: "c" size: 2 }
+      }
       collective { kind: REDUCE_SCATTER mesh_axes: 0 reduce_op: REDUCE_MAX split_axis: 1 }
     }
   )pb");
@@ -146,8 +175,8 @@ TEST(ExecutorCollectivesTest, PerRankSlicesOfAllToAllAndReduceScatter) {
   TestKernels kernels;
   std::vector<std::unique_ptr<Executor>> executors;
   for (int p = 0; p < 2; ++p) {
-    executors.push_back(
-        std::make_unique<Executor>(program, std::vector<int64_t>{p}, &kernels, hub.communicator(p)));
+    executors.push_back(std::make_unique<Executor>(program, std::vector<int64_t>{p}, &kernels,
+                                                   hub.communicator(p)));
   }
   // Whole a = iota [r:4, c:4]; processor p holds rows 2p, 2p+1.
   const std::vector<std::vector<int32_t>> slices = {{0, 1, 2, 3, 4, 5, 6, 7},
@@ -156,8 +185,7 @@ TEST(ExecutorCollectivesTest, PerRankSlicesOfAllToAllAndReduceScatter) {
   std::vector<std::thread> threads;
   for (int p = 0; p < 2; ++p) {
     threads.emplace_back([&, p] {
-      statuses[p] = executors[p]->Run(
-          {{"a", Tensor::Int(Shape{{"r", 2}, {"c", 4}}, slices[p])}});
+      statuses[p] = executors[p]->Run({{"a", Tensor::Int(Shape{{"r", 2}, {"c", 4}}, slices[p])}});
     });
   }
   for (std::thread& t : threads) t.join();

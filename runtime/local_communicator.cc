@@ -6,8 +6,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/logging.h"
-#include "core/status_macros.h"
 #include "core/slicing.h"
+#include "core/status_macros.h"
 
 namespace meshrt {
 
@@ -28,8 +28,7 @@ class LocalCommunicator : public Communicator {
     RETURN_IF_ERROR(CheckReduceOp(call, op));
     const int64_t bytes = count * DTypeSize(dtype);
     if (call.g == 1) return absl::OkStatus();
-    ASSIGN_OR_RETURN(auto round,
-                     Exchange(call, Signature(op, dtype, bytes, 0), data, bytes));
+    ASSIGN_OR_RETURN(auto round, Exchange(call, Signature(op, dtype, bytes, 0), data, bytes));
     std::memcpy(data, round->inputs[0].data(), bytes);
     for (int r = 1; r < call.g; ++r) {
       RETURN_IF_ERROR(ReduceInto(op, dtype, round->inputs[r].data(), data, count));
@@ -83,8 +82,8 @@ class LocalCommunicator : public Communicator {
                      Exchange(call, Signature(op, dtype, chunk, 0), in, call.g * chunk));
     std::memcpy(out, round->inputs[0].data() + call.rank * chunk, chunk);
     for (int r = 1; r < call.g; ++r) {
-      RETURN_IF_ERROR(ReduceInto(op, dtype, round->inputs[r].data() + call.rank * chunk, out,
-                                 count_per_rank));
+      RETURN_IF_ERROR(
+          ReduceInto(op, dtype, round->inputs[r].data() + call.rank * chunk, out, count_per_rank));
     }
     return absl::OkStatus();
   }
@@ -94,13 +93,13 @@ class LocalCommunicator : public Communicator {
     Call call;
     RETURN_IF_ERROR(Begin("Broadcast", mesh_axes, bytes, data, &call));
     if (root_rank < 0 || root_rank >= call.g) {
-      return absl::InvalidArgumentError(absl::StrCat(call.context, ": root rank ", root_rank,
-                                                     " is not in a group of ", call.g));
+      return absl::InvalidArgumentError(
+          absl::StrCat(call.context, ": root rank ", root_rank, " is not in a group of ", call.g));
     }
     if (call.g == 1) return absl::OkStatus();
     const bool root = call.rank == root_rank;
-    ASSIGN_OR_RETURN(auto round, Exchange(call, Signature(bytes, root_rank),
-                                          root ? data : nullptr, root ? bytes : 0));
+    ASSIGN_OR_RETURN(auto round, Exchange(call, Signature(bytes, root_rank), root ? data : nullptr,
+                                          root ? bytes : 0));
     if (!root) std::memcpy(data, round->inputs[root_rank].data(), bytes);
     return absl::OkStatus();
   }
@@ -123,8 +122,8 @@ class LocalCommunicator : public Communicator {
 
   // What every member of a round must agree on besides the kind.
   static std::string Signature(v1::ReduceOp op, DType dtype, int64_t bytes, int root) {
-    return absl::StrCat("op=", v1::ReduceOp_Name(op), " dtype=", DTypeName(dtype),
-                        " bytes=", bytes, " root=", root);
+    return absl::StrCat("op=", v1::ReduceOp_Name(op), " dtype=", DTypeName(dtype), " bytes=", bytes,
+                        " root=", root);
   }
   static std::string Signature(int64_t bytes, int root) {
     return absl::StrCat("bytes=", bytes, " root=", root);
@@ -151,8 +150,8 @@ class LocalCommunicator : public Communicator {
         op == v1::REDUCE_PROD) {
       return absl::OkStatus();
     }
-    return absl::InvalidArgumentError(absl::StrCat(call.context, ": invalid reduce op ",
-                                                   static_cast<int>(op)));
+    return absl::InvalidArgumentError(
+        absl::StrCat(call.context, ": invalid reduce op ", static_cast<int>(op)));
   }
 
   absl::StatusOr<std::shared_ptr<const LocalCollectiveHub::Round>> Exchange(
@@ -222,9 +221,9 @@ absl::StatusOr<std::shared_ptr<const LocalCollectiveHub::Round>> LocalCollective
   }
   std::shared_ptr<Round> round = slot;
   if (!round->failed.ok()) {
-    return absl::Status(round->failed.code(),
-                        absl::StrCat(a.context, ": the group already failed: ",
-                                     round->failed.message()));
+    return absl::Status(
+        round->failed.code(),
+        absl::StrCat(a.context, ": the group already failed: ", round->failed.message()));
   }
   if (round->signature != a.signature) {
     round->failed = absl::InvalidArgumentError(absl::StrCat(
@@ -252,19 +251,19 @@ absl::StatusOr<std::shared_ptr<const LocalCollectiveHub::Round>> LocalCollective
           missing.push_back(CoordinateString(mesh_.Coordinate(a.members[r])));
         }
       }
-      round->failed = absl::DeadlineExceededError(absl::StrCat(
-          a.context, ": timed out after ", absl::FormatDuration(options_.timeout),
-          " waiting for the group (", round->arrived, " of ", g,
-          " members arrived; missing processors ", absl::StrJoin(missing, " "), ")"));
+      round->failed = absl::DeadlineExceededError(
+          absl::StrCat(a.context, ": timed out after ", absl::FormatDuration(options_.timeout),
+                       " waiting for the group (", round->arrived, " of ", g,
+                       " members arrived; missing processors ", absl::StrJoin(missing, " "), ")"));
       cv_.SignalAll();
       return round->failed;
     }
   }
   if (round->arrived == g) return std::shared_ptr<const Round>(round);
   if (!round->failed.ok()) {
-    return absl::Status(round->failed.code(),
-                        absl::StrCat(a.context, ": another member failed: ",
-                                     round->failed.message()));
+    return absl::Status(
+        round->failed.code(),
+        absl::StrCat(a.context, ": another member failed: ", round->failed.message()));
   }
   return abort_status_;
 }

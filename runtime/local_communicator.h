@@ -72,9 +72,9 @@ class LocalCollectiveHub {
   struct Round {
     std::string signature;  // kind and sizes; every member must agree
     int arrived = 0;
-    std::vector<bool> present;          // by rank
-    std::vector<std::string> inputs;    // by rank
-    absl::Status failed;                // a member timed out or disagreed
+    std::vector<bool> present;        // by rank
+    std::vector<std::string> inputs;  // by rank
+    absl::Status failed;              // a member timed out or disagreed
   };
   // (sorted mesh axes, processor number of rank 0, sequence number).
   using RoundKey = std::tuple<std::vector<int>, int, int64_t>;
@@ -85,7 +85,7 @@ class LocalCollectiveHub {
     int rank = 0;
     std::vector<int> members;  // processor numbers in rank order
     std::string signature;
-    std::string context;       // "AllReduce over mesh axes [rows] at processor (0,1)"
+    std::string context;  // "AllReduce over mesh axes [rows] at processor (0,1)"
     const void* data = nullptr;
     int64_t bytes = 0;
   };

@@ -10,9 +10,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "core/status_macros.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "core/status_macros.h"
 
 namespace meshrt {
 namespace {
@@ -102,7 +102,8 @@ absl::Status CheckAllCollectives(const Mesh& mesh, const std::vector<int>& axes,
   std::vector<int32_t> send, recv(2 * g, -1), want_recv;
   for (int k = 0; k < g; ++k) send.insert(send.end(), {1000 * p + 10 * k, 1000 * p + 10 * k + 1});
   RETURN_IF_ERROR(comm->AllToAll(axes, send.data(), recv.data(), 8));
-  for (int q : group) want_recv.insert(want_recv.end(), {1000 * q + 10 * rank, 1000 * q + 10 * rank + 1});
+  for (int q : group)
+    want_recv.insert(want_recv.end(), {1000 * q + 10 * rank, 1000 * q + 10 * rank + 1});
   EXPECT_THAT(recv, ElementsAreArray(want_recv)) << where;
 
   // ReduceScatter SUM: element i of chunk k of p's input is 100 p + 10 k + i.
@@ -219,8 +220,7 @@ TEST(LocalCommunicatorTest, MissingMemberTimesOut) {
   EXPECT_LT(took, absl::Seconds(3));
 
   // The late member learns that the round failed instead of waiting for a partner that left.
-  absl::Status late =
-      hub.communicator(3)->AllReduce({0}, v1::REDUCE_SUM, DType::kFloat32, &v, 1);
+  absl::Status late = hub.communicator(3)->AllReduce({0}, v1::REDUCE_SUM, DType::kFloat32, &v, 1);
   EXPECT_EQ(late.code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_THAT(std::string(late.message()), HasSubstr("at processor (1,1)"));
 }

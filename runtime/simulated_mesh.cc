@@ -36,9 +36,8 @@ absl::StatusOr<std::vector<std::map<std::string, Tensor>>> SliceFeeds(
                      ParseProgramTensor(input, mesh, program.num_buffers(), what));
     auto it = whole_feeds.find(input.name());
     if (it == whole_feeds.end()) {
-      return absl::InvalidArgumentError(absl::StrCat("missing feed for ", what, " (",
-                                                     DTypeName(info.dtype), " ",
-                                                     info.shape.ToString(), ")"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "missing feed for ", what, " (", DTypeName(info.dtype), " ", info.shape.ToString(), ")"));
     }
     const Tensor& whole = it->second;
     if (whole.dtype() != info.dtype || whole.shape() != info.shape) {
@@ -52,9 +51,9 @@ absl::StatusOr<std::vector<std::map<std::string, Tensor>>> SliceFeeds(
   }
   for (const auto& [name, tensor] : whole_feeds) {
     if (names.count(name) == 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "feed '", name, "' is not a placeholder of the program (",
-          names.empty() ? "it has none" : absl::StrJoin(names, ", "), ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("feed '", name, "' is not a placeholder of the program (",
+                       names.empty() ? "it has none" : absl::StrJoin(names, ", "), ")"));
     }
   }
   return feeds;
@@ -106,9 +105,8 @@ absl::StatusOr<Tensor> Assemble(const Mesh& mesh, const ProgramTensorInfo& info,
     const int owner = mesh.ProcessorNumber(owner_coord);
     auto slice = executors[p]->OutputSlice(info.name);
     if (!slice.ok()) {
-      return absl::InternalError(absl::StrCat("output '", info.name, "' at ",
-                                              ProcessorName(mesh, p), ": ",
-                                              slice.status().message()));
+      return absl::InternalError(absl::StrCat(
+          "output '", info.name, "' at ", ProcessorName(mesh, p), ": ", slice.status().message()));
     }
     if (owner == p) {
       absl::Status s = InsertSlice(*slice, info.layout, mesh, coord, &whole);
@@ -123,9 +121,10 @@ absl::StatusOr<Tensor> Assemble(const Mesh& mesh, const ProgramTensorInfo& info,
     const double diff = MaxRelativeError(*slice, owner_slices.at(owner));
     if (!(diff <= tolerance)) {
       return absl::InternalError(absl::StrCat(
-          "output '", info.name, "': ", ProcessorName(mesh, owner), " and ",
-          ProcessorName(mesh, p), " hold copies of the same slice that differ (max relative "
-          "difference ", diff, " > ", tolerance, "); the program's lowering is wrong"));
+          "output '", info.name, "': ", ProcessorName(mesh, owner), " and ", ProcessorName(mesh, p),
+          " hold copies of the same slice that differ (max relative "
+          "difference ",
+          diff, " > ", tolerance, "); the program's lowering is wrong"));
     }
   }
   return whole;

@@ -33,7 +33,9 @@ std::string TensorText(const std::string& name, int buffer, const std::string& s
                       "} dtype: ", dtype, " layout { mesh_axis: [", layout, "] }");
 }
 
-std::string MeshText(const std::string& mesh) { return absl::StrCat("mesh { ", ShapeText(mesh), "}"); }
+std::string MeshText(const std::string& mesh) {
+  return absl::StrCat("mesh { ", ShapeText(mesh), "}");
+}
 
 class SimulatedMeshTest : public ::testing::Test {
  protected:
@@ -64,13 +66,13 @@ TEST_F(SimulatedMeshTest, AllGatherAlongAxis1OnTwoProcessors) {
 
 TEST_F(SimulatedMeshTest, AllToAllMovesSplitFromDim0ToDim1On2x2) {
   // a over rows -> b over rows; cols replicate (so copies are checked too).
-  const std::string text = absl::StrCat(
-      MeshText("rows:2,cols:2"), " num_buffers: 2 inputs { ",
-      TensorText("x", 0, "a:4,b:4", "0,-1", "DT_INT32"), " }",
-      " instructions { output: 1 inputs: 0 slice_shape { ", ShapeText("a:4,b:2"),
-      "} dtype: DT_INT32 source_op: 'y' collective { kind: ALLTOALL mesh_axes: 0 "
-      "split_axis: 1 concat_axis: 0 } }",
-      " outputs { ", TensorText("y", 1, "a:4,b:4", "-1,0", "DT_INT32"), " }");
+  const std::string text =
+      absl::StrCat(MeshText("rows:2,cols:2"), " num_buffers: 2 inputs { ",
+                   TensorText("x", 0, "a:4,b:4", "0,-1", "DT_INT32"), " }",
+                   " instructions { output: 1 inputs: 0 slice_shape { ", ShapeText("a:4,b:2"),
+                   "} dtype: DT_INT32 source_op: 'y' collective { kind: ALLTOALL mesh_axes: 0 "
+                   "split_axis: 1 concat_axis: 0 } }",
+                   " outputs { ", TensorText("y", 1, "a:4,b:4", "-1,0", "DT_INT32"), " }");
   const Tensor x = IotaInt(Shape{{"a", 4}, {"b", 4}});
   ASSERT_OK_AND_ASSIGN(auto out, Run(text, {{"x", x}}));
   EXPECT_EQ(out.at("y").shape(), x.shape());
@@ -79,27 +81,27 @@ TEST_F(SimulatedMeshTest, AllToAllMovesSplitFromDim0ToDim1On2x2) {
 
 TEST_F(SimulatedMeshTest, AllToAllWithEqualSplitAndConcatPermutesBlocks) {
   // Rank r receives piece r of every sender: [x0 x1 | x2 x3] -> [x0 x2 | x1 x3].
-  const std::string text = absl::StrCat(
-      MeshText("x:2"), " num_buffers: 2 inputs { ", TensorText("x", 0, "a:4", "0"), " }",
-      " instructions { output: 1 inputs: 0 slice_shape { ", ShapeText("a:2"),
-      "} dtype: DT_FLOAT32 collective { kind: ALLTOALL mesh_axes: 0 split_axis: 0 "
-      "concat_axis: 0 } }",
-      " outputs { ", TensorText("p", 1, "a:4", "0"), " }");
+  const std::string text =
+      absl::StrCat(MeshText("x:2"), " num_buffers: 2 inputs { ", TensorText("x", 0, "a:4", "0"),
+                   " }", " instructions { output: 1 inputs: 0 slice_shape { ", ShapeText("a:2"),
+                   "} dtype: DT_FLOAT32 collective { kind: ALLTOALL mesh_axes: 0 split_axis: 0 "
+                   "concat_axis: 0 } }",
+                   " outputs { ", TensorText("p", 1, "a:4", "0"), " }");
   ASSERT_OK_AND_ASSIGN(auto out, Run(text, {{"x", IotaFloat(Shape{{"a", 4}})}}));
   EXPECT_THAT(out.at("p").floats(), ElementsAre(0, 2, 1, 3));
 }
 
 TEST_F(SimulatedMeshTest, LocalSlicesOnBothMeshAxes) {
   // Replicated x -> b split over cols -> a split over rows as well.
-  const std::string text = absl::StrCat(
-      MeshText("rows:2,cols:3"), " num_buffers: 3 inputs { ",
-      TensorText("x", 0, "a:2,b:6", "-1,-1"), " }",
-      " instructions { output: 1 inputs: 0 slice_shape { ", ShapeText("a:2,b:2"),
-      "} dtype: DT_FLOAT32 local_slice { mesh_axis: 1 axis: 1 } }",
-      " instructions { output: 2 inputs: 1 slice_shape { ", ShapeText("a:1,b:2"),
-      "} dtype: DT_FLOAT32 local_slice { mesh_axis: 0 axis: 0 } }",
-      " outputs { ", TensorText("y", 1, "a:2,b:6", "-1,1"), " }",
-      " outputs { ", TensorText("z", 2, "a:2,b:6", "0,1"), " }");
+  const std::string text =
+      absl::StrCat(MeshText("rows:2,cols:3"), " num_buffers: 3 inputs { ",
+                   TensorText("x", 0, "a:2,b:6", "-1,-1"), " }",
+                   " instructions { output: 1 inputs: 0 slice_shape { ", ShapeText("a:2,b:2"),
+                   "} dtype: DT_FLOAT32 local_slice { mesh_axis: 1 axis: 1 } }",
+                   " instructions { output: 2 inputs: 1 slice_shape { ", ShapeText("a:1,b:2"),
+                   "} dtype: DT_FLOAT32 local_slice { mesh_axis: 0 axis: 0 } }", " outputs { ",
+                   TensorText("y", 1, "a:2,b:6", "-1,1"), " }", " outputs { ",
+                   TensorText("z", 2, "a:2,b:6", "0,1"), " }");
   const Tensor x = IotaFloat(Shape{{"a", 2}, {"b", 6}});
   ASSERT_OK_AND_ASSIGN(auto out, Run(text, {{"x", x}}));
   EXPECT_THAT(out.at("y").floats(), ElementsAreArray(x.floats()));
@@ -132,8 +134,8 @@ TEST_F(SimulatedMeshTest, AllReduceOverBothAxesOf2x2) {
       "mesh_axes: [0, 1] reduce_op: REDUCE_SUM } }",
       " instructions { output: 3 inputs: 1 dtype: DT_INT32 collective { kind: ALLREDUCE "
       "mesh_axes: [1, 0] reduce_op: REDUCE_MAX } }",
-      " outputs { ", TensorText("total", 2, "", "", "DT_INT32"), " }",
-      " outputs { ", TensorText("largest", 3, "", "", "DT_INT32"), " }");
+      " outputs { ", TensorText("total", 2, "", "", "DT_INT32"), " }", " outputs { ",
+      TensorText("largest", 3, "", "", "DT_INT32"), " }");
   const Tensor x = IotaInt(Shape{{"a", 4}, {"b", 6}});
   int32_t largest = 0;
   for (int r = 0; r < 2; ++r) {
@@ -158,9 +160,9 @@ TEST_F(SimulatedMeshTest, AllGatherOnTheMiddleAxisOfA3DMesh) {
       " instructions { output: 1 inputs: 0 slice_shape { ", ShapeText("a:1,b:4,c:1"),
       "} dtype: DT_FLOAT32 collective { kind: ALLGATHER mesh_axes: 1 concat_axis: 1 } }",
       " instructions { output: 2 inputs: [1, 1] slice_shape { ", ShapeText("a:1,b:4,c:1"),
-      "} dtype: DT_FLOAT32 local { type: 'add' } }",
-      " outputs { ", TensorText("g", 1, "a:2,b:4,c:2", "0,-1,2"), " }",
-      " outputs { ", TensorText("twice", 2, "a:2,b:4,c:2", "0,-1,2"), " }");
+      "} dtype: DT_FLOAT32 local { type: 'add' } }", " outputs { ",
+      TensorText("g", 1, "a:2,b:4,c:2", "0,-1,2"), " }", " outputs { ",
+      TensorText("twice", 2, "a:2,b:4,c:2", "0,-1,2"), " }");
   const Tensor t = IotaFloat(Shape{{"a", 2}, {"b", 4}, {"c", 2}});
   ASSERT_OK_AND_ASSIGN(auto out, Run(text, {{"t", t}}));
   EXPECT_THAT(out.at("g").floats(), ElementsAreArray(t.floats()));
@@ -211,11 +213,34 @@ TEST_F(SimulatedMeshTest, FailingProcessorReleasesTheOthers) {
                         "local op 'fail_if_negative'", "negative value -4"}));
 }
 
+TEST_F(SimulatedMeshTest, StuckProcessorMakesTheOthersTimeOut) {
+  // Processor 3 is slower than the 200 ms collective timeout; the others give up waiting for it.
+  const std::string text =
+      absl::StrCat(MeshText("x:4"), " num_buffers: 3 inputs { ", TensorText("a", 0, "n:4", "0"),
+                   " }", " instructions { output: 1 inputs: 0 slice_shape { ", ShapeText("n:1"),
+                   "} dtype: DT_FLOAT32 local { type: 'slow_if_negative' } }",
+                   " instructions { output: 2 inputs: 1 slice_shape { ", ShapeText("n:1"),
+                   "} dtype: DT_FLOAT32 source_op: 'sum' collective { kind: ALLREDUCE mesh_axes: 0 "
+                   "reduce_op: REDUCE_SUM } }",
+                   " outputs { ", TensorText("b", 2, "n:4", "0"), " }");
+  program_ = ParseProgram(text);
+  SimulatedMeshOptions options;
+  options.kernels = &kernels_;
+  options.timeout = absl::Milliseconds(200);
+  const absl::Time start = absl::Now();
+  auto result =
+      RunOnSimulatedMesh(program_, {{"a", Tensor::Float(Shape{{"n", 4}}, {1, 2, 3, -4})}}, options);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(3));
+  EXPECT_TRUE(StatusIs(result.status(), absl::StatusCode::kDeadlineExceeded,
+                       {"instruction 1", "source_op 'sum'", "AllReduce over mesh axes [x]",
+                        "missing processors (3)"}));
+}
+
 TEST_F(SimulatedMeshTest, DisagreeingReplicasAreAnInternalError) {
   // A wrong program: it declares buffer 0 (a different slice on each processor) replicated.
-  const std::string text = absl::StrCat(
-      MeshText("x:2"), " num_buffers: 1 inputs { ", TensorText("a", 0, "n:2", "0"), " }",
-      " outputs { ", TensorText("bad", 0, "n:1", "-1"), " }");
+  const std::string text =
+      absl::StrCat(MeshText("x:2"), " num_buffers: 1 inputs { ", TensorText("a", 0, "n:2", "0"),
+                   " }", " outputs { ", TensorText("bad", 0, "n:1", "-1"), " }");
   EXPECT_TRUE(StatusIs(Run(text, {{"a", IotaFloat(Shape{{"n", 2}})}}).status(),
                        absl::StatusCode::kInternal,
                        {"output 'bad'", "processor 0 (0)", "processor 1 (1)"}));

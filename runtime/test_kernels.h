@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "core/kernel_runner.h"
 #include "core/logging.h"
 #include "core/tensor.h"
@@ -22,6 +23,7 @@ namespace meshrt {
 //   sum_all           out (scalar) = sum of every element of in0
 //   sum_leading       out = in0 summed over its first dim
 //   fail_if_negative  out = in0, or InvalidArgument when an element is negative
+//   slow_if_negative  out = in0, after sleeping 600 ms when an element is negative
 // Anything else is Unimplemented. Thread-safe (stateless).
 class TestKernels : public KernelRunner {
  public:
@@ -41,8 +43,7 @@ class TestKernels : public KernelRunner {
       }
     };
     if (op.type() == "add") {
-      if (inputs.size() != 2 || inputs[1]->shape() != in.shape() ||
-          output->num_elements() != n) {
+      if (inputs.size() != 2 || inputs[1]->shape() != in.shape() || output->num_elements() != n) {
         return absl::InvalidArgumentError("add: shapes differ");
       }
       for (int64_t i = 0; i < n; ++i) set(i, get(in, i) + get(*inputs[1], i));
@@ -69,6 +70,14 @@ class TestKernels : public KernelRunner {
         }
         set(i, get(in, i));
       }
+    } else if (op.type() == "slow_if_negative") {
+      for (int64_t i = 0; i < n; ++i) {
+        if (get(in, i) < 0) {
+          absl::SleepFor(absl::Milliseconds(600));
+          break;
+        }
+      }
+      for (int64_t i = 0; i < n; ++i) set(i, get(in, i));
     } else {
       return absl::UnimplementedError(absl::StrCat("TestKernels lacks op type '", op.type(), "'"));
     }
