@@ -56,6 +56,8 @@ struct Case {
   std::string layout;
 };
 
+void PrintTo(const Case& c, std::ostream* os) { *os << c.mesh << " / " << c.layout; }
+
 void ExpectMatchesReference(const Graph& g, const Case& c, const KernelRunner& kernels,
                             int* collectives = nullptr) {
   SCOPED_TRACE(absl::StrCat("mesh ", c.mesh, " layout '", c.layout, "'"));
@@ -83,14 +85,15 @@ const std::vector<Case>& Cases() {
       {"p:1", ""},
       {"p:1", "batch:p"},
       {"p:1", "d_in:p"},
-      {"p:1", "hidden:p,d_out:p"},
+      {"p:1", "hidden:p,o1:p"},
       {"p:1", "hidden:p,batch_q:p,o2:p"},
       {"p:4", ""},
       {"p:4", "batch:p"},
       {"p:4", "d_in:p"},
       {"p:4", "hidden:p"},
       {"p:4", "d_out:p,hidden2:p"},
-      {"p:4", "batch:p,hidden_q:p,o2:p"},
+      {"p:4", "batch:p,hidden_q:p"},
+      {"p:4", "d_in:p,o2:p"},
       {"rows:2,cols:2", ""},
       {"rows:2,cols:2", "batch:rows,hidden:cols"},
       {"rows:2,cols:2", "d_in:rows,hidden:cols"},
