@@ -4,6 +4,7 @@
 // trailing / all dims. Each case runs both runners on the same random inputs.
 #include "kernels/cpu_kernels.h"
 
+#include <algorithm>
 #include <random>
 #include <string>
 #include <vector>
@@ -189,6 +190,59 @@ TEST(CpuKernelsTest, ElementwiseMatchesReference) {
 
 TEST(CpuKernelsTest, ReductionsMatchReference) {
   for (const Case& c : ReduceCases()) ExpectSameAsReference(c);
+}
+
+// Random einsums: 1-4 inputs, up to 6 dims of sizes 1-7, each dim in a random subset of the
+// inputs and output (so some are batch, contracted, free, summed out of one input, or output-only),
+// every tensor's dims in a random order.
+TEST(CpuKernelsTest, RandomEinsumsMatchReference) {
+  std::mt19937 rng(20240601);
+  const int64_t sizes[] = {1, 2, 3, 4, 5, 7};
+  for (int trial = 0; trial < 300; ++trial) {
+    const int num_inputs = 1 + static_cast<int>(rng() % 4);
+    const int num_dims = 1 + static_cast<int>(rng() % 6);
+    std::vector<std::vector<std::string>> dims(num_inputs + 1);  // last = output
+    for (int d = 0; d < num_dims; ++d) {
+      const std::string dim = absl::StrCat("d", d, ":", sizes[rng() % 6]);
+      const uint32_t mask = 1 + rng() % ((1u << (num_inputs + 1)) - 1);
+      for (int t = 0; t <= num_inputs; ++t) {
+        if (mask & (1u << t)) dims[t].push_back(dim);
+      }
+    }
+    Case c{"einsum", {}, "", kGemmTol};
+    for (int t = 0; t <= num_inputs; ++t) {
+      std::shuffle(dims[t].begin(), dims[t].end(), rng);
+      (t < num_inputs ? c.inputs.emplace_back() : c.out) = absl::StrJoin(dims[t], ",");
+    }
+    ExpectSameAsReference(c);
+    if (::testing::Test::HasFailure()) break;
+  }
+}
+
+// Random broadcasts and reductions: random subsets of up to 5 dims, each tensor in a random order.
+TEST(CpuKernelsTest, RandomBroadcastsAndReductionsMatchReference) {
+  std::mt19937 rng(7);
+  const int64_t sizes[] = {1, 2, 3, 5, 17};
+  const char* binary[] = {"add", "sub", "mul", "div", "minimum", "maximum"};
+  const char* reduce[] = {"reduce_sum", "reduce_max", "reduce_mean"};
+  for (int trial = 0; trial < 200; ++trial) {
+    std::vector<std::string> all, a, b, kept;
+    const int num_dims = 1 + static_cast<int>(rng() % 5);
+    for (int d = 0; d < num_dims; ++d) {
+      all.push_back(absl::StrCat("d", d, ":", sizes[rng() % 5]));
+      if (rng() % 2) a.push_back(all.back());
+      if (rng() % 2) b.push_back(all.back());
+      if (rng() % 2) kept.push_back(all.back());
+    }
+    for (auto* v : {&all, &a, &b, &kept}) std::shuffle(v->begin(), v->end(), rng);
+    ExpectSameAsReference({binary[trial % 6],
+                           {absl::StrJoin(a, ","), absl::StrJoin(b, ",")},
+                           absl::StrJoin(all, ","),
+                           kExact});
+    ExpectSameAsReference(
+        {reduce[trial % 3], {absl::StrJoin(all, ",")}, absl::StrJoin(kept, ","), 1e-5});
+    if (::testing::Test::HasFailure()) break;
+  }
 }
 
 TEST(CpuKernelsTest, CopyOpsFallBackToReference) {
