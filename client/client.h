@@ -1,0 +1,83 @@
+// The C++ client API: connect to a coordinator, create a session for a graph on a mesh with layout
+// rules, run steps (feeds in, fetches out), close it.
+//
+//   ASSIGN_OR_RETURN(auto client, Client::Connect({.address = "localhost:7070"}));
+//   ASSIGN_OR_RETURN(auto session, client->CreateSession(graph_proto, mesh, rules));
+//   ASSIGN_OR_RETURN(TensorMap out, session->Run({{"x", x}}, {"y"}));
+//
+// Errors come back as absl::Status with the coordinator's message (which names the tensor, dim,
+// op, worker or step). Client and Session are thread-compatible; a Session must not outlive its
+// Client.
+#ifndef MESHRT_CLIENT_CLIENT_H_
+#define MESHRT_CLIENT_CLIENT_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "core/interpreter.h"
+#include "core/mesh.h"
+#include "proto/coordinator.pb.h"
+#include "proto/graph.pb.h"
+
+namespace meshrt {
+
+struct ClientOptions {
+  std::string address;                        // coordinator host:port
+  absl::Duration connect_timeout = absl::Seconds(5);
+  absl::Duration rpc_timeout = absl::Minutes(10);  // per CreateSession / step
+};
+
+class Client;
+
+class Session {
+ public:
+  ~Session();  // closes the session (errors are logged)
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  const std::string& id() const { return id_; }
+  // The coordinator's layout report for this session (core/explain.h).
+  const std::string& explain() const { return explain_; }
+
+  // Runs one step. `fetches` empty = the graph's outputs. Feeds are whole (logical) tensors; the
+  // coordinator slices them per layout. Returns whole tensors by name.
+  absl::StatusOr<TensorMap> Run(const TensorMap& feeds, const std::vector<std::string>& fetches);
+  absl::Status Close();
+
+ private:
+  friend class Client;
+  Session(Client* client, std::string id, std::string explain);
+
+  Client* client_;  // not owned
+  std::string id_;
+  std::string explain_;
+  bool closed_ = false;
+};
+
+class Client {
+ public:
+  // Connects and checks the coordinator answers within `connect_timeout`: Unavailable naming the
+  // address otherwise.
+  static absl::StatusOr<std::unique_ptr<Client>> Connect(const ClientOptions& options);
+  ~Client();
+
+  // Validates, lays out, lowers and dispatches on the coordinator, waiting up to
+  // `wait_for_workers` for enough workers to register.
+  absl::StatusOr<std::unique_ptr<Session>> CreateSession(
+      const v1::Graph& graph, const Mesh& mesh, const LayoutRules& rules,
+      absl::Duration wait_for_workers = absl::Seconds(20));
+  absl::StatusOr<v1::ListWorkersResponse> ListWorkers();
+
+ private:
+  friend class Session;
+  struct Impl;
+  explicit Client(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace meshrt
+
+#endif  // MESHRT_CLIENT_CLIENT_H_

@@ -1,0 +1,13 @@
+// Entry point of the worker daemon, shared by `meshrt-worker` and `meshrt worker`.
+#ifndef MESHRT_WORKER_WORKER_MAIN_H_
+#define MESHRT_WORKER_WORKER_MAIN_H_
+
+namespace meshrt {
+
+// Parses flags (argv[0] is the program name; `--help` prints them), registers with the
+// coordinator, serves until SIGINT/SIGTERM. Returns the process exit code.
+int WorkerMain(int argc, char** argv);
+
+}  // namespace meshrt
+
+#endif  // MESHRT_WORKER_WORKER_MAIN_H_
