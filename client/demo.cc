@@ -67,8 +67,8 @@ bool RunLayout(const Graph& graph, const TensorMap& feeds, const TensorMap& expe
 int Main() {
   std::printf("meshrt demo: MLP forward, y = relu(x[batch:8,d_in:16] . w1[d_in,hidden:32]) . "
               "w2[hidden,d_out:8], s = sum_d_out(y)\n");
-  std::printf("kernels: OpenBLAS core %s (%s)\n", GetBlas().corename().c_str(),
-              GetBlas().reason().c_str());
+  std::printf("kernels: OpenBLAS core %s (%s)\n", kernels::GetBlas().corename().c_str(),
+              kernels::GetBlas().reason().c_str());
   const Graph graph = BuildMlp();
   std::mt19937 rng(42);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
