@@ -1,0 +1,39 @@
+// The worker's view of the coordinator: registration, heartbeats, and the key-value store Gloo's
+// rendezvous runs on. GrpcCoordinatorClient is the real one; tests may use their own.
+#ifndef MESHRT_WORKER_COORDINATOR_CLIENT_H_
+#define MESHRT_WORKER_COORDINATOR_CLIENT_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "proto/coordinator.grpc.pb.h"
+#include "runtime/kv_store.h"
+
+namespace meshrt {
+
+// Thread-safe (gRPC stubs are).
+class GrpcCoordinatorClient : public KeyValueStore {
+ public:
+  explicit GrpcCoordinatorClient(const std::string& address);
+
+  absl::StatusOr<v1::RegisterWorkerResponse> Register(const v1::RegisterWorkerRequest& request,
+                                                      absl::Duration timeout);
+  absl::StatusOr<v1::HeartbeatResponse> Heartbeat(const v1::HeartbeatRequest& request,
+                                                  absl::Duration timeout);
+
+  // KeyValueStore over the coordinator's KvSet / KvGet (Get blocks on the coordinator).
+  absl::Status Set(const std::string& key, const std::string& value) override;
+  absl::StatusOr<std::string> Get(const std::string& key, absl::Duration timeout) override;
+
+  const std::string& address() const { return address_; }
+
+ private:
+  std::string address_;
+  std::unique_ptr<v1::Coordinator::Stub> stub_;
+};
+
+}  // namespace meshrt
+
+#endif  // MESHRT_WORKER_COORDINATOR_CLIENT_H_

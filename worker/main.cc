@@ -1,0 +1,3 @@
+#include "worker/worker_main.h"
+
+int main(int argc, char** argv) { return meshrt::WorkerMain(argc, argv); }

@@ -1,0 +1,137 @@
+#include "worker/worker.h"
+
+#include <algorithm>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "core/logging.h"
+#include "core/status_macros.h"
+#include "runtime/executor.h"
+
+namespace meshrt {
+
+struct Worker::SessionState {
+  v1::SessionSpec spec;
+  std::unique_ptr<Communicator> communicator;
+  std::unique_ptr<Executor> executor;
+  absl::Mutex step_mu;  // held while a step runs
+};
+
+std::vector<std::vector<int>> CollectiveGroups(const v1::Program& program) {
+  std::set<std::vector<int>> groups;
+  std::vector<int> all;
+  for (int a = 0; a < program.mesh().dims_size(); ++a) {
+    if (program.mesh().dims(a).size() > 1) all.push_back(a);
+  }
+  if (!all.empty()) groups.insert(all);
+  for (const v1::Instruction& inst : program.instructions()) {
+    if (!inst.has_collective()) continue;
+    std::vector<int> axes;
+    for (int a : inst.collective().mesh_axes()) {
+      if (a >= 0 && a < program.mesh().dims_size() && program.mesh().dims(a).size() > 1) {
+        axes.push_back(a);
+      }
+    }
+    std::sort(axes.begin(), axes.end());
+    axes.erase(std::unique(axes.begin(), axes.end()), axes.end());
+    if (!axes.empty()) groups.insert(axes);
+  }
+  return std::vector<std::vector<int>>(groups.begin(), groups.end());
+}
+
+Worker::Worker(const KernelRunner* kernels, CommunicatorFactory* communicators)
+    : kernels_(kernels), communicators_(communicators) {}
+
+Worker::~Worker() = default;
+
+absl::Status Worker::LoadSession(const v1::SessionSpec& spec) {
+  if (spec.session().empty()) return absl::InvalidArgumentError("session spec without a session id");
+  {
+    absl::MutexLock lock(&mu_);
+    if (sessions_.count(spec.session())) {
+      return absl::AlreadyExistsError(absl::StrCat("session ", spec.session(), " is already loaded"));
+    }
+  }
+  ASSIGN_OR_RETURN(Mesh mesh, Mesh::FromProto(spec.program().mesh()));
+  std::vector<int64_t> coord(spec.coordinate().begin(), spec.coordinate().end());
+  if (static_cast<int>(coord.size()) != mesh.ndims()) {
+    return absl::InvalidArgumentError(absl::StrCat("session ", spec.session(), ": coordinate (",
+                                                   absl::StrJoin(coord, ","), ") does not fit mesh ",
+                                                   mesh.ToString()));
+  }
+  for (int a = 0; a < mesh.ndims(); ++a) {
+    if (coord[a] < 0 || coord[a] >= mesh.size(a)) {
+      return absl::InvalidArgumentError(absl::StrCat("session ", spec.session(), ": coordinate (",
+                                                     absl::StrJoin(coord, ","), ") is outside mesh ",
+                                                     mesh.ToString()));
+    }
+  }
+  auto state = std::make_shared<SessionState>();
+  state->spec = spec;
+  ASSIGN_OR_RETURN(state->communicator,
+                   communicators_->Create(spec, mesh, CollectiveGroups(spec.program())));
+  state->executor = std::make_unique<Executor>(state->spec.program(), coord, kernels_,
+                                               state->communicator.get());
+  absl::MutexLock lock(&mu_);
+  sessions_[spec.session()] = std::move(state);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<TensorMap> Worker::RunStep(const std::string& session, int64_t step,
+                                          const TensorMap& feeds,
+                                          const std::vector<std::string>& fetches) {
+  std::shared_ptr<SessionState> state;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = sessions_.find(session);
+    if (it == sessions_.end()) {
+      return absl::NotFoundError(absl::StrCat("session ", session, " is not loaded on this worker"));
+    }
+    state = it->second;
+  }
+  if (!state->step_mu.TryLock()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("session ", session, ": step ", step, " arrived while another step runs"));
+  }
+  absl::Status status = state->executor->Run(feeds);
+  TensorMap out;
+  if (status.ok()) {
+    for (const std::string& f : fetches) {
+      absl::StatusOr<Tensor> slice = state->executor->OutputSlice(f);
+      if (!slice.ok()) {
+        status = slice.status();
+        break;
+      }
+      out.emplace(f, *std::move(slice));
+    }
+  }
+  state->step_mu.Unlock();
+  if (!status.ok()) {
+    return absl::Status(status.code(), absl::StrCat("step ", step, ": ", status.message()));
+  }
+  return out;
+}
+
+absl::Status Worker::CloseSession(const std::string& session) {
+  std::shared_ptr<SessionState> state;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = sessions_.find(session);
+    if (it == sessions_.end()) {
+      return absl::NotFoundError(absl::StrCat("session ", session, " is not loaded on this worker"));
+    }
+    state = std::move(it->second);
+    sessions_.erase(it);
+  }
+  return absl::OkStatus();  // `state` dies here, or when a running step lets go of it
+}
+
+std::vector<std::string> Worker::Sessions() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<std::string> ids;
+  for (const auto& [id, s] : sessions_) ids.push_back(id);
+  return ids;
+}
+
+}  // namespace meshrt

@@ -1,0 +1,74 @@
+// Worker: the logic of a worker daemon, without gRPC. Holds the sessions the coordinator loaded
+// onto this process — each a lowered program, this worker's mesh coordinate, a connected
+// Communicator and the Executor — and runs their steps.
+//
+// Thread-safe: the coordinator may load, run and close different sessions concurrently. Steps of
+// one session run one at a time (the coordinator never overlaps them; a second concurrent step is
+// refused with FailedPrecondition rather than queued).
+#ifndef MESHRT_WORKER_WORKER_H_
+#define MESHRT_WORKER_WORKER_H_
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "core/interpreter.h"
+#include "core/kernel_runner.h"
+#include "proto/session.pb.h"
+#include "runtime/communicator.h"
+
+namespace meshrt {
+
+// Makes the communicator of a session: joins every group in `groups` (sets of mesh axes) before
+// returning, so collectives never wait for a connection. Implementations: Gloo (worker daemon),
+// in-memory hubs (tests).
+class CommunicatorFactory {
+ public:
+  virtual ~CommunicatorFactory() = default;
+  virtual absl::StatusOr<std::unique_ptr<Communicator>> Create(
+      const v1::SessionSpec& spec, const Mesh& mesh, const std::vector<std::vector<int>>& groups) = 0;
+};
+
+// The groups of mesh axes `program`'s collectives use (sorted, size-1 groups dropped), plus the
+// whole mesh (used for the barrier at session end).
+std::vector<std::vector<int>> CollectiveGroups(const v1::Program& program);
+
+class Worker {
+ public:
+  // Both borrowed; must outlive the Worker.
+  Worker(const KernelRunner* kernels, CommunicatorFactory* communicators);
+  ~Worker();
+
+  // Keeps the program and connects the session's communicator. InvalidArgument for a malformed
+  // spec (bad mesh, coordinate outside it); AlreadyExists if the session is loaded; errors of the
+  // communicator (e.g. DeadlineExceeded when peers never join).
+  absl::Status LoadSession(const v1::SessionSpec& spec);
+
+  // Runs one step with this worker's feed slices; returns the slices of `fetches`. NotFound for an
+  // unknown session; the executor's errors (naming the instruction, op and collective) prefixed
+  // with the step.
+  absl::StatusOr<TensorMap> RunStep(const std::string& session, int64_t step,
+                                    const TensorMap& feeds, const std::vector<std::string>& fetches);
+
+  // Frees the session (a step still running finishes first, in its own thread). NotFound if
+  // unknown.
+  absl::Status CloseSession(const std::string& session);
+
+  std::vector<std::string> Sessions() const;
+
+ private:
+  struct SessionState;
+
+  const KernelRunner* const kernels_;
+  CommunicatorFactory* const communicators_;
+  mutable absl::Mutex mu_;
+  std::map<std::string, std::shared_ptr<SessionState>> sessions_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace meshrt
+
+#endif  // MESHRT_WORKER_WORKER_H_

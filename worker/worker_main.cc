@@ -1,0 +1,179 @@
+// The worker daemon: flags -> options -> gRPC server, registration and heartbeats.
+#include "worker/worker_main.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <iostream>
+#include <random>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/synchronization/notification.h"
+#include "core/logging.h"
+#include "kernels/blas.h"
+#include "kernels/cpu_kernels.h"
+#include "rpc/grpc_util.h"
+#include "util/flags.h"
+#include "worker/coordinator_client.h"
+#include "worker/gloo_communicator.h"
+#include "worker/grpc_worker_service.h"
+#include "worker/worker.h"
+
+namespace meshrt {
+namespace {
+
+std::atomic<bool> g_stop{false};
+
+void OnSignal(int) { g_stop.store(true); }
+
+// Sessions' communicators over Gloo, rendezvousing through the coordinator's key-value store.
+class GlooCommunicatorFactory : public CommunicatorFactory {
+ public:
+  GlooCommunicatorFactory(KeyValueStore* store, std::string hostname)
+      : store_(store), hostname_(std::move(hostname)) {}
+
+  absl::StatusOr<std::unique_ptr<Communicator>> Create(
+      const v1::SessionSpec& spec, const Mesh& mesh,
+      const std::vector<std::vector<int>>& groups) override {
+    GlooCommunicator::Options options;
+    options.mesh = mesh;
+    options.coordinate.assign(spec.coordinate().begin(), spec.coordinate().end());
+    options.hostname = hostname_;
+    options.prefix = spec.kv_prefix();
+    options.timeout = spec.collective_timeout_ms() > 0
+                          ? absl::Milliseconds(spec.collective_timeout_ms())
+                          : absl::Seconds(30);
+    options.store = store_;
+    auto comm = GlooCommunicator::Create(options);
+    if (!comm.ok()) return comm.status();
+    absl::Status s = (*comm)->Connect(groups);
+    if (!s.ok()) return s;
+    return std::unique_ptr<Communicator>(std::move(*comm));
+  }
+
+ private:
+  KeyValueStore* store_;
+  std::string hostname_;
+};
+
+std::string NewIncarnation() {
+  std::random_device rd;
+  return absl::StrFormat("%08x%08x-%d", rd(), rd(), getpid());
+}
+
+}  // namespace
+
+int WorkerMain(int argc, char** argv) {
+  std::string coordinator;
+  std::string advertise = "127.0.0.1";
+  std::string gloo_address;
+  int64_t port = 0;
+  int64_t register_timeout_s = 120;
+  FlagSet flags("meshrt-worker --coordinator HOST:PORT [flags]",
+                "Runs a meshrt worker: registers with the coordinator, loads the SPMD programs of "
+                "the sessions it is given, runs their steps with OpenBLAS kernels and Gloo "
+                "collectives.\nExample: meshrt-worker --coordinator 127.0.0.1:7070");
+  flags.String("coordinator", &coordinator, "coordinator address HOST:PORT (required)");
+  flags.Int("port", &port, "port of this worker's gRPC service; 0 picks a free one");
+  flags.String("advertise_address", &advertise,
+               "host name or IP the coordinator and peers use to reach this worker");
+  flags.String("gloo_address", &gloo_address,
+               "host name or IP Gloo binds and advertises (default: --advertise_address)");
+  flags.Int("register_timeout_s", &register_timeout_s,
+            "give up if the coordinator cannot be reached for this long (retrying with backoff)");
+  auto positional = flags.Parse(argc, argv);
+  if (!positional.ok()) {
+    std::fprintf(stderr, "meshrt-worker: %s\n", std::string(positional.status().message()).c_str());
+    return 2;
+  }
+  if (flags.help()) {
+    std::cout << flags.Help();
+    return 0;
+  }
+  if (coordinator.empty()) {
+    std::fprintf(stderr, "meshrt-worker: --coordinator HOST:PORT is required (see --help)\n");
+    return 2;
+  }
+  if (gloo_address.empty()) gloo_address = advertise;
+
+  signal(SIGINT, OnSignal);
+  signal(SIGTERM, OnSignal);
+  signal(SIGPIPE, SIG_IGN);
+  LogInfo("meshrt-worker: ", kernels::GetBlas().corename(), " OpenBLAS kernel (",
+          kernels::GetBlas().reason(), ")");
+
+  GrpcCoordinatorClient client(coordinator);
+  GlooCommunicatorFactory communicators(&client, gloo_address);
+  Worker worker(&CpuKernels(), &communicators);
+  GrpcWorkerService service(&worker);
+
+  grpc::ServerBuilder builder;
+  ConfigureServer(&builder);
+  int bound_port = 0;
+  builder.AddListeningPort(absl::StrCat("0.0.0.0:", port), grpc::InsecureServerCredentials(),
+                           &bound_port);
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || bound_port == 0) {
+    std::fprintf(stderr, "meshrt-worker: cannot listen on port %lld\n",
+                 static_cast<long long>(port));
+    return 1;
+  }
+  const std::string address = absl::StrCat(advertise, ":", bound_port);
+
+  v1::RegisterWorkerRequest reg;
+  reg.set_address(address);
+  reg.set_gloo_address(gloo_address);
+  reg.set_incarnation(NewIncarnation());
+  // Any start order works: retry the coordinator with backoff until it answers.
+  auto register_once = [&]() -> absl::StatusOr<v1::RegisterWorkerResponse> {
+    absl::Time deadline = absl::Now() + absl::Seconds(register_timeout_s);
+    absl::Duration backoff = absl::Milliseconds(100);
+    while (true) {
+      auto r = client.Register(reg, absl::Seconds(5));
+      if (r.ok() || g_stop.load() || absl::Now() > deadline) return r;
+      LogWarning("meshrt-worker: coordinator ", coordinator, " not reachable yet (",
+                 r.status().message(), "); retrying in ", absl::FormatDuration(backoff));
+      absl::SleepFor(backoff);
+      backoff = std::min(backoff * 2, absl::Seconds(2));
+    }
+  };
+  auto registered = register_once();
+  if (!registered.ok()) {
+    std::fprintf(stderr, "meshrt-worker: cannot register with coordinator %s: %s\n",
+                 coordinator.c_str(), std::string(registered.status().message()).c_str());
+    server->Shutdown();
+    return 1;
+  }
+  int worker_id = registered->worker_id();
+  absl::Duration interval = absl::Milliseconds(std::max<int64_t>(registered->heartbeat_interval_ms(), 100));
+  LogInfo("meshrt-worker: serving at ", address, " as worker ", worker_id, " of coordinator ",
+          coordinator);
+
+  while (!g_stop.load()) {
+    absl::Time next = absl::Now() + interval;
+    v1::HeartbeatRequest hb;
+    hb.set_worker_id(worker_id);
+    hb.set_incarnation(reg.incarnation());
+    auto r = client.Heartbeat(hb, interval * 2);
+    if (r.ok() && r->reregister()) {
+      auto again = register_once();
+      if (again.ok()) {
+        worker_id = again->worker_id();
+        LogInfo("meshrt-worker: re-registered as worker ", worker_id);
+      }
+    } else if (!r.ok()) {
+      LogWarning("meshrt-worker: heartbeat failed: ", r.status().message());
+    }
+    while (!g_stop.load() && absl::Now() < next) absl::SleepFor(absl::Milliseconds(20));
+  }
+  LogInfo("meshrt-worker: stopping");
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  return 0;
+}
+
+}  // namespace meshrt
