@@ -1,0 +1,471 @@
+#include "coordinator/coordinator.h"
+
+#include <algorithm>
+#include <random>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "core/explain.h"
+#include "core/graph.h"
+#include "core/logging.h"
+#include "core/lowering.h"
+#include "core/slicing.h"
+#include "core/status_macros.h"
+
+namespace meshrt {
+
+struct Coordinator::WorkerEntry {
+  int id = 0;
+  std::string address;
+  std::string gloo_address;
+  std::string incarnation;
+  absl::Time last_heartbeat;
+  std::string session;  // empty when free
+  std::vector<int64_t> coordinate;
+  std::shared_ptr<WorkerClient> client;
+};
+
+struct Coordinator::Session {
+  std::string id;
+  Graph graph;
+  v1::Program program;
+  Mesh mesh;
+  std::vector<int> worker_ids;  // by processor number
+  std::vector<std::string> addresses;
+  std::vector<std::shared_ptr<WorkerClient>> clients;
+  std::map<std::string, v1::ProgramTensor> outputs;  // by tensor name
+  absl::Mutex step_mu;
+  int64_t step = 0;
+  // Guarded by Coordinator::mu_.
+  absl::Status failed;
+  std::shared_ptr<Cancellation> cancel;
+  bool released = false;
+};
+
+namespace {
+
+std::string CoordString(const std::vector<int64_t>& c) {
+  return absl::StrCat("(", absl::StrJoin(c, ","), ")");
+}
+
+// Runs fn(i) for i in [0, n) on n threads and waits for all.
+template <typename Fn>
+void ParallelFor(int n, Fn fn) {
+  std::vector<std::thread> threads;
+  threads.reserve(n);
+  for (int i = 0; i < n; ++i) threads.emplace_back([&fn, i] { fn(i); });
+  for (std::thread& t : threads) t.join();
+}
+
+// A worker that returned an error itself prefixes it with the step (worker/worker.cc); an
+// Unavailable without that prefix came from the transport: the process is gone or unreachable.
+bool IsTransportFailure(const absl::Status& s) {
+  return (s.code() == absl::StatusCode::kUnavailable ||
+          s.code() == absl::StatusCode::kDeadlineExceeded) &&
+         !absl::StartsWith(s.message(), "step ");
+}
+
+}  // namespace
+
+Coordinator::Coordinator(CoordinatorOptions options, WorkerClientFactory* workers)
+    : options_(options), factory_(workers) {
+  reaper_ = std::thread([this] { ReaperLoop(); });
+}
+
+Coordinator::~Coordinator() {
+  std::vector<std::shared_ptr<Session>> sessions;
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+    for (auto& [id, s] : sessions_) sessions.push_back(s);
+    sessions_.clear();
+  }
+  reaper_.join();
+  for (auto& s : sessions) ReleaseSession(s);
+}
+
+void Coordinator::ReaperLoop() {
+  while (true) {
+    std::vector<std::shared_ptr<Session>> to_release;
+    {
+      absl::MutexLock lock(&mu_);
+      if (mu_.AwaitWithTimeout(absl::Condition(&stopping_), absl::Milliseconds(100))) return;
+      const absl::Time now = absl::Now();
+      std::vector<int> silent;
+      for (const auto& [id, w] : workers_) {
+        if (now - w->last_heartbeat > options_.heartbeat_timeout) silent.push_back(id);
+      }
+      for (int id : silent) {
+        const std::string session = workers_[id]->session;
+        DropWorkerLocked(id, absl::StrCat("missed heartbeats for ",
+                                          absl::FormatDuration(options_.heartbeat_timeout)));
+        auto it = sessions_.find(session);
+        if (it != sessions_.end()) to_release.push_back(it->second);
+      }
+    }
+    for (auto& s : to_release) ReleaseSession(s);
+  }
+}
+
+void Coordinator::DropWorkerLocked(int id, const std::string& why) {
+  auto it = workers_.find(id);
+  if (it == workers_.end()) return;
+  const WorkerEntry& w = *it->second;
+  LogWarning("coordinator: dropping worker ", id, " (", w.address, "): ", why);
+  auto s = sessions_.find(w.session);
+  if (!w.session.empty() && s != sessions_.end()) {
+    FailSessionLocked(s->second.get(),
+                      absl::UnavailableError(absl::StrCat(
+                          "worker ", id, " (", w.address, ", mesh coordinate ",
+                          CoordString(w.coordinate), ") ", why)));
+  }
+  workers_.erase(it);
+}
+
+void Coordinator::FailSessionLocked(Session* session, const absl::Status& why) {
+  if (session->failed.ok()) session->failed = why;
+  if (session->cancel != nullptr) session->cancel->Cancel();
+}
+
+void Coordinator::ReleaseSession(const std::shared_ptr<Session>& session) {
+  std::vector<std::shared_ptr<WorkerClient>> live;
+  {
+    absl::MutexLock lock(&mu_);
+    if (session->released) return;
+    session->released = true;
+    for (int id : session->worker_ids) {
+      auto it = workers_.find(id);
+      if (it != workers_.end() && it->second->session == session->id) {
+        it->second->session.clear();
+        it->second->coordinate.clear();
+        live.push_back(it->second->client);
+      }
+    }
+  }
+  ParallelFor(static_cast<int>(live.size()), [&](int i) {
+    absl::Status s = live[i]->CloseSession(session->id, absl::Seconds(5));
+    if (!s.ok() && s.code() != absl::StatusCode::kNotFound) {
+      LogWarning("coordinator: closing session ", session->id, " on a worker: ", s.message());
+    }
+  });
+}
+
+absl::StatusOr<v1::RegisterWorkerResponse> Coordinator::RegisterWorker(
+    const v1::RegisterWorkerRequest& request) {
+  if (request.address().empty() || request.incarnation().empty()) {
+    return absl::InvalidArgumentError("worker registration needs an address and an incarnation id");
+  }
+  std::shared_ptr<WorkerClient> client = factory_->Connect(request.address());
+  std::vector<std::shared_ptr<Session>> to_release;
+  v1::RegisterWorkerResponse response;
+  {
+    absl::MutexLock lock(&mu_);
+    std::vector<int> replaced;
+    for (const auto& [id, w] : workers_) {
+      if (w->address == request.address()) replaced.push_back(id);
+    }
+    for (int id : replaced) {
+      const std::string session = workers_[id]->session;
+      DropWorkerLocked(id, "registered again (the process restarted)");
+      auto it = sessions_.find(session);
+      if (it != sessions_.end()) to_release.push_back(it->second);
+    }
+    auto entry = std::make_unique<WorkerEntry>();
+    entry->id = next_worker_id_++;
+    entry->address = request.address();
+    entry->gloo_address = request.gloo_address();
+    entry->incarnation = request.incarnation();
+    entry->last_heartbeat = absl::Now();
+    entry->client = std::move(client);
+    response.set_worker_id(entry->id);
+    response.set_heartbeat_interval_ms(absl::ToInt64Milliseconds(options_.heartbeat_interval));
+    LogInfo("coordinator: worker ", entry->id, " registered from ", entry->address);
+    workers_[entry->id] = std::move(entry);
+  }
+  for (auto& s : to_release) ReleaseSession(s);
+  return response;
+}
+
+absl::StatusOr<v1::HeartbeatResponse> Coordinator::Heartbeat(const v1::HeartbeatRequest& request) {
+  absl::MutexLock lock(&mu_);
+  v1::HeartbeatResponse response;
+  auto it = workers_.find(request.worker_id());
+  if (it == workers_.end() || it->second->incarnation != request.incarnation()) {
+    response.set_reregister(true);
+  } else {
+    it->second->last_heartbeat = absl::Now();
+  }
+  return response;
+}
+
+v1::ListWorkersResponse Coordinator::ListWorkers() {
+  absl::MutexLock lock(&mu_);
+  v1::ListWorkersResponse response;
+  const absl::Time now = absl::Now();
+  for (const auto& [id, w] : workers_) {
+    v1::WorkerInfo* info = response.add_workers();
+    info->set_worker_id(id);
+    info->set_address(w->address);
+    info->set_gloo_address(w->gloo_address);
+    info->set_incarnation(w->incarnation);
+    info->set_last_heartbeat_ms_ago(absl::ToInt64Milliseconds(now - w->last_heartbeat));
+    info->set_session(w->session);
+    for (int64_t c : w->coordinate) info->add_coordinate(c);
+  }
+  for (const auto& [id, s] : sessions_) response.add_sessions(id);
+  return response;
+}
+
+std::string Coordinator::DescribeWorkersLocked() const {
+  std::vector<std::string> parts;
+  for (const auto& [id, w] : workers_) {
+    parts.push_back(absl::StrCat("worker ", id, " (", w->address, ") ",
+                                 w->session.empty() ? "free" : "busy in session " + w->session));
+  }
+  return parts.empty() ? "no workers are registered" : absl::StrJoin(parts, "; ");
+}
+
+absl::StatusOr<v1::CreateSessionResponse> Coordinator::CreateSession(
+    const v1::CreateSessionRequest& request) {
+  auto session = std::make_shared<Session>();
+  ASSIGN_OR_RETURN(session->graph, Graph::Build(request.graph()));
+  ASSIGN_OR_RETURN(session->mesh, Mesh::FromProto(request.mesh()));
+  ASSIGN_OR_RETURN(LayoutRules rules, LayoutRules::FromProto(request.rules(), session->mesh));
+  ASSIGN_OR_RETURN(session->program, Lower(session->graph, session->mesh, rules));
+  for (const v1::ProgramTensor& t : session->program.outputs()) session->outputs[t.name()] = t;
+  const Mesh& mesh = session->mesh;
+  const int n = mesh.num_processors();
+
+  const absl::Duration wait = request.timeout_ms() > 0 ? absl::Milliseconds(request.timeout_ms())
+                                                       : options_.default_worker_wait;
+  const absl::Time deadline = absl::Now() + wait;
+  {
+    absl::MutexLock lock(&mu_);
+    while (true) {
+      std::vector<WorkerEntry*> free;
+      for (auto& [id, w] : workers_) {
+        if (w->session.empty()) free.push_back(w.get());
+      }
+      if (static_cast<int>(free.size()) >= n) {
+        session->id = absl::StrCat("s", next_session_++);
+        for (int p = 0; p < n; ++p) {
+          free[p]->session = session->id;
+          free[p]->coordinate = mesh.Coordinate(p);
+          session->worker_ids.push_back(free[p]->id);
+          session->addresses.push_back(free[p]->address);
+          session->clients.push_back(free[p]->client);
+        }
+        sessions_[session->id] = session;
+        break;
+      }
+      if (absl::Now() >= deadline || stopping_) {
+        const int registered = static_cast<int>(workers_.size());
+        const std::string what = absl::StrCat(
+            "mesh ", mesh.ToString(), " needs ", n, " worker(s) but ", registered,
+            " are registered and ", free.size(), " are free (waited ",
+            absl::FormatDuration(wait), "): ", DescribeWorkersLocked());
+        if (registered < n) {
+          return absl::InvalidArgumentError(
+              absl::StrCat(what, "; start more workers or use a smaller mesh"));
+        }
+        return absl::UnavailableError(absl::StrCat(what, "; close a session or wait"));
+      }
+      mu_.AwaitWithTimeout(absl::Condition(&stopping_), absl::Milliseconds(50));
+    }
+  }
+
+  std::string prefix;
+  {
+    std::random_device rd;
+    prefix = absl::StrFormat("session/%s/%08x", session->id, rd());
+  }
+  std::vector<absl::Status> loaded(n);
+  ParallelFor(n, [&](int p) {
+    v1::SessionSpec spec;
+    spec.set_session(session->id);
+    *spec.mutable_program() = session->program;
+    for (int64_t c : mesh.Coordinate(p)) spec.add_coordinate(c);
+    spec.set_kv_prefix(prefix);
+    spec.set_collective_timeout_ms(absl::ToInt64Milliseconds(options_.collective_timeout));
+    loaded[p] = session->clients[p]->LoadSession(spec, options_.collective_timeout + absl::Seconds(10));
+  });
+  for (int p = 0; p < n; ++p) {
+    if (loaded[p].ok()) continue;
+    absl::Status error(loaded[p].code(),
+                       absl::StrCat("loading session ", session->id, " on worker ",
+                                    session->worker_ids[p], " (", session->addresses[p],
+                                    ", mesh coordinate ", CoordString(mesh.Coordinate(p)),
+                                    "): ", loaded[p].message()));
+    {
+      absl::MutexLock lock(&mu_);
+      FailSessionLocked(session.get(), error);
+      sessions_.erase(session->id);
+      if (IsTransportFailure(loaded[p])) DropWorkerLocked(session->worker_ids[p], "is unreachable");
+    }
+    ReleaseSession(session);
+    return error;
+  }
+
+  v1::CreateSessionResponse response;
+  response.set_session(session->id);
+  response.set_explain(ExplainProgram(session->program));
+  for (int p = 0; p < n; ++p) {
+    v1::WorkerInfo* info = response.add_workers();
+    info->set_worker_id(session->worker_ids[p]);
+    info->set_address(session->addresses[p]);
+    info->set_session(session->id);
+    for (int64_t c : mesh.Coordinate(p)) info->add_coordinate(c);
+  }
+  LogInfo("coordinator: session ", session->id, " on mesh ", mesh.ToString(), " with layout '",
+          rules.ToString(), "'");
+  return response;
+}
+
+absl::StatusOr<TensorMap> Coordinator::RunStep(const std::string& id, const TensorMap& feeds,
+                                               const std::vector<std::string>& requested) {
+  std::shared_ptr<Session> session;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = sessions_.find(id);
+    if (it == sessions_.end()) return absl::NotFoundError(absl::StrCat("no session '", id, "'"));
+    session = it->second;
+  }
+  absl::MutexLock step_lock(&session->step_mu);
+  {
+    absl::MutexLock lock(&mu_);
+    if (!session->failed.ok()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("session ", id, " has failed and must be closed: ", session->failed.message()));
+    }
+  }
+  const Graph& graph = session->graph;
+  const Mesh& mesh = session->mesh;
+  std::vector<std::string> fetches = requested.empty() ? graph.Outputs() : requested;
+  for (const std::string& f : fetches) {
+    if (!session->outputs.count(f)) {
+      return absl::InvalidArgumentError(absl::StrCat("fetch '", f, "' names no tensor of the graph"));
+    }
+  }
+  RETURN_IF_ERROR(CheckFeeds(graph, feeds));
+  const int64_t step = ++session->step;
+  const int n = mesh.num_processors();
+
+  // Slices per worker; each distinct slice of a fetched tensor comes from one worker only (the one
+  // at coordinate 0 along every mesh dim the tensor is not split over).
+  std::vector<TensorMap> slices(n);
+  std::vector<std::vector<std::string>> worker_fetches(n);
+  for (int p = 0; p < n; ++p) {
+    const std::vector<int64_t> coord = mesh.Coordinate(p);
+    for (const v1::ProgramTensor& in : session->program.inputs()) {
+      slices[p][in.name()] =
+          ExtractSlice(feeds.at(in.name()), TensorLayout::FromProto(in.layout()), mesh, coord);
+    }
+    for (const std::string& f : fetches) {
+      TensorLayout layout = TensorLayout::FromProto(session->outputs.at(f).layout());
+      bool owner = true;
+      for (int a = 0; a < mesh.ndims(); ++a) {
+        if (std::find(layout.mesh_axis.begin(), layout.mesh_axis.end(), a) ==
+                layout.mesh_axis.end() &&
+            coord[a] != 0) {
+          owner = false;
+        }
+      }
+      if (owner) worker_fetches[p].push_back(f);
+    }
+  }
+
+  auto cancel = std::make_shared<Cancellation>();
+  {
+    absl::MutexLock lock(&mu_);
+    session->cancel = cancel;
+    if (!session->failed.ok()) cancel->Cancel();
+  }
+  std::vector<absl::StatusOr<TensorMap>> results(n, absl::UnknownError("not run"));
+  ParallelFor(n, [&](int p) {
+    results[p] = session->clients[p]->RunStep(id, step, slices[p], worker_fetches[p],
+                                              options_.step_timeout, cancel.get());
+    if (!results[p].ok()) cancel->Cancel();
+  });
+
+  std::vector<std::string> errors;
+  absl::Status first;
+  bool failed = false;
+  {
+    absl::MutexLock lock(&mu_);
+    session->cancel = nullptr;
+    // Transport failures first: a dead worker is the cause, its peers' errors the effect.
+    for (int pass = 0; pass < 2; ++pass) {
+      for (int p = 0; p < n; ++p) {
+        const absl::Status& s = results[p].status();
+        if (s.ok() || s.code() == absl::StatusCode::kCancelled) continue;
+        const bool transport = IsTransportFailure(s);
+        if (transport != (pass == 0)) continue;
+        std::string who = absl::StrCat("worker ", session->worker_ids[p], " (",
+                                       session->addresses[p], ", mesh coordinate ",
+                                       CoordString(mesh.Coordinate(p)), ")");
+        errors.push_back(transport ? absl::StrCat(who, " is unreachable (it died or its network "
+                                                       "failed): ", s.message())
+                                   : absl::StrCat(who, ": ", s.message()));
+        if (!failed) first = s;
+        failed = true;
+        if (transport) DropWorkerLocked(session->worker_ids[p], "is unreachable");
+      }
+    }
+    if (!failed && !session->failed.ok()) {
+      failed = true;  // cancelled from outside, e.g. a worker missed its heartbeats
+      first = session->failed;
+      errors.push_back(std::string(session->failed.message()));
+    }
+    if (failed) {
+      absl::Status error(first.code(), absl::StrCat("step ", step, " of session ", id,
+                                                     " failed: ", absl::StrJoin(errors, "; ")));
+      FailSessionLocked(session.get(), error);
+    }
+  }
+  if (failed) {
+    ReleaseSession(session);
+    absl::MutexLock lock(&mu_);
+    return session->failed;
+  }
+
+  TensorMap out;
+  for (const std::string& f : fetches) {
+    const v1::ProgramTensor& t = session->outputs.at(f);
+    ASSIGN_OR_RETURN(Shape shape, Shape::FromProto(t.shape()));
+    ASSIGN_OR_RETURN(DType dtype, DTypeFromProto(t.dtype()));
+    Tensor whole(dtype, shape);
+    const TensorLayout layout = TensorLayout::FromProto(t.layout());
+    for (int p = 0; p < n; ++p) {
+      if (std::find(worker_fetches[p].begin(), worker_fetches[p].end(), f) ==
+          worker_fetches[p].end()) {
+        continue;
+      }
+      auto it = results[p]->find(f);
+      if (it == results[p]->end()) {
+        return absl::InternalError(absl::StrCat("worker ", session->worker_ids[p],
+                                                " did not return its slice of '", f, "'"));
+      }
+      RETURN_IF_ERROR(InsertSlice(it->second, layout, mesh, mesh.Coordinate(p), &whole));
+    }
+    out.emplace(f, std::move(whole));
+  }
+  return out;
+}
+
+absl::Status Coordinator::CloseSession(const std::string& id) {
+  std::shared_ptr<Session> session;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = sessions_.find(id);
+    if (it == sessions_.end()) return absl::NotFoundError(absl::StrCat("no session '", id, "'"));
+    session = it->second;
+    sessions_.erase(it);
+  }
+  ReleaseSession(session);
+  LogInfo("coordinator: session ", id, " closed");
+  return absl::OkStatus();
+}
+
+}  // namespace meshrt

@@ -1,0 +1,102 @@
+// Coordinator: the logic of the coordinator daemon, without gRPC.
+//
+//   - Worker registry: workers register (address, Gloo address, incarnation id) and heartbeat; a
+//     worker silent for `heartbeat_timeout` is dropped, and so is one whose RPC fails as
+//     unreachable. A re-registration from the same address with a new incarnation replaces the old
+//     entry (the process restarted).
+//   - Key-value store with blocking get: Gloo's rendezvous runs on it.
+//   - Sessions: CreateSession validates the graph, the mesh and the layout, lowers the graph, picks
+//     free workers (processor p -> the p-th free worker by id), and loads the program on every one
+//     of them; RunStep checks the feeds, slices them per layout, fans out to the workers, and
+//     assembles the fetched slices into whole tensors. Nothing is dispatched before the input has
+//     been checked. A failing worker fails its session (and only it) with an error naming the
+//     worker, its mesh coordinate, the step and what the worker reported; the other workers of the
+//     session are released.
+//
+// Thread-safe. Steps of one session run one at a time; different sessions run concurrently.
+#ifndef MESHRT_COORDINATOR_COORDINATOR_H_
+#define MESHRT_COORDINATOR_COORDINATOR_H_
+
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "coordinator/worker_client.h"
+#include "core/interpreter.h"
+#include "proto/coordinator.pb.h"
+#include "runtime/kv_store.h"
+
+namespace meshrt {
+
+struct CoordinatorOptions {
+  // How often workers are told to heartbeat.
+  absl::Duration heartbeat_interval = absl::Seconds(1);
+  // A worker silent this long is dropped (and its session fails).
+  absl::Duration heartbeat_timeout = absl::Seconds(5);
+  // Timeout of every collective on the workers (Gloo).
+  absl::Duration collective_timeout = absl::Seconds(30);
+  // How long CreateSession waits for enough free workers when the request does not say.
+  absl::Duration default_worker_wait = absl::Seconds(10);
+  // Deadline of one step on the workers.
+  absl::Duration step_timeout = absl::Minutes(10);
+};
+
+class Coordinator {
+ public:
+  // `workers` is borrowed and must outlive the Coordinator. Starts the heartbeat reaper thread.
+  Coordinator(CoordinatorOptions options, WorkerClientFactory* workers);
+  ~Coordinator();  // stops the reaper; closes remaining sessions on their workers
+
+  absl::StatusOr<v1::RegisterWorkerResponse> RegisterWorker(const v1::RegisterWorkerRequest& request);
+  absl::StatusOr<v1::HeartbeatResponse> Heartbeat(const v1::HeartbeatRequest& request);
+  KeyValueStore& kv() { return kv_; }
+  v1::ListWorkersResponse ListWorkers();
+
+  // Errors: InvalidArgument for a bad graph, mesh or layout, or a mesh needing more workers than
+  // are registered (after waiting up to the request's timeout); Unavailable when enough workers
+  // are registered but not enough are free; the workers' errors while loading.
+  absl::StatusOr<v1::CreateSessionResponse> CreateSession(const v1::CreateSessionRequest& request);
+
+  // `fetches` empty = the graph's outputs. Errors: NotFound for an unknown session;
+  // FailedPrecondition for a session that failed earlier (repeating why); InvalidArgument for bad
+  // feeds or fetches (naming them); a worker's failure, naming the worker and the step.
+  absl::StatusOr<TensorMap> RunStep(const std::string& session, const TensorMap& feeds,
+                                    const std::vector<std::string>& fetches);
+
+  absl::Status CloseSession(const std::string& session);
+
+ private:
+  struct WorkerEntry;
+  struct Session;
+
+  void ReaperLoop();
+  // Drops worker `id` (if present): fails its session with `why`. Requires mu_.
+  void DropWorkerLocked(int id, const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Marks a session failed and cancels its step in flight. Requires mu_.
+  void FailSessionLocked(Session* session, const absl::Status& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Frees the session's workers and tells the live ones to drop it (outside mu_).
+  void ReleaseSession(const std::shared_ptr<Session>& session);
+  std::string DescribeWorkersLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const CoordinatorOptions options_;
+  WorkerClientFactory* const factory_;
+  InMemoryKeyValueStore kv_;
+
+  mutable absl::Mutex mu_;
+  std::map<int, std::unique_ptr<WorkerEntry>> workers_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::shared_ptr<Session>> sessions_ ABSL_GUARDED_BY(mu_);
+  int next_worker_id_ ABSL_GUARDED_BY(mu_) = 0;
+  int next_session_ ABSL_GUARDED_BY(mu_) = 1;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread reaper_;
+};
+
+}  // namespace meshrt
+
+#endif  // MESHRT_COORDINATOR_COORDINATOR_H_

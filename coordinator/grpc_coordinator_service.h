@@ -1,0 +1,39 @@
+// The coordinator's gRPC adapter: converts messages and delegates to Coordinator. No logic.
+#ifndef MESHRT_COORDINATOR_GRPC_COORDINATOR_SERVICE_H_
+#define MESHRT_COORDINATOR_GRPC_COORDINATOR_SERVICE_H_
+
+#include "coordinator/coordinator.h"
+#include "proto/coordinator.grpc.pb.h"
+
+namespace meshrt {
+
+class GrpcCoordinatorService final : public v1::Coordinator::Service {
+ public:
+  // `coordinator` is borrowed and must outlive the service.
+  explicit GrpcCoordinatorService(Coordinator* coordinator) : coordinator_(coordinator) {}
+
+  grpc::Status RegisterWorker(grpc::ServerContext*, const v1::RegisterWorkerRequest* request,
+                              v1::RegisterWorkerResponse* response) override;
+  grpc::Status Heartbeat(grpc::ServerContext*, const v1::HeartbeatRequest* request,
+                         v1::HeartbeatResponse* response) override;
+  grpc::Status KvSet(grpc::ServerContext*, const v1::KvSetRequest* request,
+                     v1::KvSetResponse* response) override;
+  grpc::Status KvGet(grpc::ServerContext*, const v1::KvGetRequest* request,
+                     v1::KvGetResponse* response) override;
+  grpc::Status ListWorkers(grpc::ServerContext*, const v1::ListWorkersRequest* request,
+                           v1::ListWorkersResponse* response) override;
+  grpc::Status CreateSession(grpc::ServerContext*, const v1::CreateSessionRequest* request,
+                             v1::CreateSessionResponse* response) override;
+  grpc::Status RunStep(
+      grpc::ServerContext*,
+      grpc::ServerReaderWriter<v1::RunStepResponse, v1::RunStepRequest>* stream) override;
+  grpc::Status CloseSession(grpc::ServerContext*, const v1::CloseSessionRequest* request,
+                            v1::CloseSessionResponse* response) override;
+
+ private:
+  Coordinator* coordinator_;
+};
+
+}  // namespace meshrt
+
+#endif  // MESHRT_COORDINATOR_GRPC_COORDINATOR_SERVICE_H_

@@ -1,0 +1,62 @@
+// The coordinator's view of one worker: load a session, run a step, close a session. The gRPC
+// implementation is in grpc_worker_client.h; tests plug in-process Workers in instead.
+#ifndef MESHRT_COORDINATOR_WORKER_CLIENT_H_
+#define MESHRT_COORDINATOR_WORKER_CLIENT_H_
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "core/interpreter.h"
+#include "proto/session.pb.h"
+
+namespace meshrt {
+
+// A cancellation signal for calls in flight, shared by the calls of one step. Thread-safe.
+class Cancellation {
+ public:
+  // Runs every registered callback (once); later Register calls run theirs at once.
+  void Cancel();
+  bool cancelled() const;
+  // `fn` runs on Cancel, under this object's lock (keep it short, e.g. ClientContext::TryCancel).
+  int Register(std::function<void()> fn);
+  // After this returns, the callback `id` will not run (and is not running).
+  void Unregister(int id);
+
+ private:
+  mutable absl::Mutex mu_;
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  int next_id_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<int, std::function<void()>> callbacks_ ABSL_GUARDED_BY(mu_);
+};
+
+// Thread-safe.
+class WorkerClient {
+ public:
+  virtual ~WorkerClient() = default;
+  virtual absl::Status LoadSession(const v1::SessionSpec& spec, absl::Duration timeout) = 0;
+  // Sends this worker's feed slices, returns the slices it was asked to fetch. Returns soon with
+  // Cancelled once `cancel` (borrowed, may be null) is cancelled.
+  virtual absl::StatusOr<TensorMap> RunStep(const std::string& session, int64_t step,
+                                            const TensorMap& feeds,
+                                            const std::vector<std::string>& fetches,
+                                            absl::Duration timeout, Cancellation* cancel) = 0;
+  virtual absl::Status CloseSession(const std::string& session, absl::Duration timeout) = 0;
+};
+
+class WorkerClientFactory {
+ public:
+  virtual ~WorkerClientFactory() = default;
+  // `address` is what the worker registered with.
+  virtual std::unique_ptr<WorkerClient> Connect(const std::string& address) = 0;
+};
+
+}  // namespace meshrt
+
+#endif  // MESHRT_COORDINATOR_WORKER_CLIENT_H_
