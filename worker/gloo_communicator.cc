@@ -1,0 +1,491 @@
+#include "worker/gloo_communicator.h"
+
+#include <signal.h>
+
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <cstring>
+#include <exception>
+#include <mutex>
+#include <numeric>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "core/slicing.h"
+#include "core/status_macros.h"
+#include "gloo/allgather.h"
+#include "gloo/allreduce.h"
+#include "gloo/alltoall.h"
+#include "gloo/barrier.h"
+#include "gloo/broadcast.h"
+#include "gloo/common/error.h"
+#include "gloo/common/logging.h"
+#include "gloo/rendezvous/context.h"
+#include "gloo/rendezvous/prefix_store.h"
+#include "gloo/transport/tcp/address.h"
+#include "gloo/transport/tcp/device.h"
+#include "worker/gloo_store.h"
+
+namespace meshrt {
+namespace {
+
+// Element-wise reductions in the form Gloo calls them: c[i] = op(a[i], b[i]) where c may be the
+// same array as a (never partially overlapping), so there is no loop-carried dependence.
+// int32 sums and products wrap, matching ReduceInto in runtime/communicator.cc.
+struct SumOp {
+  static float Apply(float a, float b) { return a + b; }
+  static int32_t Apply(int32_t a, int32_t b) {
+    return static_cast<int32_t>(static_cast<uint32_t>(a) + static_cast<uint32_t>(b));
+  }
+};
+struct ProdOp {
+  static float Apply(float a, float b) { return a * b; }
+  static int32_t Apply(int32_t a, int32_t b) {
+    return static_cast<int32_t>(static_cast<uint32_t>(a) * static_cast<uint32_t>(b));
+  }
+};
+struct MaxOp {
+  template <typename T>
+  static T Apply(T a, T b) {
+    return a < b ? b : a;
+  }
+};
+struct MinOp {
+  template <typename T>
+  static T Apply(T a, T b) {
+    return b < a ? b : a;
+  }
+};
+
+template <typename T, typename Op>
+void Reduce(void* c_out, const void* a_in, const void* b_in, size_t n) {
+  T* c = static_cast<T*>(c_out);
+  const T* a = static_cast<const T*>(a_in);
+  const T* b = static_cast<const T*>(b_in);
+#pragma GCC ivdep
+  for (size_t i = 0; i < n; ++i) c[i] = Op::Apply(a[i], b[i]);
+}
+
+template <typename T>
+gloo::AllreduceOptions::Func ReduceFor(v1::ReduceOp op) {
+  switch (op) {
+    case v1::REDUCE_SUM:
+      return &Reduce<T, SumOp>;
+    case v1::REDUCE_MAX:
+      return &Reduce<T, MaxOp>;
+    case v1::REDUCE_MIN:
+      return &Reduce<T, MinOp>;
+    case v1::REDUCE_PROD:
+      return &Reduce<T, ProdOp>;
+    default:
+      return nullptr;
+  }
+}
+
+gloo::AllreduceOptions::Func ReduceFunction(v1::ReduceOp op, DType dtype) {
+  return dtype == DType::kFloat32 ? ReduceFor<float>(op) : ReduceFor<int32_t>(op);
+}
+
+std::chrono::milliseconds ToMillis(absl::Duration d) {
+  return std::chrono::milliseconds(std::max<int64_t>(1, absl::ToInt64Milliseconds(d)));
+}
+
+// Gloo reports every transport failure as an IoException; its text is the only classifier.
+absl::StatusCode ClassifyIoError(absl::string_view what) {
+  std::string text(what);
+  std::transform(text.begin(), text.end(), text.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  // "Timed out waiting ...", "Connect timeout", "Read timeout", and "Application timeout caused
+  // pair closure" (another operation on the same context timed out).
+  if (absl::StrContains(text, "timed out") || absl::StrContains(text, "timeout")) {
+    return absl::StatusCode::kDeadlineExceeded;
+  }
+  for (const char* closed : {"connection closed", "connection reset", "broken pipe",
+                             "socket closed", "unexpectedly closed", "connection refused",
+                             "no route to host", "network is unreachable"}) {
+    if (absl::StrContains(text, closed)) return absl::StatusCode::kUnavailable;
+  }
+  return absl::StatusCode::kInternal;
+}
+
+// Runs `fn`, turning anything it throws into a Status prefixed with `where` and `peers`.
+template <typename F>
+absl::Status CatchGloo(const std::string& where, const std::string& peers, F&& fn) {
+  try {
+    fn();
+    return absl::OkStatus();
+  } catch (const KeyValueStoreError& e) {
+    return absl::Status(e.status().code(),
+                        absl::StrCat(where, peers, ": rendezvous through the key-value store "
+                                     "failed: ",
+                                     e.status().message()));
+  } catch (const gloo::IoException& e) {
+    const absl::StatusCode code = ClassifyIoError(e.what());
+    const char* what = code == absl::StatusCode::kDeadlineExceeded ? "timed out"
+                       : code == absl::StatusCode::kUnavailable    ? "lost a peer"
+                                                                   : "transport error";
+    return absl::Status(code, absl::StrCat(where, peers, ": ", what, " (gloo: ", e.what(), ")"));
+  } catch (const gloo::EnforceNotMet& e) {
+    return absl::InternalError(absl::StrCat(where, peers, ": gloo check failed: ", e.what()));
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat(where, peers, ": gloo error: ", e.what()));
+  } catch (...) {
+    return absl::InternalError(absl::StrCat(where, peers, ": unknown exception from gloo"));
+  }
+}
+
+void IgnoreSigpipeOnce() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    struct sigaction current;
+    if (sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) {
+      signal(SIGPIPE, SIG_IGN);
+    }
+  });
+}
+
+}  // namespace
+
+// One group of mesh axes this processor belongs to.
+struct GlooCommunicator::Group {
+  int size = 1;
+  int rank = 0;
+  std::string peers;  // " (peer processor (0,1))" or " (group (0,0) (0,1) (0,2))", for errors
+  std::vector<int> members;  // processor numbers by rank
+  std::string key_prefix;    // rendezvous keys are <key_prefix>/<key>
+  std::unique_ptr<gloo::rendezvous::PrefixStore> store;
+
+  absl::Mutex mu;  // held for a whole collective: one collective per group at a time
+  std::shared_ptr<gloo::Context> context ABSL_GUARDED_BY(mu);  // null until connected
+  absl::Status failure ABSL_GUARDED_BY(mu);                     // first Gloo failure; sticks
+  // "[127.0.0.1]:40123" -> processor: the address each peer advertised for its connection with
+  // us, which is how Gloo names the peer of a failed connection. Only for groups of more than 2.
+  std::map<std::string, int> peer_by_address ABSL_GUARDED_BY(mu);
+};
+
+struct GlooCommunicator::Call {
+  std::vector<int> axes;  // sorted, without axes of size 1 (they do not change the group)
+  int g = 1;
+  int rank = 0;
+  std::string context;  // "AllReduce over mesh axes [rows] at processor (0,1)"
+};
+
+absl::StatusOr<std::unique_ptr<GlooCommunicator>> GlooCommunicator::Create(Options options) {
+  if (options.store == nullptr) {
+    return absl::InvalidArgumentError("GlooCommunicator: Options::store must be set");
+  }
+  if (options.prefix.empty()) {
+    return absl::InvalidArgumentError(
+        "GlooCommunicator: Options::prefix must be non-empty (and fresh for every session)");
+  }
+  if (options.timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat("GlooCommunicator: Options::timeout must be "
+                                                   "positive, got ",
+                                                   absl::FormatDuration(options.timeout)));
+  }
+  const Mesh& mesh = options.mesh;
+  bool in_range = static_cast<int>(options.coordinate.size()) == mesh.ndims();
+  for (int d = 0; in_range && d < mesh.ndims(); ++d) {
+    in_range = options.coordinate[d] >= 0 && options.coordinate[d] < mesh.size(d);
+  }
+  if (!in_range) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("GlooCommunicator: coordinate ", CoordinateString(options.coordinate),
+                     " is not in mesh ", mesh.ToString()));
+  }
+  if (options.hostname.empty() && options.interface.empty()) {
+    return absl::InvalidArgumentError(
+        "GlooCommunicator: set Options::hostname (address to bind) or Options::interface");
+  }
+  IgnoreSigpipeOnce();
+  gloo::transport::tcp::attr attr;
+  if (!options.hostname.empty()) {
+    attr.hostname = options.hostname;
+  } else {
+    attr.iface = options.interface;
+  }
+  std::shared_ptr<gloo::transport::Device> device;
+  const std::string where =
+      absl::StrCat("GlooCommunicator at processor ", CoordinateString(options.coordinate),
+                   ": cannot create a TCP device on ",
+                   options.hostname.empty() ? "interface " + options.interface
+                                            : "host " + options.hostname);
+  absl::Status status =
+      CatchGloo(where, "", [&] { device = gloo::transport::tcp::CreateDevice(attr); });
+  if (!status.ok()) return absl::UnavailableError(status.message());
+  return std::unique_ptr<GlooCommunicator>(
+      new GlooCommunicator(std::move(options), std::move(device)));
+}
+
+GlooCommunicator::GlooCommunicator(Options options,
+                                   std::shared_ptr<gloo::transport::Device> device)
+    : options_(std::move(options)),
+      device_(std::move(device)),
+      gloo_store_(std::make_unique<GlooStore>(options_.store, options_.timeout)) {}
+
+// Groups (and their contexts and prefix stores) go before gloo_store_ and device_, by member order.
+GlooCommunicator::~GlooCommunicator() = default;
+
+absl::Status GlooCommunicator::Begin(const char* kind, const std::vector<int>& mesh_axes,
+                                     int64_t size, const void* buffer, Call* call) const {
+  std::vector<int> sorted;
+  RETURN_IF_ERROR(NormalizeMeshAxes(mesh(), kind, mesh_axes, &sorted));
+  call->context = absl::StrCat(kind, " over mesh axes ", MeshAxesString(mesh(), sorted),
+                               " at processor ", CoordinateString(coordinate()));
+  {
+    absl::MutexLock lock(&mu_);
+    if (shut_down_) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(call->context, ": the communicator was shut down"));
+    }
+  }
+  if (size < 0 || (size > 0 && buffer == nullptr)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(call->context, ": invalid buffer (size ", size, ")"));
+  }
+  call->axes.clear();
+  for (int a : sorted) {
+    if (mesh().size(a) > 1) call->axes.push_back(a);
+  }
+  call->g = mesh().GroupSize(call->axes);
+  call->rank = mesh().RankInGroup(call->axes, coordinate());
+  return absl::OkStatus();
+}
+
+GlooCommunicator::Group* GlooCommunicator::FindGroup(const Call& call) {
+  absl::MutexLock lock(&mu_);
+  std::unique_ptr<Group>& group = groups_[call.axes];
+  if (group == nullptr) {
+    group = std::make_unique<Group>();
+    group->size = call.g;
+    group->rank = call.rank;
+    group->members = mesh().GroupMembers(call.axes, coordinate());
+    std::vector<std::string> coords;
+    for (int p : group->members) {
+      if (call.g > 2 || p != mesh().ProcessorNumber(coordinate())) {
+        coords.push_back(CoordinateString(mesh().Coordinate(p)));
+      }
+    }
+    group->peers = absl::StrCat(call.g == 2 ? " (peer processor " : " (group ",
+                                absl::StrJoin(coords, " "), ")");
+    std::vector<std::string> names;
+    for (int a : call.axes) names.push_back(mesh().dims()[a].name);
+    group->key_prefix =
+        absl::StrCat(options_.prefix, "/", absl::StrJoin(names, ","), "/", group->members[0]);
+    group->store =
+        std::make_unique<gloo::rendezvous::PrefixStore>(group->key_prefix, *gloo_store_);
+  }
+  return group.get();
+}
+
+absl::Status GlooCommunicator::ConnectLocked(const Call& call, Group* group) {
+  auto context = std::make_shared<gloo::rendezvous::Context>(group->rank, group->size);
+  context->setTimeout(ToMillis(options_.timeout));
+  std::shared_ptr<gloo::transport::Device> device = device_;
+  absl::Status status =
+      CatchGloo(absl::StrCat(call.context, ": connecting the group"), group->peers,
+                [&] { context->connectFullMesh(*group->store, device); });
+  if (!status.ok()) return status;
+  group->context = std::move(context);
+  if (group->size > 2) RememberPeerAddresses(group);
+  return absl::OkStatus();
+}
+
+// connectFullMesh stored, under key "<r>", rank r's addresses for its connections with every
+// other rank (all but itself, in rank order, equal sizes). Best effort: only used in messages.
+void GlooCommunicator::RememberPeerAddresses(Group* group) {
+  for (int r = 0; r < group->size; ++r) {
+    if (r == group->rank) continue;
+    absl::StatusOr<std::string> all =
+        options_.store->Get(absl::StrCat(group->key_prefix, "/", r), absl::ZeroDuration());
+    if (!all.ok() || all->size() % (group->size - 1) != 0) continue;
+    const size_t width = all->size() / (group->size - 1);
+    const size_t index = group->rank > r ? group->rank - 1 : group->rank;
+    const std::vector<char> bytes(all->begin() + index * width,
+                                  all->begin() + (index + 1) * width);
+    std::string address;
+    if (CatchGloo("", "", [&] { address = gloo::transport::tcp::Address(bytes).str(); }).ok()) {
+      group->peer_by_address[address] = group->members[r];
+    }
+  }
+}
+
+absl::Status GlooCommunicator::RunOnGroup(
+    const Call& call, const std::function<void(const std::shared_ptr<gloo::Context>&)>& body) {
+  Group* group = FindGroup(call);
+  absl::MutexLock lock(&group->mu);
+  if (!group->failure.ok()) {
+    return absl::Status(group->failure.code(),
+                        absl::StrCat(call.context, ": the group failed earlier: ",
+                                     group->failure.message()));
+  }
+  absl::Status status;
+  if (group->context == nullptr) status = ConnectLocked(call, group);
+  if (status.ok()) {
+    status = CatchGloo(call.context, group->peers, [&] { body(group->context); });
+  }
+  if (status.ok()) return status;
+  for (const auto& [address, pnum] : group->peer_by_address) {
+    if (absl::StrContains(status.message(), address)) {
+      status = absl::Status(status.code(),
+                            absl::StrCat(status.message(), "; ", address, " is processor ",
+                                         CoordinateString(mesh().Coordinate(pnum))));
+      break;
+    }
+  }
+  group->failure = status;
+  return status;
+}
+
+absl::Status GlooCommunicator::Connect(const std::vector<std::vector<int>>& axis_sets) {
+  for (const std::vector<int>& axes : axis_sets) {
+    Call call;
+    RETURN_IF_ERROR(Begin("Connect", axes, 0, nullptr, &call));
+    if (call.g == 1) continue;
+    RETURN_IF_ERROR(RunOnGroup(call, [](const std::shared_ptr<gloo::Context>&) {}));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GlooCommunicator::Shutdown() {
+  std::vector<int> all(mesh().ndims());
+  std::iota(all.begin(), all.end(), 0);
+  absl::Status status = Barrier(all);
+  std::vector<Group*> groups;
+  {
+    absl::MutexLock lock(&mu_);
+    shut_down_ = true;
+    for (auto& entry : groups_) groups.push_back(entry.second.get());
+  }
+  for (Group* group : groups) {
+    absl::MutexLock lock(&group->mu);
+    group->context.reset();  // closes this group's connections now rather than at destruction
+  }
+  return status;
+}
+
+absl::Status GlooCommunicator::AllReduce(const std::vector<int>& mesh_axes, v1::ReduceOp op,
+                                         DType dtype, void* data, int64_t count) {
+  Call call;
+  RETURN_IF_ERROR(Begin("AllReduce", mesh_axes, count, data, &call));
+  const gloo::AllreduceOptions::Func reduce = ReduceFunction(op, dtype);
+  if (reduce == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(call.context, ": invalid reduce op ", static_cast<int>(op)));
+  }
+  if (call.g == 1 || count == 0) return absl::OkStatus();
+  return RunOnGroup(call, [&](const std::shared_ptr<gloo::Context>& context) {
+    gloo::AllreduceOptions opts(context);
+    if (dtype == DType::kFloat32) {
+      opts.setOutput(static_cast<float*>(data), count);
+    } else {
+      opts.setOutput(static_cast<int32_t*>(data), count);
+    }
+    opts.setReduceFunction(reduce);
+    opts.setTimeout(ToMillis(options_.timeout));
+    gloo::allreduce(opts);
+  });
+}
+
+absl::Status GlooCommunicator::AllGather(const std::vector<int>& mesh_axes, const void* in,
+                                         int64_t bytes, void* out) {
+  Call call;
+  RETURN_IF_ERROR(Begin("AllGather", mesh_axes, bytes, out, &call));
+  if (call.g == 1) {
+    if (bytes > 0) std::memcpy(out, in, bytes);
+    return absl::OkStatus();
+  }
+  if (bytes == 0) return absl::OkStatus();
+  return RunOnGroup(call, [&](const std::shared_ptr<gloo::Context>& context) {
+    gloo::AllgatherOptions opts(context);
+    // Gloo only reads the input; its API is not const-correct.
+    opts.setInput(const_cast<char*>(static_cast<const char*>(in)), bytes);
+    opts.setOutput(static_cast<char*>(out), call.g * bytes);
+    opts.setTimeout(ToMillis(options_.timeout));
+    gloo::allgather(opts);
+  });
+}
+
+absl::Status GlooCommunicator::AllToAll(const std::vector<int>& mesh_axes, const void* in,
+                                        void* out, int64_t bytes_per_rank) {
+  Call call;
+  RETURN_IF_ERROR(Begin("AllToAll", mesh_axes, bytes_per_rank, out, &call));
+  const int64_t total = call.g * bytes_per_rank;
+  if (call.g == 1) {
+    if (total > 0) std::memcpy(out, in, total);
+    return absl::OkStatus();
+  }
+  if (total == 0) return absl::OkStatus();
+  return RunOnGroup(call, [&](const std::shared_ptr<gloo::Context>& context) {
+    gloo::AlltoallOptions opts(context);
+    opts.setInput(const_cast<char*>(static_cast<const char*>(in)), total);
+    opts.setOutput(static_cast<char*>(out), total);
+    opts.setTimeout(ToMillis(options_.timeout));
+    gloo::alltoall(opts);
+  });
+}
+
+absl::Status GlooCommunicator::ReduceScatter(const std::vector<int>& mesh_axes, v1::ReduceOp op,
+                                             DType dtype, const void* in,
+                                             int64_t count_per_rank, void* out) {
+  Call call;
+  RETURN_IF_ERROR(Begin("ReduceScatter", mesh_axes, count_per_rank, out, &call));
+  if (ReduceFunction(op, dtype) == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(call.context, ": invalid reduce op ", static_cast<int>(op)));
+  }
+  const int64_t chunk = count_per_rank * DTypeSize(dtype);
+  if (call.g == 1) {
+    if (chunk > 0) std::memcpy(out, in, chunk);
+    return absl::OkStatus();
+  }
+  if (chunk == 0) return absl::OkStatus();
+  // Every member's chunk <my rank>, in sender rank order, then reduced here in rank order.
+  std::vector<char> gathered(call.g * chunk);
+  RETURN_IF_ERROR(RunOnGroup(call, [&](const std::shared_ptr<gloo::Context>& context) {
+    gloo::AlltoallOptions opts(context);
+    opts.setInput(const_cast<char*>(static_cast<const char*>(in)), call.g * chunk);
+    opts.setOutput(gathered.data(), call.g * chunk);
+    opts.setTimeout(ToMillis(options_.timeout));
+    gloo::alltoall(opts);
+  }));
+  std::memcpy(out, gathered.data(), chunk);
+  for (int r = 1; r < call.g; ++r) {
+    RETURN_IF_ERROR(ReduceInto(op, dtype, gathered.data() + r * chunk, out, count_per_rank));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GlooCommunicator::Broadcast(const std::vector<int>& mesh_axes, int root_rank,
+                                         void* data, int64_t bytes) {
+  Call call;
+  RETURN_IF_ERROR(Begin("Broadcast", mesh_axes, bytes, data, &call));
+  if (root_rank < 0 || root_rank >= call.g) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(call.context, ": root rank ", root_rank, " is not in a group of ", call.g));
+  }
+  if (call.g == 1 || bytes == 0) return absl::OkStatus();
+  return RunOnGroup(call, [&](const std::shared_ptr<gloo::Context>& context) {
+    gloo::BroadcastOptions opts(context);
+    opts.setOutput(static_cast<char*>(data), bytes);
+    opts.setRoot(root_rank);
+    opts.setTimeout(ToMillis(options_.timeout));
+    gloo::broadcast(opts);
+  });
+}
+
+absl::Status GlooCommunicator::Barrier(const std::vector<int>& mesh_axes) {
+  Call call;
+  RETURN_IF_ERROR(Begin("Barrier", mesh_axes, 0, nullptr, &call));
+  if (call.g == 1) return absl::OkStatus();
+  return RunOnGroup(call, [&](const std::shared_ptr<gloo::Context>& context) {
+    gloo::BarrierOptions opts(context);
+    opts.setTimeout(ToMillis(options_.timeout));
+    gloo::barrier(opts);
+  });
+}
+
+}  // namespace meshrt

@@ -1,0 +1,490 @@
+// N processors as N threads of one process, each with its own GlooCommunicator (own TCP device on
+// 127.0.0.1), rendezvousing through one shared InMemoryKeyValueStore. Expected values are computed
+// here from the processors' coordinates, independently of Mesh's group helpers.
+#include "worker/gloo_communicator.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "core/status_macros.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "runtime/kv_store.h"
+
+namespace meshrt {
+namespace {
+
+using ::testing::AnyOf;
+using ::testing::HasSubstr;
+
+std::string FreshPrefix() {
+  static std::atomic<int> next{0};
+  return absl::StrCat("test", next++);
+}
+
+// A mesh of communicators sharing one store.
+class Cluster {
+ public:
+  explicit Cluster(const std::string& mesh_text, absl::Duration timeout = absl::Seconds(10),
+                   std::string prefix = FreshPrefix()) {
+    mesh_ = *Mesh::Parse(mesh_text);
+    for (int p = 0; p < mesh_.num_processors(); ++p) {
+      GlooCommunicator::Options o;
+      o.mesh = mesh_;
+      o.coordinate = mesh_.Coordinate(p);
+      o.hostname = "127.0.0.1";
+      o.prefix = prefix;
+      o.timeout = timeout;
+      o.store = &store_;
+      absl::StatusOr<std::unique_ptr<GlooCommunicator>> comm = GlooCommunicator::Create(o);
+      EXPECT_TRUE(comm.ok()) << comm.status();
+      comms_.push_back(std::move(comm).value());
+    }
+  }
+
+  const Mesh& mesh() const { return mesh_; }
+  InMemoryKeyValueStore& store() { return store_; }
+  std::unique_ptr<GlooCommunicator>& comm(int p) { return comms_[p]; }
+
+  // Runs fn(p, communicator) on one thread per processor; statuses by processor.
+  std::vector<absl::Status> Run(const std::function<absl::Status(int, GlooCommunicator*)>& fn) {
+    std::vector<absl::Status> statuses(comms_.size());
+    std::vector<std::thread> threads;
+    for (size_t p = 0; p < comms_.size(); ++p) {
+      threads.emplace_back([&, p] { statuses[p] = fn(static_cast<int>(p), comms_[p].get()); });
+    }
+    for (std::thread& t : threads) t.join();
+    return statuses;
+  }
+
+ private:
+  Mesh mesh_;
+  InMemoryKeyValueStore store_;
+  std::vector<std::unique_ptr<GlooCommunicator>> comms_;
+};
+
+void ExpectAllOk(const std::vector<absl::Status>& statuses) {
+  for (size_t p = 0; p < statuses.size(); ++p) {
+    EXPECT_TRUE(statuses[p].ok()) << "processor " << p << ": " << statuses[p];
+  }
+}
+
+// Processors whose coordinates equal p's outside `axes`, ascending (= rank order, row-major).
+std::vector<int> GroupOf(const Mesh& mesh, const std::vector<int>& axes, int p) {
+  const std::vector<int64_t> mine = mesh.Coordinate(p);
+  std::vector<int> group;
+  for (int q = 0; q < mesh.num_processors(); ++q) {
+    const std::vector<int64_t> c = mesh.Coordinate(q);
+    bool same = true;
+    for (int d = 0; d < mesh.ndims(); ++d) {
+      if (std::find(axes.begin(), axes.end(), d) == axes.end() && c[d] != mine[d]) same = false;
+    }
+    if (same) group.push_back(q);
+  }
+  return group;
+}
+
+int32_t WrapMul(int32_t a, int32_t b) {
+  return static_cast<int32_t>(static_cast<uint32_t>(a) * static_cast<uint32_t>(b));
+}
+
+// Test data: small integers, so float sums are exact in any order.
+float F(int p, int64_t i) { return static_cast<float>((p * 7 + i * 3) % 23 - 11); }
+int32_t I(int p, int64_t i) { return 100003 + p * 977 + static_cast<int32_t>(i % 5); }
+
+// Every collective over `axes` at processor p; EXPECTs on values, returns the first error.
+absl::Status CheckCollectives(const Mesh& mesh, const std::vector<int>& axes, int p,
+                              Communicator* comm, int64_t n) {
+  const std::vector<int> group = GroupOf(mesh, axes, p);
+  const int g = static_cast<int>(group.size());
+  const int rank = static_cast<int>(std::find(group.begin(), group.end(), p) - group.begin());
+  const std::string where = absl::StrCat("processor ", p, " axes ", MeshAxesString(mesh, axes));
+
+  // AllReduce: sum/min/max on floats, prod (wrapping)/max on ints.
+  std::vector<float> sum(n), mn(n), mx(n);
+  std::vector<int32_t> prod(n), imx(n);
+  for (int64_t i = 0; i < n; ++i) {
+    sum[i] = mn[i] = mx[i] = F(p, i);
+    prod[i] = imx[i] = I(p, i);
+  }
+  RETURN_IF_ERROR(comm->AllReduce(axes, v1::REDUCE_SUM, DType::kFloat32, sum.data(), n));
+  RETURN_IF_ERROR(comm->AllReduce(axes, v1::REDUCE_MIN, DType::kFloat32, mn.data(), n));
+  RETURN_IF_ERROR(comm->AllReduce(axes, v1::REDUCE_MAX, DType::kFloat32, mx.data(), n));
+  RETURN_IF_ERROR(comm->AllReduce(axes, v1::REDUCE_PROD, DType::kInt32, prod.data(), n));
+  RETURN_IF_ERROR(comm->AllReduce(axes, v1::REDUCE_MAX, DType::kInt32, imx.data(), n));
+  int bad = 0;
+  for (int64_t i = 0; i < n && bad < 5; ++i) {
+    float s = 0, lo = 1e9f, hi = -1e9f;
+    int32_t pr = 1, ihi = INT32_MIN;
+    for (int q : group) {
+      s += F(q, i);
+      lo = std::min(lo, F(q, i));
+      hi = std::max(hi, F(q, i));
+      pr = WrapMul(pr, I(q, i));
+      ihi = std::max(ihi, I(q, i));
+    }
+    if (sum[i] != s || mn[i] != lo || mx[i] != hi || prod[i] != pr || imx[i] != ihi) {
+      ADD_FAILURE() << where << " AllReduce element " << i << ": sum " << sum[i] << " want " << s
+                    << ", min " << mn[i] << " want " << lo << ", max " << mx[i] << " want " << hi
+                    << ", prod " << prod[i] << " want " << pr << ", imax " << imx[i] << " want "
+                    << ihi;
+      ++bad;
+    }
+  }
+
+  // AllGather: member r's n floats at r*n.
+  std::vector<float> mine(n), gathered(g * n, -99.0f);
+  for (int64_t i = 0; i < n; ++i) mine[i] = F(p, i);
+  RETURN_IF_ERROR(comm->AllGather(axes, mine.data(), n * sizeof(float), gathered.data()));
+  for (int r = 0; r < g; ++r) {
+    for (int64_t i = 0; i < n; ++i) {
+      if (gathered[r * n + i] != F(group[r], i)) {
+        ADD_FAILURE() << where << " AllGather rank " << r << " element " << i;
+        r = g;
+        break;
+      }
+    }
+  }
+
+  // AllToAll: chunk k of processor q holds 1000*q + k (+ offset); we receive chunk <rank>.
+  const int64_t m = std::max<int64_t>(1, n / 4);
+  std::vector<int32_t> send(g * m), recv(g * m, -1);
+  for (int k = 0; k < g; ++k) {
+    for (int64_t i = 0; i < m; ++i) send[k * m + i] = 1000 * p + 10 * k + static_cast<int>(i % 10);
+  }
+  RETURN_IF_ERROR(comm->AllToAll(axes, send.data(), recv.data(), m * sizeof(int32_t)));
+  for (int r = 0; r < g; ++r) {
+    for (int64_t i = 0; i < m; ++i) {
+      if (recv[r * m + i] != 1000 * group[r] + 10 * rank + static_cast<int>(i % 10)) {
+        ADD_FAILURE() << where << " AllToAll from rank " << r << " element " << i << ": "
+                      << recv[r * m + i];
+        r = g;
+        break;
+      }
+    }
+  }
+
+  // ReduceScatter (sum of floats, prod of ints): chunk <rank> reduced over the group.
+  std::vector<float> rs_in(g * m), rs_out(m, -1);
+  std::vector<int32_t> rp_in(g * m), rp_out(m, -1);
+  for (int64_t i = 0; i < g * m; ++i) {
+    rs_in[i] = F(p, i);
+    rp_in[i] = I(p, i);
+  }
+  RETURN_IF_ERROR(
+      comm->ReduceScatter(axes, v1::REDUCE_SUM, DType::kFloat32, rs_in.data(), m, rs_out.data()));
+  RETURN_IF_ERROR(
+      comm->ReduceScatter(axes, v1::REDUCE_PROD, DType::kInt32, rp_in.data(), m, rp_out.data()));
+  for (int64_t i = 0; i < m; ++i) {
+    float s = 0;
+    int32_t pr = 1;
+    for (int q : group) {
+      s += F(q, rank * m + i);
+      pr = WrapMul(pr, I(q, rank * m + i));
+    }
+    if (rs_out[i] != s || rp_out[i] != pr) {
+      ADD_FAILURE() << where << " ReduceScatter element " << i << ": " << rs_out[i] << " want "
+                    << s << ", " << rp_out[i] << " want " << pr;
+      break;
+    }
+  }
+
+  // Broadcast from the last rank, then from rank 0.
+  for (int root : {g - 1, 0}) {
+    std::vector<int32_t> b(m);
+    for (int64_t i = 0; i < m; ++i) b[i] = 7 * p + static_cast<int>(i);
+    RETURN_IF_ERROR(comm->Broadcast(axes, root, b.data(), m * sizeof(int32_t)));
+    for (int64_t i = 0; i < m; ++i) {
+      if (b[i] != 7 * group[root] + i) {
+        ADD_FAILURE() << where << " Broadcast from rank " << root << " element " << i;
+        break;
+      }
+    }
+  }
+  return comm->Barrier(axes);
+}
+
+struct MeshCase {
+  std::string mesh;
+  std::vector<std::vector<int>> axis_sets;
+  int64_t n;  // elements per collective
+};
+
+class GlooMeshTest : public ::testing::TestWithParam<MeshCase> {};
+
+TEST_P(GlooMeshTest, EveryCollectiveOnEveryGroupMatchesDirectComputation) {
+  const MeshCase& c = GetParam();
+  Cluster cluster(c.mesh);
+  ExpectAllOk(cluster.Run([&](int p, GlooCommunicator* comm) -> absl::Status {
+    for (const std::vector<int>& axes : c.axis_sets) {
+      RETURN_IF_ERROR(CheckCollectives(cluster.mesh(), axes, p, comm, c.n));
+    }
+    return comm->Shutdown();
+  }));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Meshes, GlooMeshTest,
+    ::testing::Values(
+        MeshCase{"x:1", {{}, {0}}, 1000},
+        // 3 elements: fewer than 2 segments per rank in the ring; 70001: many uneven segments.
+        MeshCase{"x:2", {{0}}, 3}, MeshCase{"x:2", {{}, {0}}, 70001},
+        MeshCase{"x:3", {{0}}, 1001}, MeshCase{"x:4", {{0}}, 4099},
+        MeshCase{"rows:2,cols:2", {{1}, {0}, {0, 1}, {}}, 2003},
+        MeshCase{"rows:2,cols:1", {{0, 1}, {1}, {0}}, 100},  // size-1 axes are ignored
+        MeshCase{"a:2,b:2,c:2", {{2}, {0, 1}, {0, 1, 2}}, 64}),
+    [](const ::testing::TestParamInfo<MeshCase>& info) {
+      std::string name = absl::StrCat(info.param.mesh, "_n", info.param.n);
+      for (char& ch : name) {
+        if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
+      }
+      return name;
+    });
+
+TEST(GlooCommunicatorTest, ConnectEagerlyThenRun) {
+  Cluster cluster("rows:2,cols:2");
+  ExpectAllOk(cluster.Run([&](int p, GlooCommunicator* comm) -> absl::Status {
+    RETURN_IF_ERROR(comm->Connect({{1}, {0}, {}, {0, 1}}));
+    RETURN_IF_ERROR(comm->Connect({{1}}));  // already connected: no-op
+    std::vector<float> v = {1.0f * p};
+    RETURN_IF_ERROR(comm->AllReduce({0, 1}, v1::REDUCE_SUM, DType::kFloat32, v.data(), 1));
+    EXPECT_EQ(v[0], 6.0f);
+    return comm->Shutdown();
+  }));
+  // Three groups per processor: rows (2 groups), cols (2 groups), whole mesh (1 group); each
+  // member publishes a hostname key and an address key.
+  EXPECT_EQ(cluster.store().size(), 2u * 4 * 3);
+}
+
+TEST(GlooCommunicatorTest, ConcurrentRowAndColumnCollectivesFromTwoThreads) {
+  Cluster cluster("rows:2,cols:2");
+  constexpr int kIters = 40;
+  ExpectAllOk(cluster.Run([&](int p, GlooCommunicator* comm) -> absl::Status {
+    absl::Status row_status, col_status;
+    auto loop = [&](int axis, absl::Status* status) {
+      const std::vector<int> group = GroupOf(cluster.mesh(), {axis}, p);
+      for (int it = 0; it < kIters && status->ok(); ++it) {
+        std::vector<int32_t> v(5000, p + it * (axis + 1));
+        *status = comm->AllReduce({axis}, v1::REDUCE_SUM, DType::kInt32, v.data(), v.size());
+        const int32_t want = group[0] + group[1] + 2 * it * (axis + 1);
+        if (status->ok() && (v.front() != want || v.back() != want)) {
+          ADD_FAILURE() << "processor " << p << " axis " << axis << " iteration " << it;
+          return;
+        }
+      }
+    };
+    std::thread rows([&] { loop(1, &row_status); });
+    std::thread cols([&] { loop(0, &col_status); });
+    rows.join();
+    cols.join();
+    RETURN_IF_ERROR(row_status);
+    RETURN_IF_ERROR(col_status);
+    return comm->Shutdown();
+  }));
+}
+
+TEST(GlooCommunicatorTest, LocalOnlyCallsNeverTouchTheStore) {
+  Cluster cluster("x:1,y:3");
+  ExpectAllOk(cluster.Run([&](int p, GlooCommunicator* comm) -> absl::Status {
+    float f[2] = {1, 2}, out[2] = {0, 0};
+    RETURN_IF_ERROR(comm->AllReduce({0}, v1::REDUCE_PROD, DType::kFloat32, f, 2));
+    RETURN_IF_ERROR(comm->AllGather({}, f, sizeof(f), out));
+    EXPECT_EQ(out[1], 2.0f);
+    // Zero-sized collectives on a real group are complete without communicating.
+    RETURN_IF_ERROR(comm->AllReduce({1}, v1::REDUCE_SUM, DType::kFloat32, nullptr, 0));
+    RETURN_IF_ERROR(comm->AllGather({1}, nullptr, 0, nullptr));
+    RETURN_IF_ERROR(comm->AllToAll({0, 1}, nullptr, nullptr, 0));
+    RETURN_IF_ERROR(comm->Broadcast({1}, 2, nullptr, 0));
+    return absl::OkStatus();
+  }));
+  EXPECT_EQ(cluster.store().size(), 0u);
+}
+
+TEST(GlooCommunicatorTest, InvalidArgumentsFailAtOnce) {
+  Cluster cluster("x:2");
+  GlooCommunicator* comm = cluster.comm(0).get();
+  float v = 1;
+  EXPECT_EQ(comm->AllReduce({1}, v1::REDUCE_SUM, DType::kFloat32, &v, 1).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(comm->AllReduce({0, 0}, v1::REDUCE_SUM, DType::kFloat32, &v, 1).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(comm->AllReduce({0}, v1::REDUCE_INVALID, DType::kFloat32, &v, 1).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(comm->Broadcast({0}, 2, &v, 4).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(comm->AllGather({0}, &v, -4, &v).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(comm->AllToAll({0}, nullptr, nullptr, 8).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(cluster.store().size(), 0u);
+}
+
+TEST(GlooCommunicatorTest, CreateValidatesOptions) {
+  InMemoryKeyValueStore store;
+  GlooCommunicator::Options o;
+  o.mesh = *Mesh::Parse("x:2");
+  o.coordinate = {1};
+  o.prefix = "p";
+  o.store = &store;
+  EXPECT_TRUE(GlooCommunicator::Create(o).ok());
+  auto with = [&](const std::function<void(GlooCommunicator::Options*)>& change) {
+    GlooCommunicator::Options bad = o;
+    change(&bad);
+    return GlooCommunicator::Create(bad).status();
+  };
+  EXPECT_EQ(with([](auto* b) { b->store = nullptr; }).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(with([](auto* b) { b->prefix.clear(); }).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(with([](auto* b) { b->coordinate = {2}; }).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(with([](auto* b) { b->coordinate = {0, 0}; }).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(with([](auto* b) { b->timeout = absl::ZeroDuration(); }).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(with([](auto* b) { b->hostname.clear(); }).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(with([](auto* b) { b->hostname = "no-such-host.invalid"; }).code(),
+            absl::StatusCode::kUnavailable);
+}
+
+TEST(GlooCommunicatorTest, SilentPeerGivesDeadlineExceeded) {
+  const absl::Duration timeout = absl::Milliseconds(500);
+  Cluster cluster("x:2", timeout);
+  ExpectAllOk(cluster.Run([](int, GlooCommunicator* comm) { return comm->Connect({{0}}); }));
+  // Processor 1 never calls.
+  std::vector<float> v(1000, 1.0f);
+  const absl::Time start = absl::Now();
+  absl::Status s = cluster.comm(0)->AllReduce({0}, v1::REDUCE_SUM, DType::kFloat32, v.data(),
+                                              v.size());
+  const absl::Duration took = absl::Now() - start;
+  EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("AllReduce over mesh axes [x] at processor (0)"));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("peer processor (1)"));
+  EXPECT_GE(took, absl::Milliseconds(450));
+  EXPECT_LT(took, 2 * timeout);
+  // The group stays failed: the next call fails at once with the same code.
+  const absl::Time again = absl::Now();
+  s = cluster.comm(0)->Barrier({0});
+  EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("failed earlier"));
+  EXPECT_LT(absl::Now() - again, absl::Milliseconds(100));
+}
+
+TEST(GlooCommunicatorTest, SilentMemberOfALargerGroupReleasesTheOthers) {
+  const absl::Duration timeout = absl::Milliseconds(500);
+  Cluster cluster("x:3", timeout);
+  ExpectAllOk(cluster.Run([](int, GlooCommunicator* comm) { return comm->Connect({{0}}); }));
+  std::vector<absl::Duration> took(3);
+  std::vector<absl::Status> statuses = cluster.Run([&](int p, GlooCommunicator* comm) {
+    if (p == 2) return absl::OkStatus();  // never calls
+    std::vector<float> v(100000, 1.0f);
+    const absl::Time start = absl::Now();
+    absl::Status s = comm->AllReduce({0}, v1::REDUCE_SUM, DType::kFloat32, v.data(), v.size());
+    took[p] = absl::Now() - start;
+    return s;
+  });
+  for (int p : {0, 1}) {
+    // Whoever times out first closes its connections, so a neighbour may see that instead.
+    EXPECT_THAT(statuses[p].code(), AnyOf(absl::StatusCode::kDeadlineExceeded,
+                                          absl::StatusCode::kUnavailable))
+        << statuses[p];
+    EXPECT_LT(took[p], 2 * timeout) << "processor " << p;
+  }
+}
+
+TEST(GlooCommunicatorTest, MissingMemberAtRendezvousGivesDeadlineExceeded) {
+  const absl::Duration timeout = absl::Milliseconds(300);
+  Cluster cluster("x:2", timeout);
+  const absl::Time start = absl::Now();
+  absl::Status s = cluster.comm(1)->Barrier({0});
+  EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("Barrier over mesh axes [x] at processor (1)"));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("key-value store"));
+  EXPECT_LT(absl::Now() - start, 2 * timeout);
+}
+
+TEST(GlooCommunicatorTest, DeadPeerGivesUnavailableQuickly) {
+  const absl::Duration timeout = absl::Seconds(5);
+  Cluster cluster("x:3", timeout);
+  ExpectAllOk(cluster.Run([](int p, GlooCommunicator* comm) {
+    float v = 1.0f * p;
+    return comm->AllReduce({0}, v1::REDUCE_SUM, DType::kFloat32, &v, 1);
+  }));
+  cluster.comm(1).reset();  // processor 1 dies between collectives
+  std::vector<absl::Duration> took(3);
+  std::vector<absl::Status> statuses = cluster.Run([&](int p, GlooCommunicator* comm) {
+    if (comm == nullptr) return absl::OkStatus();
+    std::vector<float> v(100000, 1.0f);
+    const absl::Time start = absl::Now();
+    absl::Status s = comm->AllReduce({0}, v1::REDUCE_SUM, DType::kFloat32, v.data(), v.size());
+    took[p] = absl::Now() - start;
+    return s;
+  });
+  for (int p : {0, 2}) {
+    EXPECT_EQ(statuses[p].code(), absl::StatusCode::kUnavailable) << statuses[p];
+    EXPECT_THAT(std::string(statuses[p].message()), HasSubstr("AllReduce over mesh axes [x]"));
+    EXPECT_LT(took[p], timeout / 2) << "processor " << p << ": " << statuses[p];
+  }
+}
+
+TEST(GlooCommunicatorTest, ReusedPrefixIsAlreadyExists) {
+  InMemoryKeyValueStore shared;
+  auto make = [&](int p) {
+    GlooCommunicator::Options o;
+    o.mesh = *Mesh::Parse("x:2");
+    o.coordinate = {p};
+    o.prefix = "epoch0";
+    o.timeout = absl::Seconds(5);
+    o.store = &shared;
+    return std::move(GlooCommunicator::Create(o)).value();
+  };
+  for (int session = 0; session < 2; ++session) {
+    std::unique_ptr<GlooCommunicator> c0 = make(0), c1 = make(1);
+    absl::Status s0, s1;
+    std::thread t([&] { s1 = c1->Barrier({0}); });
+    s0 = c0->Barrier({0});
+    t.join();
+    if (session == 0) {
+      EXPECT_TRUE(s0.ok()) << s0;
+      EXPECT_TRUE(s1.ok()) << s1;
+    } else {
+      // The second session's addresses cannot overwrite the first's.
+      EXPECT_EQ(s0.code(), absl::StatusCode::kAlreadyExists) << s0;
+      EXPECT_EQ(s1.code(), absl::StatusCode::kAlreadyExists) << s1;
+      EXPECT_THAT(std::string(s0.message()), HasSubstr("epoch0/x/0/"));
+    }
+  }
+}
+
+TEST(GlooCommunicatorTest, AbortedStoreReleasesRendezvous) {
+  Cluster cluster("x:2", absl::Seconds(20));
+  std::thread aborter([&] {
+    absl::SleepFor(absl::Milliseconds(100));
+    cluster.store().Abort(absl::CancelledError("session cancelled by the coordinator"));
+  });
+  const absl::Time start = absl::Now();
+  absl::Status s = cluster.comm(0)->Barrier({0});
+  aborter.join();
+  EXPECT_EQ(s.code(), absl::StatusCode::kCancelled) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("session cancelled by the coordinator"));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+}
+
+TEST(GlooCommunicatorTest, ShutdownEndsEveryGroup) {
+  Cluster cluster("rows:2,cols:2");
+  ExpectAllOk(cluster.Run([](int p, GlooCommunicator* comm) -> absl::Status {
+    int32_t v = p;
+    RETURN_IF_ERROR(comm->AllReduce({1}, v1::REDUCE_MAX, DType::kInt32, &v, 1));
+    RETURN_IF_ERROR(comm->Shutdown());
+    absl::Status after = comm->AllReduce({1}, v1::REDUCE_MAX, DType::kInt32, &v, 1);
+    EXPECT_EQ(after.code(), absl::StatusCode::kFailedPrecondition) << after;
+    return absl::OkStatus();
+  }));
+}
+
+}  // namespace
+}  // namespace meshrt
