@@ -395,22 +395,26 @@ absl::StatusOr<TensorMap> Coordinator::RunStep(const std::string& id, const Tens
   {
     absl::MutexLock lock(&mu_);
     session->cancel = nullptr;
-    // Transport failures first: a dead worker is the cause, its peers' errors the effect.
-    for (int pass = 0; pass < 2; ++pass) {
+    // Causes before effects: a worker that died (transport failure) first, then errors a worker
+    // raised itself, then peers' collective failures (Unavailable) that followed.
+    auto rank = [](const absl::Status& s) {
+      if (IsTransportFailure(s)) return 0;
+      return s.code() == absl::StatusCode::kUnavailable ? 2 : 1;
+    };
+    std::vector<int> dead;
+    for (int pass = 0; pass < 3; ++pass) {
       for (int p = 0; p < n; ++p) {
         const absl::Status& s = results[p].status();
-        if (s.ok() || s.code() == absl::StatusCode::kCancelled) continue;
-        const bool transport = IsTransportFailure(s);
-        if (transport != (pass == 0)) continue;
+        if (s.ok() || s.code() == absl::StatusCode::kCancelled || rank(s) != pass) continue;
         std::string who = absl::StrCat("worker ", session->worker_ids[p], " (",
                                        session->addresses[p], ", mesh coordinate ",
                                        CoordString(mesh.Coordinate(p)), ")");
-        errors.push_back(transport ? absl::StrCat(who, " is unreachable (it died or its network "
+        errors.push_back(pass == 0 ? absl::StrCat(who, " is unreachable (it died or its network "
                                                        "failed): ", s.message())
                                    : absl::StrCat(who, ": ", s.message()));
         if (!failed) first = s;
         failed = true;
-        if (transport) DropWorkerLocked(session->worker_ids[p], "is unreachable");
+        if (pass == 0) dead.push_back(session->worker_ids[p]);
       }
     }
     if (!failed && !session->failed.ok()) {
@@ -419,9 +423,10 @@ absl::StatusOr<TensorMap> Coordinator::RunStep(const std::string& id, const Tens
       errors.push_back(std::string(session->failed.message()));
     }
     if (failed) {
-      absl::Status error(first.code(), absl::StrCat("step ", step, " of session ", id,
-                                                     " failed: ", absl::StrJoin(errors, "; ")));
-      FailSessionLocked(session.get(), error);
+      session->failed = absl::Status(first.code(), absl::StrCat("step ", step, " of session ", id,
+                                                                " failed: ",
+                                                                absl::StrJoin(errors, "; ")));
+      for (int w : dead) DropWorkerLocked(w, "is unreachable");
     }
   }
   if (failed) {

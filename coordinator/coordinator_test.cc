@@ -1,0 +1,210 @@
+// Session logic of the coordinator with workers in this process (no sockets): results equal the
+// reference interpreter; bad input is refused before dispatch; a failing worker fails its session
+// with an error naming it, releases the others, and a replacement lets a new session run.
+#include "coordinator/coordinator.h"
+
+#include <random>
+
+#include "coordinator/in_process_workers.h"
+#include "core/builder.h"
+#include "core/test_util.h"
+#include "gtest/gtest.h"
+
+namespace meshrt {
+namespace {
+
+v1::Graph MlpGraph() {
+  GraphBuilder b;
+  TensorRef x = b.Placeholder("x", Shape({{"batch", 8}, {"d_in", 16}}));
+  TensorRef w1 = b.Placeholder("w1", Shape({{"d_in", 16}, {"hidden", 32}}));
+  TensorRef w2 = b.Placeholder("w2", Shape({{"hidden", 32}, {"d_out", 8}}));
+  TensorRef h = b.Relu(b.Einsum({x, w1}, Shape({{"batch", 8}, {"hidden", 32}}), "h"), "r");
+  TensorRef y = b.Einsum({h, w2}, Shape({{"batch", 8}, {"d_out", 8}}), "y");
+  b.MarkOutput(y);
+  b.MarkOutput(b.ReduceSum(y, {"d_out"}, "s"));
+  return b.proto();
+}
+
+TensorMap Feeds(const Graph& g) {
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> dist(-1, 1);
+  TensorMap feeds;
+  for (const std::string& p : g.Placeholders()) {
+    Tensor t(DType::kFloat32, g.type(p).shape);
+    for (int64_t i = 0; i < t.num_elements(); ++i) t.f32()[i] = dist(rng);
+    feeds[p] = t;
+  }
+  return feeds;
+}
+
+v1::CreateSessionRequest Request(const std::string& mesh, const std::string& layout,
+                                 int64_t timeout_ms = 2000) {
+  v1::CreateSessionRequest r;
+  *r.mutable_graph() = MlpGraph();
+  Mesh m = Mesh::Parse(mesh).value();
+  *r.mutable_mesh() = m.ToProto();
+  *r.mutable_rules() = LayoutRules::Parse(layout, m).value().ToProto();
+  r.set_timeout_ms(timeout_ms);
+  return r;
+}
+
+class CoordinatorTest : public ::testing::Test {
+ protected:
+  CoordinatorTest() : coordinator_(Options(), &workers_) {}
+
+  static CoordinatorOptions Options() {
+    CoordinatorOptions o;
+    o.heartbeat_timeout = absl::Seconds(60);
+    return o;
+  }
+
+  void Register(int n) {
+    for (int i = 0; i < n; ++i) {
+      std::string address = absl::StrCat("w", next_++);
+      workers_.AddWorker(address);
+      v1::RegisterWorkerRequest r;
+      r.set_address(address);
+      r.set_incarnation("inc-" + address);
+      ASSERT_TRUE(coordinator_.RegisterWorker(r).ok());
+    }
+  }
+
+  int FreeWorkers() {
+    int free = 0;
+    const v1::ListWorkersResponse list = coordinator_.ListWorkers();
+    for (const v1::WorkerInfo& w : list.workers()) free += w.session().empty();
+    return free;
+  }
+
+  InProcessWorkers workers_;
+  Coordinator coordinator_;
+  int next_ = 0;
+};
+
+TEST_F(CoordinatorTest, RunsStepsEqualToTheReference) {
+  Register(4);
+  const Graph g = Graph::Build(MlpGraph()).value();
+  const TensorMap feeds = Feeds(g);
+  ASSERT_OK_AND_ASSIGN(TensorMap want, Interpret(g, feeds));
+  for (const std::string& layout : {"batch:rows,hidden:cols", "d_in:rows,hidden:cols", ""}) {
+    SCOPED_TRACE(layout);
+    ASSERT_OK_AND_ASSIGN(v1::CreateSessionResponse s,
+                         coordinator_.CreateSession(Request("rows:2,cols:2", layout)));
+    EXPECT_EQ(s.workers_size(), 4);
+    EXPECT_NE(s.explain().find("tensors:"), std::string::npos);
+    EXPECT_EQ(FreeWorkers(), 0);
+    for (int step = 0; step < 2; ++step) {
+      ASSERT_OK_AND_ASSIGN(TensorMap got, coordinator_.RunStep(s.session(), feeds, {}));
+      ASSERT_EQ(got.size(), 2u);  // the graph's outputs, y and s
+      EXPECT_LE(MaxRelativeError(got.at("y"), want.at("y")), 1e-5);
+      EXPECT_LE(MaxRelativeError(got.at("s"), want.at("s")), 1e-5);
+    }
+    ASSERT_OK_AND_ASSIGN(TensorMap h, coordinator_.RunStep(s.session(), feeds, {"h"}));
+    EXPECT_LE(MaxRelativeError(h.at("h"), want.at("h")), 1e-5);
+    ASSERT_OK(coordinator_.CloseSession(s.session()));
+    EXPECT_EQ(FreeWorkers(), 4);
+  }
+}
+
+TEST_F(CoordinatorTest, BadInputIsRefusedBeforeDispatch) {
+  Register(4);
+  EXPECT_TRUE(StatusIs(coordinator_.CreateSession(Request("rows:2,cols:2", "batch:rows,hidden:rows"))
+                           .status(),
+                       absl::StatusCode::kInvalidArgument, {"tensor 'h'", "'batch' and 'hidden'"}));
+  EXPECT_TRUE(StatusIs(coordinator_.CreateSession(Request("rows:4,cols:2", "batch:rows"))
+                           .status(),
+                       absl::StatusCode::kInvalidArgument,
+                       {"needs 8 worker(s) but 4 are registered", "smaller mesh"}));
+  v1::CreateSessionRequest malformed = Request("rows:2,cols:2", "");
+  malformed.mutable_graph()->mutable_ops(3)->set_type("frobnicate");
+  EXPECT_TRUE(StatusIs(coordinator_.CreateSession(malformed).status(),
+                       absl::StatusCode::kInvalidArgument, {"unknown type 'frobnicate'"}));
+  EXPECT_EQ(workers_.loads(), 0);
+
+  ASSERT_OK_AND_ASSIGN(v1::CreateSessionResponse s,
+                       coordinator_.CreateSession(Request("rows:2,cols:2", "batch:rows")));
+  const Graph g = Graph::Build(MlpGraph()).value();
+  TensorMap feeds = Feeds(g);
+  TensorMap unknown = feeds;
+  unknown["nope"] = feeds.at("x");
+  EXPECT_TRUE(StatusIs(coordinator_.RunStep(s.session(), unknown, {}).status(),
+                       absl::StatusCode::kInvalidArgument, {"feed 'nope'"}));
+  TensorMap wrong_shape = feeds;
+  wrong_shape["x"] = Tensor(DType::kFloat32, Shape({{"batch", 8}, {"d_in", 15}}));
+  EXPECT_TRUE(StatusIs(coordinator_.RunStep(s.session(), wrong_shape, {}).status(),
+                       absl::StatusCode::kInvalidArgument, {"feed 'x'", "d_in:15"}));
+  TensorMap wrong_dtype = feeds;
+  wrong_dtype["x"] = Tensor(DType::kInt32, Shape({{"batch", 8}, {"d_in", 16}}));
+  EXPECT_TRUE(StatusIs(coordinator_.RunStep(s.session(), wrong_dtype, {}).status(),
+                       absl::StatusCode::kInvalidArgument, {"feed 'x'", "int32"}));
+  EXPECT_TRUE(StatusIs(coordinator_.RunStep(s.session(), feeds, {"zz"}).status(),
+                       absl::StatusCode::kInvalidArgument, {"fetch 'zz'"}));
+  EXPECT_TRUE(StatusIs(coordinator_.RunStep("s999", feeds, {}).status(),
+                       absl::StatusCode::kNotFound));
+  // The session survived all of that.
+  EXPECT_TRUE(coordinator_.RunStep(s.session(), feeds, {}).ok());
+}
+
+TEST_F(CoordinatorTest, DeadWorkerFailsItsSessionOnlyAndCanBeReplaced) {
+  Register(4);
+  const Graph g = Graph::Build(MlpGraph()).value();
+  const TensorMap feeds = Feeds(g);
+  ASSERT_OK_AND_ASSIGN(v1::CreateSessionResponse s,
+                       coordinator_.CreateSession(Request("rows:2,cols:2", "batch:rows,hidden:cols")));
+  ASSERT_TRUE(coordinator_.RunStep(s.session(), feeds, {}).ok());
+  workers_.Break("w2", absl::UnavailableError("Socket closed"));
+  absl::Status failed = coordinator_.RunStep(s.session(), feeds, {}).status();
+  EXPECT_TRUE(StatusIs(failed, absl::StatusCode::kUnavailable,
+                       {"step 2", "worker 2 (w2, mesh coordinate (1,0)) is unreachable",
+                        "Socket closed"}));
+  // The session stays failed; the dead worker is gone; the others are free again.
+  EXPECT_TRUE(StatusIs(coordinator_.RunStep(s.session(), feeds, {}).status(),
+                       absl::StatusCode::kFailedPrecondition, {"worker 2"}));
+  EXPECT_EQ(coordinator_.ListWorkers().workers_size(), 3);
+  EXPECT_EQ(FreeWorkers(), 3);
+  // Not enough workers for a 2x2 mesh until a replacement registers.
+  EXPECT_TRUE(StatusIs(coordinator_.CreateSession(Request("rows:2,cols:2", "", 100)).status(),
+                       absl::StatusCode::kInvalidArgument, {"3 are registered"}));
+  Register(1);
+  ASSERT_OK_AND_ASSIGN(v1::CreateSessionResponse s2,
+                       coordinator_.CreateSession(Request("rows:2,cols:2", "d_in:rows")));
+  ASSERT_OK_AND_ASSIGN(TensorMap got, coordinator_.RunStep(s2.session(), feeds, {"s"}));
+  ASSERT_OK_AND_ASSIGN(TensorMap want, Interpret(g, feeds, {"s"}));
+  EXPECT_LE(MaxRelativeError(got.at("s"), want.at("s")), 1e-5);
+  ASSERT_OK(coordinator_.CloseSession(s.session()));
+}
+
+TEST_F(CoordinatorTest, WorkerErrorNamesTheWorkerAndStep) {
+  Register(2);
+  ASSERT_OK_AND_ASSIGN(v1::CreateSessionResponse s,
+                       coordinator_.CreateSession(Request("p:2", "hidden:p")));
+  const Graph g = Graph::Build(MlpGraph()).value();
+  workers_.Break("w1", absl::InternalError("step 1: instruction 3 (source_op 'y'): boom"));
+  absl::Status st = coordinator_.RunStep(s.session(), Feeds(g), {}).status();
+  EXPECT_TRUE(StatusIs(st, absl::StatusCode::kInternal,
+                       {"step 1 of session", "worker 1 (w1, mesh coordinate (1))",
+                        "source_op 'y'"}));
+}
+
+TEST_F(CoordinatorTest, SilentWorkerIsDroppedAfterHeartbeatTimeout) {
+  CoordinatorOptions o;
+  o.heartbeat_timeout = absl::Milliseconds(300);
+  InProcessWorkers workers;
+  Coordinator c(o, &workers);
+  workers.AddWorker("a");
+  v1::RegisterWorkerRequest r;
+  r.set_address("a");
+  r.set_incarnation("1");
+  ASSERT_OK_AND_ASSIGN(v1::RegisterWorkerResponse reg, c.RegisterWorker(r));
+  EXPECT_EQ(c.ListWorkers().workers_size(), 1);
+  absl::SleepFor(absl::Seconds(1));
+  EXPECT_EQ(c.ListWorkers().workers_size(), 0);
+  v1::HeartbeatRequest hb;
+  hb.set_worker_id(reg.worker_id());
+  hb.set_incarnation("1");
+  ASSERT_OK_AND_ASSIGN(v1::HeartbeatResponse again, c.Heartbeat(hb));
+  EXPECT_TRUE(again.reregister());
+}
+
+}  // namespace
+}  // namespace meshrt

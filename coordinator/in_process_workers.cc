@@ -1,0 +1,130 @@
+#include "coordinator/in_process_workers.h"
+
+#include "absl/strings/str_cat.h"
+#include "kernels/cpu_kernels.h"
+
+namespace meshrt {
+namespace {
+
+// A Communicator owned by a hub, handed out as if owned by the worker.
+class BorrowedCommunicator : public Communicator {
+ public:
+  explicit BorrowedCommunicator(Communicator* c) : c_(c) {}
+  const Mesh& mesh() const override { return c_->mesh(); }
+  const std::vector<int64_t>& coordinate() const override { return c_->coordinate(); }
+  absl::Status AllReduce(const std::vector<int>& a, v1::ReduceOp op, DType t, void* d,
+                         int64_t n) override {
+    return c_->AllReduce(a, op, t, d, n);
+  }
+  absl::Status AllGather(const std::vector<int>& a, const void* in, int64_t b, void* out) override {
+    return c_->AllGather(a, in, b, out);
+  }
+  absl::Status AllToAll(const std::vector<int>& a, const void* in, void* out, int64_t b) override {
+    return c_->AllToAll(a, in, out, b);
+  }
+  absl::Status ReduceScatter(const std::vector<int>& a, v1::ReduceOp op, DType t, const void* in,
+                             int64_t n, void* out) override {
+    return c_->ReduceScatter(a, op, t, in, n, out);
+  }
+  absl::Status Broadcast(const std::vector<int>& a, int root, void* d, int64_t b) override {
+    return c_->Broadcast(a, root, d, b);
+  }
+  absl::Status Barrier(const std::vector<int>& a) override { return c_->Barrier(a); }
+
+ private:
+  Communicator* c_;
+};
+
+}  // namespace
+
+class InProcessWorkers::Client : public WorkerClient {
+ public:
+  Client(InProcessWorkers* owner, std::string address) : owner_(owner), address_(address) {}
+
+  absl::Status LoadSession(const v1::SessionSpec& spec, absl::Duration) override {
+    Worker* w;
+    {
+      absl::MutexLock lock(&owner_->mu_);
+      Entry& e = owner_->workers_.at(address_);
+      if (!e.broken.ok()) return e.broken;
+      ++owner_->loads_;
+      w = e.worker.get();
+    }
+    return w->LoadSession(spec);
+  }
+
+  absl::StatusOr<TensorMap> RunStep(const std::string& session, int64_t step,
+                                    const TensorMap& feeds, const std::vector<std::string>& fetches,
+                                    absl::Duration, Cancellation* cancel) override {
+    Worker* w;
+    LocalCollectiveHub* hub = nullptr;
+    {
+      absl::MutexLock lock(&owner_->mu_);
+      Entry& e = owner_->workers_.at(address_);
+      auto h = owner_->hubs_.find(session);
+      if (h != owner_->hubs_.end()) hub = h->second.get();
+      if (!e.broken.ok()) {
+        // A dead worker: its peers' collectives must not wait for it.
+        if (hub != nullptr) hub->Abort(absl::UnavailableError("peer died"));
+        return e.broken;
+      }
+      w = e.worker.get();
+    }
+    int id = cancel->Register([hub] {
+      if (hub != nullptr) hub->Abort(absl::CancelledError("step cancelled"));
+    });
+    auto result = w->RunStep(session, step, feeds, fetches);
+    cancel->Unregister(id);
+    return result;
+  }
+
+  absl::Status CloseSession(const std::string& session, absl::Duration) override {
+    Worker* w;
+    {
+      absl::MutexLock lock(&owner_->mu_);
+      Entry& e = owner_->workers_.at(address_);
+      if (!e.broken.ok()) return e.broken;
+      w = e.worker.get();
+    }
+    return w->CloseSession(session);
+  }
+
+ private:
+  InProcessWorkers* owner_;
+  std::string address_;
+};
+
+void InProcessWorkers::AddWorker(const std::string& address) {
+  absl::MutexLock lock(&mu_);
+  workers_[address] = Entry{std::make_unique<Worker>(&CpuKernels(), this), absl::OkStatus()};
+}
+
+void InProcessWorkers::Break(const std::string& address, absl::Status status) {
+  absl::MutexLock lock(&mu_);
+  workers_.at(address).broken = status;
+}
+
+int InProcessWorkers::loads() const {
+  absl::MutexLock lock(&mu_);
+  return loads_;
+}
+
+std::unique_ptr<WorkerClient> InProcessWorkers::Connect(const std::string& address) {
+  return std::make_unique<Client>(this, address);
+}
+
+absl::StatusOr<std::unique_ptr<Communicator>> InProcessWorkers::Create(
+    const v1::SessionSpec& spec, const Mesh& mesh, const std::vector<std::vector<int>>&) {
+  absl::MutexLock lock(&mu_);
+  std::unique_ptr<LocalCollectiveHub>& hub = hubs_[spec.session()];
+  if (hub == nullptr) {
+    LocalCollectiveHub::Options options;
+    options.timeout = absl::Seconds(5);
+    hub = std::make_unique<LocalCollectiveHub>(mesh, options);
+  }
+  std::vector<int64_t> coord(spec.coordinate().begin(), spec.coordinate().end());
+  return std::unique_ptr<Communicator>(
+      std::make_unique<BorrowedCommunicator>(hub->communicator(mesh.ProcessorNumber(coord))));
+}
+
+}  // namespace meshrt
