@@ -1,0 +1,165 @@
+// The parts of the CLI that talk to daemons: `meshrt run --local/--coordinator` and
+// `meshrt local`.
+#include <dirent.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "client/cli_commands.h"
+#include "client/client.h"
+#include "client/local_cluster.h"
+#include "core/status_macros.h"
+#include "util/flags.h"
+
+namespace meshrt {
+namespace {
+
+std::atomic<bool> g_stop_requested{false};
+
+void OnStopSignal(int) { g_stop_requested.store(true); }
+
+// Removes the regular files in `dir` and then `dir` (best effort; for log directories this
+// process created and nobody else writes).
+void RemoveFlatDir(const std::string& dir) {
+  if (DIR* d = ::opendir(dir.c_str())) {
+    while (dirent* e = ::readdir(d)) {
+      const std::string name = e->d_name;
+      if (name != "." && name != "..") ::unlink((dir + "/" + name).c_str());
+    }
+    ::closedir(d);
+  }
+  ::rmdir(dir.c_str());
+}
+
+// Runs one step through a client connected to `address`.
+absl::StatusOr<TensorMap> RunThroughClient(const std::string& address, const Graph& graph,
+                                           const MeshAndRules& layout, const TensorMap& feeds,
+                                           const std::vector<std::string>& fetches) {
+  ClientOptions options;
+  options.address = address;
+  ASSIGN_OR_RETURN(std::unique_ptr<Client> client, Client::Connect(options));
+  ASSIGN_OR_RETURN(std::unique_ptr<Session> session,
+                   client->CreateSession(graph.proto(), layout.mesh, layout.rules));
+  ASSIGN_OR_RETURN(TensorMap results, session->Run(feeds, fetches));
+  RETURN_IF_ERROR(session->Close());
+  return results;
+}
+
+}  // namespace
+
+absl::StatusOr<TensorMap> RunOnCluster(const ClusterTarget& target, const Graph& graph,
+                                       const MeshAndRules& layout, const TensorMap& feeds,
+                                       const std::vector<std::string>& fetches) {
+  if (target.local_workers <= 0) {
+    absl::StatusOr<TensorMap> results =
+        RunThroughClient(target.coordinator, graph, layout, feeds, fetches);
+    if (!results.ok()) {
+      return WithContext(results.status(), absl::StrCat("coordinator ", target.coordinator));
+    }
+    return results;
+  }
+
+  // Daemon logs go to a directory, not to our stderr, so a failure stays one line long; the
+  // line names the directory. A directory we made ourselves is removed after a clean run.
+  std::string log_dir = target.log_dir;
+  const bool own_log_dir = log_dir.empty();
+  if (own_log_dir) {
+    const char* tmp = std::getenv("TMPDIR");
+    std::string pattern = absl::StrCat(tmp != nullptr && *tmp ? tmp : "/tmp", "/meshrt-run-XXXXXX");
+    if (::mkdtemp(pattern.data()) == nullptr) {
+      const int err = errno;
+      return absl::ErrnoToStatus(err, absl::StrCat("cannot create a log directory ", pattern));
+    }
+    log_dir = pattern;
+  } else {
+    RETURN_IF_ERROR(MakeDirs(log_dir));
+  }
+  absl::StatusOr<TensorMap> results;
+  {
+    LocalClusterOptions options;
+    options.workers = target.local_workers;
+    options.log_dir = log_dir;
+    absl::StatusOr<std::unique_ptr<LocalCluster>> cluster = LocalCluster::Start(options);
+    if (!cluster.ok()) {
+      results = WithContext(cluster.status(), "cannot start the local cluster");
+    } else {
+      results = RunThroughClient((*cluster)->address(), graph, layout, feeds, fetches);
+    }
+  }  // the cluster stops here
+  if (!results.ok()) {
+    return absl::Status(results.status().code(),
+                        absl::StrCat(results.status().message(), " (daemon logs in ", log_dir, ")"));
+  }
+  if (own_log_dir) RemoveFlatDir(log_dir);
+  return results;
+}
+
+absl::Status LocalCommand(const std::vector<std::string>& args, CliIo io) {
+  int64_t workers = 4;
+  int64_t port = 0;
+  std::string log_dir;
+  FlagSet flags(
+      "meshrt local [--workers N] [--port P] [--log_dir DIR]",
+      "Starts a local cluster on loopback: one coordinator and N worker processes (this binary's\n"
+      "hidden `coordinator` and `worker` subcommands). Prints the coordinator's address and\n"
+      "keeps running until Ctrl-C (SIGINT) or SIGTERM, then stops every process it started.\n"
+      "Run graphs on it from another terminal with `meshrt run ... --coordinator ADDRESS`.\n\n"
+      "example:\n"
+      "  meshrt local --workers 4 --port 7070\n"
+      "  meshrt run examples/graphs/mlp_forward.pbtxt --mesh rows:2,cols:2 "
+      "--layout batch:rows,hidden:cols --coordinator 127.0.0.1:7070 --random_feeds 1 --print");
+  flags.Int("workers", &workers, "number of worker processes");
+  flags.Int("port", &port, "coordinator port; 0 picks a free one");
+  flags.String("log_dir", &log_dir,
+               "directory for the daemons' logs (default: empty, they share this terminal)");
+  absl::StatusOr<std::vector<std::string>> positional = flags.Parse(args);
+  if (!positional.ok()) {
+    return UsageError(absl::StrCat("meshrt local: ", positional.status().message()));
+  }
+  if (flags.help()) {
+    io.out << flags.Help();
+    return absl::OkStatus();
+  }
+  if (!positional->empty()) return UsageError("meshrt local takes no arguments, only flags");
+  if (workers < 1) return UsageError("--workers needs N >= 1");
+  if (port < 0 || port > 65535) return UsageError("--port needs 0 <= P <= 65535");
+  if (!log_dir.empty()) RETURN_IF_ERROR(MakeDirs(log_dir));
+
+  // A flag set by the handler, polled below: nothing else is safe in a signal handler, and
+  // handlers (unlike a blocked signal mask) are reset in the children at exec.
+  struct sigaction action = {}, old_int = {}, old_term = {};
+  action.sa_handler = OnStopSignal;
+  sigemptyset(&action.sa_mask);
+  g_stop_requested.store(false);
+  ::sigaction(SIGINT, &action, &old_int);
+  ::sigaction(SIGTERM, &action, &old_term);
+
+  LocalClusterOptions options;
+  options.workers = static_cast<int>(workers);
+  options.port = static_cast<int>(port);
+  options.log_dir = log_dir;
+  absl::Status status;
+  {
+    absl::StatusOr<std::unique_ptr<LocalCluster>> cluster = LocalCluster::Start(options);
+    if (!cluster.ok()) {
+      status = WithContext(cluster.status(), "cannot start the local cluster");
+    } else {
+      io.out << "meshrt local: coordinator at " << (*cluster)->address() << " with " << workers
+             << " workers; Ctrl-C to stop" << std::endl;
+      while (!g_stop_requested.load()) absl::SleepFor(absl::Milliseconds(100));
+      io.out << "meshrt local: stopping" << std::endl;
+    }
+  }  // the cluster stops here
+  ::sigaction(SIGINT, &old_int, nullptr);
+  ::sigaction(SIGTERM, &old_term, nullptr);
+  return status;
+}
+
+}  // namespace meshrt

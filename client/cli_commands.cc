@@ -1,0 +1,172 @@
+// `meshrt explain`, `meshrt ops`, and the helpers the commands share.
+#include "client/cli_commands.h"
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstdio>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "client/graph_io.h"
+#include "core/explain.h"
+#include "core/lowering.h"
+#include "core/ops.h"
+#include "core/status_macros.h"
+#include "util/flags.h"
+
+namespace meshrt {
+namespace {
+
+// Parses `args` with `flags`; a parse error or stray positional arguments are usage errors.
+// Returns the positional arguments, or an empty optional-like OK with flags.help() set.
+absl::StatusOr<std::vector<std::string>> ParseFlags(FlagSet& flags,
+                                                    const std::vector<std::string>& args,
+                                                    absl::string_view command) {
+  absl::StatusOr<std::vector<std::string>> positional = flags.Parse(args);
+  if (!positional.ok()) {
+    return UsageError(absl::StrCat("meshrt ", command, ": ", positional.status().message()));
+  }
+  return positional;
+}
+
+std::string FamilyName(OpFamily family) {
+  switch (family) {
+    case OpFamily::kSource:
+      return "source";
+    case OpFamily::kEinsum:
+      return "einsum";
+    case OpFamily::kElementwise:
+      return "elementwise";
+    case OpFamily::kReduce:
+      return "reduce";
+    case OpFamily::kReshape:
+      return "reshape";
+  }
+  return "?";
+}
+
+// What the op's lowering (core/lower_*.cc) may emit, by family.
+std::string CollectivesOf(const OpInfo& op) {
+  switch (op.family) {
+    case OpFamily::kSource:
+      return "local slice";
+    case OpFamily::kEinsum:
+      return "allreduce(sum) + reshard";
+    case OpFamily::kElementwise:
+      return "none";
+    case OpFamily::kReduce: {
+      // reduce_X allreduces with X; a mean is a sum, an allreduce(sum), then a local scale.
+      if (!absl::StartsWith(op.type, "reduce_")) return "allreduce(op)";
+      const std::string reduction = op.type.substr(7);
+      return absl::StrCat("allreduce(", reduction == "mean" ? "sum" : reduction, ")");
+    }
+    case OpFamily::kReshape:
+      return "allgather / alltoall / local slice";
+  }
+  return "?";
+}
+
+std::string Arity(const OpInfo& op) {
+  if (op.max_inputs < 0) return absl::StrCat(">=", op.min_inputs);
+  if (op.min_inputs == op.max_inputs) return absl::StrCat(op.min_inputs);
+  return absl::StrCat(op.min_inputs, "-", op.max_inputs);
+}
+
+}  // namespace
+
+absl::StatusOr<Graph> LoadAndBuildGraph(const std::string& path) {
+  ASSIGN_OR_RETURN(v1::Graph proto, LoadGraph(path));
+  absl::StatusOr<Graph> graph = Graph::Build(std::move(proto));
+  if (!graph.ok()) return WithContext(graph.status(), path);
+  return graph;
+}
+
+absl::StatusOr<MeshAndRules> ParseMeshAndRules(absl::string_view mesh_text,
+                                              absl::string_view layout_text) {
+  MeshAndRules out;
+  absl::StatusOr<Mesh> mesh = Mesh::Parse(mesh_text);
+  if (!mesh.ok()) return WithContext(mesh.status(), "--mesh");
+  out.mesh = *std::move(mesh);
+  absl::StatusOr<LayoutRules> rules = LayoutRules::Parse(layout_text, out.mesh);
+  if (!rules.ok()) return WithContext(rules.status(), "--layout");
+  out.rules = *std::move(rules);
+  return out;
+}
+
+absl::Status MakeDirs(const std::string& dir) {
+  for (size_t pos = 1; pos <= dir.size(); ++pos) {
+    if (pos != dir.size() && dir[pos] != '/') continue;
+    const std::string prefix = dir.substr(0, pos);
+    if (::mkdir(prefix.c_str(), 0777) != 0 && errno != EEXIST) {
+      const int err = errno;
+      return absl::ErrnoToStatus(err, absl::StrCat("cannot create directory ", prefix));
+    }
+  }
+  struct stat st;
+  if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    return absl::FailedPreconditionError(absl::StrCat(dir, " exists and is not a directory"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ExplainCommand(const std::vector<std::string>& args, CliIo io) {
+  std::string mesh_text, layout_text;
+  FlagSet flags(
+      "meshrt explain GRAPH --mesh MESH --layout RULES",
+      "Lowers GRAPH for the mesh and layout rules and prints the report: every tensor's layout\n"
+      "and per-worker slice shape, every communication step with its mesh dims and bytes, and\n"
+      "the total bytes each worker sends. Nothing runs.\n\n"
+      "example:\n"
+      "  meshrt explain examples/graphs/mlp_forward.pbtxt --mesh rows:2,cols:2 "
+      "--layout d_in:rows,hidden:cols");
+  flags.String("mesh", &mesh_text,
+               "mesh dims NAME:SIZE,..., e.g. rows:2,cols:2 (default: empty, one processor)");
+  flags.String("layout", &layout_text,
+               "layout rules TENSOR_DIM:MESH_DIM,..., e.g. batch:rows,hidden:cols "
+               "(default: empty, every dim replicated)");
+  ASSIGN_OR_RETURN(std::vector<std::string> positional, ParseFlags(flags, args, "explain"));
+  if (flags.help()) {
+    io.out << flags.Help();
+    return absl::OkStatus();
+  }
+  if (positional.size() != 1) {
+    return UsageError("meshrt explain takes one GRAPH file (see meshrt explain --help)");
+  }
+  ASSIGN_OR_RETURN(Graph graph, LoadAndBuildGraph(positional[0]));
+  ASSIGN_OR_RETURN(MeshAndRules layout, ParseMeshAndRules(mesh_text, layout_text));
+  ASSIGN_OR_RETURN(v1::Program program, Lower(graph, layout.mesh, layout.rules));
+  io.out << ExplainProgram(program);
+  return absl::OkStatus();
+}
+
+absl::Status OpsCommand(const std::vector<std::string>& args, CliIo io) {
+  FlagSet flags("meshrt ops",
+                "Lists every op meshrt knows: its type (the `type` of an op in a graph), family,\n"
+                "number of inputs, whether it is differentiable and has a gradient yet, the\n"
+                "collectives its SPMD lowering may emit, and what it computes.\n\n"
+                "example:\n  meshrt ops");
+  ASSIGN_OR_RETURN(std::vector<std::string> positional, ParseFlags(flags, args, "ops"));
+  if (flags.help()) {
+    io.out << flags.Help();
+    return absl::OkStatus();
+  }
+  if (!positional.empty()) return UsageError("meshrt ops takes no arguments");
+  // Autodiff is not implemented yet: no op has a gradient, differentiable or not.
+  auto row = [](absl::string_view type, absl::string_view family, absl::string_view arity,
+                absl::string_view differentiable, absl::string_view gradient,
+                absl::string_view collectives, absl::string_view summary) {
+    return absl::StrFormat("%-12s %-12s %-7s %-15s %-9s %-35s %s\n", type, family, arity,
+                           differentiable, gradient, collectives, summary);
+  };
+  io.out << row("TYPE", "FAMILY", "INPUTS", "DIFFERENTIABLE", "GRADIENT",
+                "COLLECTIVES (LOWERING MAY EMIT)", "COMPUTES");
+  for (const OpInfo& op : AllOps()) {
+    io.out << row(op.type, FamilyName(op.family), Arity(op), op.differentiable ? "yes" : "no",
+                  op.differentiable ? "not yet" : "-", CollectivesOf(op), op.summary);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace meshrt

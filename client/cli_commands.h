@@ -1,0 +1,72 @@
+// Internal to the `meshrt` CLI (client/cli*.cc): one function per subcommand, and the helpers they
+// share. Each command takes its arguments (after the subcommand name), writes results to io.out,
+// and returns a Status; cli.cc turns a failure into the one-line error and the exit code.
+#ifndef MESHRT_CLIENT_CLI_COMMANDS_H_
+#define MESHRT_CLIENT_CLI_COMMANDS_H_
+
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "core/graph.h"
+#include "core/interpreter.h"
+#include "core/mesh.h"
+
+namespace meshrt {
+
+// Where a command writes. Both streams outlive the command.
+struct CliIo {
+  std::ostream& out;
+  std::ostream& err;
+};
+
+// A usage error (exit code 2): InvalidArgument carrying a marker payload.
+absl::Status UsageError(absl::string_view message);
+bool IsUsageError(const absl::Status& status);
+
+// `status` with "<prefix>: " before its message, code and payloads kept.
+absl::Status WithContext(const absl::Status& status, absl::string_view prefix);
+
+// Loads GRAPH (client/graph_io.h) and validates it (Graph::Build); errors name the file.
+absl::StatusOr<Graph> LoadAndBuildGraph(const std::string& path);
+
+// A mesh and layout rules parsed from --mesh / --layout text; empty text means the one-processor
+// mesh / no rules (everything replicated).
+struct MeshAndRules {
+  Mesh mesh;
+  LayoutRules rules;
+};
+absl::StatusOr<MeshAndRules> ParseMeshAndRules(absl::string_view mesh_text,
+                                              absl::string_view layout_text);
+
+// Creates `dir` and its missing parents (like mkdir -p). Errors name the directory.
+absl::Status MakeDirs(const std::string& dir);
+
+// Where `meshrt run` executes a graph on workers: exactly one of the two is set.
+struct ClusterTarget {
+  std::string coordinator;  // address of a running coordinator
+  int local_workers = 0;    // > 0: start an embedded LocalCluster with this many workers
+  std::string log_dir;      // local cluster: daemon logs go here (created if needed)
+};
+
+// Runs one step of `graph` on the cluster (client/client.h): creates a session for the mesh and
+// rules, runs with `feeds`, returns `fetches`, closes the session. A local cluster is started
+// first and stopped before returning; errors then name its log directory.
+absl::StatusOr<TensorMap> RunOnCluster(const ClusterTarget& target, const Graph& graph,
+                                       const MeshAndRules& layout, const TensorMap& feeds,
+                                       const std::vector<std::string>& fetches);
+
+absl::Status RunCommand(const std::vector<std::string>& args, CliIo io);
+absl::Status ExplainCommand(const std::vector<std::string>& args, CliIo io);
+absl::Status OpsCommand(const std::vector<std::string>& args, CliIo io);
+absl::Status LocalCommand(const std::vector<std::string>& args, CliIo io);
+
+// `meshrt help` text: every subcommand with one line each, and the quick start.
+std::string TopLevelHelp();
+
+}  // namespace meshrt
+
+#endif  // MESHRT_CLIENT_CLI_COMMANDS_H_

@@ -1,0 +1,298 @@
+// The `meshrt` CLI in process (RunCli with captured streams): reference-mode `run`, `explain`,
+// `ops`, help, and the error contract (one line, exit 1 for bad input, 2 for usage). Cluster
+// modes are covered by the end-to-end tests in tests/.
+#include "client/cli.h"
+
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "client/graph_io.h"
+#include "client/npy.h"
+#include "client/random_feeds.h"
+#include "core/graph.h"
+#include "core/interpreter.h"
+#include "core/ops.h"
+#include "core/test_util.h"
+#include "gtest/gtest.h"
+
+namespace meshrt {
+namespace {
+
+constexpr char kGraph[] = "examples/graphs/mlp_forward.pbtxt";
+
+struct Result {
+  int code;
+  std::string out;
+  std::string err;
+};
+
+Result Cli(const std::vector<std::string>& args) {
+  std::ostringstream out, err;
+  const int code = RunCli(args, out, err);
+  return {code, out.str(), err.str()};
+}
+
+// A fresh directory path per test (RunCli creates it).
+std::string Dir(const std::string& name) {
+  return absl::StrCat(testing::TempDir(), "/cli_test_",
+                      testing::UnitTest::GetInstance()->current_test_info()->name(), "_", name);
+}
+
+std::string FileBytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// `meshrt run` of the example on a 2x2 mesh in reference mode, plus `extra`.
+std::vector<std::string> RunArgs(std::vector<std::string> extra) {
+  std::vector<std::string> args = {"run",      kGraph,           "--mesh", "rows:2,cols:2",
+                                   "--layout", "batch:rows,hidden:cols", "--reference"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+
+// Exactly one line, "meshrt: error: ...", containing every part.
+void ExpectOneErrorLine(const Result& r, const std::vector<std::string>& parts) {
+  EXPECT_TRUE(absl::StartsWith(r.err, "meshrt: error: ")) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_TRUE(absl::EndsWith(r.err, "\n")) << r.err;
+  for (const std::string& p : parts) EXPECT_TRUE(absl::StrContains(r.err, p)) << r.err;
+}
+
+TEST(CliTest, RunReferenceWritesEveryOutput) {
+  const std::string dir = Dir("out");
+  const Result r = Cli(RunArgs({"--random_feeds", "1", "--fetch_all", dir}));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+
+  ASSERT_OK_AND_ASSIGN(NpyArray y, ReadNpy(dir + "/y.npy"));
+  EXPECT_EQ(y.dtype, DType::kFloat32);
+  EXPECT_EQ(y.dims, (std::vector<int64_t>{8, 8}));
+  EXPECT_TRUE(absl::StrContains(FileBytes(dir + "/y.npy"),
+                                "{'descr': '<f4', 'fortran_order': False, 'shape': (8, 8), }"));
+  ASSERT_OK_AND_ASSIGN(NpyArray s, ReadNpy(dir + "/s.npy"));
+  EXPECT_EQ(s.dims, (std::vector<int64_t>{8}));
+  EXPECT_TRUE(absl::StrContains(FileBytes(dir + "/s.npy"), "'shape': (8,)"));
+
+  // The values are the interpreter's on the documented random feeds.
+  ASSERT_OK_AND_ASSIGN(v1::Graph proto, LoadGraph(kGraph));
+  ASSERT_OK_AND_ASSIGN(Graph graph, Graph::Build(proto));
+  ASSERT_OK_AND_ASSIGN(TensorMap want, Interpret(graph, RandomFeeds(graph, 1), {"y", "s"}));
+  ASSERT_OK_AND_ASSIGN(Tensor got_y, NpyToTensor(y, graph.type("y").shape, "y"));
+  ASSERT_OK_AND_ASSIGN(Tensor got_s, NpyToTensor(s, graph.type("s").shape, "s"));
+  EXPECT_EQ(MaxRelativeError(got_y, want.at("y")), 0.0);
+  EXPECT_EQ(MaxRelativeError(got_s, want.at("s")), 0.0);
+}
+
+TEST(CliTest, SavedFeedsReproduceTheRun) {
+  const std::string feeds = Dir("feeds"), first = Dir("first"), second = Dir("second");
+  Result r = Cli(RunArgs({"--random_feeds", "1", "--save_feeds", feeds, "--fetch_all", first}));
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (const char* name : {"x", "w1", "w2"}) {
+    ASSERT_OK(ReadNpy(absl::StrCat(feeds, "/", name, ".npy")).status());
+  }
+  r = Cli(RunArgs({"--feed", "x=" + feeds + "/x.npy", "--feed=w1=" + feeds + "/w1.npy", "--feed",
+               "w2=" + feeds + "/w2.npy", "--fetch_all=" + second}));
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (const char* name : {"/y.npy", "/s.npy"}) {
+    const std::string a = FileBytes(first + name), b = FileBytes(second + name);
+    EXPECT_FALSE(a.empty());
+    EXPECT_EQ(a, b) << name;
+  }
+}
+
+TEST(CliTest, ExplicitFeedsOverrideRandomOnes) {
+  const std::string zeros = Dir("zeros.npy"), y = Dir("y.npy");
+  ASSERT_OK(WriteNpy(zeros, Tensor(DType::kFloat32, Shape({{"batch", 8}, {"d_in", 16}}))));
+  const Result r = Cli(RunArgs({"--random_feeds", "3", "--feed", "x=" + zeros, "--fetch", "y=" + y}));
+  ASSERT_EQ(r.code, 0) << r.err;
+  ASSERT_OK_AND_ASSIGN(NpyArray a, ReadNpy(y));
+  ASSERT_OK_AND_ASSIGN(Tensor t, NpyToTensor(a, Shape({{"batch", 8}, {"d_out", 8}}), "y"));
+  for (float v : t.floats()) EXPECT_EQ(v, 0.0f);
+}
+
+TEST(CliTest, PrintShowsFetchedTensors) {
+  Result r = Cli(RunArgs({"--random_feeds", "1", "--print"}));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.out, "y [batch:8, d_out:8] float32: ")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "(64 values)")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "\ns [batch:8] float32: ")) << r.out;
+
+  // An intermediate tensor, fetched by name, is the only one printed.
+  const std::string h = Dir("h.npy");
+  r = Cli(RunArgs({"--random_feeds", "1", "--fetch", "h=" + h, "--print"}));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(absl::StartsWith(r.out, "h [batch:8, hidden:32] float32: ")) << r.out;
+  EXPECT_FALSE(absl::StrContains(r.out, "\ny ")) << r.out;
+  ASSERT_OK_AND_ASSIGN(NpyArray a, ReadNpy(h));
+  EXPECT_EQ(a.dims, (std::vector<int64_t>{8, 32}));
+}
+
+TEST(CliTest, ExplainShowsTheAllreduceOfASplitContractedDim) {
+  Result r = Cli({"explain", kGraph, "--mesh", "rows:2,cols:2", "--layout", "d_in:rows,hidden:cols"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.out, "allreduce")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "rows")) << r.out;
+  // Pure data parallelism splits no contracted or reduced dim: nothing to allreduce.
+  r = Cli({"explain", kGraph, "--mesh=rows:2,cols:2", "--layout=batch:rows"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_FALSE(absl::StrContains(r.out, "allreduce")) << r.out;
+}
+
+TEST(CliTest, BadLayoutIsOneLineNamingTheTensor) {
+  const Result r = Cli({"run", kGraph, "--mesh", "rows:2,cols:2", "--layout",
+                        "hidden:rows,batch:rows", "--reference", "--random_feeds", "1"});
+  EXPECT_EQ(r.code, 1);
+  ExpectOneErrorLine(r, {"tensor 'h'", "rows"});
+  const Result e = Cli({"explain", kGraph, "--mesh", "rows:2,cols:2", "--layout",
+                        "hidden:rows,batch:rows"});
+  EXPECT_EQ(e.code, 1);
+  ExpectOneErrorLine(e, {"tensor 'h'"});
+  // Not divisible: batch 8 over 3.
+  const Result d = Cli({"run", kGraph, "--mesh", "rows:3", "--layout", "batch:rows",
+                        "--reference", "--random_feeds", "1"});
+  EXPECT_EQ(d.code, 1);
+  ExpectOneErrorLine(d, {"batch", "divisible"});
+}
+
+TEST(CliTest, FeedErrorsNameTheFeed) {
+  Result r = Cli(RunArgs({"--random_feeds", "1", "--feed", "nope=whatever.npy"}));
+  EXPECT_EQ(r.code, 1);
+  ExpectOneErrorLine(r, {"'nope'", "'x'"});
+
+  r = Cli(RunArgs({}));
+  EXPECT_EQ(r.code, 1);
+  ExpectOneErrorLine(r, {"'x'", "'w1'", "'w2'", "not fed"});
+
+  const std::string bad = Dir("x.npy");
+  ASSERT_OK(WriteNpy(bad, Tensor(DType::kFloat32, Shape({{"a", 8}, {"b", 15}}))));
+  r = Cli(RunArgs({"--random_feeds", "1", "--feed", "x=" + bad}));
+  EXPECT_EQ(r.code, 1);
+  ExpectOneErrorLine(r, {"feed 'x'", "[batch:8, d_in:16]", "(8, 15)"});
+
+  const std::string ints = Dir("i.npy");
+  ASSERT_OK(WriteNpy(ints, Tensor(DType::kInt32, Shape({{"a", 8}, {"b", 16}}))));
+  r = Cli(RunArgs({"--random_feeds", "1", "--feed", "x=" + ints}));
+  EXPECT_EQ(r.code, 1);
+  ExpectOneErrorLine(r, {"feed 'x'", "int32", "float32"});
+
+  r = Cli(RunArgs({"--random_feeds", "1", "--feed", "x=" + Dir("missing.npy")}));
+  EXPECT_EQ(r.code, 1);
+  ExpectOneErrorLine(r, {"missing.npy"});
+
+  r = Cli(RunArgs({"--random_feeds", "1", "--fetch", "zz=" + Dir("zz.npy")}));
+  EXPECT_EQ(r.code, 1);
+  ExpectOneErrorLine(r, {"'zz'"});
+}
+
+TEST(CliTest, MalformedGraphGivesFileAndLine) {
+  const std::string path = Dir("broken.pbtxt");
+  std::ofstream(path) << "ops {\n  name: \"x\"\n  type: \"placeholder\"\n  shpe { }\n}\n";
+  Result r = Cli({"run", path, "--reference"});
+  EXPECT_EQ(r.code, 1);
+  ExpectOneErrorLine(r, {path + ":4:"});
+
+  r = Cli({"explain", Dir("absent.pbtxt")});
+  EXPECT_EQ(r.code, 1);
+  ExpectOneErrorLine(r, {"absent.pbtxt"});
+
+  // Parses, but does not validate: the error names the file and the op.
+  const std::string invalid = Dir("invalid.pbtxt");
+  std::ofstream(invalid) << "ops { name: \"r\" type: \"relu\" inputs: \"ghost\" }\n";
+  r = Cli({"run", invalid, "--reference"});
+  EXPECT_EQ(r.code, 1);
+  ExpectOneErrorLine(r, {invalid, "ghost"});
+}
+
+TEST(CliTest, UsageErrorsExitTwo) {
+  Result r = Cli(RunArgs({"--random_feeds", "1", "--frobnicate"}));
+  EXPECT_EQ(r.code, 2);
+  ExpectOneErrorLine(r, {"--frobnicate"});
+
+  r = Cli({"run", kGraph, "--random_feeds", "1"});  // no --reference / --local / --coordinator
+  EXPECT_EQ(r.code, 2);
+  ExpectOneErrorLine(r, {"--reference", "--local", "--coordinator"});
+
+  r = Cli({"run", kGraph, "--reference", "--local", "4"});
+  EXPECT_EQ(r.code, 2);
+
+  r = Cli({"run", "--reference"});
+  EXPECT_EQ(r.code, 2);
+  ExpectOneErrorLine(r, {"GRAPH"});
+
+  r = Cli(RunArgs({"--random_feeds", "one"}));
+  EXPECT_EQ(r.code, 2);
+  ExpectOneErrorLine(r, {"--random_feeds"});
+
+  r = Cli(RunArgs({"--feed", "x"}));
+  EXPECT_EQ(r.code, 2);
+  ExpectOneErrorLine(r, {"NAME=FILE"});
+
+  r = Cli(RunArgs({"--mesh"}));
+  EXPECT_EQ(r.code, 2);
+
+  r = Cli({"launch"});
+  EXPECT_EQ(r.code, 2);
+  ExpectOneErrorLine(r, {"'launch'"});
+
+  r = Cli({});
+  EXPECT_EQ(r.code, 2);
+  ExpectOneErrorLine(r, {"--help"});
+
+  r = Cli({"ops", "--verbose"});
+  EXPECT_EQ(r.code, 2);
+  ExpectOneErrorLine(r, {"--verbose"});
+}
+
+TEST(CliTest, OpsListsEveryOpWithItsCollectives) {
+  const Result r = Cli({"ops"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::istringstream lines(r.out);
+  std::string line;
+  std::map<std::string, std::string> rows;
+  while (std::getline(lines, line)) rows[line.substr(0, line.find(' '))] = line;
+  for (const OpInfo& op : AllOps()) EXPECT_TRUE(rows.count(op.type)) << op.type;
+  EXPECT_TRUE(absl::StrContains(rows["einsum"], "allreduce(sum) + reshard"));
+  EXPECT_TRUE(absl::StrContains(rows["reduce_max"], "allreduce(max)"));
+  EXPECT_TRUE(absl::StrContains(rows["reduce_mean"], "allreduce(sum)"));
+  EXPECT_TRUE(absl::StrContains(rows["reshape"], "allgather / alltoall / local slice"));
+  EXPECT_TRUE(absl::StrContains(rows["add"], " none "));
+  EXPECT_TRUE(absl::StrContains(rows["add"], "not yet"));
+  EXPECT_TRUE(absl::StrContains(rows["placeholder"], "local slice"));
+}
+
+TEST(CliTest, HelpDescribesCommandsAndFlags) {
+  for (const std::vector<std::string>& args :
+       std::vector<std::vector<std::string>>{{"--help"}, {"help"}, {"-h"}}) {
+    const Result r = Cli(args);
+    ASSERT_EQ(r.code, 0);
+    for (const char* part : {"run ", "explain ", "local ", "ops ", "help ",
+                             "meshrt run examples/graphs/mlp_forward.pbtxt --mesh rows:2,cols:2 "
+                             "--layout batch:rows,hidden:cols --local 4 --random_feeds 1 --print"}) {
+      EXPECT_TRUE(absl::StrContains(r.out, part)) << part;
+    }
+  }
+  Result r = Cli({"run", "--help"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (const char* flag : {"usage: meshrt run GRAPH", "--mesh", "--layout", "--reference",
+                           "--local", "--coordinator", "--feed", "--fetch", "--random_feeds",
+                           "--save_feeds", "--fetch_all", "--print", "example", "default"}) {
+    EXPECT_TRUE(absl::StrContains(r.out, flag)) << flag;
+  }
+  EXPECT_EQ(Cli({"help", "run"}).out, r.out);
+  for (const char* command : {"explain", "local", "ops"}) {
+    r = Cli({command, "--help"});
+    ASSERT_EQ(r.code, 0) << command;
+    EXPECT_TRUE(absl::StrContains(r.out, absl::StrCat("usage: meshrt ", command))) << r.out;
+    EXPECT_TRUE(absl::StrContains(r.out, "example")) << r.out;
+  }
+}
+
+}  // namespace
+}  // namespace meshrt
