@@ -44,9 +44,8 @@ bool IsUsageError(const absl::Status& status) {
 absl::Status WithContext(const absl::Status& status, absl::string_view prefix) {
   if (status.ok()) return status;
   absl::Status out(status.code(), absl::StrCat(prefix, ": ", status.message()));
-  status.ForEachPayload([&out](absl::string_view url, const absl::Cord& payload) {
-    out.SetPayload(url, payload);
-  });
+  status.ForEachPayload(
+      [&out](absl::string_view url, const absl::Cord& payload) { out.SetPayload(url, payload); });
   return out;
 }
 

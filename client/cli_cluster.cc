@@ -94,8 +94,8 @@ absl::StatusOr<TensorMap> RunOnCluster(const ClusterTarget& target, const Graph&
     }
   }  // the cluster stops here
   if (!results.ok()) {
-    return absl::Status(results.status().code(),
-                        absl::StrCat(results.status().message(), " (daemon logs in ", log_dir, ")"));
+    return absl::Status(results.status().code(), absl::StrCat(results.status().message(),
+                                                              " (daemon logs in ", log_dir, ")"));
   }
   if (own_log_dir) RemoveFlatDir(log_dir);
   return results;
@@ -119,15 +119,12 @@ absl::Status LocalCommand(const std::vector<std::string>& args, CliIo io) {
   flags.Int("port", &port, "coordinator port; 0 picks a free one");
   flags.String("log_dir", &log_dir,
                "directory for the daemons' logs (default: empty, they share this terminal)");
-  absl::StatusOr<std::vector<std::string>> positional = flags.Parse(args);
-  if (!positional.ok()) {
-    return UsageError(absl::StrCat("meshrt local: ", positional.status().message()));
-  }
+  ASSIGN_OR_RETURN(std::vector<std::string> positional, ParseCommandFlags(flags, args, "local"));
   if (flags.help()) {
     io.out << flags.Help();
     return absl::OkStatus();
   }
-  if (!positional->empty()) return UsageError("meshrt local takes no arguments, only flags");
+  if (!positional.empty()) return UsageError("meshrt local takes no arguments, only flags");
   if (workers < 1) return UsageError("--workers needs N >= 1");
   if (port < 0 || port > 65535) return UsageError("--port needs 0 <= P <= 65535");
   if (!log_dir.empty()) RETURN_IF_ERROR(MakeDirs(log_dir));

@@ -19,18 +19,6 @@
 namespace meshrt {
 namespace {
 
-// Parses `args` with `flags`; a parse error or stray positional arguments are usage errors.
-// Returns the positional arguments, or an empty optional-like OK with flags.help() set.
-absl::StatusOr<std::vector<std::string>> ParseFlags(FlagSet& flags,
-                                                    const std::vector<std::string>& args,
-                                                    absl::string_view command) {
-  absl::StatusOr<std::vector<std::string>> positional = flags.Parse(args);
-  if (!positional.ok()) {
-    return UsageError(absl::StrCat("meshrt ", command, ": ", positional.status().message()));
-  }
-  return positional;
-}
-
 std::string FamilyName(OpFamily family) {
   switch (family) {
     case OpFamily::kSource:
@@ -76,6 +64,16 @@ std::string Arity(const OpInfo& op) {
 
 }  // namespace
 
+absl::StatusOr<std::vector<std::string>> ParseCommandFlags(FlagSet& flags,
+                                                           const std::vector<std::string>& args,
+                                                           absl::string_view command) {
+  absl::StatusOr<std::vector<std::string>> positional = flags.Parse(args);
+  if (!positional.ok()) {
+    return UsageError(absl::StrCat("meshrt ", command, ": ", positional.status().message()));
+  }
+  return positional;
+}
+
 absl::StatusOr<Graph> LoadAndBuildGraph(const std::string& path) {
   ASSIGN_OR_RETURN(v1::Graph proto, LoadGraph(path));
   absl::StatusOr<Graph> graph = Graph::Build(std::move(proto));
@@ -84,7 +82,7 @@ absl::StatusOr<Graph> LoadAndBuildGraph(const std::string& path) {
 }
 
 absl::StatusOr<MeshAndRules> ParseMeshAndRules(absl::string_view mesh_text,
-                                              absl::string_view layout_text) {
+                                               absl::string_view layout_text) {
   MeshAndRules out;
   absl::StatusOr<Mesh> mesh = Mesh::Parse(mesh_text);
   if (!mesh.ok()) return WithContext(mesh.status(), "--mesh");
@@ -126,7 +124,7 @@ absl::Status ExplainCommand(const std::vector<std::string>& args, CliIo io) {
   flags.String("layout", &layout_text,
                "layout rules TENSOR_DIM:MESH_DIM,..., e.g. batch:rows,hidden:cols "
                "(default: empty, every dim replicated)");
-  ASSIGN_OR_RETURN(std::vector<std::string> positional, ParseFlags(flags, args, "explain"));
+  ASSIGN_OR_RETURN(std::vector<std::string> positional, ParseCommandFlags(flags, args, "explain"));
   if (flags.help()) {
     io.out << flags.Help();
     return absl::OkStatus();
@@ -147,7 +145,7 @@ absl::Status OpsCommand(const std::vector<std::string>& args, CliIo io) {
                 "number of inputs, whether it is differentiable and has a gradient yet, the\n"
                 "collectives its SPMD lowering may emit, and what it computes.\n\n"
                 "example:\n  meshrt ops");
-  ASSIGN_OR_RETURN(std::vector<std::string> positional, ParseFlags(flags, args, "ops"));
+  ASSIGN_OR_RETURN(std::vector<std::string> positional, ParseCommandFlags(flags, args, "ops"));
   if (flags.help()) {
     io.out << flags.Help();
     return absl::OkStatus();

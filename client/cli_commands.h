@@ -14,6 +14,7 @@
 #include "core/graph.h"
 #include "core/interpreter.h"
 #include "core/mesh.h"
+#include "util/flags.h"
 
 namespace meshrt {
 
@@ -26,6 +27,13 @@ struct CliIo {
 // A usage error (exit code 2): InvalidArgument carrying a marker payload.
 absl::Status UsageError(absl::string_view message);
 bool IsUsageError(const absl::Status& status);
+
+// Parses a subcommand's `args` with `flags` and returns the positional arguments. A parse error
+// (unknown flag, missing or unparsable value) is a UsageError naming `command` and the flag.
+// Callers check flags.help() next.
+absl::StatusOr<std::vector<std::string>> ParseCommandFlags(FlagSet& flags,
+                                                           const std::vector<std::string>& args,
+                                                           absl::string_view command);
 
 // `status` with "<prefix>: " before its message, code and payloads kept.
 absl::Status WithContext(const absl::Status& status, absl::string_view prefix);
@@ -40,7 +48,7 @@ struct MeshAndRules {
   LayoutRules rules;
 };
 absl::StatusOr<MeshAndRules> ParseMeshAndRules(absl::string_view mesh_text,
-                                              absl::string_view layout_text);
+                                               absl::string_view layout_text);
 
 // Creates `dir` and its missing parents (like mkdir -p). Errors name the directory.
 absl::Status MakeDirs(const std::string& dir);

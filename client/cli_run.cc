@@ -77,7 +77,8 @@ absl::Status CheckUsage(const RunOptions& o, const std::vector<std::string>& pos
     return UsageError(absl::StrCat("meshrt run takes one GRAPH file, got ", positional.size(),
                                    " arguments (see meshrt run --help)"));
   }
-  const int modes = (o.reference ? 1 : 0) + (o.local != 0 ? 1 : 0) + (o.coordinator.empty() ? 0 : 1);
+  const int modes =
+      (o.reference ? 1 : 0) + (o.local != 0 ? 1 : 0) + (o.coordinator.empty() ? 0 : 1);
   if (modes != 1) {
     return UsageError(
         "meshrt run needs exactly one of --reference, --local N and --coordinator HOST:PORT");
@@ -137,10 +138,10 @@ absl::StatusOr<TensorMap> BuildFeeds(const RunOptions& o, const Graph& graph) {
     if (!feeds.count(p)) missing.push_back(p);
   }
   if (!missing.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        missing.size() == 1 ? "placeholder " : "placeholders ", Names(missing),
-        missing.size() == 1 ? " is" : " are", " not fed; give --feed ", missing[0],
-        "=FILE.npy or --random_feeds SEED"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(missing.size() == 1 ? "placeholder " : "placeholders ", Names(missing),
+                     missing.size() == 1 ? " is" : " are", " not fed; give --feed ", missing[0],
+                     "=FILE.npy or --random_feeds SEED"));
   }
   return feeds;
 }
@@ -198,18 +199,14 @@ absl::Status RunCommand(const std::vector<std::string>& args, CliIo io) {
                  "repeatable (default: none)");
   flags.String("fetch_all", &o.fetch_all,
                "DIR: write every graph output as DIR/NAME.npy (default: empty, off)");
-  flags.Bool("print", &o.print,
-             "print each fetched tensor's name, shape, dtype and first values");
-  absl::StatusOr<std::vector<std::string>> positional = flags.Parse(args);
-  if (!positional.ok()) {
-    return UsageError(absl::StrCat("meshrt run: ", positional.status().message()));
-  }
+  flags.Bool("print", &o.print, "print each fetched tensor's name, shape, dtype and first values");
+  ASSIGN_OR_RETURN(std::vector<std::string> positional, ParseCommandFlags(flags, args, "run"));
   if (flags.help()) {
     io.out << flags.Help();
     return absl::OkStatus();
   }
-  RETURN_IF_ERROR(CheckUsage(o, *positional));
-  o.graph_path = (*positional)[0];
+  RETURN_IF_ERROR(CheckUsage(o, positional));
+  o.graph_path = positional[0];
   std::vector<std::pair<std::string, std::string>> fetch_files;
   for (const std::string& spec : o.fetches) {
     ASSIGN_OR_RETURN(auto name_file, SplitNameFile(spec, "fetch"));
@@ -220,9 +217,9 @@ absl::Status RunCommand(const std::vector<std::string>& args, CliIo io) {
   ASSIGN_OR_RETURN(MeshAndRules layout, ParseMeshAndRules(o.mesh, o.layout));
   RETURN_IF_ERROR(ValidateLayouts(graph, layout.mesh, layout.rules));
   if (o.local > 0 && o.local < layout.mesh.num_processors()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--local ", o.local, " starts too few workers for mesh ", layout.mesh.ToString(),
-        " of ", layout.mesh.num_processors(), " processors"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--local ", o.local, " starts too few workers for mesh ",
+                     layout.mesh.ToString(), " of ", layout.mesh.num_processors(), " processors"));
   }
 
   // What to fetch, each name once, in order: --fetch names, then the outputs if asked.

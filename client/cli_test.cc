@@ -51,8 +51,9 @@ std::string FileBytes(const std::string& path) {
 
 // `meshrt run` of the example on a 2x2 mesh in reference mode, plus `extra`.
 std::vector<std::string> RunArgs(std::vector<std::string> extra) {
-  std::vector<std::string> args = {"run",      kGraph,           "--mesh", "rows:2,cols:2",
-                                   "--layout", "batch:rows,hidden:cols", "--reference"};
+  std::vector<std::string> args = {"run",           kGraph,     "--mesh",
+                                   "rows:2,cols:2", "--layout", "batch:rows,hidden:cols",
+                                   "--reference"};
   args.insert(args.end(), extra.begin(), extra.end());
   return args;
 }
@@ -98,7 +99,7 @@ TEST(CliTest, SavedFeedsReproduceTheRun) {
     ASSERT_OK(ReadNpy(absl::StrCat(feeds, "/", name, ".npy")).status());
   }
   r = Cli(RunArgs({"--feed", "x=" + feeds + "/x.npy", "--feed=w1=" + feeds + "/w1.npy", "--feed",
-               "w2=" + feeds + "/w2.npy", "--fetch_all=" + second}));
+                   "w2=" + feeds + "/w2.npy", "--fetch_all=" + second}));
   ASSERT_EQ(r.code, 0) << r.err;
   for (const char* name : {"/y.npy", "/s.npy"}) {
     const std::string a = FileBytes(first + name), b = FileBytes(second + name);
@@ -110,7 +111,8 @@ TEST(CliTest, SavedFeedsReproduceTheRun) {
 TEST(CliTest, ExplicitFeedsOverrideRandomOnes) {
   const std::string zeros = Dir("zeros.npy"), y = Dir("y.npy");
   ASSERT_OK(WriteNpy(zeros, Tensor(DType::kFloat32, Shape({{"batch", 8}, {"d_in", 16}}))));
-  const Result r = Cli(RunArgs({"--random_feeds", "3", "--feed", "x=" + zeros, "--fetch", "y=" + y}));
+  const Result r =
+      Cli(RunArgs({"--random_feeds", "3", "--feed", "x=" + zeros, "--fetch", "y=" + y}));
   ASSERT_EQ(r.code, 0) << r.err;
   ASSERT_OK_AND_ASSIGN(NpyArray a, ReadNpy(y));
   ASSERT_OK_AND_ASSIGN(Tensor t, NpyToTensor(a, Shape({{"batch", 8}, {"d_out", 8}}), "y"));
@@ -135,7 +137,8 @@ TEST(CliTest, PrintShowsFetchedTensors) {
 }
 
 TEST(CliTest, ExplainShowsTheAllreduceOfASplitContractedDim) {
-  Result r = Cli({"explain", kGraph, "--mesh", "rows:2,cols:2", "--layout", "d_in:rows,hidden:cols"});
+  Result r =
+      Cli({"explain", kGraph, "--mesh", "rows:2,cols:2", "--layout", "d_in:rows,hidden:cols"});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_TRUE(absl::StrContains(r.out, "allreduce")) << r.out;
   EXPECT_TRUE(absl::StrContains(r.out, "rows")) << r.out;
@@ -150,13 +153,13 @@ TEST(CliTest, BadLayoutIsOneLineNamingTheTensor) {
                         "hidden:rows,batch:rows", "--reference", "--random_feeds", "1"});
   EXPECT_EQ(r.code, 1);
   ExpectOneErrorLine(r, {"tensor 'h'", "rows"});
-  const Result e = Cli({"explain", kGraph, "--mesh", "rows:2,cols:2", "--layout",
-                        "hidden:rows,batch:rows"});
+  const Result e =
+      Cli({"explain", kGraph, "--mesh", "rows:2,cols:2", "--layout", "hidden:rows,batch:rows"});
   EXPECT_EQ(e.code, 1);
   ExpectOneErrorLine(e, {"tensor 'h'"});
   // Not divisible: batch 8 over 3.
-  const Result d = Cli({"run", kGraph, "--mesh", "rows:3", "--layout", "batch:rows",
-                        "--reference", "--random_feeds", "1"});
+  const Result d = Cli({"run", kGraph, "--mesh", "rows:3", "--layout", "batch:rows", "--reference",
+                        "--random_feeds", "1"});
   EXPECT_EQ(d.code, 1);
   ExpectOneErrorLine(d, {"batch", "divisible"});
 }
@@ -272,9 +275,10 @@ TEST(CliTest, HelpDescribesCommandsAndFlags) {
        std::vector<std::vector<std::string>>{{"--help"}, {"help"}, {"-h"}}) {
     const Result r = Cli(args);
     ASSERT_EQ(r.code, 0);
-    for (const char* part : {"run ", "explain ", "local ", "ops ", "help ",
-                             "meshrt run examples/graphs/mlp_forward.pbtxt --mesh rows:2,cols:2 "
-                             "--layout batch:rows,hidden:cols --local 4 --random_feeds 1 --print"}) {
+    for (const char* part :
+         {"run ", "explain ", "local ", "ops ", "help ",
+          "meshrt run examples/graphs/mlp_forward.pbtxt --mesh rows:2,cols:2 "
+          "--layout batch:rows,hidden:cols --local 4 --random_feeds 1 --print"}) {
       EXPECT_TRUE(absl::StrContains(r.out, part)) << part;
     }
   }

@@ -30,8 +30,8 @@ TEST(GraphIoTest, MissingFileIsNotFoundNamingThePath) {
 TEST(GraphIoTest, SyntaxErrorsGiveFileLineColumn) {
   const std::string path = testing::TempDir() + "/broken.pbtxt";
   WriteText(path, "ops {\n  name: \"x\"\n  type: placeholder\"\n}\n");
-  EXPECT_TRUE(StatusIs(LoadGraph(path).status(), absl::StatusCode::kInvalidArgument,
-                       {path + ":3:"}));
+  EXPECT_TRUE(
+      StatusIs(LoadGraph(path).status(), absl::StatusCode::kInvalidArgument, {path + ":3:"}));
   EXPECT_TRUE(StatusIs(ParseGraphText("ops { nmae: \"x\" }", "g.pbtxt").status(),
                        absl::StatusCode::kInvalidArgument, {"g.pbtxt:1:", "nmae"}));
   EXPECT_TRUE(StatusIs(ParseGraphText("ops {\n\n  name: \"x\"", "u.pbtxt").status(),
@@ -56,8 +56,8 @@ TEST(GraphIoTest, RefusesUnknownExtensionsAndGarbage) {
                        {"graph.yaml"}));
   const std::string path = testing::TempDir() + "/garbage.pb";
   WriteText(path, "\xff\xff\xff\xff not a proto");
-  EXPECT_TRUE(StatusIs(LoadGraph(path).status(), absl::StatusCode::kInvalidArgument,
-                       {path, "binary"}));
+  EXPECT_TRUE(
+      StatusIs(LoadGraph(path).status(), absl::StatusCode::kInvalidArgument, {path, "binary"}));
 }
 
 }  // namespace

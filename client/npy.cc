@@ -74,9 +74,9 @@ class HeaderParser {
     }
   }
   absl::Status Error(absl::string_view what) const {
-    return absl::InvalidArgumentError(absl::StrCat(source_, ": malformed .npy header (", what,
-                                                   " at offset ", pos_,
-                                                   "): ", absl::StripTrailingAsciiWhitespace(text_)));
+    return absl::InvalidArgumentError(
+        absl::StrCat(source_, ": malformed .npy header (", what, " at offset ", pos_,
+                     "): ", absl::StripTrailingAsciiWhitespace(text_)));
   }
   absl::Status Expect(char c) {
     SkipSpace();
@@ -165,8 +165,9 @@ absl::StatusOr<NpyArray> ParseNpy(absl::string_view bytes, absl::string_view sou
   const int major = static_cast<unsigned char>(bytes[6]);
   const int minor = static_cast<unsigned char>(bytes[7]);
   if ((major != 1 && major != 2) || minor != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        source, ": unsupported .npy format version ", major, ".", minor, " (meshrt reads 1.0 and 2.0)"));
+    return absl::InvalidArgumentError(absl::StrCat(source, ": unsupported .npy format version ",
+                                                   major, ".", minor,
+                                                   " (meshrt reads 1.0 and 2.0)"));
   }
   const int length_width = major == 1 ? 2 : 4;
   const size_t header_start = kMagicSize + 2 + length_width;
@@ -197,9 +198,10 @@ absl::StatusOr<NpyArray> ParseNpy(absl::string_view bytes, absl::string_view sou
                      "numpy.save(path, a.astype(numpy.float32))"));
   }
   if (fortran_order) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        source, ": fortran_order is True; meshrt reads C-order arrays only "
-                "(save numpy.ascontiguousarray(a) instead)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(source,
+                     ": fortran_order is True; meshrt reads C-order arrays only "
+                     "(save numpy.ascontiguousarray(a) instead)"));
   }
 
   // Element count with an overflow guard: a hostile header must not wrap the size check.
@@ -217,8 +219,8 @@ absl::StatusOr<NpyArray> ParseNpy(absl::string_view bytes, absl::string_view sou
   if (static_cast<int64_t>(data.size()) != want) {
     return absl::InvalidArgumentError(absl::StrCat(
         source, ": ", static_cast<int64_t>(data.size()) < want ? "truncated" : "oversized",
-        " .npy file: shape ", NpyShapeString(array.dims), " of ", DTypeName(array.dtype),
-        " needs ", want, " data bytes, the file has ", data.size()));
+        " .npy file: shape ", NpyShapeString(array.dims), " of ", DTypeName(array.dtype), " needs ",
+        want, " data bytes, the file has ", data.size()));
   }
   array.data = std::string(data);
   return array;
@@ -250,21 +252,20 @@ absl::StatusOr<Tensor> NpyToTensor(const NpyArray& array, const Shape& expected,
   Tensor t(array.dtype, expected);
   // ParseNpy guarantees 4 bytes per element; guard callers that build NpyArray by hand.
   if (static_cast<int64_t>(array.data.size()) != t.num_elements() * 4) {
-    return absl::InvalidArgumentError(absl::StrCat(what, ": ", array.data.size(),
-                                                   " data bytes for ", t.num_elements(),
-                                                   " elements"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": ", array.data.size(), " data bytes for ", t.num_elements(), " elements"));
   }
-  void* dst = array.dtype == DType::kFloat32 ? static_cast<void*>(t.f32())
-                                             : static_cast<void*>(t.i32());
+  void* dst =
+      array.dtype == DType::kFloat32 ? static_cast<void*>(t.f32()) : static_cast<void*>(t.i32());
   if (!array.data.empty()) std::memcpy(dst, array.data.data(), array.data.size());
   return t;
 }
 
 std::string EncodeNpy(const Tensor& tensor) {
   const std::vector<int64_t> dims = tensor.shape().Sizes();
-  std::string header = absl::StrCat(
-      "{'descr': '", tensor.dtype() == DType::kFloat32 ? "<f4" : "<i4",
-      "', 'fortran_order': False, 'shape': ", NpyShapeString(dims), ", }");
+  std::string header =
+      absl::StrCat("{'descr': '", tensor.dtype() == DType::kFloat32 ? "<f4" : "<i4",
+                   "', 'fortran_order': False, 'shape': ", NpyShapeString(dims), ", }");
   // Version 1.0 stores the header length in 2 bytes; longer headers need 2.0 (4 bytes).
   int major = 1;
   size_t preamble = kMagicSize + 2 + 2;

@@ -90,8 +90,8 @@ TEST(NpyTest, ReadsAHandWrittenHeader) {
 }
 
 TEST(NpyTest, RefusesTruncatedFiles) {
-  const std::string good =
-      HandWritten("{'descr': '<f4', 'fortran_order': False, 'shape': (3,), }", FloatBytes({1, 2, 3}));
+  const std::string good = HandWritten("{'descr': '<f4', 'fortran_order': False, 'shape': (3,), }",
+                                       FloatBytes({1, 2, 3}));
   EXPECT_TRUE(StatusIs(ParseNpy(good.substr(0, good.size() - 1), "t.npy").status(),
                        absl::StatusCode::kInvalidArgument, {"t.npy", "truncated", "(3,)"}));
   EXPECT_TRUE(StatusIs(ParseNpy(good.substr(0, 20), "t.npy").status(),
@@ -105,8 +105,8 @@ TEST(NpyTest, RefusesTruncatedFiles) {
 TEST(NpyTest, RefusesBadMagicAndVersion) {
   EXPECT_TRUE(StatusIs(ParseNpy("PK\x03\x04 not numpy at all", "z.npy").status(),
                        absl::StatusCode::kInvalidArgument, {"z.npy", "not a .npy file"}));
-  std::string v3 = HandWritten("{'descr': '<f4', 'fortran_order': False, 'shape': (), }",
-                               FloatBytes({1}));
+  std::string v3 =
+      HandWritten("{'descr': '<f4', 'fortran_order': False, 'shape': (), }", FloatBytes({1}));
   v3[6] = 3;
   EXPECT_TRUE(StatusIs(ParseNpy(v3, "v3.npy").status(), absl::StatusCode::kInvalidArgument,
                        {"version 3.0"}));
@@ -119,8 +119,8 @@ TEST(NpyTest, RefusesOtherDtypesNamingThem) {
                        {"/tmp/d.npy", "'<f8'"}));
   const std::string big = HandWritten("{'descr': '>i4', 'fortran_order': False, 'shape': (1,), }",
                                       std::string(4, '\0'));
-  EXPECT_TRUE(StatusIs(ParseNpy(big, "b.npy").status(), absl::StatusCode::kInvalidArgument,
-                       {"'>i4'"}));
+  EXPECT_TRUE(
+      StatusIs(ParseNpy(big, "b.npy").status(), absl::StatusCode::kInvalidArgument, {"'>i4'"}));
 }
 
 TEST(NpyTest, RefusesFortranOrder) {
@@ -149,10 +149,9 @@ TEST(NpyTest, NpyToTensorChecksSizesInOrder) {
   NpyArray a;
   a.dims = {8, 15};
   a.data.assign(8 * 15 * 4, '\0');
-  EXPECT_TRUE(StatusIs(NpyToTensor(a, Shape({{"batch", 8}, {"d_in", 16}}), "feed 'x' (x.npy)")
-                           .status(),
-                       absl::StatusCode::kInvalidArgument,
-                       {"feed 'x' (x.npy)", "[batch:8, d_in:16]", "(8, 15)"}));
+  EXPECT_TRUE(StatusIs(
+      NpyToTensor(a, Shape({{"batch", 8}, {"d_in", 16}}), "feed 'x' (x.npy)").status(),
+      absl::StatusCode::kInvalidArgument, {"feed 'x' (x.npy)", "[batch:8, d_in:16]", "(8, 15)"}));
   a.dims = {15, 8};
   EXPECT_FALSE(NpyToTensor(a, Shape({{"a", 8}, {"b", 15}}), "t").ok());
   a.dims = {120};
@@ -180,10 +179,13 @@ TEST(NpyTest, InteroperatesWithNumpy) {
   ASSERT_OK(WriteNpy(ours, Tensor::Float(Shape({{"a", 2}, {"b", 3}}), {0, 1, 2, 3, 4, 5.5})));
   const std::string script = absl::StrCat(
       "import numpy as np\n"
-      "a = np.load('", ours, "')\n"
+      "a = np.load('",
+      ours,
+      "')\n"
       "assert a.dtype == np.float32 and a.shape == (2, 3), (a.dtype, a.shape)\n"
       "assert a[1, 2] == 5.5 and a[0, 1] == 1\n"
-      "np.save('", theirs, "', np.arange(24, dtype=np.int32).reshape(2, 3, 4))\n");
+      "np.save('",
+      theirs, "', np.arange(24, dtype=np.int32).reshape(2, 3, 4))\n");
   ASSERT_EQ(std::system(absl::StrCat("/usr/bin/python3 -c \"", script, "\"").c_str()), 0);
   ASSERT_OK_AND_ASSIGN(NpyArray a, ReadNpy(theirs));
   ASSERT_OK_AND_ASSIGN(Tensor t, NpyToTensor(a, Shape({{"x", 2}, {"y", 3}, {"z", 4}}), "numpy"));
