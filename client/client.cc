@@ -1,0 +1,123 @@
+#include "client/client.h"
+
+#include "absl/strings/str_cat.h"
+#include "core/logging.h"
+#include "proto/coordinator.grpc.pb.h"
+#include "rpc/grpc_util.h"
+#include "rpc/tensor_chunks.h"
+
+namespace meshrt {
+
+struct Client::Impl {
+  ClientOptions options;
+  std::unique_ptr<v1::Coordinator::Stub> stub;
+
+  absl::Status Annotate(const absl::Status& s) const {
+    if (s.ok() || s.code() != absl::StatusCode::kUnavailable) return s;
+    return absl::Status(s.code(), absl::StrCat("coordinator ", options.address, ": ", s.message()));
+  }
+};
+
+Client::Client(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Client::~Client() = default;
+
+absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
+  if (options.address.empty()) {
+    return absl::InvalidArgumentError("no coordinator address given (HOST:PORT)");
+  }
+  auto impl = std::make_unique<Impl>();
+  impl->options = options;
+  auto channel = MakeChannel(options.address);
+  if (!channel->WaitForConnected(std::chrono::system_clock::now() +
+                                 std::chrono::milliseconds(
+                                     absl::ToInt64Milliseconds(options.connect_timeout)))) {
+    return absl::UnavailableError(absl::StrCat("cannot reach the coordinator at ", options.address,
+                                               " within ",
+                                               absl::FormatDuration(options.connect_timeout),
+                                               "; is it running?"));
+  }
+  impl->stub = v1::Coordinator::NewStub(channel);
+  return std::unique_ptr<Client>(new Client(std::move(impl)));
+}
+
+absl::StatusOr<v1::ListWorkersResponse> Client::ListWorkers() {
+  grpc::ClientContext ctx;
+  SetTimeout(&ctx, impl_->options.connect_timeout);
+  v1::ListWorkersResponse response;
+  absl::Status s = impl_->Annotate(
+      FromGrpcStatus(impl_->stub->ListWorkers(&ctx, v1::ListWorkersRequest(), &response)));
+  if (!s.ok()) return s;
+  return response;
+}
+
+absl::StatusOr<std::unique_ptr<Session>> Client::CreateSession(const v1::Graph& graph,
+                                                               const Mesh& mesh,
+                                                               const LayoutRules& rules,
+                                                               absl::Duration wait_for_workers) {
+  v1::CreateSessionRequest request;
+  *request.mutable_graph() = graph;
+  *request.mutable_mesh() = mesh.ToProto();
+  *request.mutable_rules() = rules.ToProto();
+  request.set_timeout_ms(absl::ToInt64Milliseconds(wait_for_workers));
+  grpc::ClientContext ctx;
+  SetTimeout(&ctx, impl_->options.rpc_timeout + wait_for_workers);
+  v1::CreateSessionResponse response;
+  absl::Status s =
+      impl_->Annotate(FromGrpcStatus(impl_->stub->CreateSession(&ctx, request, &response)));
+  if (!s.ok()) return s;
+  return std::unique_ptr<Session>(new Session(this, response.session(), response.explain()));
+}
+
+Session::Session(Client* client, std::string id, std::string explain)
+    : client_(client), id_(std::move(id)), explain_(std::move(explain)) {}
+
+Session::~Session() {
+  if (!closed_) {
+    absl::Status s = Close();
+    if (!s.ok()) LogWarning("closing session ", id_, ": ", s.message());
+  }
+}
+
+absl::StatusOr<TensorMap> Session::Run(const TensorMap& feeds,
+                                       const std::vector<std::string>& fetches) {
+  Client::Impl& impl = *client_->impl_;
+  grpc::ClientContext ctx;
+  SetTimeout(&ctx, impl.options.rpc_timeout);
+  auto stream = impl.stub->RunStep(&ctx);
+  v1::RunStepRequest header;
+  header.set_session(id_);
+  for (const std::string& f : fetches) header.add_fetches(f);
+  bool ok = stream->Write(header);
+  for (auto it = feeds.begin(); ok && it != feeds.end(); ++it) {
+    ok = ForEachChunk(it->first, it->second, [&](v1::TensorChunk& chunk) {
+           v1::RunStepRequest msg;
+           msg.mutable_feed()->Swap(&chunk);
+           return stream->Write(msg) ? absl::OkStatus() : absl::UnavailableError("stream broken");
+         }).ok();
+  }
+  stream->WritesDone();
+  TensorAssembler fetched;
+  absl::Status assemble;
+  v1::RunStepResponse response;
+  while (stream->Read(&response)) {
+    if (response.has_fetch() && assemble.ok()) assemble = fetched.Add(*response.mutable_fetch());
+  }
+  absl::Status s = impl.Annotate(FromGrpcStatus(stream->Finish()));
+  if (!s.ok()) return s;
+  if (!assemble.ok()) return assemble;
+  return fetched.Finish();
+}
+
+absl::Status Session::Close() {
+  if (closed_) return absl::OkStatus();
+  closed_ = true;
+  Client::Impl& impl = *client_->impl_;
+  grpc::ClientContext ctx;
+  SetTimeout(&ctx, absl::Seconds(30));
+  v1::CloseSessionRequest request;
+  request.set_session(id_);
+  v1::CloseSessionResponse response;
+  return impl.Annotate(FromGrpcStatus(impl.stub->CloseSession(&ctx, request, &response)));
+}
+
+}  // namespace meshrt

@@ -1,0 +1,165 @@
+#include "client/local_cluster.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "client/client.h"
+#include "core/logging.h"
+
+namespace meshrt {
+namespace {
+
+bool Exited(pid_t pid) {
+  int status = 0;
+  return waitpid(pid, &status, WNOHANG) == pid;
+}
+
+void Stop(pid_t pid) {
+  if (pid <= 0) return;
+  kill(pid, SIGTERM);
+  for (int i = 0; i < 60; ++i) {  // 3 s
+    if (Exited(pid)) return;
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, nullptr, 0);
+}
+
+}  // namespace
+
+absl::StatusOr<pid_t> LocalCluster::Spawn(const std::vector<std::string>& argv,
+                                         const std::string& log_name) {
+  std::string log_path =
+      options_.log_dir.empty() ? "" : absl::StrCat(options_.log_dir, "/", log_name, ".log");
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  const pid_t parent = getpid();
+  pid_t pid = fork();
+  if (pid < 0) return absl::InternalError(absl::StrCat("fork failed: ", strerror(errno)));
+  if (pid == 0) {
+    // Die with the parent, so a crashed test or CLI leaves no daemons behind.
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(1);
+    if (!log_path.empty()) {
+      int fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+      if (fd >= 0) {
+        dup2(fd, 1);
+        dup2(fd, 2);
+        close(fd);
+      }
+    }
+    execv(args[0], args.data());
+    std::fprintf(stderr, "cannot start %s: %s\n", args[0], strerror(errno));
+    _exit(127);
+  }
+  return pid;
+}
+
+absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
+    const LocalClusterOptions& options) {
+  if (options.workers < 0) return absl::InvalidArgumentError("a cluster needs >= 0 workers");
+  std::unique_ptr<LocalCluster> cluster(new LocalCluster());
+  cluster->options_ = options;
+  char dir_template[] = "/tmp/meshrt-local-XXXXXX";
+  if (mkdtemp(dir_template) == nullptr) return absl::InternalError("cannot make a temp dir");
+  const std::string port_file = absl::StrCat(dir_template, "/port");
+
+  std::vector<std::string> argv = options.coordinator_command;
+  argv.push_back(absl::StrCat("--port=", options.port));
+  argv.push_back("--host=127.0.0.1");
+  argv.push_back(absl::StrCat("--port_file=", port_file));
+  for (const std::string& f : options.coordinator_flags) argv.push_back(f);
+  auto pid = cluster->Spawn(argv, "coordinator");
+  if (!pid.ok()) return pid.status();
+  cluster->coordinator_ = *pid;
+
+  const absl::Time deadline = absl::Now() + options.startup_timeout;
+  int port = 0;
+  while (port == 0) {
+    std::ifstream in(port_file);
+    std::string text;
+    if (in >> text && absl::SimpleAtoi(text, &port) && port > 0) break;
+    port = 0;
+    if (Exited(cluster->coordinator_)) {
+      cluster->coordinator_ = -1;
+      return absl::InternalError(absl::StrCat("the coordinator (", absl::StrJoin(argv, " "),
+                                              ") exited at start"));
+    }
+    if (absl::Now() > deadline) {
+      return absl::DeadlineExceededError("the coordinator did not start listening in time");
+    }
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  std::remove(port_file.c_str());
+  rmdir(dir_template);
+  cluster->address_ = absl::StrCat("127.0.0.1:", port);
+  for (int i = 0; i < options.workers; ++i) {
+    absl::Status s = cluster->AddWorker(-1);
+    if (!s.ok()) return s;
+  }
+  absl::Status s = cluster->WaitForWorkers(options.workers, deadline - absl::Now());
+  if (!s.ok()) return s;
+  return cluster;
+}
+
+LocalCluster::~LocalCluster() {
+  for (pid_t w : workers_) Stop(w);
+  Stop(coordinator_);
+}
+
+absl::Status LocalCluster::KillWorker(int i) {
+  if (i < 0 || i >= num_workers() || workers_[i] <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("no running worker ", i));
+  }
+  kill(workers_[i], SIGKILL);
+  waitpid(workers_[i], nullptr, 0);
+  workers_[i] = -1;
+  return absl::OkStatus();
+}
+
+absl::Status LocalCluster::AddWorker(int expected_alive) {
+  std::vector<std::string> argv = options_.worker_command;
+  argv.push_back(absl::StrCat("--coordinator=", address_));
+  argv.push_back("--advertise_address=127.0.0.1");
+  for (const std::string& f : options_.worker_flags) argv.push_back(f);
+  auto pid = Spawn(argv, absl::StrCat("worker", workers_.size()));
+  if (!pid.ok()) return pid.status();
+  workers_.push_back(*pid);
+  if (expected_alive < 0) return absl::OkStatus();
+  return WaitForWorkers(expected_alive, options_.startup_timeout);
+}
+
+absl::Status LocalCluster::WaitForWorkers(int n, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  ClientOptions co;
+  co.address = address_;
+  co.connect_timeout = std::max(timeout, absl::Seconds(1));
+  auto client = Client::Connect(co);
+  if (!client.ok()) return client.status();
+  int seen = 0;
+  while (true) {
+    auto list = (*client)->ListWorkers();
+    if (list.ok()) {
+      seen = list->workers_size();
+      if (seen >= n) return absl::OkStatus();
+    }
+    if (absl::Now() > deadline) break;
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  return absl::DeadlineExceededError(absl::StrCat("only ", seen, " of ", n,
+                                                  " workers registered with ", address_,
+                                                  " within ", absl::FormatDuration(timeout)));
+}
+
+}  // namespace meshrt
