@@ -14,6 +14,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "core/slicing.h"
 #include "core/status_macros.h"
 #include "gloo/allgather.h"
@@ -161,9 +163,6 @@ struct GlooCommunicator::Group {
   absl::Mutex mu;  // held for a whole collective: one collective per group at a time
   std::shared_ptr<gloo::Context> context ABSL_GUARDED_BY(mu);  // null until connected
   absl::Status failure ABSL_GUARDED_BY(mu);                     // first Gloo failure; sticks
-  // "[127.0.0.1]:40123" -> processor: the address each peer advertised for its connection with
-  // us, which is how Gloo names the peer of a failed connection. Only for groups of more than 2.
-  std::map<std::string, int> peer_by_address ABSL_GUARDED_BY(mu);
 };
 
 struct GlooCommunicator::Call {
@@ -290,27 +289,60 @@ absl::Status GlooCommunicator::ConnectLocked(const Call& call, Group* group) {
                 [&] { context->connectFullMesh(*group->store, device); });
   if (!status.ok()) return status;
   group->context = std::move(context);
-  if (group->size > 2) RememberPeerAddresses(group);
+  if (group->size > 2) PublishSocketAddresses(group);
   return absl::OkStatus();
 }
 
-// connectFullMesh stored, under key "<r>", rank r's addresses for its connections with every
-// other rank (all but itself, in rank order, equal sizes). Best effort: only used in messages.
-void GlooCommunicator::RememberPeerAddresses(Group* group) {
-  for (int r = 0; r < group->size; ++r) {
-    if (r == group->rank) continue;
+// Gloo names the peer of a failed connection by that connection's remote socket address, which
+// only the peer knows as its local address. So each member publishes its local address for every
+// connection once connected ("<peer rank>=<address>" lines under <key_prefix>/sockets/<rank>), and
+// on an error we look for our connection in the other members' lists. Best effort: messages only.
+void GlooCommunicator::PublishSocketAddresses(Group* group) {
+  std::vector<std::string> lines;
+  CatchGloo("", "", [&] {
+    for (int r = 0; r < group->size; ++r) {
+      if (r == group->rank) continue;
+      lines.push_back(absl::StrCat(r, "=", group->context->getPair(r)->address().str()));
+    }
+  }).IgnoreError();
+  options_.store
+      ->Set(absl::StrCat(group->key_prefix, "/sockets/", group->rank), absl::StrJoin(lines, "\n"))
+      .IgnoreError();
+}
+
+std::string GlooCommunicator::NamePeer(const Group& group, absl::string_view message) const {
+  const std::string mine = absl::StrCat(group.rank, "=");
+  for (int r = 0; r < group.size; ++r) {
+    if (r == group.rank) continue;
+    std::vector<std::string> addresses;
+    absl::StatusOr<std::string> lines = options_.store->Get(
+        absl::StrCat(group.key_prefix, "/sockets/", r), absl::ZeroDuration());
+    if (lines.ok()) {
+      for (absl::string_view line : absl::StrSplit(*lines, '\n')) {
+        if (absl::ConsumePrefix(&line, mine)) addresses.emplace_back(line);
+      }
+    }
+    // Also the address r advertised for our connection at rendezvous (connectFullMesh stores,
+    // under "<r>", r's listening addresses for every other rank, in rank order, equal sizes).
     absl::StatusOr<std::string> all =
-        options_.store->Get(absl::StrCat(group->key_prefix, "/", r), absl::ZeroDuration());
-    if (!all.ok() || all->size() % (group->size - 1) != 0) continue;
-    const size_t width = all->size() / (group->size - 1);
-    const size_t index = group->rank > r ? group->rank - 1 : group->rank;
-    const std::vector<char> bytes(all->begin() + index * width,
-                                  all->begin() + (index + 1) * width);
-    std::string address;
-    if (CatchGloo("", "", [&] { address = gloo::transport::tcp::Address(bytes).str(); }).ok()) {
-      group->peer_by_address[address] = group->members[r];
+        options_.store->Get(absl::StrCat(group.key_prefix, "/", r), absl::ZeroDuration());
+    if (all.ok() && all->size() % (group.size - 1) == 0) {
+      const size_t width = all->size() / (group.size - 1);
+      const size_t index = group.rank > r ? group.rank - 1 : group.rank;
+      const std::vector<char> bytes(all->begin() + index * width,
+                                    all->begin() + (index + 1) * width);
+      CatchGloo("", "", [&] {
+        addresses.push_back(gloo::transport::tcp::Address(bytes).str());
+      }).IgnoreError();
+    }
+    for (const std::string& address : addresses) {
+      if (!address.empty() && absl::StrContains(message, address)) {
+        return absl::StrCat("; ", address, " is processor ",
+                            CoordinateString(mesh().Coordinate(group.members[r])));
+      }
     }
   }
+  return "";
 }
 
 absl::Status GlooCommunicator::RunOnGroup(
@@ -328,13 +360,9 @@ absl::Status GlooCommunicator::RunOnGroup(
     status = CatchGloo(call.context, group->peers, [&] { body(group->context); });
   }
   if (status.ok()) return status;
-  for (const auto& [address, pnum] : group->peer_by_address) {
-    if (absl::StrContains(status.message(), address)) {
-      status = absl::Status(status.code(),
-                            absl::StrCat(status.message(), "; ", address, " is processor ",
-                                         CoordinateString(mesh().Coordinate(pnum))));
-      break;
-    }
+  if (group->size > 2 && group->context != nullptr) {
+    const std::string peer = NamePeer(*group, status.message());
+    if (!peer.empty()) status = absl::Status(status.code(), absl::StrCat(status.message(), peer));
   }
   group->failure = status;
   return status;

@@ -49,6 +49,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "core/mesh.h"
@@ -140,7 +141,9 @@ class GlooCommunicator : public Communicator {
                           const std::function<void(const std::shared_ptr<gloo::Context>&)>& body);
   // Both with group->mu held.
   absl::Status ConnectLocked(const Call& call, Group* group);
-  void RememberPeerAddresses(Group* group);
+  void PublishSocketAddresses(Group* group);
+  // "; [127.0.0.1]:40123 is processor (1)" when `message` names a connection of the group.
+  std::string NamePeer(const Group& group, absl::string_view message) const;
 
   const Options options_;
   const std::shared_ptr<gloo::transport::Device> device_;

@@ -260,8 +260,8 @@ TEST(GlooCommunicatorTest, ConnectEagerlyThenRun) {
     return comm->Shutdown();
   }));
   // Three groups per processor: rows (2 groups), cols (2 groups), whole mesh (1 group); each
-  // member publishes a hostname key and an address key.
-  EXPECT_EQ(cluster.store().size(), 2u * 4 * 3);
+  // member publishes a hostname key and an address key, plus its socket list in the 4-group.
+  EXPECT_EQ(cluster.store().size(), 2u * 4 * 3 + 4);
 }
 
 TEST(GlooCommunicatorTest, ConcurrentRowAndColumnCollectivesFromTwoThreads) {
@@ -427,6 +427,7 @@ TEST(GlooCommunicatorTest, DeadPeerGivesUnavailableQuickly) {
   for (int p : {0, 2}) {
     EXPECT_EQ(statuses[p].code(), absl::StatusCode::kUnavailable) << statuses[p];
     EXPECT_THAT(std::string(statuses[p].message()), HasSubstr("AllReduce over mesh axes [x]"));
+    EXPECT_THAT(std::string(statuses[p].message()), HasSubstr("is processor (1)"));
     EXPECT_LT(took[p], timeout / 2) << "processor " << p << ": " << statuses[p];
   }
 }
