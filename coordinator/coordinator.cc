@@ -382,12 +382,34 @@ absl::StatusOr<TensorMap> Coordinator::RunStep(const std::string& id, const Tens
     session->cancel = cancel;
     if (!session->failed.ok()) cancel->Cancel();
   }
+  // On the first failure the others get a grace period to report on their own before the rest
+  // are cancelled: when a worker dies its peers' collectives often fail before the dead worker's
+  // own RPC does, and the error should name the dead worker, the cause, not only the effects.
   std::vector<absl::StatusOr<TensorMap>> results(n, absl::UnknownError("not run"));
-  ParallelFor(n, [&](int p) {
-    results[p] = session->clients[p]->RunStep(id, step, slices[p], worker_fetches[p],
-                                              options_.step_timeout, cancel.get());
-    if (!results[p].ok()) cancel->Cancel();
-  });
+  absl::Mutex done_mu;
+  int done = 0, failures = 0;
+  std::vector<std::thread> threads;
+  for (int p = 0; p < n; ++p) {
+    threads.emplace_back([&, p] {
+      absl::StatusOr<TensorMap> r = session->clients[p]->RunStep(
+          id, step, slices[p], worker_fetches[p], options_.step_timeout, cancel.get());
+      absl::MutexLock lock(&done_mu);
+      failures += !r.ok();
+      results[p] = std::move(r);
+      ++done;
+    });
+  }
+  {
+    absl::MutexLock lock(&done_mu);
+    auto all_done = [&] { return done == n; };
+    auto any_failed = [&] { return done == n || failures > 0; };
+    done_mu.Await(absl::Condition(&any_failed));
+    if (!all_done()) {
+      done_mu.AwaitWithTimeout(absl::Condition(&all_done), options_.failure_grace);
+    }
+  }
+  cancel->Cancel();
+  for (std::thread& t : threads) t.join();
 
   std::vector<std::string> errors;
   absl::Status first;

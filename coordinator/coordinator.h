@@ -45,6 +45,8 @@ struct CoordinatorOptions {
   absl::Duration default_worker_wait = absl::Seconds(10);
   // Deadline of one step on the workers.
   absl::Duration step_timeout = absl::Minutes(10);
+  // After a worker fails a step, how long the others may take to report before being cancelled.
+  absl::Duration failure_grace = absl::Seconds(2);
 };
 
 class Coordinator {
