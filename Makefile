@@ -14,7 +14,7 @@ test: setup
 	$(BAZEL) test $(BAZEL_FLAGS) //...
 
 demo: setup
-	$(BAZEL) run $(BAZEL_FLAGS) //client:demo
+	$(BAZEL) run $(BAZEL_FLAGS) //client:meshrt -- demo
 
 bench: setup
 	$(BAZEL) run $(BAZEL_FLAGS) -c opt //bench:einsum_bench

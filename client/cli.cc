@@ -62,6 +62,7 @@ std::string TopLevelHelp() {
       "bytes\n"
       "  local    start a local cluster (a coordinator and N worker processes) until Ctrl-C\n"
       "  ops      list every op: family, inputs, gradient, collectives its lowering may emit\n"
+      "  demo     run the MLP on a local 4-worker cluster under two layouts vs the reference\n"
       "  help     this help; `meshrt help COMMAND` is `meshrt COMMAND --help`\n\n"
       "quick start:\n  ",
       kQuickStart,
@@ -95,9 +96,11 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
     status = OpsCommand(rest, io);
   } else if (command == "local") {
     status = LocalCommand(rest, io);
+  } else if (command == "demo") {
+    status = DemoCommand(rest, io);
   } else {
     status = UsageError(absl::StrCat("unknown command '", command,
-                                     "'; the commands are run, explain, local, ops, help "
+                                     "'; the commands are run, explain, local, ops, demo, help "
                                      "(see meshrt --help)"));
   }
   if (status.ok()) return 0;

@@ -71,6 +71,7 @@ absl::Status RunCommand(const std::vector<std::string>& args, CliIo io);
 absl::Status ExplainCommand(const std::vector<std::string>& args, CliIo io);
 absl::Status OpsCommand(const std::vector<std::string>& args, CliIo io);
 absl::Status LocalCommand(const std::vector<std::string>& args, CliIo io);
+absl::Status DemoCommand(const std::vector<std::string>& args, CliIo io);
 
 // `meshrt help` text: every subcommand with one line each, and the quick start.
 std::string TopLevelHelp();
