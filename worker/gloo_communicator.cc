@@ -29,6 +29,7 @@
 #include "gloo/rendezvous/prefix_store.h"
 #include "gloo/transport/tcp/address.h"
 #include "gloo/transport/tcp/device.h"
+#include "worker/gloo_pairwise.h"
 #include "worker/gloo_store.h"
 
 namespace meshrt {
@@ -406,6 +407,11 @@ absl::Status GlooCommunicator::AllReduce(const std::vector<int>& mesh_axes, v1::
   }
   if (call.g == 1 || count == 0) return absl::OkStatus();
   return RunOnGroup(call, [&](const std::shared_ptr<gloo::Context>& context) {
+    if (call.g == 2) {
+      PairwiseAllreduce(context, data, count, DTypeSize(dtype), reduce,
+                        ToMillis(options_.timeout));
+      return;
+    }
     gloo::AllreduceOptions opts(context);
     if (dtype == DType::kFloat32) {
       opts.setOutput(static_cast<float*>(data), count);

@@ -10,11 +10,13 @@
 // A group of size 1 (including an empty axis list) never touches Gloo: every collective is a local
 // copy.
 //
-// Collectives use Gloo's options-style API: allreduce (ring) with our own reduce functions for
-// sum/max/min/prod on float32 and int32 (int32 sum and product wrap, as in ReduceInto), allgather,
-// alltoall, broadcast and barrier. ReduceScatter is an alltoall followed by a local reduction in
-// rank order: half the traffic of allreduce-then-copy. Results of AllReduce are bitwise equal on
-// every member, but the combination order differs from LocalCollectiveHub's (ring order).
+// Collectives use Gloo's options-style API with our own reduce functions for sum/max/min/prod on
+// float32 and int32 (int32 sum and product wrap, as in ReduceInto): AllReduce is Gloo's ring for
+// groups of three or more and PairwiseAllreduce (gloo_pairwise.h: the same traffic, pipelined,
+// faster on loopback) for groups of two; allgather, alltoall, broadcast and barrier are Gloo's.
+// ReduceScatter is an alltoall followed by a local reduction in rank order: half the traffic of
+// allreduce-then-copy. Results of AllReduce are bitwise equal on every member, but the
+// combination order differs from LocalCollectiveHub's.
 //
 // Errors: this class is the only place Gloo's exceptions are caught; none escapes. Every call
 // returns a Status whose message names the collective, the mesh axes, this processor's coordinate,
