@@ -164,6 +164,7 @@ struct GlooCommunicator::Group {
   absl::Mutex mu;  // held for a whole collective: one collective per group at a time
   std::shared_ptr<gloo::Context> context ABSL_GUARDED_BY(mu);  // null until connected
   absl::Status failure ABSL_GUARDED_BY(mu);                     // first Gloo failure; sticks
+  PairwiseScratch pairwise_scratch ABSL_GUARDED_BY(mu);          // groups of two only
 };
 
 struct GlooCommunicator::Call {
@@ -347,7 +348,7 @@ std::string GlooCommunicator::NamePeer(const Group& group, absl::string_view mes
 }
 
 absl::Status GlooCommunicator::RunOnGroup(
-    const Call& call, const std::function<void(const std::shared_ptr<gloo::Context>&)>& body) {
+    const Call& call, const std::function<void(Group*)>& body) {
   Group* group = FindGroup(call);
   absl::MutexLock lock(&group->mu);
   if (!group->failure.ok()) {
@@ -358,7 +359,7 @@ absl::Status GlooCommunicator::RunOnGroup(
   absl::Status status;
   if (group->context == nullptr) status = ConnectLocked(call, group);
   if (status.ok()) {
-    status = CatchGloo(call.context, group->peers, [&] { body(group->context); });
+    status = CatchGloo(call.context, group->peers, [&] { body(group); });
   }
   if (status.ok()) return status;
   if (group->size > 2 && group->context != nullptr) {
@@ -374,7 +375,7 @@ absl::Status GlooCommunicator::Connect(const std::vector<std::vector<int>>& axis
     Call call;
     RETURN_IF_ERROR(Begin("Connect", axes, 0, nullptr, &call));
     if (call.g == 1) continue;
-    RETURN_IF_ERROR(RunOnGroup(call, [](const std::shared_ptr<gloo::Context>&) {}));
+    RETURN_IF_ERROR(RunOnGroup(call, [](Group*) {}));
   }
   return absl::OkStatus();
 }
@@ -406,10 +407,12 @@ absl::Status GlooCommunicator::AllReduce(const std::vector<int>& mesh_axes, v1::
         absl::StrCat(call.context, ": invalid reduce op ", static_cast<int>(op)));
   }
   if (call.g == 1 || count == 0) return absl::OkStatus();
-  return RunOnGroup(call, [&](const std::shared_ptr<gloo::Context>& context) {
+  return RunOnGroup(call, [&](Group* group) {
+    const std::shared_ptr<gloo::Context>& context = group->context;
     if (call.g == 2) {
       PairwiseAllreduce(context, data, count, DTypeSize(dtype), reduce,
-                        ToMillis(options_.timeout));
+                        ToMillis(options_.timeout), PairwiseAllreduceOptions(),
+                        &group->pairwise_scratch);
       return;
     }
     gloo::AllreduceOptions opts(context);
@@ -433,7 +436,8 @@ absl::Status GlooCommunicator::AllGather(const std::vector<int>& mesh_axes, cons
     return absl::OkStatus();
   }
   if (bytes == 0) return absl::OkStatus();
-  return RunOnGroup(call, [&](const std::shared_ptr<gloo::Context>& context) {
+  return RunOnGroup(call, [&](Group* group) {
+    const std::shared_ptr<gloo::Context>& context = group->context;
     gloo::AllgatherOptions opts(context);
     // Gloo only reads the input; its API is not const-correct.
     opts.setInput(const_cast<char*>(static_cast<const char*>(in)), bytes);
@@ -453,7 +457,8 @@ absl::Status GlooCommunicator::AllToAll(const std::vector<int>& mesh_axes, const
     return absl::OkStatus();
   }
   if (total == 0) return absl::OkStatus();
-  return RunOnGroup(call, [&](const std::shared_ptr<gloo::Context>& context) {
+  return RunOnGroup(call, [&](Group* group) {
+    const std::shared_ptr<gloo::Context>& context = group->context;
     gloo::AlltoallOptions opts(context);
     opts.setInput(const_cast<char*>(static_cast<const char*>(in)), total);
     opts.setOutput(static_cast<char*>(out), total);
@@ -478,17 +483,18 @@ absl::Status GlooCommunicator::ReduceScatter(const std::vector<int>& mesh_axes, 
   }
   if (chunk == 0) return absl::OkStatus();
   // Every member's chunk <my rank>, in sender rank order, then reduced here in rank order.
-  std::vector<char> gathered(call.g * chunk);
-  RETURN_IF_ERROR(RunOnGroup(call, [&](const std::shared_ptr<gloo::Context>& context) {
+  std::unique_ptr<char[]> gathered(new char[call.g * chunk]);  // uninitialised: received into
+  RETURN_IF_ERROR(RunOnGroup(call, [&](Group* group) {
+    const std::shared_ptr<gloo::Context>& context = group->context;
     gloo::AlltoallOptions opts(context);
     opts.setInput(const_cast<char*>(static_cast<const char*>(in)), call.g * chunk);
-    opts.setOutput(gathered.data(), call.g * chunk);
+    opts.setOutput(gathered.get(), call.g * chunk);
     opts.setTimeout(ToMillis(options_.timeout));
     gloo::alltoall(opts);
   }));
-  std::memcpy(out, gathered.data(), chunk);
+  std::memcpy(out, gathered.get(), chunk);
   for (int r = 1; r < call.g; ++r) {
-    RETURN_IF_ERROR(ReduceInto(op, dtype, gathered.data() + r * chunk, out, count_per_rank));
+    RETURN_IF_ERROR(ReduceInto(op, dtype, gathered.get() + r * chunk, out, count_per_rank));
   }
   return absl::OkStatus();
 }
@@ -502,7 +508,8 @@ absl::Status GlooCommunicator::Broadcast(const std::vector<int>& mesh_axes, int 
         absl::StrCat(call.context, ": root rank ", root_rank, " is not in a group of ", call.g));
   }
   if (call.g == 1 || bytes == 0) return absl::OkStatus();
-  return RunOnGroup(call, [&](const std::shared_ptr<gloo::Context>& context) {
+  return RunOnGroup(call, [&](Group* group) {
+    const std::shared_ptr<gloo::Context>& context = group->context;
     gloo::BroadcastOptions opts(context);
     opts.setOutput(static_cast<char*>(data), bytes);
     opts.setRoot(root_rank);
@@ -515,7 +522,8 @@ absl::Status GlooCommunicator::Barrier(const std::vector<int>& mesh_axes) {
   Call call;
   RETURN_IF_ERROR(Begin("Barrier", mesh_axes, 0, nullptr, &call));
   if (call.g == 1) return absl::OkStatus();
-  return RunOnGroup(call, [&](const std::shared_ptr<gloo::Context>& context) {
+  return RunOnGroup(call, [&](Group* group) {
+    const std::shared_ptr<gloo::Context>& context = group->context;
     gloo::BarrierOptions opts(context);
     opts.setTimeout(ToMillis(options_.timeout));
     gloo::barrier(opts);

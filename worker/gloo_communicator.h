@@ -140,7 +140,7 @@ class GlooCommunicator : public Communicator {
   // needed. Catches every exception from Gloo or the store and converts it (see class comment);
   // the first failure sticks to the group.
   absl::Status RunOnGroup(const Call& call,
-                          const std::function<void(const std::shared_ptr<gloo::Context>&)>& body);
+                          const std::function<void(Group* group)>& body);
   // Both with group->mu held.
   absl::Status ConnectLocked(const Call& call, Group* group);
   void PublishSocketAddresses(Group* group);

@@ -1,7 +1,6 @@
 #include "worker/gloo_pairwise.h"
 
 #include <algorithm>
-#include <vector>
 
 #include "gloo/common/logging.h"
 #include "gloo/transport/unbound_buffer.h"
@@ -28,8 +27,8 @@ struct Half {
 
 void PairwiseAllreduce(const std::shared_ptr<gloo::Context>& context, void* data, size_t count,
                        size_t element_size, const gloo::AllreduceOptions::Func& reduce,
-                       std::chrono::milliseconds timeout,
-                       const PairwiseAllreduceOptions& options) {
+                       std::chrono::milliseconds timeout, const PairwiseAllreduceOptions& options,
+                       PairwiseScratch* scratch_space) {
   if (context->size != 2 || element_size == 0 || options.window == 0) {
     throw gloo::EnforceNotMet(__FILE__, __LINE__, "size == 2 && element_size > 0 && window > 0",
                               "PairwiseAllreduce: bad context size or options");
@@ -55,9 +54,16 @@ void PairwiseAllreduce(const std::shared_ptr<gloo::Context>& context, void* data
   const size_t window = options.window;
   char* const base = static_cast<char*>(data);
 
-  std::vector<char> scratch_memory(std::min(window, own.count()) * segment);
+  PairwiseScratch temporary;
+  if (scratch_space == nullptr) scratch_space = &temporary;
+  const size_t scratch_bytes = std::min(window, own.count()) * segment;
+  if (scratch_space->size < scratch_bytes) {
+    scratch_space->data.reset(new char[scratch_bytes]);  // uninitialised: only received into
+    scratch_space->size = scratch_bytes;
+  }
+  char* const scratch_memory = scratch_space->data.get();
   // Separate buffers on the same memory, so each one's completions come in posting order.
-  auto scratch = context->createUnboundBuffer(scratch_memory.data(), scratch_memory.size());
+  auto scratch = context->createUnboundBuffer(scratch_memory, scratch_bytes);
   auto rs_send = context->createUnboundBuffer(data, count * element_size);
   auto ag_send = context->createUnboundBuffer(data, count * element_size);
   auto ag_recv = context->createUnboundBuffer(data, count * element_size);
@@ -81,7 +87,7 @@ void PairwiseAllreduce(const std::shared_ptr<gloo::Context>& context, void* data
     if (k < own.count()) {
       scratch->waitRecv(nullptr, remaining());
       char* mine = base + own.offset(k);
-      reduce(mine, mine, scratch_memory.data() + scratch_offset(k), own.length(k) / element_size);
+      reduce(mine, mine, scratch_memory + scratch_offset(k), own.length(k) / element_size);
       if (k + window < own.count()) {
         scratch->recv(peer, rs_slot, scratch_offset(k), own.length(k + window));
       }

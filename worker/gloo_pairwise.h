@@ -40,10 +40,20 @@ struct PairwiseAllreduceOptions {
   size_t window = 8;
 };
 
+// Receive space reused across calls (allocating and faulting in fresh pages on every call costs
+// several percent at large sizes). Grows to at most window * segment_bytes; never shrinks.
+// Not thread-safe: one per context, used under the same lock as the context.
+struct PairwiseScratch {
+  std::unique_ptr<char[]> data;
+  size_t size = 0;
+};
+
+// `scratch` may be null (a temporary one is used).
 void PairwiseAllreduce(const std::shared_ptr<gloo::Context>& context, void* data, size_t count,
                        size_t element_size, const gloo::AllreduceOptions::Func& reduce,
                        std::chrono::milliseconds timeout,
-                       const PairwiseAllreduceOptions& options = PairwiseAllreduceOptions());
+                       const PairwiseAllreduceOptions& options = PairwiseAllreduceOptions(),
+                       PairwiseScratch* scratch = nullptr);
 
 }  // namespace meshrt
 
