@@ -51,8 +51,8 @@ ABSL_FLAG(std::vector<std::string>, sizes_mib, std::vector<std::string>({"1", "1
           "bytes per rank, MiB");
 ABSL_FLAG(int, iters, 20, "timed iterations per op, size and implementation");
 ABSL_FLAG(int, warmup, 5, "untimed iterations per op, size and implementation");
-ABSL_FLAG(std::vector<std::string>, ops, std::vector<std::string>({"allreduce", "allgather",
-                                                                   "alltoall"}),
+ABSL_FLAG(std::vector<std::string>, ops,
+          std::vector<std::string>({"allreduce", "allgather", "alltoall"}),
           "collectives to measure (allgather/alltoall only at sizes >= 16 MiB)");
 ABSL_FLAG(std::string, torch_peer, "/work/shared/peers/gloo_collectives.py",
           "PyTorch peer script run with /usr/bin/python3 after ours; empty to skip");
@@ -196,7 +196,9 @@ void RunRank(int rank, const std::string& dir, const std::string& results) {
           gloo::allreduce(opts);
         };
       } else if (op == "allgather") {
-        run_ours = [&] { CheckOk((*ours)->AllGather({0}, in_ours.data(), bytes, out_ours.data())); };
+        run_ours = [&] {
+          CheckOk((*ours)->AllGather({0}, in_ours.data(), bytes, out_ours.data()));
+        };
         run_raw = [&] {
           gloo::AllgatherOptions opts(raw);
           opts.setInput(in_raw.data(), n);
@@ -241,7 +243,8 @@ void RunRank(int rank, const std::string& dir, const std::string& results) {
         t_ours.push_back(times[2 * i]);
         t_raw.push_back(times[2 * i + 1]);
       }
-      if (rank == 0) out << op << " " << mib << " " << Median(t_ours) << " " << Median(t_raw) << "\n";
+      if (rank == 0)
+        out << op << " " << mib << " " << Median(t_ours) << " " << Median(t_raw) << "\n";
     }
   }
   out.close();
@@ -254,8 +257,8 @@ std::map<std::pair<std::string, int64_t>, double> RunTorchPeer(const std::string
   std::map<std::pair<std::string, int64_t>, double> gbps;
   std::string sizes;
   for (const std::string& s : absl::GetFlag(FLAGS_sizes_mib)) absl::StrAppend(&sizes, " ", s);
-  const std::string cmd = absl::StrCat("/usr/bin/python3 ", script, " --world 2 --sizes-mib",
-                                       sizes, " --iters ", absl::GetFlag(FLAGS_iters));
+  const std::string cmd = absl::StrCat("/usr/bin/python3 ", script, " --world 2 --sizes-mib", sizes,
+                                       " --iters ", absl::GetFlag(FLAGS_iters));
   fprintf(stderr, "running the peer: %s\n", cmd.c_str());
   FILE* pipe = popen(cmd.c_str(), "r");
   if (pipe == nullptr) return gbps;
@@ -314,9 +317,10 @@ int Main(int argc, char** argv) {
   const std::string script = absl::GetFlag(FLAGS_torch_peer);
   if (!script.empty() && access(script.c_str(), R_OK) == 0) torch = RunTorchPeer(script);
 
-  printf("# 2 ranks = 2 processes on 127.0.0.1; GB/s = bytes per rank / median time of the\n"
-         "# slowest rank (%d timed iterations after %d warmup, ours and raw interleaved)\n",
-         absl::GetFlag(FLAGS_iters), absl::GetFlag(FLAGS_warmup));
+  printf(
+      "# 2 ranks = 2 processes on 127.0.0.1; GB/s = bytes per rank / median time of the\n"
+      "# slowest rank (%d timed iterations after %d warmup, ours and raw interleaved)\n",
+      absl::GetFlag(FLAGS_iters), absl::GetFlag(FLAGS_warmup));
   printf("| op | MiB/rank | ours GB/s | raw Gloo GB/s | ours/raw | torch GB/s | ours/torch |\n");
   printf("|---|---|---|---|---|---|---|\n");
   std::ifstream in(results);

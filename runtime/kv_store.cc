@@ -36,9 +36,8 @@ absl::StatusOr<std::string> InMemoryKeyValueStore::Get(const std::string& key,
   if (!abort_status_.ok()) return abort_status_;
   auto it = values_.find(key);
   if (it == values_.end()) {
-    return absl::DeadlineExceededError(absl::StrCat("KeyValueStore: key '", key,
-                                                    "' was not set within ",
-                                                    absl::FormatDuration(timeout)));
+    return absl::DeadlineExceededError(absl::StrCat(
+        "KeyValueStore: key '", key, "' was not set within ", absl::FormatDuration(timeout)));
   }
   return it->second;
 }

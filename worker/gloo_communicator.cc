@@ -121,10 +121,10 @@ absl::Status CatchGloo(const std::string& where, const std::string& peers, F&& f
     fn();
     return absl::OkStatus();
   } catch (const KeyValueStoreError& e) {
-    return absl::Status(e.status().code(),
-                        absl::StrCat(where, peers, ": rendezvous through the key-value store "
-                                     "failed: ",
-                                     e.status().message()));
+    return absl::Status(e.status().code(), absl::StrCat(where, peers,
+                                                        ": rendezvous through the key-value store "
+                                                        "failed: ",
+                                                        e.status().message()));
   } catch (const gloo::IoException& e) {
     const absl::StatusCode code = ClassifyIoError(e.what());
     const char* what = code == absl::StatusCode::kDeadlineExceeded ? "timed out"
@@ -163,8 +163,8 @@ struct GlooCommunicator::Group {
 
   absl::Mutex mu;  // held for a whole collective: one collective per group at a time
   std::shared_ptr<gloo::Context> context ABSL_GUARDED_BY(mu);  // null until connected
-  absl::Status failure ABSL_GUARDED_BY(mu);                     // first Gloo failure; sticks
-  PairwiseScratch pairwise_scratch ABSL_GUARDED_BY(mu);          // groups of two only
+  absl::Status failure ABSL_GUARDED_BY(mu);                    // first Gloo failure; sticks
+  PairwiseScratch pairwise_scratch ABSL_GUARDED_BY(mu);        // groups of two only
 };
 
 struct GlooCommunicator::Call {
@@ -183,9 +183,10 @@ absl::StatusOr<std::unique_ptr<GlooCommunicator>> GlooCommunicator::Create(Optio
         "GlooCommunicator: Options::prefix must be non-empty (and fresh for every session)");
   }
   if (options.timeout <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError(absl::StrCat("GlooCommunicator: Options::timeout must be "
-                                                   "positive, got ",
-                                                   absl::FormatDuration(options.timeout)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("GlooCommunicator: Options::timeout must be "
+                     "positive, got ",
+                     absl::FormatDuration(options.timeout)));
   }
   const Mesh& mesh = options.mesh;
   bool in_range = static_cast<int>(options.coordinate.size()) == mesh.ndims();
@@ -193,9 +194,9 @@ absl::StatusOr<std::unique_ptr<GlooCommunicator>> GlooCommunicator::Create(Optio
     in_range = options.coordinate[d] >= 0 && options.coordinate[d] < mesh.size(d);
   }
   if (!in_range) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("GlooCommunicator: coordinate ", CoordinateString(options.coordinate),
-                     " is not in mesh ", mesh.ToString()));
+    return absl::InvalidArgumentError(absl::StrCat("GlooCommunicator: coordinate ",
+                                                   CoordinateString(options.coordinate),
+                                                   " is not in mesh ", mesh.ToString()));
   }
   if (options.hostname.empty() && options.interface.empty()) {
     return absl::InvalidArgumentError(
@@ -209,11 +210,10 @@ absl::StatusOr<std::unique_ptr<GlooCommunicator>> GlooCommunicator::Create(Optio
     attr.iface = options.interface;
   }
   std::shared_ptr<gloo::transport::Device> device;
-  const std::string where =
-      absl::StrCat("GlooCommunicator at processor ", CoordinateString(options.coordinate),
-                   ": cannot create a TCP device on ",
-                   options.hostname.empty() ? "interface " + options.interface
-                                            : "host " + options.hostname);
+  const std::string where = absl::StrCat(
+      "GlooCommunicator at processor ", CoordinateString(options.coordinate),
+      ": cannot create a TCP device on ",
+      options.hostname.empty() ? "interface " + options.interface : "host " + options.hostname);
   absl::Status status =
       CatchGloo(where, "", [&] { device = gloo::transport::tcp::CreateDevice(attr); });
   if (!status.ok()) return absl::UnavailableError(status.message());
@@ -221,8 +221,7 @@ absl::StatusOr<std::unique_ptr<GlooCommunicator>> GlooCommunicator::Create(Optio
       new GlooCommunicator(std::move(options), std::move(device)));
 }
 
-GlooCommunicator::GlooCommunicator(Options options,
-                                   std::shared_ptr<gloo::transport::Device> device)
+GlooCommunicator::GlooCommunicator(Options options, std::shared_ptr<gloo::transport::Device> device)
     : options_(std::move(options)),
       device_(std::move(device)),
       gloo_store_(std::make_unique<GlooStore>(options_.store, options_.timeout)) {}
@@ -276,8 +275,7 @@ GlooCommunicator::Group* GlooCommunicator::FindGroup(const Call& call) {
     for (int a : call.axes) names.push_back(mesh().dims()[a].name);
     group->key_prefix =
         absl::StrCat(options_.prefix, "/", absl::StrJoin(names, ","), "/", group->members[0]);
-    group->store =
-        std::make_unique<gloo::rendezvous::PrefixStore>(group->key_prefix, *gloo_store_);
+    group->store = std::make_unique<gloo::rendezvous::PrefixStore>(group->key_prefix, *gloo_store_);
   }
   return group.get();
 }
@@ -317,8 +315,8 @@ std::string GlooCommunicator::NamePeer(const Group& group, absl::string_view mes
   for (int r = 0; r < group.size; ++r) {
     if (r == group.rank) continue;
     std::vector<std::string> addresses;
-    absl::StatusOr<std::string> lines = options_.store->Get(
-        absl::StrCat(group.key_prefix, "/sockets/", r), absl::ZeroDuration());
+    absl::StatusOr<std::string> lines =
+        options_.store->Get(absl::StrCat(group.key_prefix, "/sockets/", r), absl::ZeroDuration());
     if (lines.ok()) {
       for (absl::string_view line : absl::StrSplit(*lines, '\n')) {
         if (absl::ConsumePrefix(&line, mine)) addresses.emplace_back(line);
@@ -347,14 +345,14 @@ std::string GlooCommunicator::NamePeer(const Group& group, absl::string_view mes
   return "";
 }
 
-absl::Status GlooCommunicator::RunOnGroup(
-    const Call& call, const std::function<void(Group*)>& body) {
+absl::Status GlooCommunicator::RunOnGroup(const Call& call,
+                                          const std::function<void(Group*)>& body) {
   Group* group = FindGroup(call);
   absl::MutexLock lock(&group->mu);
   if (!group->failure.ok()) {
-    return absl::Status(group->failure.code(),
-                        absl::StrCat(call.context, ": the group failed earlier: ",
-                                     group->failure.message()));
+    return absl::Status(
+        group->failure.code(),
+        absl::StrCat(call.context, ": the group failed earlier: ", group->failure.message()));
   }
   absl::Status status;
   if (group->context == nullptr) status = ConnectLocked(call, group);
@@ -410,9 +408,8 @@ absl::Status GlooCommunicator::AllReduce(const std::vector<int>& mesh_axes, v1::
   return RunOnGroup(call, [&](Group* group) {
     const std::shared_ptr<gloo::Context>& context = group->context;
     if (call.g == 2) {
-      PairwiseAllreduce(context, data, count, DTypeSize(dtype), reduce,
-                        ToMillis(options_.timeout), PairwiseAllreduceOptions(),
-                        &group->pairwise_scratch);
+      PairwiseAllreduce(context, data, count, DTypeSize(dtype), reduce, ToMillis(options_.timeout),
+                        PairwiseAllreduceOptions(), &group->pairwise_scratch);
       return;
     }
     gloo::AllreduceOptions opts(context);
@@ -468,8 +465,8 @@ absl::Status GlooCommunicator::AllToAll(const std::vector<int>& mesh_axes, const
 }
 
 absl::Status GlooCommunicator::ReduceScatter(const std::vector<int>& mesh_axes, v1::ReduceOp op,
-                                             DType dtype, const void* in,
-                                             int64_t count_per_rank, void* out) {
+                                             DType dtype, const void* in, int64_t count_per_rank,
+                                             void* out) {
   Call call;
   RETURN_IF_ERROR(Begin("ReduceScatter", mesh_axes, count_per_rank, out, &call));
   if (ReduceFunction(op, dtype) == nullptr) {

@@ -27,9 +27,14 @@
 //   - The KeyValueStore's own code when rendezvous fails there (e.g. AlreadyExists for a reused
 //     prefix, or the abort status of an aborted store).
 //   - InvalidArgument for bad arguments (see communicator.h); Internal for anything else.
+// Members that disagree on a call (sizes, kinds, order) are *not* detected: the group times out,
+// or Gloo's event-loop thread aborts the process when a message is larger than the receive posted
+// for it. The lowered program guarantees agreement; this class does not check it.
 // After a Gloo failure the group's context is unusable: later calls on that group return the same
 // error at once (other groups carry on until they hit the failure themselves). Tear the session
 // down and build a new communicator with a fresh prefix.
+//
+// Memory: each group of two keeps an AllReduce receive scratch of up to 8 MiB once used.
 //
 // Thread-safety: all methods are thread-safe. Calls on the same group are serialised (so the
 // "same order on every member" contract is the caller's business); calls on *different* groups from
@@ -139,8 +144,7 @@ class GlooCommunicator : public Communicator {
   // Runs `body` on the group's connected context with the group's lock held; connects first if
   // needed. Catches every exception from Gloo or the store and converts it (see class comment);
   // the first failure sticks to the group.
-  absl::Status RunOnGroup(const Call& call,
-                          const std::function<void(Group* group)>& body);
+  absl::Status RunOnGroup(const Call& call, const std::function<void(Group* group)>& body);
   // Both with group->mu held.
   absl::Status ConnectLocked(const Call& call, Group* group);
   void PublishSocketAddresses(Group* group);

@@ -191,8 +191,8 @@ absl::Status CheckCollectives(const Mesh& mesh, const std::vector<int>& axes, in
       pr = WrapMul(pr, I(q, rank * m + i));
     }
     if (rs_out[i] != s || rp_out[i] != pr) {
-      ADD_FAILURE() << where << " ReduceScatter element " << i << ": " << rs_out[i] << " want "
-                    << s << ", " << rp_out[i] << " want " << pr;
+      ADD_FAILURE() << where << " ReduceScatter element " << i << ": " << rs_out[i] << " want " << s
+                    << ", " << rp_out[i] << " want " << pr;
       break;
     }
   }
@@ -233,17 +233,17 @@ TEST_P(GlooMeshTest, EveryCollectiveOnEveryGroupMatchesDirectComputation) {
 
 INSTANTIATE_TEST_SUITE_P(
     Meshes, GlooMeshTest,
-    ::testing::Values(
-        MeshCase{"x:1", {{}, {0}}, 1000},
-        // Groups of two use PairwiseAllreduce; larger ones Gloo's ring, whose 1001 and 4099
-        // elements give fewer segments than ranks and uneven segments.
-        MeshCase{"x:2", {{0}}, 1}, MeshCase{"x:2", {{0}}, 3},
-        MeshCase{"x:2", {{}, {0}}, 70001},
-        MeshCase{"x:2", {{0}}, 700001},  // several 1 MiB segments per half
-        MeshCase{"x:3", {{0}}, 1001}, MeshCase{"x:4", {{0}}, 4099},
-        MeshCase{"rows:2,cols:2", {{1}, {0}, {0, 1}, {}}, 2003},
-        MeshCase{"rows:2,cols:1", {{0, 1}, {1}, {0}}, 100},  // size-1 axes are ignored
-        MeshCase{"a:2,b:2,c:2", {{2}, {0, 1}, {0, 1, 2}}, 64}),
+    ::testing::Values(MeshCase{"x:1", {{}, {0}}, 1000},
+                      // Groups of two use PairwiseAllreduce; larger ones Gloo's ring, whose 1001
+                      // and 4099 elements give fewer segments than ranks and uneven segments.
+                      MeshCase{"x:2", {{0}}, 1}, MeshCase{"x:2", {{0}}, 3},
+                      MeshCase{"x:2", {{}, {0}}, 70001},
+                      MeshCase{"x:2", {{0}}, 700001},  // several 1 MiB segments per half
+                      MeshCase{"x:3", {{0}}, 1001}, MeshCase{"x:4", {{0}}, 4099},
+                      MeshCase{"rows:2,cols:2", {{1}, {0}, {0, 1}, {}}, 2003},
+                      MeshCase{
+                          "rows:2,cols:1", {{0, 1}, {1}, {0}}, 100},  // size-1 axes are ignored
+                      MeshCase{"a:2,b:2,c:2", {{2}, {0, 1}, {0, 1, 2}}, 64}),
     [](const ::testing::TestParamInfo<MeshCase>& info) {
       std::string name = absl::StrCat(info.param.mesh, "_n", info.param.n);
       for (char& ch : name) {
@@ -342,14 +342,14 @@ TEST(GlooCommunicatorTest, CreateValidatesOptions) {
   };
   EXPECT_EQ(with([](auto* b) { b->store = nullptr; }).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(with([](auto* b) { b->prefix.clear(); }).code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(with([](auto* b) { b->coordinate = {2}; }).code(),
-            absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(with([](auto* b) { b->coordinate = {0, 0}; }).code(),
+  EXPECT_EQ(with([](auto* b) { b->coordinate = {2}; }).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(with([](auto* b) {
+              b->coordinate = {0, 0};
+            }).code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(with([](auto* b) { b->timeout = absl::ZeroDuration(); }).code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(with([](auto* b) { b->hostname.clear(); }).code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(with([](auto* b) { b->hostname.clear(); }).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(with([](auto* b) { b->hostname = "no-such-host.invalid"; }).code(),
             absl::StatusCode::kUnavailable);
 }
@@ -361,8 +361,8 @@ TEST(GlooCommunicatorTest, SilentPeerGivesDeadlineExceeded) {
   // Processor 1 never calls.
   std::vector<float> v(1000, 1.0f);
   const absl::Time start = absl::Now();
-  absl::Status s = cluster.comm(0)->AllReduce({0}, v1::REDUCE_SUM, DType::kFloat32, v.data(),
-                                              v.size());
+  absl::Status s =
+      cluster.comm(0)->AllReduce({0}, v1::REDUCE_SUM, DType::kFloat32, v.data(), v.size());
   const absl::Duration took = absl::Now() - start;
   EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
   EXPECT_THAT(std::string(s.message()), HasSubstr("AllReduce over mesh axes [x] at processor (0)"));
@@ -392,8 +392,8 @@ TEST(GlooCommunicatorTest, SilentMemberOfALargerGroupReleasesTheOthers) {
   });
   for (int p : {0, 1}) {
     // Whoever times out first closes its connections, so a neighbour may see that instead.
-    EXPECT_THAT(statuses[p].code(), AnyOf(absl::StatusCode::kDeadlineExceeded,
-                                          absl::StatusCode::kUnavailable))
+    EXPECT_THAT(statuses[p].code(),
+                AnyOf(absl::StatusCode::kDeadlineExceeded, absl::StatusCode::kUnavailable))
         << statuses[p];
     EXPECT_LT(took[p], 2 * timeout) << "processor " << p;
   }

@@ -39,8 +39,7 @@ void PairwiseAllreduce(const std::shared_ptr<gloo::Context>& context, void* data
   // Gloo treats some non-positive timeouts specially; never pass one.
   auto remaining = [&] {
     return std::max(std::chrono::milliseconds(1),
-                    std::chrono::duration_cast<std::chrono::milliseconds>(deadline -
-                                                                          Clock::now()));
+                    std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
   };
 
   const int rank = context->rank;

@@ -90,10 +90,10 @@ TEST_F(PairwiseTest, FloatResultsAreBitwiseEqualOnBothRanks) {
     for (size_t i = 0; i < count; ++i) data[r][i] = 0.1f * i / (r + 3.0f);
     PairwiseAllreduceOptions options;
     options.segment_bytes = 4096;
-    PairwiseAllreduce(context, data[r].data(), count, sizeof(float),
-                      static_cast<void (*)(void*, const void*, const void*, size_t)>(
-                          &gloo::sum<float>),
-                      std::chrono::seconds(10), options);
+    PairwiseAllreduce(
+        context, data[r].data(), count, sizeof(float),
+        static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<float>),
+        std::chrono::seconds(10), options);
   });
   EXPECT_EQ(std::memcmp(data[0].data(), data[1].data(), count * sizeof(float)), 0);
   EXPECT_FLOAT_EQ(data[0][1000], 100.0f / 3 + 100.0f / 4);

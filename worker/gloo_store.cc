@@ -35,8 +35,7 @@ void GlooStore::wait(const std::vector<std::string>& keys) {
 
 void GlooStore::wait(const std::vector<std::string>& keys,
                      const std::chrono::milliseconds& timeout) {
-  const absl::Duration limit =
-      timeout.count() > 0 ? absl::Milliseconds(timeout.count()) : timeout_;
+  const absl::Duration limit = timeout.count() > 0 ? absl::Milliseconds(timeout.count()) : timeout_;
   const absl::Time deadline = absl::Now() + limit;
   for (const std::string& key : keys) {
     // One deadline for all keys; a key that already exists returns at once even past it.
