@@ -4,7 +4,7 @@
 #include "core/logging.h"
 #include "proto/coordinator.grpc.pb.h"
 #include "rpc/grpc_util.h"
-#include "rpc/tensor_chunks.h"
+#include "rpc/step_stream.h"
 
 namespace meshrt {
 
@@ -83,29 +83,15 @@ absl::StatusOr<TensorMap> Session::Run(const TensorMap& feeds,
   Client::Impl& impl = *client_->impl_;
   grpc::ClientContext ctx;
   SetTimeout(&ctx, impl.options.rpc_timeout);
+  // Send the call's metadata with the header message: one write less per step.
+  ctx.set_initial_metadata_corked(true);
   auto stream = impl.stub->RunStep(&ctx);
   v1::RunStepRequest header;
   header.set_session(id_);
   for (const std::string& f : fetches) header.add_fetches(f);
-  bool ok = stream->Write(header);
-  for (auto it = feeds.begin(); ok && it != feeds.end(); ++it) {
-    ok = ForEachChunk(it->first, it->second, [&](v1::TensorChunk& chunk) {
-           v1::RunStepRequest msg;
-           msg.mutable_feed()->Swap(&chunk);
-           return stream->Write(msg) ? absl::OkStatus() : absl::UnavailableError("stream broken");
-         }).ok();
-  }
-  stream->WritesDone();
-  TensorAssembler fetched;
-  absl::Status assemble;
-  v1::RunStepResponse response;
-  while (stream->Read(&response)) {
-    if (response.has_fetch() && assemble.ok()) assemble = fetched.Add(*response.mutable_fetch());
-  }
-  absl::Status s = impl.Annotate(FromGrpcStatus(stream->Finish()));
-  if (!s.ok()) return s;
-  if (!assemble.ok()) return assemble;
-  return fetched.Finish();
+  absl::StatusOr<TensorMap> result = CallStep(stream.get(), header, feeds);
+  if (!result.ok()) return impl.Annotate(result.status());
+  return result;
 }
 
 absl::Status Session::Close() {

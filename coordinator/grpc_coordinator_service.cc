@@ -1,7 +1,7 @@
 #include "coordinator/grpc_coordinator_service.h"
 
 #include "rpc/grpc_util.h"
-#include "rpc/tensor_chunks.h"
+#include "rpc/step_stream.h"
 
 namespace meshrt {
 namespace {
@@ -57,33 +57,12 @@ grpc::Status GrpcCoordinatorService::CreateSession(grpc::ServerContext*,
 grpc::Status GrpcCoordinatorService::RunStep(
     grpc::ServerContext*, grpc::ServerReaderWriter<v1::RunStepResponse, v1::RunStepRequest>* stream) {
   v1::RunStepRequest header;
-  if (!stream->Read(&header)) {
-    return ToGrpcStatus(absl::InvalidArgumentError("RunStep stream ended before its header"));
-  }
-  TensorAssembler feeds;
-  v1::RunStepRequest msg;
-  while (stream->Read(&msg)) {
-    absl::Status s = feeds.Add(*msg.mutable_feed());
-    if (!s.ok()) return ToGrpcStatus(s);
-  }
-  absl::StatusOr<TensorMap> fed = feeds.Finish();
+  absl::StatusOr<TensorMap> fed = ReadStep(stream, &header);
   if (!fed.ok()) return ToGrpcStatus(fed.status());
   std::vector<std::string> fetches(header.fetches().begin(), header.fetches().end());
   absl::StatusOr<TensorMap> out = coordinator_->RunStep(header.session(), *fed, fetches);
   if (!out.ok()) return ToGrpcStatus(out.status());
-  for (const auto& [name, tensor] : *out) {
-    absl::Status s = ForEachChunk(name, tensor, [&](v1::TensorChunk& chunk) {
-      v1::RunStepResponse r;
-      r.mutable_fetch()->Swap(&chunk);
-      return stream->Write(r) ? absl::OkStatus()
-                              : absl::UnavailableError("client went away mid-response");
-    });
-    if (!s.ok()) return ToGrpcStatus(s);
-  }
-  v1::RunStepResponse done;
-  done.set_done(true);
-  stream->Write(done);
-  return grpc::Status::OK;
+  return ToGrpcStatus(WriteStepResult(stream, *out, 0));
 }
 
 grpc::Status GrpcCoordinatorService::CloseSession(grpc::ServerContext*,

@@ -2,7 +2,7 @@
 
 #include "proto/worker.grpc.pb.h"
 #include "rpc/grpc_util.h"
-#include "rpc/tensor_chunks.h"
+#include "rpc/step_stream.h"
 
 namespace meshrt {
 namespace {
@@ -43,31 +43,14 @@ class GrpcWorkerClient : public WorkerClient {
   absl::StatusOr<TensorMap> RunStepOn(grpc::ClientContext* ctx, const std::string& session,
                                       int64_t step, const TensorMap& feeds,
                                       const std::vector<std::string>& fetches) {
+    // Send the call's metadata with the header message: one write less per step.
+    ctx->set_initial_metadata_corked(true);
     auto stream = stub_->RunStep(ctx);
     v1::RunStepRequest header;
     header.set_session(session);
     header.set_step(step);
     for (const std::string& f : fetches) header.add_fetches(f);
-    bool ok = stream->Write(header);
-    for (auto it = feeds.begin(); ok && it != feeds.end(); ++it) {
-      absl::Status s = ForEachChunk(it->first, it->second, [&](v1::TensorChunk& chunk) {
-        v1::RunStepRequest msg;
-        msg.mutable_feed()->Swap(&chunk);
-        return stream->Write(msg) ? absl::OkStatus() : absl::UnavailableError("stream broken");
-      });
-      ok = s.ok();
-    }
-    stream->WritesDone();
-    TensorAssembler fetched;
-    v1::RunStepResponse response;
-    absl::Status assemble = absl::OkStatus();
-    while (stream->Read(&response)) {
-      if (response.has_fetch() && assemble.ok()) assemble = fetched.Add(*response.mutable_fetch());
-    }
-    absl::Status status = FromGrpcStatus(stream->Finish());
-    if (!status.ok()) return status;
-    if (!assemble.ok()) return assemble;
-    return fetched.Finish();
+    return CallStep(stream.get(), header, feeds);
   }
 
   std::unique_ptr<v1::Worker::Stub> stub_;
