@@ -30,6 +30,7 @@
 #include "gloo/transport/tcp/address.h"
 #include "gloo/transport/tcp/device.h"
 #include "worker/gloo_pairwise.h"
+#include "worker/gloo_same_host.h"
 #include "worker/gloo_store.h"
 
 namespace meshrt {
@@ -120,6 +121,8 @@ absl::Status CatchGloo(const std::string& where, const std::string& peers, F&& f
   try {
     fn();
     return absl::OkStatus();
+  } catch (const SameHostError& e) {
+    return absl::Status(e.status().code(), absl::StrCat(where, peers, ": ", e.status().message()));
   } catch (const KeyValueStoreError& e) {
     return absl::Status(e.status().code(), absl::StrCat(where, peers,
                                                         ": rendezvous through the key-value store "
@@ -165,6 +168,8 @@ struct GlooCommunicator::Group {
   std::shared_ptr<gloo::Context> context ABSL_GUARDED_BY(mu);  // null until connected
   absl::Status failure ABSL_GUARDED_BY(mu);                    // first Gloo failure; sticks
   PairwiseScratch pairwise_scratch ABSL_GUARDED_BY(mu);        // groups of two only
+  // Groups of two on one host (see gloo_same_host.h); null otherwise.
+  std::unique_ptr<SameHostPeer> same_host ABSL_GUARDED_BY(mu);
 };
 
 struct GlooCommunicator::Call {
@@ -288,6 +293,16 @@ absl::Status GlooCommunicator::ConnectLocked(const Call& call, Group* group) {
       CatchGloo(absl::StrCat(call.context, ": connecting the group"), group->peers,
                 [&] { context->connectFullMesh(*group->store, device); });
   if (!status.ok()) return status;
+  if (group->size == 2 && options_.same_host_copy) {
+    absl::StatusOr<std::unique_ptr<SameHostPeer>> same_host =
+        SameHostPeer::Probe(options_.store, group->key_prefix, group->rank, options_.timeout);
+    if (!same_host.ok()) {
+      return absl::Status(same_host.status().code(),
+                          absl::StrCat(call.context, ": probing whether the peer", group->peers,
+                                       " runs on this host: ", same_host.status().message()));
+    }
+    group->same_host = std::move(same_host).value();
+  }
   group->context = std::move(context);
   if (group->size > 2) PublishSocketAddresses(group);
   return absl::OkStatus();
@@ -407,6 +422,11 @@ absl::Status GlooCommunicator::AllReduce(const std::vector<int>& mesh_axes, v1::
   if (call.g == 1 || count == 0) return absl::OkStatus();
   return RunOnGroup(call, [&](Group* group) {
     const std::shared_ptr<gloo::Context>& context = group->context;
+    if (group->same_host != nullptr) {
+      group->same_host->AllReduce(context, data, count, DTypeSize(dtype), reduce,
+                                  ToMillis(options_.timeout), &group->pairwise_scratch);
+      return;
+    }
     if (call.g == 2) {
       PairwiseAllreduce(context, data, count, DTypeSize(dtype), reduce, ToMillis(options_.timeout),
                         PairwiseAllreduceOptions(), &group->pairwise_scratch);
@@ -435,6 +455,10 @@ absl::Status GlooCommunicator::AllGather(const std::vector<int>& mesh_axes, cons
   if (bytes == 0) return absl::OkStatus();
   return RunOnGroup(call, [&](Group* group) {
     const std::shared_ptr<gloo::Context>& context = group->context;
+    if (group->same_host != nullptr) {
+      group->same_host->AllGather(context, in, bytes, out, ToMillis(options_.timeout));
+      return;
+    }
     gloo::AllgatherOptions opts(context);
     // Gloo only reads the input; its API is not const-correct.
     opts.setInput(const_cast<char*>(static_cast<const char*>(in)), bytes);
@@ -456,6 +480,10 @@ absl::Status GlooCommunicator::AllToAll(const std::vector<int>& mesh_axes, const
   if (total == 0) return absl::OkStatus();
   return RunOnGroup(call, [&](Group* group) {
     const std::shared_ptr<gloo::Context>& context = group->context;
+    if (group->same_host != nullptr) {
+      group->same_host->AllToAll(context, in, out, bytes_per_rank, ToMillis(options_.timeout));
+      return;
+    }
     gloo::AlltoallOptions opts(context);
     opts.setInput(const_cast<char*>(static_cast<const char*>(in)), total);
     opts.setOutput(static_cast<char*>(out), total);
@@ -483,6 +511,10 @@ absl::Status GlooCommunicator::ReduceScatter(const std::vector<int>& mesh_axes, 
   std::unique_ptr<char[]> gathered(new char[call.g * chunk]);  // uninitialised: received into
   RETURN_IF_ERROR(RunOnGroup(call, [&](Group* group) {
     const std::shared_ptr<gloo::Context>& context = group->context;
+    if (group->same_host != nullptr) {
+      group->same_host->AllToAll(context, in, gathered.get(), chunk, ToMillis(options_.timeout));
+      return;
+    }
     gloo::AlltoallOptions opts(context);
     opts.setInput(const_cast<char*>(static_cast<const char*>(in)), call.g * chunk);
     opts.setOutput(gathered.get(), call.g * chunk);

@@ -34,7 +34,7 @@ std::string FreshPrefix() {
 class Cluster {
  public:
   explicit Cluster(const std::string& mesh_text, absl::Duration timeout = absl::Seconds(10),
-                   std::string prefix = FreshPrefix()) {
+                   bool same_host_copy = true, std::string prefix = FreshPrefix()) {
     mesh_ = *Mesh::Parse(mesh_text);
     for (int p = 0; p < mesh_.num_processors(); ++p) {
       GlooCommunicator::Options o;
@@ -44,6 +44,7 @@ class Cluster {
       o.prefix = prefix;
       o.timeout = timeout;
       o.store = &store_;
+      o.same_host_copy = same_host_copy;
       absl::StatusOr<std::unique_ptr<GlooCommunicator>> comm = GlooCommunicator::Create(o);
       EXPECT_TRUE(comm.ok()) << comm.status();
       comms_.push_back(std::move(comm).value());
@@ -215,14 +216,15 @@ absl::Status CheckCollectives(const Mesh& mesh, const std::vector<int>& axes, in
 struct MeshCase {
   std::string mesh;
   std::vector<std::vector<int>> axis_sets;
-  int64_t n;  // elements per collective
+  int64_t n;                   // elements per collective
+  bool same_host_copy = true;  // false: groups of two go over TCP too
 };
 
 class GlooMeshTest : public ::testing::TestWithParam<MeshCase> {};
 
 TEST_P(GlooMeshTest, EveryCollectiveOnEveryGroupMatchesDirectComputation) {
   const MeshCase& c = GetParam();
-  Cluster cluster(c.mesh);
+  Cluster cluster(c.mesh, absl::Seconds(10), c.same_host_copy);
   ExpectAllOk(cluster.Run([&](int p, GlooCommunicator* comm) -> absl::Status {
     for (const std::vector<int>& axes : c.axis_sets) {
       RETURN_IF_ERROR(CheckCollectives(cluster.mesh(), axes, p, comm, c.n));
@@ -233,19 +235,21 @@ TEST_P(GlooMeshTest, EveryCollectiveOnEveryGroupMatchesDirectComputation) {
 
 INSTANTIATE_TEST_SUITE_P(
     Meshes, GlooMeshTest,
-    ::testing::Values(MeshCase{"x:1", {{}, {0}}, 1000},
-                      // Groups of two use PairwiseAllreduce; larger ones Gloo's ring, whose 1001
-                      // and 4099 elements give fewer segments than ranks and uneven segments.
-                      MeshCase{"x:2", {{0}}, 1}, MeshCase{"x:2", {{0}}, 3},
-                      MeshCase{"x:2", {{}, {0}}, 70001},
-                      MeshCase{"x:2", {{0}}, 700001},  // several 1 MiB segments per half
-                      MeshCase{"x:3", {{0}}, 1001}, MeshCase{"x:4", {{0}}, 4099},
-                      MeshCase{"rows:2,cols:2", {{1}, {0}, {0, 1}, {}}, 2003},
-                      MeshCase{
-                          "rows:2,cols:1", {{0, 1}, {1}, {0}}, 100},  // size-1 axes are ignored
-                      MeshCase{"a:2,b:2,c:2", {{2}, {0, 1}, {0, 1, 2}}, 64}),
+    ::testing::Values(
+        MeshCase{"x:1", {{}, {0}}, 1000},
+        // Groups of two use PairwiseAllreduce; larger ones Gloo's ring, whose 1001
+        // and 4099 elements give fewer segments than ranks and uneven segments.
+        MeshCase{"x:2", {{0}}, 1}, MeshCase{"x:2", {{0}}, 3}, MeshCase{"x:2", {{}, {0}}, 70001},
+        MeshCase{"x:2", {{0}}, 700001},  // several 1 MiB pieces per half
+        MeshCase{"x:2", {{0}}, 1, false}, MeshCase{"x:2", {{0}}, 70001, false},
+        MeshCase{"x:2", {{0}}, 700001, false}, MeshCase{"rows:2,cols:2", {{1}, {0}}, 2003, false},
+        MeshCase{"x:3", {{0}}, 1001}, MeshCase{"x:4", {{0}}, 4099},
+        MeshCase{"rows:2,cols:2", {{1}, {0}, {0, 1}, {}}, 2003},
+        MeshCase{"rows:2,cols:1", {{0, 1}, {1}, {0}}, 100},  // size-1 axes are ignored
+        MeshCase{"a:2,b:2,c:2", {{2}, {0, 1}, {0, 1, 2}}, 64}),
     [](const ::testing::TestParamInfo<MeshCase>& info) {
-      std::string name = absl::StrCat(info.param.mesh, "_n", info.param.n);
+      std::string name = absl::StrCat(info.param.mesh, "_n", info.param.n,
+                                      info.param.same_host_copy ? "" : "_tcp");
       for (char& ch : name) {
         if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
       }
@@ -263,8 +267,9 @@ TEST(GlooCommunicatorTest, ConnectEagerlyThenRun) {
     return comm->Shutdown();
   }));
   // Three groups per processor: rows (2 groups), cols (2 groups), whole mesh (1 group); each
-  // member publishes a hostname key and an address key, plus its socket list in the 4-group.
-  EXPECT_EQ(cluster.store().size(), 2u * 4 * 3 + 4);
+  // member publishes a hostname key and an address key, plus its socket list in the 4-group and
+  // its same-host probe and verdict in the groups of two.
+  EXPECT_EQ(cluster.store().size(), 2u * 4 * 3 + 4 + 2 * 4 * 2);
 }
 
 TEST(GlooCommunicatorTest, ConcurrentRowAndColumnCollectivesFromTwoThreads) {
@@ -356,25 +361,29 @@ TEST(GlooCommunicatorTest, CreateValidatesOptions) {
 
 TEST(GlooCommunicatorTest, SilentPeerGivesDeadlineExceeded) {
   const absl::Duration timeout = absl::Milliseconds(500);
-  Cluster cluster("x:2", timeout);
-  ExpectAllOk(cluster.Run([](int, GlooCommunicator* comm) { return comm->Connect({{0}}); }));
-  // Processor 1 never calls.
-  std::vector<float> v(1000, 1.0f);
-  const absl::Time start = absl::Now();
-  absl::Status s =
-      cluster.comm(0)->AllReduce({0}, v1::REDUCE_SUM, DType::kFloat32, v.data(), v.size());
-  const absl::Duration took = absl::Now() - start;
-  EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
-  EXPECT_THAT(std::string(s.message()), HasSubstr("AllReduce over mesh axes [x] at processor (0)"));
-  EXPECT_THAT(std::string(s.message()), HasSubstr("peer processor (1)"));
-  EXPECT_GE(took, absl::Milliseconds(450));
-  EXPECT_LT(took, 2 * timeout);
-  // The group stays failed: the next call fails at once with the same code.
-  const absl::Time again = absl::Now();
-  s = cluster.comm(0)->Barrier({0});
-  EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
-  EXPECT_THAT(std::string(s.message()), HasSubstr("failed earlier"));
-  EXPECT_LT(absl::Now() - again, absl::Milliseconds(100));
+  for (bool same_host_copy : {true, false}) {
+    SCOPED_TRACE(same_host_copy ? "same host" : "tcp");
+    Cluster cluster("x:2", timeout, same_host_copy);
+    ExpectAllOk(cluster.Run([](int, GlooCommunicator* comm) { return comm->Connect({{0}}); }));
+    // Processor 1 never calls.
+    std::vector<float> v(1000, 1.0f);
+    const absl::Time start = absl::Now();
+    absl::Status s =
+        cluster.comm(0)->AllReduce({0}, v1::REDUCE_SUM, DType::kFloat32, v.data(), v.size());
+    const absl::Duration took = absl::Now() - start;
+    EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+    EXPECT_THAT(std::string(s.message()),
+                HasSubstr("AllReduce over mesh axes [x] at processor (0)"));
+    EXPECT_THAT(std::string(s.message()), HasSubstr("peer processor (1)"));
+    EXPECT_GE(took, absl::Milliseconds(450));
+    EXPECT_LT(took, 2 * timeout);
+    // The group stays failed: the next call fails at once with the same code.
+    const absl::Time again = absl::Now();
+    s = cluster.comm(0)->Barrier({0});
+    EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+    EXPECT_THAT(std::string(s.message()), HasSubstr("failed earlier"));
+    EXPECT_LT(absl::Now() - again, absl::Milliseconds(100));
+  }
 }
 
 TEST(GlooCommunicatorTest, SilentMemberOfALargerGroupReleasesTheOthers) {
@@ -412,11 +421,11 @@ TEST(GlooCommunicatorTest, MissingMemberAtRendezvousGivesDeadlineExceeded) {
 
 // Processor 1 dies between collectives; the others must fail fast, naming it. Groups of two use
 // PairwiseAllreduce, of three Gloo's ring.
-class DeadPeerTest : public ::testing::TestWithParam<std::string> {};
+class DeadPeerTest : public ::testing::TestWithParam<std::pair<std::string, bool>> {};
 
 TEST_P(DeadPeerTest, GivesUnavailableQuickly) {
   const absl::Duration timeout = absl::Seconds(5);
-  Cluster cluster(GetParam(), timeout);
+  Cluster cluster(GetParam().first, timeout, GetParam().second);
   ExpectAllOk(cluster.Run([](int p, GlooCommunicator* comm) {
     float v = 1.0f * p;
     return comm->AllReduce({0}, v1::REDUCE_SUM, DType::kFloat32, &v, 1);
@@ -442,10 +451,27 @@ TEST_P(DeadPeerTest, GivesUnavailableQuickly) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Meshes, DeadPeerTest, ::testing::Values("x:2", "x:3"),
-                         [](const ::testing::TestParamInfo<std::string>& info) {
-                           return info.param == "x:2" ? std::string("pair") : "ring";
+INSTANTIATE_TEST_SUITE_P(Meshes, DeadPeerTest,
+                         ::testing::Values(std::make_pair("x:2", true),
+                                           std::make_pair("x:2", false),
+                                           std::make_pair("x:3", true)),
+                         [](const auto& info) {
+                           return info.param.first == "x:3" ? std::string("ring")
+                                  : info.param.second       ? "same_host"
+                                                            : "tcp_pair";
                          });
+
+TEST(GlooCommunicatorTest, SameHostPathDetectsMembersThatDisagree) {
+  Cluster cluster("x:2");
+  std::vector<absl::Status> statuses = cluster.Run([](int p, GlooCommunicator* comm) {
+    std::vector<char> in(8 * (p + 1), 'a'), out(2 * in.size());
+    return comm->AllGather({0}, in.data(), in.size(), out.data());
+  });
+  for (const absl::Status& s : statuses) {
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+    EXPECT_THAT(std::string(s.message()), HasSubstr("same calls"));
+  }
+}
 
 TEST(GlooCommunicatorTest, ReusedPrefixIsAlreadyExists) {
   InMemoryKeyValueStore shared;
