@@ -19,43 +19,6 @@
 namespace meshrt {
 namespace {
 
-std::string FamilyName(OpFamily family) {
-  switch (family) {
-    case OpFamily::kSource:
-      return "source";
-    case OpFamily::kEinsum:
-      return "einsum";
-    case OpFamily::kElementwise:
-      return "elementwise";
-    case OpFamily::kReduce:
-      return "reduce";
-    case OpFamily::kReshape:
-      return "reshape";
-  }
-  return "?";
-}
-
-// What the op's lowering (core/lower_*.cc) may emit, by family.
-std::string CollectivesOf(const OpInfo& op) {
-  switch (op.family) {
-    case OpFamily::kSource:
-      return "local slice";
-    case OpFamily::kEinsum:
-      return "allreduce(sum) + reshard";
-    case OpFamily::kElementwise:
-      return "none";
-    case OpFamily::kReduce: {
-      // reduce_X allreduces with X; a mean is a sum, an allreduce(sum), then a local scale.
-      if (!absl::StartsWith(op.type, "reduce_")) return "allreduce(op)";
-      const std::string reduction = op.type.substr(7);
-      return absl::StrCat("allreduce(", reduction == "mean" ? "sum" : reduction, ")");
-    }
-    case OpFamily::kReshape:
-      return "allgather / alltoall / local slice";
-  }
-  return "?";
-}
-
 std::string Arity(const OpInfo& op) {
   if (op.max_inputs < 0) return absl::StrCat(">=", op.min_inputs);
   if (op.min_inputs == op.max_inputs) return absl::StrCat(op.min_inputs);
@@ -162,7 +125,7 @@ absl::Status OpsCommand(const std::vector<std::string>& args, CliIo io) {
                 "COLLECTIVES (LOWERING MAY EMIT)", "COMPUTES");
   for (const OpInfo& op : AllOps()) {
     io.out << row(op.type, FamilyName(op.family), Arity(op), op.differentiable ? "yes" : "no",
-                  op.differentiable ? "not yet" : "-", CollectivesOf(op), op.summary);
+                  op.differentiable ? "not yet" : "-", op.collectives, op.summary);
   }
   return absl::OkStatus();
 }

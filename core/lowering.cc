@@ -3,6 +3,7 @@
 #include <map>
 
 #include "core/lower_ops.h"
+#include "core/logging.h"
 #include "core/status_macros.h"
 
 namespace meshrt {
@@ -28,6 +29,12 @@ absl::StatusOr<v1::Program> Lower(const Graph& graph, const Mesh& mesh, const La
     for (const std::string& in : op.inputs()) inputs.push_back(lowered.at(in));
     const OpInfo* info = FindOp(op.type());
     LaidOutTensor out;
+    if (info->lower != nullptr) {
+      out = info->lower(ctx, op, inputs);
+      builder.BindOutput(op.name(), out);
+      lowered.emplace(op.name(), std::move(out));
+      continue;
+    }
     switch (info->family) {
       case OpFamily::kSource:
         out = LowerSource(ctx, op);
@@ -44,6 +51,9 @@ absl::StatusOr<v1::Program> Lower(const Graph& graph, const Mesh& mesh, const La
       case OpFamily::kReshape:
         out = LowerReshape(ctx, op, inputs[0]);
         break;
+      default:
+        // Every op of the other families supplies its own lowering (OpInfo::lower).
+        MESHRT_CHECK(false, "op type ", op.type(), " has no lowering");
     }
     builder.BindOutput(op.name(), out);
     lowered.emplace(op.name(), std::move(out));

@@ -5,12 +5,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
+#include "core/logging.h"
 #include "core/status_macros.h"
 
 namespace meshrt {
 namespace {
 
-std::vector<OpInfo> MakeRegistry() {
+std::vector<OpInfo> BuiltinOps() {
   std::vector<OpInfo> ops = {
       {"placeholder", OpFamily::kSource, 0, 0, false, "a tensor fed at run time"},
       {"constant", OpFamily::kSource, 0, 0, false, "a tensor given in the graph"},
@@ -32,9 +34,37 @@ std::vector<OpInfo> MakeRegistry() {
       {"reshape", OpFamily::kReshape, 1, 1, true, "same elements, new shape (row-major)"},
       {"rename_dim", OpFamily::kReshape, 1, 1, true, "rename dim attrs.old to attrs.new"},
   };
-  std::sort(ops.begin(), ops.end(),
-            [](const OpInfo& a, const OpInfo& b) { return a.type < b.type; });
+  for (OpInfo& op : ops) {
+    switch (op.family) {
+      case OpFamily::kSource:
+        op.collectives = "local slice";
+        break;
+      case OpFamily::kEinsum:
+        op.collectives = "allreduce(sum) + reshard";
+        break;
+      case OpFamily::kElementwise:
+        op.collectives = "none";
+        break;
+      case OpFamily::kReduce:
+        // reduce_X allreduces with X; a mean is a sum, an allreduce(sum), then a local scale.
+        op.collectives = op.type == "reduce_max" ? "allreduce(max)" : "allreduce(sum)";
+        break;
+      default:
+        op.collectives = "allgather / alltoall / local slice";
+        break;
+    }
+  }
   return ops;
+}
+
+// The registry. Function-local, so registration from other files' static initializers is safe.
+absl::Mutex& RegistryMutex() {
+  static absl::Mutex* mu = new absl::Mutex();
+  return *mu;
+}
+std::vector<OpInfo>& Registry() {
+  static std::vector<OpInfo>* ops = new std::vector<OpInfo>(BuiltinOps());
+  return *ops;
 }
 
 std::string OpLabel(const v1::Op& op) { return absl::StrCat("op '", op.name(), "' (", op.type(), ")"); }
@@ -92,13 +122,58 @@ absl::StatusOr<TensorType> InferEinsum(const v1::Op& op, const std::vector<Tenso
 
 }  // namespace
 
-const std::vector<OpInfo>& AllOps() {
-  static const std::vector<OpInfo>* ops = new std::vector<OpInfo>(MakeRegistry());
-  return *ops;
+std::string FamilyName(OpFamily family) {
+  switch (family) {
+    case OpFamily::kSource:
+      return "source";
+    case OpFamily::kEinsum:
+      return "einsum";
+    case OpFamily::kElementwise:
+      return "elementwise";
+    case OpFamily::kReduce:
+      return "reduce";
+    case OpFamily::kReshape:
+      return "reshape";
+    case OpFamily::kData:
+      return "data";
+    case OpFamily::kIndex:
+      return "index";
+    case OpFamily::kSpatial:
+      return "spatial";
+    case OpFamily::kControl:
+      return "control";
+  }
+  return "?";
+}
+
+bool RegisterOps(std::vector<OpInfo> ops) {
+  absl::MutexLock lock(&RegistryMutex());
+  std::vector<OpInfo>& registry = Registry();
+  for (OpInfo& op : ops) {
+    for (const OpInfo& existing : registry) {
+      MESHRT_CHECK(existing.type != op.type, "op type registered twice: ", op.type);
+    }
+    registry.push_back(std::move(op));
+  }
+  return true;
+}
+
+std::vector<OpInfo> AllOps() {
+  std::vector<OpInfo> ops;
+  {
+    absl::MutexLock lock(&RegistryMutex());
+    ops = Registry();
+  }
+  std::sort(ops.begin(), ops.end(),
+            [](const OpInfo& a, const OpInfo& b) { return a.type < b.type; });
+  return ops;
 }
 
 const OpInfo* FindOp(absl::string_view type) {
-  for (const OpInfo& info : AllOps()) {
+  // Entries are never removed or moved after static initialisation (registration only appends,
+  // and happens before main), so the pointer stays valid.
+  absl::MutexLock lock(&RegistryMutex());
+  for (const OpInfo& info : Registry()) {
     if (info.type == type) return &info;
   }
   return nullptr;
@@ -121,6 +196,47 @@ absl::StatusOr<std::string> StringAttr(const v1::Op& op, absl::string_view name)
   return it->second.s();
 }
 
+absl::StatusOr<int64_t> IntAttr(const v1::Op& op, absl::string_view name) {
+  auto it = op.attrs().find(std::string(name));
+  if (it == op.attrs().end() || it->second.value_case() != v1::AttrValue::kI) {
+    return OpError(op, absl::StrCat("needs integer attribute '", name, "'"));
+  }
+  return it->second.i();
+}
+
+absl::StatusOr<std::vector<int64_t>> IntListAttr(const v1::Op& op, absl::string_view name) {
+  auto it = op.attrs().find(std::string(name));
+  if (it == op.attrs().end() || it->second.value_case() != v1::AttrValue::kInts) {
+    return OpError(op, absl::StrCat("needs integer-list attribute '", name, "'"));
+  }
+  return std::vector<int64_t>(it->second.ints().values().begin(), it->second.ints().values().end());
+}
+
+float FloatAttrOr(const v1::Op& op, absl::string_view name, float fallback) {
+  auto it = op.attrs().find(std::string(name));
+  if (it == op.attrs().end()) return fallback;
+  if (it->second.value_case() == v1::AttrValue::kI) return static_cast<float>(it->second.i());
+  return it->second.value_case() == v1::AttrValue::kF ? it->second.f() : fallback;
+}
+
+int64_t IntAttrOr(const v1::Op& op, absl::string_view name, int64_t fallback) {
+  auto it = op.attrs().find(std::string(name));
+  return it != op.attrs().end() && it->second.value_case() == v1::AttrValue::kI ? it->second.i()
+                                                                                : fallback;
+}
+
+bool BoolAttrOr(const v1::Op& op, absl::string_view name, bool fallback) {
+  auto it = op.attrs().find(std::string(name));
+  return it != op.attrs().end() && it->second.value_case() == v1::AttrValue::kB ? it->second.b()
+                                                                                : fallback;
+}
+
+std::string StringAttrOr(const v1::Op& op, absl::string_view name, const std::string& fallback) {
+  auto it = op.attrs().find(std::string(name));
+  return it != op.attrs().end() && it->second.value_case() == v1::AttrValue::kS ? it->second.s()
+                                                                                : fallback;
+}
+
 absl::StatusOr<TensorType> InferOutputType(const v1::Op& op,
                                            const std::vector<TensorType>& inputs) {
   const OpInfo* info = FindOp(op.type());
@@ -139,6 +255,7 @@ absl::StatusOr<TensorType> InferOutputType(const v1::Op& op,
                            : absl::StrCat(info->min_inputs, " to ", info->max_inputs);
     return OpError(op, absl::StrCat("takes ", want, " input(s) but has ", n));
   }
+  if (info->infer != nullptr) return info->infer(op, inputs);
   const std::string& t = op.type();
   if (t == "placeholder") {
     ASSIGN_OR_RETURN(Shape shape, Shape::FromProto(op.shape(), OpLabel(op)));

@@ -22,13 +22,40 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "core/shape.h"
 #include "core/tensor.h"
 #include "proto/graph.pb.h"
 
 namespace meshrt {
 
-enum class OpFamily { kSource, kEinsum, kElementwise, kReduce, kReshape };
+enum class OpFamily {
+  kSource,       // placeholder, constant, zeros, ones, range, random
+  kEinsum,       // einsum
+  kElementwise,  // unary, binary, where, cast, scalar ops
+  kReduce,       // reductions and the composites built on them (softmax, norms, cross-entropy)
+  kReshape,      // reshape, rename, replace_dims
+  kData,         // slice, pad, concat, split, stack, unstack
+  kIndex,        // one_hot, gather, top_k, argmax, cumsum, sort
+  kSpatial,      // shift, halo_exchange, conv, pool
+  kControl,      // while_loop
+};
+
+std::string FamilyName(OpFamily family);
+
+struct TensorType;
+struct LoweringContext;  // core/lower_ops.h
+struct LaidOutTensor;    // core/program_builder.h
+class Tensor;
+
+// Per-op hooks. A null hook means the family's built-in code handles the op (ops.cc for shape
+// inference, reference_kernels.cc for the reference kernel, lowering.cc's family default).
+using InferFn = absl::StatusOr<TensorType> (*)(const v1::Op& op,
+                                               const std::vector<TensorType>& inputs);
+using KernelFn = absl::Status (*)(const v1::Op& op, absl::Span<const Tensor* const> inputs,
+                                  Tensor* output);
+using LowerFn = LaidOutTensor (*)(LoweringContext& ctx, const v1::Op& op,
+                                  const std::vector<LaidOutTensor>& inputs);
 
 struct OpInfo {
   std::string type;
@@ -37,10 +64,23 @@ struct OpInfo {
   int max_inputs;  // -1: any number
   bool differentiable;
   std::string summary;
+  // What its lowering may emit, for `meshrt ops` (e.g. "allreduce(sum) over split reduced dims").
+  std::string collectives;
+  // The kernel needs the slice's place in the whole tensor: the executor passes attrs
+  // `_slice_begin` and `_global_sizes` (one entry per output dim).
+  bool needs_slice_begin = false;
+  InferFn infer = nullptr;
+  KernelFn reference = nullptr;
+  LowerFn lower = nullptr;
 };
 
-// Every registered op, sorted by type.
-const std::vector<OpInfo>& AllOps();
+// Adds ops to the registry; call from a static initializer in the family's file:
+//   const bool kRegistered = RegisterOps({...});
+// CHECK-fails on a duplicate type. Returns true.
+bool RegisterOps(std::vector<OpInfo> ops);
+
+// Every registered op, sorted by type. (Complete once static initialisation is over.)
+std::vector<OpInfo> AllOps();
 // The registered op called `type`, or nullptr.
 const OpInfo* FindOp(absl::string_view type);
 
@@ -57,6 +97,13 @@ absl::StatusOr<TensorType> InferOutputType(const v1::Op& op, const std::vector<T
 // Attribute access with errors naming the op.
 absl::StatusOr<float> FloatAttr(const v1::Op& op, absl::string_view name);
 absl::StatusOr<std::string> StringAttr(const v1::Op& op, absl::string_view name);
+absl::StatusOr<int64_t> IntAttr(const v1::Op& op, absl::string_view name);
+absl::StatusOr<std::vector<int64_t>> IntListAttr(const v1::Op& op, absl::string_view name);
+// The attribute if present, else `fallback`.
+float FloatAttrOr(const v1::Op& op, absl::string_view name, float fallback);
+int64_t IntAttrOr(const v1::Op& op, absl::string_view name, int64_t fallback);
+bool BoolAttrOr(const v1::Op& op, absl::string_view name, bool fallback);
+std::string StringAttrOr(const v1::Op& op, absl::string_view name, const std::string& fallback);
 
 }  // namespace meshrt
 

@@ -32,6 +32,8 @@ v1::Instruction* ProgramBuilder::NewInstruction(const LaidOutTensor& out,
   *inst->mutable_slice_shape() = SliceShape(out.shape, out.layout, mesh_).ToProto();
   inst->set_dtype(DTypeToProto(out.dtype));
   inst->set_source_op(source_op);
+  *inst->mutable_global_shape() = out.shape.ToProto();
+  *inst->mutable_layout() = out.layout.ToProto();
   return inst;
 }
 

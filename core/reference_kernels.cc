@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/kernel_runner.h"
 #include "core/logging.h"
+#include "core/ops.h"
 #include "core/status_macros.h"
 
 namespace meshrt {
@@ -282,6 +283,9 @@ absl::Status Reduce(const std::string& type, const Tensor& in, Tensor* out) {
 
 absl::Status RunOp(const v1::Op& op, absl::Span<const Tensor* const> inputs, Tensor* out) {
   const std::string& type = op.type();
+  if (const OpInfo* info = FindOp(type); info != nullptr && info->reference != nullptr) {
+    return info->reference(op, inputs, out);
+  }
   const bool f32 = out->dtype() == DType::kFloat32;
   if (type == "einsum") {
     RETURN_IF_ERROR(CheckDtypes(inputs, *out));

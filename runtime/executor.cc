@@ -1,10 +1,13 @@
 #include "runtime/executor.h"
 
+#include "core/ops.h"
+
 #include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/ops.h"
 #include "core/slicing.h"
 #include "core/status_macros.h"
 
@@ -184,7 +187,24 @@ absl::Status Executor::RunInstruction(const v1::Instruction& instr, Tensor* out)
   if (instr.kind_case() == v1::Instruction::kLocal) {
     if (kernels_ == nullptr) return absl::FailedPreconditionError("the executor has no kernels");
     *out = Tensor(*dtype, shape);
-    RETURN_IF_ERROR(kernels_->Run(instr.local(), inputs, out));
+    const OpInfo* info = FindOp(instr.local().type());
+    if (info != nullptr && info->needs_slice_begin && instr.has_global_shape()) {
+      // The kernel computes values from global positions (e.g. random numbers by global index):
+      // tell it where this slice sits in the whole tensor.
+      v1::Op op = instr.local();
+      ASSIGN_OR_RETURN(const Shape global, Shape::FromProto(instr.global_shape(), "global_shape"));
+      const TensorLayout layout = TensorLayout::FromProto(instr.layout());
+      if (static_cast<int>(layout.mesh_axis.size()) != global.rank()) {
+        return Invalid("the instruction's layout does not match its global shape");
+      }
+      v1::IntList* begin = (*op.mutable_attrs())["_slice_begin"].mutable_ints();
+      for (int64_t b : SliceBegin(global, layout, mesh_, coordinate_)) begin->add_values(b);
+      v1::IntList* sizes = (*op.mutable_attrs())["_global_sizes"].mutable_ints();
+      for (const Dim& d : global.dims()) sizes->add_values(d.size);
+      RETURN_IF_ERROR(kernels_->Run(op, inputs, out));
+    } else {
+      RETURN_IF_ERROR(kernels_->Run(instr.local(), inputs, out));
+    }
   } else if (instr.kind_case() == v1::Instruction::KIND_NOT_SET) {
     return Invalid("the instruction has no kind");
   } else {
