@@ -1,33 +1,68 @@
 // Einsum: classify the einsum's dims by name as XLA's dot handler does — a dim in the output is a
-// batch or free dim, a dim only in inputs is reduced. Each mesh axis may split at most one einsum
-// dim for the local products to be the right ones: when the rules put two dims of one einsum on the
-// same mesh axis (legal, if they never share a tensor), the output's dim keeps the axis (else the
-// first reduced dim met), and inputs are resharded to gather the others. Then: local einsum on
-// slices, and allreduce(sum) over the axes that split a reduced dim — partial sums become whole.
+// batch or free dim, a dim only in inputs is reduced. The local products are right when each mesh
+// axis splits at most one einsum dim, so when the rules put several dims of one einsum on the same
+// mesh axis (legal if they never share a tensor) one keeps the axis and the operands are
+// resharded to gather the others. Which one keeps it is a cost choice:
+//   - the output's dim (A): gather the reduced dim's operands; the result is split and final;
+//   - a reduced dim (B): gather the output dim's operands, compute partial sums of the whole output
+//     dim, then reduce-scatter them onto the output dim (no output dim on the axis: always B,
+//     finished by an allreduce).
+// We pick the one moving fewer bytes. Then: local einsum on slices, and the partial sums over the
+// axes of split reduced dims are resolved by Reshard to the output's rule layout (allreduce, or
+// reduce-scatter under B).
+#include <algorithm>
 #include <map>
 
 #include "core/lower_ops.h"
 
 namespace meshrt {
+namespace {
+
+int64_t SliceElements(const LoweringContext& ctx, const LaidOutTensor& t) {
+  return SliceShape(t.shape, t.layout, ctx.mesh()).num_elements();
+}
+
+}  // namespace
 
 LaidOutTensor LowerEinsum(LoweringContext& ctx, const v1::Op& op,
                           const std::vector<LaidOutTensor>& inputs) {
   const TensorType& type = ctx.graph.type(op.name());
   const Shape& out_shape = type.shape;
+  const TensorLayout out_layout = ctx.RuleLayout(out_shape);
 
-  // Which dim keeps each mesh axis.
-  std::map<int, std::string> owner;
-  for (const Dim& d : out_shape.dims()) {
-    int a = ctx.rules.MeshAxisFor(d.name);
-    if (a != kReplicated) owner.emplace(a, d.name);
-  }
-  std::vector<int> reduced_axes;
+  // The einsum's dims on each mesh axis, output dims first.
+  std::map<int, std::vector<std::string>> on_axis;
+  auto note = [&](const std::string& name) {
+    int a = ctx.rules.MeshAxisFor(name);
+    if (a == kReplicated) return;
+    std::vector<std::string>& v = on_axis[a];
+    if (std::find(v.begin(), v.end(), name) == v.end()) v.push_back(name);
+  };
+  for (const Dim& d : out_shape.dims()) note(d.name);
   for (const LaidOutTensor& in : inputs) {
-    for (const Dim& d : in.shape.dims()) {
-      int a = ctx.rules.MeshAxisFor(d.name);
-      if (a == kReplicated || out_shape.Contains(d.name)) continue;
-      if (owner.emplace(a, d.name).second) reduced_axes.push_back(a);
+    for (const Dim& d : in.shape.dims()) note(d.name);
+  }
+
+  std::map<int, std::string> owner;  // the dim that keeps each axis
+  for (const auto& [axis, dims] : on_axis) {
+    const bool output_dim = out_shape.Contains(dims[0]);
+    if (dims.size() == 1 || !output_dim) {
+      owner[axis] = dims[0];
+      continue;
     }
+    // Option A keeps the output dim: every operand holding another dim on this axis is gathered.
+    // Option B keeps the first reduced dim: operands holding the output dim are gathered, then
+    // the output's partial sums are reduce-scattered. Compare elements sent per processor.
+    const int64_t g = ctx.mesh().size(axis);
+    int64_t cost_a = 0, cost_b = 0;
+    for (const LaidOutTensor& in : inputs) {
+      for (const Dim& d : in.shape.dims()) {
+        if (ctx.rules.MeshAxisFor(d.name) != axis) continue;
+        (d.name == dims[0] ? cost_b : cost_a) += SliceElements(ctx, in) * (g - 1);
+      }
+    }
+    cost_b += SliceShape(out_shape, out_layout, ctx.mesh()).num_elements() * (g - 1);
+    owner[axis] = cost_a <= cost_b ? dims[0] : dims[1];
   }
 
   std::vector<LaidOutTensor> operands;
@@ -39,9 +74,17 @@ LaidOutTensor LowerEinsum(LoweringContext& ctx, const v1::Op& op,
     }
     operands.push_back(ctx.builder.Reshard(in, want, op.name()));
   }
-  LaidOutTensor out =
-      ctx.builder.EmitLocal(op, operands, out_shape, type.dtype, ctx.RuleLayout(out_shape));
-  return ctx.builder.AllReduce(out, reduced_axes, v1::REDUCE_SUM, op.name());
+  TensorLayout local_layout = out_layout;
+  std::vector<int> partial;
+  for (const auto& [axis, dim] : owner) {
+    if (!out_shape.Contains(dim)) partial.push_back(axis);
+  }
+  for (int& a : local_layout.mesh_axis) {
+    if (a != kReplicated && !out_shape.Contains(owner.at(a))) a = kReplicated;
+  }
+  LaidOutTensor out = ctx.builder.EmitLocal(op, operands, out_shape, type.dtype, local_layout);
+  out.partial_sum_axes = partial;
+  return ctx.builder.Reshard(out, out_layout, op.name());
 }
 
 }  // namespace meshrt

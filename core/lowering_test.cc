@@ -33,6 +33,9 @@ std::vector<std::string> Collectives(const v1::Program& p) {
         case v1::Collective::ALLGATHER:
           out.push_back(absl::StrCat("allgather(", axes, ") axis ", c.concat_axis(), " ", shape));
           break;
+        case v1::Collective::REDUCE_SCATTER:
+          out.push_back(absl::StrCat("reduce_scatter(", axes, ") axis ", c.split_axis(), " ", shape));
+          break;
         case v1::Collective::ALLTOALL:
           out.push_back(absl::StrCat("alltoall(", axes, ") split ", c.split_axis(), " concat ",
                                      c.concat_axis(), " ", shape));
@@ -116,6 +119,25 @@ TEST(LoweringTest, OneMeshAxisOnTwoEinsumDimsGathersOne) {
   v1::Program p = LowerOrDie(b.Build().value(), "m:2", "a:m,b:m");
   EXPECT_EQ(Collectives(p), (std::vector<std::string>{"allgather(m) axis 0 [b:6]",
                                                      "allreduce REDUCE_SUM(m) []"}));
+}
+
+TEST(LoweringTest, EinsumPicksReduceScatterWhenGatheringTheReducedOperandCostsMore) {
+  // z[b] = sum_a x[a] * w[b] with a and b both on m. Gathering x (1024 floats) would cost more than
+  // gathering w (8 floats) and reduce-scattering z's partial sums onto b.
+  GraphBuilder b;
+  TensorRef x = b.Placeholder("x", Shape({{"a", 1024}}));
+  TensorRef w = b.Placeholder("w", Shape({{"b", 8}}));
+  b.Einsum({x, w}, Shape({{"b", 8}}), "z");
+  v1::Program p = LowerOrDie(b.Build().value(), "m:2", "a:m,b:m");
+  EXPECT_EQ(Collectives(p), (std::vector<std::string>{"allgather(m) axis 0 [b:8]",
+                                                     "reduce_scatter(m) axis 0 [b:4]"}));
+  // With the sizes the other way round, gathering the reduced operand is cheaper.
+  GraphBuilder c;
+  TensorRef x2 = c.Placeholder("x", Shape({{"a", 8}}));
+  TensorRef w2 = c.Placeholder("w", Shape({{"b", 1024}}));
+  c.Einsum({x2, w2}, Shape({{"b", 1024}}), "z");
+  v1::Program q = LowerOrDie(c.Build().value(), "m:2", "a:m,b:m");
+  EXPECT_EQ(Collectives(q), (std::vector<std::string>{"allgather(m) axis 0 [a:8]"}));
 }
 
 TEST(LoweringTest, RenameGathersOrSlices) {

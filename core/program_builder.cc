@@ -54,7 +54,10 @@ LaidOutTensor ProgramBuilder::EmitLocal(const v1::Op& op, const std::vector<Laid
                                         const TensorLayout& layout) {
   LaidOutTensor out = NewTensor(shape, dtype, layout);
   std::vector<int> buffers;
-  for (const LaidOutTensor& in : inputs) buffers.push_back(in.buffer);
+  for (const LaidOutTensor& in : inputs) {
+    MESHRT_CHECK(in.partial_sum_axes.empty(), "a local op reads a partial sum: ", op.name());
+    buffers.push_back(in.buffer);
+  }
   v1::Instruction* inst = NewInstruction(out, buffers, op.name());
   v1::Op* local = inst->mutable_local();
   *local = op;
@@ -67,11 +70,18 @@ LaidOutTensor ProgramBuilder::EmitLocal(const v1::Op& op, const std::vector<Laid
 LaidOutTensor ProgramBuilder::AllReduce(const LaidOutTensor& in, std::vector<int> mesh_axes,
                                         v1::ReduceOp op, const std::string& source_op) {
   std::sort(mesh_axes.begin(), mesh_axes.end());
+  LaidOutTensor result = in;
+  for (int a : mesh_axes) {
+    result.partial_sum_axes.erase(
+        std::remove(result.partial_sum_axes.begin(), result.partial_sum_axes.end(), a),
+        result.partial_sum_axes.end());
+  }
   mesh_axes.erase(std::remove_if(mesh_axes.begin(), mesh_axes.end(),
                                  [&](int a) { return mesh_.size(a) == 1; }),
                   mesh_axes.end());
-  if (mesh_axes.empty()) return in;
+  if (mesh_axes.empty()) return result;
   LaidOutTensor out = NewTensor(in.shape, in.dtype, in.layout);
+  out.partial_sum_axes = result.partial_sum_axes;
   v1::Collective* c = NewInstruction(out, {in.buffer}, source_op)->mutable_collective();
   c->set_kind(v1::Collective::ALLREDUCE);
   for (int a : mesh_axes) c->add_mesh_axes(a);
@@ -124,7 +134,25 @@ LaidOutTensor ProgramBuilder::LocalSlice(const LaidOutTensor& in, int mesh_axis,
   return out;
 }
 
+LaidOutTensor ProgramBuilder::ReduceScatter(const LaidOutTensor& in, int mesh_axis, int dim,
+                                            const std::string& source_op) {
+  TensorLayout layout = in.layout;
+  MESHRT_CHECK(layout.mesh_axis[dim] == kReplicated, "reduce-scatter onto a split dim");
+  layout.mesh_axis[dim] = mesh_axis;
+  LaidOutTensor out = NewTensor(in.shape, in.dtype, layout);
+  for (int a : in.partial_sum_axes) {
+    if (a != mesh_axis) out.partial_sum_axes.push_back(a);
+  }
+  v1::Collective* c = NewInstruction(out, {in.buffer}, source_op)->mutable_collective();
+  c->set_kind(v1::Collective::REDUCE_SCATTER);
+  c->add_mesh_axes(mesh_axis);
+  c->set_reduce_op(v1::REDUCE_SUM);
+  c->set_split_axis(dim);
+  return out;
+}
+
 void ProgramBuilder::BindOutput(const std::string& name, const LaidOutTensor& t) {
+  MESHRT_CHECK(t.partial_sum_axes.empty(), "binding a partial sum as tensor ", name);
   v1::ProgramTensor* out = program_.add_outputs();
   out->set_name(name);
   out->set_buffer(t.buffer);

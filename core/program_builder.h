@@ -17,11 +17,15 @@
 namespace meshrt {
 
 // A tensor as the program holds it: every processor has the slice `layout` gives it in `buffer`.
+// With `partial_sum_axes` non-empty the buffer holds a partial sum: the tensor is the sum of the
+// buffers of the processors that differ only along those mesh axes (an einsum or reduce_sum over a
+// split dim, before its allreduce or reduce-scatter). Reshard resolves partial sums.
 struct LaidOutTensor {
   int buffer = -1;
   Shape shape;  // global (logical) shape
   DType dtype = DType::kFloat32;
   TensorLayout layout;
+  std::vector<int> partial_sum_axes;
 };
 
 class ProgramBuilder {
@@ -34,17 +38,19 @@ class ProgramBuilder {
   LaidOutTensor AddInput(const std::string& name, const Shape& shape, DType dtype,
                          const TensorLayout& layout);
 
-  // Runs `op` on local slices. `op.inputs` is ignored (buffers come from `inputs`). The output has
-  // global `shape` and `layout`; its slice shape is what the kernel is asked to produce.
+  // Runs `op` on local slices. `op.inputs` is ignored (buffers come from `inputs`, which must not
+  // be partial sums). The output has global `shape` and `layout`; its slice shape is what the
+  // kernel is asked to produce.
   LaidOutTensor EmitLocal(const v1::Op& op, const std::vector<LaidOutTensor>& inputs,
                           const Shape& shape, DType dtype, const TensorLayout& layout);
 
-  // Allreduce over `mesh_axes` (the result keeps `in`'s shape and layout). No-op when every axis
-  // has size 1.
+  // Allreduce over `mesh_axes` (the result keeps `in`'s shape and layout; those axes leave its
+  // partial-sum axes). No-op when every axis has size 1.
   LaidOutTensor AllReduce(const LaidOutTensor& in, std::vector<int> mesh_axes, v1::ReduceOp op,
                           const std::string& source_op);
 
-  // Changes `in`'s layout to `target` (same shape), per mesh axis choosing allgather (split → not
+  // Changes `in`'s layout to `target` (same shape) and resolves partial sums. Per mesh axis:
+  // reduce-scatter (partial sum → split), allreduce (partial sum → whole), allgather (split → not
   // split), local slicing (not split → split) or alltoall (split on another dim). Never gathers a
   // whole tensor where a direct exchange exists, except to break a cycle of moves between dims.
   // Precondition: `target` is valid for the shape (CheckLayout).
@@ -66,6 +72,8 @@ class ProgramBuilder {
                          const std::string& source_op);
   LaidOutTensor LocalSlice(const LaidOutTensor& in, int mesh_axis, int dim,
                            const std::string& source_op);
+  LaidOutTensor ReduceScatter(const LaidOutTensor& in, int mesh_axis, int dim,
+                              const std::string& source_op);
 
   Mesh mesh_;
   v1::Program program_;

@@ -1,6 +1,9 @@
 // ProgramBuilder::Reshard: the one primitive through which every layout change goes.
 //
-// Per mesh axis m, comparing the current layout C with the target B:
+// First partial sums: a pending sum over mesh axis m becomes a reduce-scatter when B splits a dim
+// over m that C holds whole (the sum and the split in one collective, (g-1)/g of an allreduce's
+// traffic), else part of one allreduce over every remaining partial axis.
+// Then, per mesh axis m, comparing the current layout C with the target B:
 //   C splits dim i over m, B splits nothing over m   -> allgather over m along i
 //   C splits dim i over m, B splits dim j != i       -> alltoall over m (split j, concat i)
 //   C splits nothing over m, B splits dim j          -> local slice of j (no communication)
@@ -24,6 +27,20 @@ LaidOutTensor ProgramBuilder::Reshard(const LaidOutTensor& in, const TensorLayou
     auto it = std::find(l.mesh_axis.begin(), l.mesh_axis.end(), axis);
     return it == l.mesh_axis.end() ? -1 : static_cast<int>(it - l.mesh_axis.begin());
   };
+  // Partial sums.
+  if (!cur.partial_sum_axes.empty()) {
+    std::vector<int> rest;
+    for (int axis : std::vector<int>(cur.partial_sum_axes)) {
+      MESHRT_CHECK(dim_of(cur.layout, axis) < 0, "a partial sum over an axis that also splits");
+      const int to = dim_of(target, axis);
+      if (mesh_.size(axis) > 1 && to >= 0 && cur.layout.mesh_axis[to] == kReplicated) {
+        cur = ReduceScatter(cur, axis, to, source_op);
+      } else {
+        rest.push_back(axis);
+      }
+    }
+    cur = AllReduce(cur, rest, v1::REDUCE_SUM, source_op);
+  }
   // Size-1 mesh axes: relabel only (slices are identical either way).
   for (int d = 0; d < cur.shape.rank(); ++d) {
     int a = cur.layout.mesh_axis[d];

@@ -133,6 +133,23 @@ TEST(MlpLayoutTest, SplitDinForcesAnAllreduceAndRenameMovesData) {
   EXPECT_GE(with_rename, 2);  // allgather of hidden over cols, plus the second einsum's allreduce
 }
 
+// Two einsum dims on one mesh dim: both the gather and the reduce-scatter plans are right.
+TEST(MlpLayoutTest, EinsumPlansWithSharedMeshDimMatchInterpreter) {
+  for (const auto& [a, b] : std::vector<std::pair<int64_t, int64_t>>{{256, 8}, {8, 256}}) {
+    GraphBuilder g;
+    TensorRef x = g.Placeholder("x", Shape({{"a", a}, {"c", 4}}));
+    TensorRef w = g.Placeholder("w", Shape({{"b", b}, {"c", 4}}));
+    g.MarkOutput(g.Einsum({x, w}, Shape({{"b", b}, {"c", 4}}), "z"));
+    const Graph graph = g.Build().value();
+    for (const Case& c : std::vector<Case>{{"m:2", "a:m,b:m"},
+                                           {"m:4", "a:m,b:m"},
+                                           {"m:2,n:2", "a:m,b:m,c:n"},
+                                           {"m:2,n:2", "a:m,b:n"}}) {
+      ExpectMatchesReference(graph, c, CpuKernels());
+    }
+  }
+}
+
 // Every valid assignment we can draw: each tensor dim of the graph goes to a random mesh dim or to
 // none; layouts the rules make invalid are skipped (they are refused, which graph_test covers).
 TEST(MlpLayoutTest, RandomValidLayouts) {
