@@ -4,12 +4,14 @@
 //   bazel run -c opt //bench:collectives_bench [-- --sizes_mib=1,16,64 --iters=20 --warmup=5]
 //
 // The parent forks one child per rank. Raw Gloo rendezvouses through gloo::rendezvous::FileStore,
-// ours through FileKeyValueStore below, both in a fresh temp dir. Per size and op the ranks run
-// ours and raw interleaved (A B A B ...), each iteration after a barrier; an iteration's time is
-// the slowest rank's. Reported: medians of bytes per rank / time in GB/s (the torch script's
-// "algbw": allreduce = the reduced tensor, allgather = each rank's input, alltoall = each rank's
-// whole input), ratio ours/raw, and for allreduce the torch peer's algbw and ours/torch. The peer
-// runs after ours, never at the same time (`--torch_peer=` to skip it).
+// ours through worker/gloo_file_kv_store.h, both in a fresh temp dir. Ours runs with its defaults,
+// so its 2-rank group uses the same-host path (worker/gloo_same_host.h); `--same_host_copy=false`
+// measures its TCP path. Each (op, size) also checks that ours and raw produce identical outputs.
+// Per size and op the ranks run ours and raw interleaved (A B A B ...), each iteration after a
+// barrier; an iteration's time is the slowest rank's. Reported: medians of bytes per rank / time in
+// GB/s (the torch script's "algbw": allreduce = the reduced tensor, allgather = each rank's input,
+// alltoall = each rank's whole input), ratio ours/raw, and for allreduce the torch peer's algbw and
+// ours/torch. The peer runs after ours, never at the same time (`--torch_peer=` to skip it).
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -46,6 +48,7 @@
 #include "gloo/transport/tcp/device.h"
 #include "runtime/kv_store.h"
 #include "worker/gloo_communicator.h"
+#include "worker/gloo_file_kv_store.h"
 
 ABSL_FLAG(std::vector<std::string>, sizes_mib, std::vector<std::string>({"1", "16", "64"}),
           "bytes per rank, MiB");
@@ -54,6 +57,7 @@ ABSL_FLAG(int, warmup, 5, "untimed iterations per op, size and implementation");
 ABSL_FLAG(std::vector<std::string>, ops,
           std::vector<std::string>({"allreduce", "allgather", "alltoall"}),
           "collectives to measure (allgather/alltoall only at sizes >= 16 MiB)");
+ABSL_FLAG(bool, same_host_copy, true, "GlooCommunicator::Options::same_host_copy");
 ABSL_FLAG(std::string, torch_peer, "/work/shared/peers/gloo_collectives.py",
           "PyTorch peer script run with /usr/bin/python3 after ours; empty to skip");
 
@@ -61,61 +65,6 @@ namespace meshrt {
 namespace {
 
 constexpr int kWorld = 2;
-
-// A write-once KeyValueStore over files in one directory (one file per key, written to a temp
-// name then renamed, so readers never see half a value). Get polls. For this benchmark only.
-class FileKeyValueStore : public KeyValueStore {
- public:
-  explicit FileKeyValueStore(std::string dir) : dir_(std::move(dir)) {}
-
-  absl::Status Set(const std::string& key, const std::string& value) override {
-    const std::string path = PathOf(key);
-    std::string existing;
-    if (Read(path, &existing)) {
-      return existing == value ? absl::OkStatus()
-                               : absl::AlreadyExistsError(absl::StrCat("key ", key));
-    }
-    const std::string tmp = absl::StrCat(path, ".tmp.", getpid());
-    {
-      std::ofstream out(tmp, std::ios::binary);
-      out.write(value.data(), value.size());
-      if (!out.good()) return absl::InternalError(absl::StrCat("cannot write ", tmp));
-    }
-    if (rename(tmp.c_str(), path.c_str()) != 0) {
-      return absl::InternalError(absl::StrCat("cannot rename ", tmp));
-    }
-    return absl::OkStatus();
-  }
-
-  absl::StatusOr<std::string> Get(const std::string& key, absl::Duration timeout) override {
-    const absl::Time deadline = absl::Now() + timeout;
-    std::string value;
-    while (!Read(PathOf(key), &value)) {
-      if (absl::Now() > deadline) {
-        return absl::DeadlineExceededError(absl::StrCat("key '", key, "' not set in time"));
-      }
-      absl::SleepFor(absl::Milliseconds(1));
-    }
-    return value;
-  }
-
- private:
-  std::string PathOf(const std::string& key) const {
-    std::string name;
-    for (unsigned char c : key) name += absl::StrFormat("%02x", c);
-    return absl::StrCat(dir_, "/", name);
-  }
-  static bool Read(const std::string& path, std::string* value) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in.good()) return false;
-    std::stringstream s;
-    s << in.rdbuf();
-    *value = s.str();
-    return true;
-  }
-
-  const std::string dir_;
-};
 
 void Die(const std::string& what) {
   fprintf(stderr, "collectives_bench: %s\n", what.c_str());
@@ -160,6 +109,7 @@ void RunRank(int rank, const std::string& dir, const std::string& results) {
   options.prefix = "bench";
   options.timeout = absl::Seconds(60);
   options.store = &kv;
+  options.same_host_copy = absl::GetFlag(FLAGS_same_host_copy);
   absl::StatusOr<std::unique_ptr<GlooCommunicator>> ours = GlooCommunicator::Create(options);
   CheckOk(ours.status());
   CheckOk((*ours)->Connect({{0}}));
@@ -233,6 +183,10 @@ void RunRank(int rank, const std::string& dir, const std::string& results) {
               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         }
       }
+      // Both did the same calls on the same inputs: the outputs must agree (sums of ones are
+      // exact).
+      const bool same = op == "allreduce" ? in_ours == in_raw : out_ours == out_raw;
+      if (!same) Die(absl::StrCat(op, " at ", mib, " MiB: ours and raw Gloo disagree"));
       // The slowest rank per iteration.
       gloo::AllreduceOptions opts(raw);
       opts.setOutput(times.data(), times.size());
@@ -319,8 +273,10 @@ int Main(int argc, char** argv) {
 
   printf(
       "# 2 ranks = 2 processes on 127.0.0.1; GB/s = bytes per rank / median time of the\n"
-      "# slowest rank (%d timed iterations after %d warmup, ours and raw interleaved)\n",
-      absl::GetFlag(FLAGS_iters), absl::GetFlag(FLAGS_warmup));
+      "# slowest rank (%d timed iterations after %d warmup, ours and raw interleaved);\n"
+      "# ours with same_host_copy=%s\n",
+      absl::GetFlag(FLAGS_iters), absl::GetFlag(FLAGS_warmup),
+      absl::GetFlag(FLAGS_same_host_copy) ? "true" : "false");
   printf("| op | MiB/rank | ours GB/s | raw Gloo GB/s | ours/raw | torch GB/s | ours/torch |\n");
   printf("|---|---|---|---|---|---|---|\n");
   std::ifstream in(results);

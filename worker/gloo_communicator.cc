@@ -405,7 +405,9 @@ absl::Status GlooCommunicator::Shutdown() {
   }
   for (Group* group : groups) {
     absl::MutexLock lock(&group->mu);
-    group->context.reset();  // closes this group's connections now rather than at destruction
+    // Closes this group's connections now rather than at destruction.
+    group->same_host.reset();
+    group->context.reset();
   }
   return status;
 }
@@ -423,8 +425,8 @@ absl::Status GlooCommunicator::AllReduce(const std::vector<int>& mesh_axes, v1::
   return RunOnGroup(call, [&](Group* group) {
     const std::shared_ptr<gloo::Context>& context = group->context;
     if (group->same_host != nullptr) {
-      group->same_host->AllReduce(context, data, count, DTypeSize(dtype), reduce,
-                                  ToMillis(options_.timeout), &group->pairwise_scratch);
+      group->same_host->AllReduce(data, count, DTypeSize(dtype), reduce, ToMillis(options_.timeout),
+                                  &group->pairwise_scratch);
       return;
     }
     if (call.g == 2) {
@@ -456,7 +458,7 @@ absl::Status GlooCommunicator::AllGather(const std::vector<int>& mesh_axes, cons
   return RunOnGroup(call, [&](Group* group) {
     const std::shared_ptr<gloo::Context>& context = group->context;
     if (group->same_host != nullptr) {
-      group->same_host->AllGather(context, in, bytes, out, ToMillis(options_.timeout));
+      group->same_host->AllGather(in, bytes, out, ToMillis(options_.timeout));
       return;
     }
     gloo::AllgatherOptions opts(context);
@@ -481,7 +483,7 @@ absl::Status GlooCommunicator::AllToAll(const std::vector<int>& mesh_axes, const
   return RunOnGroup(call, [&](Group* group) {
     const std::shared_ptr<gloo::Context>& context = group->context;
     if (group->same_host != nullptr) {
-      group->same_host->AllToAll(context, in, out, bytes_per_rank, ToMillis(options_.timeout));
+      group->same_host->AllToAll(in, out, bytes_per_rank, ToMillis(options_.timeout));
       return;
     }
     gloo::AlltoallOptions opts(context);
@@ -512,7 +514,7 @@ absl::Status GlooCommunicator::ReduceScatter(const std::vector<int>& mesh_axes, 
   RETURN_IF_ERROR(RunOnGroup(call, [&](Group* group) {
     const std::shared_ptr<gloo::Context>& context = group->context;
     if (group->same_host != nullptr) {
-      group->same_host->AllToAll(context, in, gathered.get(), chunk, ToMillis(options_.timeout));
+      group->same_host->AllToAll(in, gathered.get(), chunk, ToMillis(options_.timeout));
       return;
     }
     gloo::AlltoallOptions opts(context);
@@ -539,6 +541,10 @@ absl::Status GlooCommunicator::Broadcast(const std::vector<int>& mesh_axes, int 
   if (call.g == 1 || bytes == 0) return absl::OkStatus();
   return RunOnGroup(call, [&](Group* group) {
     const std::shared_ptr<gloo::Context>& context = group->context;
+    if (group->same_host != nullptr) {
+      group->same_host->Broadcast(root_rank, data, bytes, ToMillis(options_.timeout));
+      return;
+    }
     gloo::BroadcastOptions opts(context);
     opts.setOutput(static_cast<char*>(data), bytes);
     opts.setRoot(root_rank);
@@ -553,6 +559,10 @@ absl::Status GlooCommunicator::Barrier(const std::vector<int>& mesh_axes) {
   if (call.g == 1) return absl::OkStatus();
   return RunOnGroup(call, [&](Group* group) {
     const std::shared_ptr<gloo::Context>& context = group->context;
+    if (group->same_host != nullptr) {
+      group->same_host->Barrier(ToMillis(options_.timeout));
+      return;
+    }
     gloo::BarrierOptions opts(context);
     opts.setTimeout(ToMillis(options_.timeout));
     gloo::barrier(opts);

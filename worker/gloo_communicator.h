@@ -14,9 +14,9 @@
 // float32 and int32 (int32 sum and product wrap, as in ReduceInto): AllReduce is Gloo's ring for
 // groups of three or more and PairwiseAllreduce (gloo_pairwise.h: the same traffic, pipelined,
 // faster on loopback) for groups of two; allgather, alltoall, broadcast and barrier are Gloo's.
-// Groups of two whose members are processes on one host (the local cluster) copy the data of
-// AllReduce, AllGather, AllToAll and ReduceScatter directly between the processes instead
-// (gloo_same_host.h; Options::same_host_copy), with Gloo carrying only the handshakes.
+// Groups of two whose members are processes on one host (the local cluster) bypass Gloo after
+// connecting: data moves by one direct cross-process copy and the handshakes go through a
+// shared-memory mailbox (gloo_same_host.h; Options::same_host_copy).
 // ReduceScatter is an alltoall followed by a local reduction in rank order: half the traffic of
 // allreduce-then-copy. Results of AllReduce are bitwise equal on every member, but the
 // combination order differs from LocalCollectiveHub's.
@@ -89,8 +89,8 @@ class GlooCommunicator : public Communicator {
     // Network interface to bind to (e.g. "eth0"); only used when `hostname` is empty.
     std::string interface;
     // For groups of two whose members turn out to be processes on one host (probed once per
-    // group), move AllReduce/AllGather/AllToAll/ReduceScatter data by a direct cross-process copy
-    // (process_vm_readv) instead of TCP; Gloo still carries the handshakes. See gloo_same_host.h.
+    // group), run every collective by direct cross-process copies (process_vm_readv) and a
+    // shared-memory mailbox instead of TCP. See gloo_same_host.h.
     bool same_host_copy = true;
     // Namespace of this communicator's rendezvous keys. Must be identical on every processor of
     // the mesh and fresh for every session/epoch (KeyValueStore keys are write-once). Non-empty.

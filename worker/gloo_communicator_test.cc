@@ -268,8 +268,9 @@ TEST(GlooCommunicatorTest, ConnectEagerlyThenRun) {
   }));
   // Three groups per processor: rows (2 groups), cols (2 groups), whole mesh (1 group); each
   // member publishes a hostname key and an address key, plus its socket list in the 4-group and
-  // its same-host probe and verdict in the groups of two.
-  EXPECT_EQ(cluster.store().size(), 2u * 4 * 3 + 4 + 2 * 4 * 2);
+  // its same-host token and verdict in the groups of two, whose mailbox name and mapping verdict
+  // take two more keys per group.
+  EXPECT_EQ(cluster.store().size(), 2u * 4 * 3 + 4 + 2 * 4 * 2 + 2 * 4);
 }
 
 TEST(GlooCommunicatorTest, ConcurrentRowAndColumnCollectivesFromTwoThreads) {

@@ -1,11 +1,20 @@
 #include "worker/gloo_same_host.h"
 
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
+#include <atomic>
 #include <cerrno>
+#include <climits>
 #include <cstring>
+#include <new>
 #include <random>
 #include <utility>
 #include <vector>
@@ -14,16 +23,63 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "core/status_macros.h"
-#include "gloo/transport/unbound_buffer.h"
-#include "gloo/types.h"
 
 namespace meshrt {
+
+// One page shared by the two ranks. Side r is written only by rank r. Handshake n publishes its
+// payload in slot n % 2 before bumping `handshakes` to n: the peer cannot reach handshake n + 2
+// before this rank has read slot n % 2, so two slots suffice.
+struct SameHostPeer::Mailbox {
+  struct alignas(64) Side {
+    std::atomic<uint32_t> handshakes;  // futex word
+    std::atomic<uint32_t> closed;
+    std::atomic<uint64_t> mapped_at;  // the mailbox's address in the owner's process
+    std::atomic<uint64_t> address[2];
+    std::atomic<uint64_t> bytes[2];
+  };
+  Side side[2];
+};
+
 namespace {
 
-// Gloo's collectives use slot prefixes 0x01..0x08 and PairwiseAllreduce 0x70.
-constexpr uint8_t kSameHostSlotPrefix = 0x71;
+static_assert(std::atomic<uint32_t>::is_always_lock_free &&
+                  std::atomic<uint64_t>::is_always_lock_free,
+              "the mailbox relies on address-free atomics");
+static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t), "futex words are 32 bits");
+
+constexpr size_t kMailboxBytes = 4096;
 // Reduction works on pieces this size, so the piece read from the peer is still in cache.
 constexpr size_t kReducePiece = 1 << 20;
+// Busy-wait iterations before sleeping on the futex (tens of microseconds).
+constexpr int kSpins = 2000;
+// Longest futex sleep between checks of the deadline and of the peer's liveness.
+constexpr std::chrono::milliseconds kWaitSlice(10);
+
+// Not FUTEX_PRIVATE: the word lives in memory shared with another process.
+void FutexWait(std::atomic<uint32_t>* word, uint32_t expected, std::chrono::nanoseconds timeout) {
+  struct timespec ts;
+  ts.tv_sec = timeout.count() / 1000000000;
+  ts.tv_nsec = timeout.count() % 1000000000;
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT, expected, &ts, nullptr, 0);
+}
+
+void FutexWake(std::atomic<uint32_t>* word) {
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+}
+
+void* MapMailbox(int fd) {
+  void* p = mmap(nullptr, kMailboxBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  return p == MAP_FAILED ? nullptr : p;
+}
+
+// Whether `pid`'s token at `address` holds `expected`, read through process_vm_readv.
+bool CanReadPeer(pid_t pid, uint64_t address, const std::array<uint64_t, 2>& expected) {
+  std::array<uint64_t, 2> seen{};
+  struct iovec local = {seen.data(), sizeof(seen)};
+  struct iovec remote = {reinterpret_cast<void*>(address), sizeof(seen)};
+  return process_vm_readv(pid, &local, 1, &remote, 1, 0) == static_cast<ssize_t>(sizeof(seen)) &&
+         seen == expected;
+}
 
 }  // namespace
 
@@ -34,67 +90,150 @@ absl::StatusOr<std::unique_ptr<SameHostPeer>> SameHostPeer::Probe(KeyValueStore*
                                                                   const std::string& key_prefix,
                                                                   int rank,
                                                                   absl::Duration timeout) {
+  static_assert(sizeof(Mailbox) <= kMailboxBytes, "the mailbox must fit in a page");
   const int peer = 1 - rank;
+  auto key = [&](absl::string_view what, int r) {
+    return absl::StrCat(key_prefix, "/same_host/", what, r < 0 ? "" : absl::StrCat("/", r));
+  };
   std::random_device random;
   std::array<uint64_t, 2> token;
   for (uint64_t& t : token) t = (static_cast<uint64_t>(random()) << 32) ^ random();
-  RETURN_IF_ERROR(store->Set(absl::StrCat(key_prefix, "/same_host/", rank),
+  RETURN_IF_ERROR(store->Set(key("token", rank),
                              absl::StrCat(getpid(), " ", reinterpret_cast<uintptr_t>(token.data()),
                                           " ", token[0], " ", token[1])));
-  ASSIGN_OR_RETURN(std::string theirs,
-                   store->Get(absl::StrCat(key_prefix, "/same_host/", peer), timeout));
+  ASSIGN_OR_RETURN(std::string theirs, store->Get(key("token", peer), timeout));
   const std::vector<std::string> parts = absl::StrSplit(theirs, ' ');
   int64_t pid = 0;
   uint64_t address = 0;
-  std::array<uint64_t, 2> expected{}, seen{};
-  bool ok = parts.size() == 4 && absl::SimpleAtoi(parts[0], &pid) &&
-            absl::SimpleAtoi(parts[1], &address) && absl::SimpleAtoi(parts[2], &expected[0]) &&
-            absl::SimpleAtoi(parts[3], &expected[1]);
-  if (ok) {
-    struct iovec local = {seen.data(), sizeof(seen)};
-    struct iovec remote = {reinterpret_cast<void*>(address), sizeof(seen)};
-    ok = process_vm_readv(static_cast<pid_t>(pid), &local, 1, &remote, 1, 0) ==
-             static_cast<ssize_t>(sizeof(seen)) &&
-         seen == expected;
-  }
-  // Both ranks must take the same path. Our token stays alive until the peer's verdict is in,
-  // which it publishes only after reading the token.
-  RETURN_IF_ERROR(store->Set(absl::StrCat(key_prefix, "/same_host_ok/", rank), ok ? "1" : "0"));
-  ASSIGN_OR_RETURN(std::string peer_ok,
-                   store->Get(absl::StrCat(key_prefix, "/same_host_ok/", peer), timeout));
+  std::array<uint64_t, 2> expected{};
+  const bool ok = parts.size() == 4 && absl::SimpleAtoi(parts[0], &pid) &&
+                  absl::SimpleAtoi(parts[1], &address) &&
+                  absl::SimpleAtoi(parts[2], &expected[0]) &&
+                  absl::SimpleAtoi(parts[3], &expected[1]) &&
+                  CanReadPeer(static_cast<pid_t>(pid), address, expected);
+  // Our token stays alive until the peer's verdict is in: it publishes it after reading ours.
+  RETURN_IF_ERROR(store->Set(key("readable", rank), ok ? "1" : "0"));
+  ASSIGN_OR_RETURN(std::string peer_ok, store->Get(key("readable", peer), timeout));
   if (!ok || peer_ok != "1") return std::unique_ptr<SameHostPeer>();
-  return std::unique_ptr<SameHostPeer>(new SameHostPeer(rank, static_cast<pid_t>(pid)));
-}
 
-uint64_t SameHostPeer::Exchange(const std::shared_ptr<gloo::Context>& context, const void* address,
-                                size_t bytes, std::chrono::milliseconds timeout) {
-  uint64_t mine[2] = {reinterpret_cast<uintptr_t>(address), bytes};
-  uint64_t theirs[2] = {0, 0};
-  auto out = context->createUnboundBuffer(mine, sizeof(mine));
-  auto in = context->createUnboundBuffer(theirs, sizeof(theirs));
-  const uint64_t slot = gloo::Slot::build(kSameHostSlotPrefix, 0);
-  in->recv(1 - rank_, slot);
-  out->send(1 - rank_, slot);
-  in->waitRecv(nullptr, timeout);
-  out->waitSend(nullptr, timeout);
-  if (theirs[1] != bytes) {
-    throw SameHostError(absl::InvalidArgumentError(
-        absl::StrCat("the peer's buffer has ", theirs[1], " bytes and this one ", bytes,
-                     "; every member must make the same calls")));
+  // The mailbox: rank 0 creates it, rank 1 maps it, rank 0 unlinks the name.
+  void* mailbox = nullptr;
+  if (rank == 0) {
+    const std::string name =
+        absl::StrCat("/meshrt-", getpid(), "-", (static_cast<uint64_t>(random()) << 32) ^ random());
+    const int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+    if (fd >= 0) {
+      if (ftruncate(fd, kMailboxBytes) == 0) mailbox = MapMailbox(fd);
+      close(fd);
+    }
+    if (mailbox != nullptr) new (mailbox) Mailbox();
+    absl::Status status = store->Set(key("mailbox", -1), mailbox != nullptr ? name : "-");
+    bool mapped = false;
+    if (status.ok() && mailbox != nullptr) {
+      absl::StatusOr<std::string> verdict = store->Get(key("mapped", -1), timeout);
+      status = verdict.status();
+      mapped = verdict.ok() && *verdict == "1";
+    }
+    if (fd >= 0) shm_unlink(name.c_str());  // both mapped it, or it is not used: nothing leaks
+    if (mailbox != nullptr && !mapped) munmap(mailbox, kMailboxBytes);
+    RETURN_IF_ERROR(status);
+    if (!mapped) return std::unique_ptr<SameHostPeer>();
+  } else {
+    ASSIGN_OR_RETURN(std::string name, store->Get(key("mailbox", -1), timeout));
+    if (name == "-") return std::unique_ptr<SameHostPeer>();
+    const int fd = shm_open(name.c_str(), O_RDWR, 0);
+    if (fd >= 0) {
+      mailbox = MapMailbox(fd);
+      close(fd);
+    }
+    absl::Status published = store->Set(key("mapped", -1), mailbox != nullptr ? "1" : "0");
+    if (!published.ok() && mailbox != nullptr) munmap(mailbox, kMailboxBytes);
+    RETURN_IF_ERROR(published);
+    if (mailbox == nullptr) return std::unique_ptr<SameHostPeer>();
   }
-  return theirs[0];
+  return std::unique_ptr<SameHostPeer>(
+      new SameHostPeer(rank, static_cast<pid_t>(pid), static_cast<Mailbox*>(mailbox)));
 }
 
-void SameHostPeer::Done(const std::shared_ptr<gloo::Context>& context,
-                        std::chrono::milliseconds timeout) {
-  uint64_t mine = 0, theirs = 0;
-  auto out = context->createUnboundBuffer(&mine, sizeof(mine));
-  auto in = context->createUnboundBuffer(&theirs, sizeof(theirs));
-  const uint64_t slot = gloo::Slot::build(kSameHostSlotPrefix, 1);
-  in->recv(1 - rank_, slot);
-  out->send(1 - rank_, slot);
-  in->waitRecv(nullptr, timeout);
-  out->waitSend(nullptr, timeout);
+SameHostPeer::SameHostPeer(int rank, pid_t peer_pid, Mailbox* mailbox)
+    : rank_(rank), peer_pid_(peer_pid), mailbox_(mailbox) {
+  mailbox_->side[rank_].mapped_at.store(reinterpret_cast<uintptr_t>(mailbox_),
+                                        std::memory_order_release);
+}
+
+bool SameHostPeer::PeerAlive() const {
+  const uint64_t address = mailbox_->side[1 - rank_].mapped_at.load(std::memory_order_acquire);
+  if (address == 0) return true;  // not constructed yet on the peer's side
+  // Fails for a process that exited (even an unreaped zombie) or unmapped the mailbox.
+  uint64_t word;
+  struct iovec local = {&word, sizeof(word)};
+  struct iovec remote = {reinterpret_cast<void*>(address), sizeof(word)};
+  return process_vm_readv(peer_pid_, &local, 1, &remote, 1, 0) ==
+         static_cast<ssize_t>(sizeof(word));
+}
+
+SameHostPeer::~SameHostPeer() {
+  Close();
+  munmap(mailbox_, kMailboxBytes);
+}
+
+void SameHostPeer::Close() {
+  Mailbox::Side& mine = mailbox_->side[rank_];
+  mine.closed.store(1, std::memory_order_release);
+  FutexWake(&mine.handshakes);
+}
+
+void SameHostPeer::Fail(absl::Status status) {
+  Close();
+  throw SameHostError(std::move(status));
+}
+
+uint64_t SameHostPeer::Exchange(const void* address, size_t bytes,
+                                std::chrono::milliseconds timeout) {
+  using Clock = std::chrono::steady_clock;
+  Mailbox::Side& mine = mailbox_->side[rank_];
+  Mailbox::Side& theirs = mailbox_->side[1 - rank_];
+  const uint32_t n = ++handshakes_;
+  const int slot = n & 1;
+  mine.address[slot].store(reinterpret_cast<uintptr_t>(address), std::memory_order_relaxed);
+  mine.bytes[slot].store(bytes, std::memory_order_relaxed);
+  // Release: the peer that sees `n` also sees the payload and our earlier writes to our buffers.
+  mine.handshakes.store(n, std::memory_order_release);
+  FutexWake(&mine.handshakes);
+
+  const Clock::time_point deadline = Clock::now() + timeout;
+  for (int spins = 0;; ++spins) {
+    const uint32_t seen = theirs.handshakes.load(std::memory_order_acquire);
+    if (static_cast<int32_t>(seen - n) >= 0) break;
+    if (theirs.closed.load(std::memory_order_acquire) != 0) {
+      Fail(absl::UnavailableError(
+          absl::StrCat("the peer process ", peer_pid_,
+                       " closed its side of the group (a call of its failed, or its communicator "
+                       "was shut down or destroyed)")));
+    }
+    if (spins < kSpins) {
+      __builtin_ia32_pause();
+      continue;
+    }
+    const Clock::time_point now = Clock::now();
+    if (now >= deadline) {
+      Fail(absl::DeadlineExceededError(absl::StrCat("timed out after ", timeout.count(),
+                                                    " ms waiting for the peer process ", peer_pid_,
+                                                    " (same-host handshake ", n, ")")));
+    }
+    if (!PeerAlive()) {
+      Fail(absl::UnavailableError(absl::StrCat("the peer process ", peer_pid_, " is gone")));
+    }
+    FutexWait(&theirs.handshakes, seen,
+              std::min<std::chrono::nanoseconds>(deadline - now, kWaitSlice));
+  }
+  const uint64_t their_bytes = theirs.bytes[slot].load(std::memory_order_relaxed);
+  if (their_bytes != bytes) {
+    Fail(absl::InvalidArgumentError(absl::StrCat("the peer's buffer has ", their_bytes,
+                                                 " bytes and this one ", bytes,
+                                                 "; every member must make the same calls")));
+  }
+  return theirs.address[slot].load(std::memory_order_relaxed);
 }
 
 void SameHostPeer::Read(void* local, uint64_t remote, size_t bytes) {
@@ -106,7 +245,7 @@ void SameHostPeer::Read(void* local, uint64_t remote, size_t bytes) {
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
       const int error = n < 0 ? errno : EIO;
-      throw SameHostError(absl::Status(
+      Fail(absl::Status(
           error == ESRCH ? absl::StatusCode::kUnavailable : absl::StatusCode::kInternal,
           absl::StrCat("reading ", bytes, " bytes from peer process ", peer_pid_,
                        error == ESRCH ? " (the process is gone)" : "", ": ",
@@ -118,12 +257,11 @@ void SameHostPeer::Read(void* local, uint64_t remote, size_t bytes) {
   }
 }
 
-void SameHostPeer::AllReduce(const std::shared_ptr<gloo::Context>& context, void* data,
-                             size_t count, size_t element_size,
+void SameHostPeer::AllReduce(void* data, size_t count, size_t element_size,
                              const gloo::AllreduceOptions::Func& reduce,
                              std::chrono::milliseconds timeout, PairwiseScratch* scratch) {
   const size_t total = count * element_size;
-  const uint64_t theirs = Exchange(context, data, total, timeout);
+  const uint64_t theirs = Exchange(data, total, timeout);
   // As in PairwiseAllreduce: rank 0 owns the first ceil(count / 2) elements and reduces them,
   // rank 1 the rest, so every element is reduced once and both ranks end bitwise equal.
   const size_t first = (count + 1) / 2 * element_size;
@@ -137,37 +275,46 @@ void SameHostPeer::AllReduce(const std::shared_ptr<gloo::Context>& context, void
     scratch->size = scratch_bytes;
   }
   char* const base = static_cast<char*>(data);
-  // Phase 1: reduce our half with the peer's copy of it. The peer reads only the other half of
-  // our buffer meanwhile, which we leave alone.
+  // Phase 1: reduce our half with the peer's copy of it. Meanwhile the peer reads only the other
+  // half of our buffer, which we leave alone.
   for (size_t offset = 0; offset < own_bytes; offset += piece) {
     const size_t length = std::min(piece, own_bytes - offset);
     char* mine = base + own_begin + offset;
     Read(scratch->data.get(), theirs + own_begin + offset, length);
     reduce(mine, mine, scratch->data.get(), length / element_size);
   }
-  Done(context, timeout);
-  // Phase 2: fetch the peer's reduced half into ours; it reads our reduced half.
+  Done(timeout);
+  // Phase 2: fetch the peer's reduced half into ours while it fetches our reduced half.
   Read(base + other_begin, theirs + other_begin, total - own_bytes);
-  Done(context, timeout);
+  Done(timeout);  // neither buffer is read any more
 }
 
-void SameHostPeer::AllGather(const std::shared_ptr<gloo::Context>& context, const void* in,
-                             size_t bytes, void* out, std::chrono::milliseconds timeout) {
-  const uint64_t theirs = Exchange(context, in, bytes, timeout);
+void SameHostPeer::AllGather(const void* in, size_t bytes, void* out,
+                             std::chrono::milliseconds timeout) {
+  const uint64_t theirs = Exchange(in, bytes, timeout);
   std::memcpy(static_cast<char*>(out) + rank_ * bytes, in, bytes);
   Read(static_cast<char*>(out) + (1 - rank_) * bytes, theirs, bytes);
-  Done(context, timeout);
+  Done(timeout);
 }
 
-void SameHostPeer::AllToAll(const std::shared_ptr<gloo::Context>& context, const void* in,
-                            void* out, size_t bytes_per_rank, std::chrono::milliseconds timeout) {
-  const uint64_t theirs = Exchange(context, in, 2 * bytes_per_rank, timeout);
+void SameHostPeer::AllToAll(const void* in, void* out, size_t bytes_per_rank,
+                            std::chrono::milliseconds timeout) {
+  const uint64_t theirs = Exchange(in, 2 * bytes_per_rank, timeout);
   const char* src = static_cast<const char*>(in);
   char* dst = static_cast<char*>(out);
   std::memcpy(dst + rank_ * bytes_per_rank, src + rank_ * bytes_per_rank, bytes_per_rank);
   // The peer's chunk addressed to us.
   Read(dst + (1 - rank_) * bytes_per_rank, theirs + rank_ * bytes_per_rank, bytes_per_rank);
-  Done(context, timeout);
+  Done(timeout);
 }
+
+void SameHostPeer::Broadcast(int root, void* data, size_t bytes,
+                             std::chrono::milliseconds timeout) {
+  const uint64_t theirs = Exchange(data, bytes, timeout);
+  if (rank_ != root) Read(data, theirs, bytes);
+  Done(timeout);
+}
+
+void SameHostPeer::Barrier(std::chrono::milliseconds timeout) { Done(timeout); }
 
 }  // namespace meshrt

@@ -1,29 +1,34 @@
-// SameHostPeer: the data path for a two-rank Gloo group whose members are processes on one host.
+// SameHostPeer: the data path for a two-rank group whose members are processes on one host.
 //
-// Over loopback TCP every byte is copied twice by the kernel (into and out of a socket) and the
-// Gloo event-loop thread does the copying; on a 2-core machine that caps a 2-rank allreduce at
-// about 1.5 GB/s. When the peer is a process on this host whose memory we may read
-// (process_vm_readv: same user, and Yama ptrace_scope 0 or CAP_SYS_PTRACE), each rank instead
-// copies what it needs straight out of the peer's buffer, once, and the group's Gloo context only
-// carries tiny handshakes (buffer addresses and sizes, and "done" messages). Those handshakes keep
-// Gloo's timeouts and failure detection: a peer that dies or hangs fails the handshake as usual.
+// Over loopback TCP every byte is copied twice by the kernel (into and out of a socket), by Gloo's
+// event-loop thread, and each handshake costs two thread wakeups per side; on a 2-core machine that
+// caps a 2-rank allreduce near 1.5 GB/s. When the peer is a process on this host whose memory we
+// may read (process_vm_readv: same user, and no Yama restriction or CAP_SYS_PTRACE), each rank
+// instead copies what it needs straight out of the peer's buffer, once. The two ranks synchronise
+// through a small shared-memory mailbox (one page, futex waits), so a handshake costs about a
+// microsecond when both are running.
 //
 // Probe() decides, once per group, whether this path is usable: each rank publishes its pid and
-// the address and value of a random token in the KeyValueStore, reads the peer's token through
-// process_vm_readv, then both publish and read the verdict, so both ranks always agree on the path.
-// In-process peers (threads in tests) qualify too: the "peer process" is then this process.
+// the address and value of a random token in the KeyValueStore and reads the peer's token through
+// process_vm_readv; rank 0 then creates the mailbox (shm_open), rank 1 maps it, and rank 0 unlinks
+// its name at once, so nothing is left in /dev/shm. Every step's verdict goes through the store, so
+// both ranks always agree on the path. In-process peers (threads in tests) qualify too.
 //
-// The collectives follow the Communicator semantics (communicator.h) for g = 2. Preconditions: the
-// caller holds the group's lock, and both ranks make the same calls in the same order. Like Gloo,
-// they throw: gloo::IoException from the handshakes, SameHostError for everything detected here
-// (sizes that differ between the ranks: InvalidArgument; a peer process that is gone: Unavailable).
-// GlooCommunicator converts both. Thread-compatible; the object is tied to one Gloo context.
+// Failure detection (nothing waits forever): every wait ends after its timeout (DeadlineExceeded);
+// a peer that closes its side (its SameHostPeer is destroyed, or one of its calls failed) is
+// noticed at once, and a peer process that died within a few milliseconds (Unavailable). After an
+// error this side is closed too, so the peer stops waiting.
+//
+// The collectives follow the Communicator semantics (communicator.h) for g = 2. Preconditions: one
+// caller at a time (GlooCommunicator holds the group's lock), and both ranks make the same calls in
+// the same order; a size disagreement is detected (InvalidArgument on both). Errors are thrown as
+// SameHostError (a gloo::IoException carrying the status), like Gloo's own exceptions, and
+// GlooCommunicator converts them.
 #ifndef MESHRT_WORKER_GLOO_SAME_HOST_H_
 #define MESHRT_WORKER_GLOO_SAME_HOST_H_
 
 #include <sys/types.h>
 
-#include <array>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -34,7 +39,6 @@
 #include "absl/time/time.h"
 #include "gloo/allreduce.h"
 #include "gloo/common/error.h"
-#include "gloo/context.h"
 #include "runtime/kv_store.h"
 #include "worker/gloo_pairwise.h"
 
@@ -53,38 +57,54 @@ class SameHostError : public gloo::IoException {
 class SameHostPeer {
  public:
   // Both ranks of a two-rank group call this at the same point; keys go under `key_prefix`.
-  // Returns null when the peer's memory cannot be read (another host or namespace, no ptrace
-  // permission), or the store's error (e.g. DeadlineExceeded after `timeout`).
+  // Returns null when the path is not usable (another host or pid namespace, no permission, no
+  // /dev/shm), or the store's error (e.g. DeadlineExceeded after `timeout`).
   static absl::StatusOr<std::unique_ptr<SameHostPeer>> Probe(KeyValueStore* store,
                                                              const std::string& key_prefix,
                                                              int rank, absl::Duration timeout);
+  // Closes this side (the peer's waits fail with Unavailable) and unmaps the mailbox.
+  ~SameHostPeer();
+  SameHostPeer(const SameHostPeer&) = delete;
+  SameHostPeer& operator=(const SameHostPeer&) = delete;
 
   // In place on `data` (count elements of element_size); `reduce` as for gloo::allreduce.
   // Reuses `scratch` (grown to at most 1 MiB).
-  void AllReduce(const std::shared_ptr<gloo::Context>& context, void* data, size_t count,
-                 size_t element_size, const gloo::AllreduceOptions::Func& reduce,
-                 std::chrono::milliseconds timeout, PairwiseScratch* scratch);
+  void AllReduce(void* data, size_t count, size_t element_size,
+                 const gloo::AllreduceOptions::Func& reduce, std::chrono::milliseconds timeout,
+                 PairwiseScratch* scratch);
   // `out` (2 * bytes) receives both ranks' `in`, in rank order.
-  void AllGather(const std::shared_ptr<gloo::Context>& context, const void* in, size_t bytes,
-                 void* out, std::chrono::milliseconds timeout);
+  void AllGather(const void* in, size_t bytes, void* out, std::chrono::milliseconds timeout);
   // `in` holds 2 chunks; `out` receives chunk <rank> of both ranks, in rank order.
-  void AllToAll(const std::shared_ptr<gloo::Context>& context, const void* in, void* out,
-                size_t bytes_per_rank, std::chrono::milliseconds timeout);
+  void AllToAll(const void* in, void* out, size_t bytes_per_rank,
+                std::chrono::milliseconds timeout);
+  // `data` becomes rank `root`'s.
+  void Broadcast(int root, void* data, size_t bytes, std::chrono::milliseconds timeout);
+  void Barrier(std::chrono::milliseconds timeout);
 
  private:
-  SameHostPeer(int rank, pid_t peer_pid) : rank_(rank), peer_pid_(peer_pid) {}
+  struct Mailbox;
 
-  // Sends {address, bytes} to the peer and returns the peer's address, after checking that the
-  // peer announced the same size. Doubles as "both ranks have entered the collective".
-  uint64_t Exchange(const std::shared_ptr<gloo::Context>& context, const void* address,
-                    size_t bytes, std::chrono::milliseconds timeout);
-  // Returns once the peer has also called Done: it no longer reads our buffers.
-  void Done(const std::shared_ptr<gloo::Context>& context, std::chrono::milliseconds timeout);
+  SameHostPeer(int rank, pid_t peer_pid, Mailbox* mailbox);
+
+  // False once the peer process has exited (or unmapped the mailbox).
+  bool PeerAlive() const;
+
+  // One handshake: publishes {address, bytes}, waits until the peer has published its own for the
+  // same handshake and returns the peer's address after checking that the sizes agree. Closes
+  // this side and throws on any failure.
+  uint64_t Exchange(const void* address, size_t bytes, std::chrono::milliseconds timeout);
+  // A handshake without payload: returns once the peer reached the same point.
+  void Done(std::chrono::milliseconds timeout) { Exchange(nullptr, 0, timeout); }
   // Copies `bytes` at the peer's address `remote` to `local`.
   void Read(void* local, uint64_t remote, size_t bytes);
+  // Marks this side closed and wakes the peer.
+  void Close();
+  [[noreturn]] void Fail(absl::Status status);
 
   const int rank_;
   const pid_t peer_pid_;
+  Mailbox* const mailbox_;  // shared with the peer; unmapped by the destructor
+  uint32_t handshakes_ = 0;
 };
 
 }  // namespace meshrt
