@@ -17,6 +17,13 @@ PACKAGES=(
   libgtest-dev
   libgmock-dev
   libbenchmark-dev
+  # deploy/ checks (tests/deploy_*, tests/launch_*): YAML lint, test certificates, network
+  # namespaces for the multi-host launch test, shell lint.
+  yamllint
+  openssl
+  iproute2
+  shellcheck
+  util-linux
 )
 
 missing=()
@@ -26,13 +33,34 @@ for p in "${PACKAGES[@]}"; do
   fi
 done
 
-if [ "${#missing[@]}" -eq 0 ]; then
-  exit 0
+# Node.js and npm run the offline Kubernetes schema validator (third_party/k8s_validate). Checked by
+# command, not by package: a machine may have Node.js from elsewhere, whose package conflicts with
+# Debian's npm. Debian 12's Node.js 18 is new enough.
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+  missing+=(nodejs npm)
 fi
 
-echo "setup: installing ${missing[*]}"
-SUDO=""
-if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -q
-$SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+if [ "${#missing[@]}" -ne 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  SUDO=""
+  if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -q
+  $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+# The validator's npm packages, at the versions package-lock.json pins, into the project's own
+# third_party/k8s_validate/node_modules; skipped when that install is current.
+validate_dir="$(cd "$(dirname "$0")/.." && pwd)/third_party/k8s_validate"
+if ! cmp -s "$validate_dir/package-lock.json" "$validate_dir/node_modules/.package-lock.json.installed" 2>/dev/null; then
+  echo "setup: npm ci in $validate_dir"
+  (cd "$validate_dir" && npm ci --no-audit --no-fund --loglevel=error)
+  cp "$validate_dir/package-lock.json" "$validate_dir/node_modules/.package-lock.json.installed"
+fi
+
+# kubectl renders the manifests (kubectl kustomize) in the deploy tests. It is not in Debian's
+# archive; these machines come with it. Say so early when it is missing (the tests fail on it too).
+if ! command -v kubectl >/dev/null 2>&1; then
+  echo "setup: WARNING: kubectl not found on PATH; tests/deploy_manifests_test will fail." >&2
+  echo "setup: install kubectl (v1.27 or newer, e.g. from the Kubernetes project's packages)." >&2
+fi
