@@ -4,7 +4,7 @@
 
 namespace meshrt {
 
-TensorRef GraphBuilder::AddOp(v1::Op op, const std::vector<TensorRef>& inputs,
+TensorRef GraphBuilder::Apply(v1::Op op, const std::vector<TensorRef>& inputs,
                               const std::string& name) {
   if (!status_.ok()) return TensorRef{};
   std::string n = name;
@@ -48,14 +48,14 @@ TensorRef GraphBuilder::Placeholder(const std::string& name, const Shape& shape,
   if (name.empty()) {
     status_.Update(absl::InvalidArgumentError("a placeholder needs a name (feeds refer to it)"));
   }
-  return AddOp(std::move(op), {}, name);
+  return Apply(std::move(op), {}, name);
 }
 
 TensorRef GraphBuilder::Constant(const Tensor& value, const std::string& name) {
   v1::Op op;
   op.set_type("constant");
   *op.mutable_value() = value.ToProto();
-  return AddOp(std::move(op), {}, name);
+  return Apply(std::move(op), {}, name);
 }
 
 TensorRef GraphBuilder::Einsum(const std::vector<TensorRef>& inputs, const Shape& output,
@@ -63,21 +63,21 @@ TensorRef GraphBuilder::Einsum(const std::vector<TensorRef>& inputs, const Shape
   v1::Op op;
   op.set_type("einsum");
   *op.mutable_shape() = output.ToProto();
-  return AddOp(std::move(op), inputs, name);
+  return Apply(std::move(op), inputs, name);
 }
 
 TensorRef GraphBuilder::Unary(const std::string& type, const TensorRef& x,
                               const std::string& name) {
   v1::Op op;
   op.set_type(type);
-  return AddOp(std::move(op), {x}, name);
+  return Apply(std::move(op), {x}, name);
 }
 
 TensorRef GraphBuilder::Binary(const std::string& type, const TensorRef& x, const TensorRef& y,
                                const std::string& name) {
   v1::Op op;
   op.set_type(type);
-  return AddOp(std::move(op), {x, y}, name);
+  return Apply(std::move(op), {x, y}, name);
 }
 
 TensorRef GraphBuilder::Add(const TensorRef& x, const TensorRef& y, const std::string& name) {
@@ -106,7 +106,7 @@ TensorRef GraphBuilder::Scale(const TensorRef& x, float scalar, const std::strin
   v1::Op op;
   op.set_type("scale");
   (*op.mutable_attrs())["scalar"].set_f(scalar);
-  return AddOp(std::move(op), {x}, name);
+  return Apply(std::move(op), {x}, name);
 }
 
 TensorRef GraphBuilder::Reduce(const std::string& type, const TensorRef& x,
@@ -114,7 +114,7 @@ TensorRef GraphBuilder::Reduce(const std::string& type, const TensorRef& x,
   v1::Op op;
   op.set_type(type);
   for (const std::string& d : dims) op.add_dims(d);
-  return AddOp(std::move(op), {x}, name);
+  return Apply(std::move(op), {x}, name);
 }
 
 TensorRef GraphBuilder::ReduceSum(const TensorRef& x, const std::vector<std::string>& dims,
@@ -134,7 +134,7 @@ TensorRef GraphBuilder::Reshape(const TensorRef& x, const Shape& shape, const st
   v1::Op op;
   op.set_type("reshape");
   *op.mutable_shape() = shape.ToProto();
-  return AddOp(std::move(op), {x}, name);
+  return Apply(std::move(op), {x}, name);
 }
 
 TensorRef GraphBuilder::RenameDim(const TensorRef& x, const std::string& old_name,
@@ -143,7 +143,7 @@ TensorRef GraphBuilder::RenameDim(const TensorRef& x, const std::string& old_nam
   op.set_type("rename_dim");
   (*op.mutable_attrs())["old"].set_s(old_name);
   (*op.mutable_attrs())["new"].set_s(new_name);
-  return AddOp(std::move(op), {x}, name);
+  return Apply(std::move(op), {x}, name);
 }
 
 void GraphBuilder::MarkOutput(const TensorRef& t) {

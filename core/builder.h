@@ -65,6 +65,10 @@ class GraphBuilder {
   TensorRef RenameDim(const TensorRef& x, const std::string& old_name,
                       const std::string& new_name, const std::string& name = "");
 
+  // Any registered op: `op` carries the type and attributes (its name and inputs are set here).
+  // For ops without a method of their own.
+  TensorRef Apply(v1::Op op, const std::vector<TensorRef>& inputs, const std::string& name = "");
+
   // Marks a tensor as a graph output (what tools fetch by default).
   void MarkOutput(const TensorRef& t);
 
@@ -76,8 +80,6 @@ class GraphBuilder {
   absl::StatusOr<Graph> Build() const;
 
  private:
-  // Adds `op` (inputs already set), infers its type, returns its handle.
-  TensorRef AddOp(v1::Op op, const std::vector<TensorRef>& inputs, const std::string& name);
   TensorRef Unary(const std::string& type, const TensorRef& x, const std::string& name);
   TensorRef Binary(const std::string& type, const TensorRef& x, const TensorRef& y,
                    const std::string& name);
