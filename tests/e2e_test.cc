@@ -18,6 +18,7 @@
 #include "grpcpp/generic/generic_stub.h"
 #include "gtest/gtest.h"
 #include "rpc/grpc_util.h"
+#include "tests/graph_generator.h"
 
 namespace meshrt {
 namespace {
@@ -194,6 +195,33 @@ TEST_F(EndToEndTest, HealthServiceAnswersServing) {
   std::string bytes;
   for (const grpc::Slice& s : slices) bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
   EXPECT_EQ(bytes, std::string("\x08\x01", 2));  // status: SERVING
+}
+
+// A sample of the property test's random graphs, meshes and layouts through real daemons and Gloo.
+TEST_F(EndToEndTest, RandomGraphsThroughRealDaemons) {
+  GeneratorOptions options;
+  options.max_processors = 4;
+  int ran = 0;
+  for (uint64_t seed = 1; ran < 12 && seed < 500; ++seed) {
+    const GeneratedCase c = GenerateCase(seed, options);
+    ASSERT_OK_AND_ASSIGN(Graph graph, Graph::Build(c.graph));
+    ASSERT_OK_AND_ASSIGN(Mesh mesh, Mesh::Parse(c.mesh));
+    ASSERT_OK_AND_ASSIGN(LayoutRules rules, LayoutRules::Parse(c.layout, mesh));
+    if (!LayoutIsValid(graph, mesh, rules)) continue;
+    ++ran;
+    SCOPED_TRACE(Describe(c));
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<Session> session,
+                         client_->CreateSession(c.graph, mesh, rules));
+    const TensorMap feeds = GeneratedFeeds(graph, c.seed);
+    ASSERT_OK_AND_ASSIGN(TensorMap want, Interpret(graph, feeds));
+    std::vector<std::string> all;
+    for (const auto& [name, t] : want) all.push_back(name);
+    ASSERT_OK_AND_ASSIGN(TensorMap got, session->Run(feeds, all));
+    for (const auto& [name, t] : want) {
+      EXPECT_LE(MaxRelativeError(got.at(name), t), 1e-4) << name;
+    }
+  }
+  EXPECT_EQ(ran, 12);
 }
 
 // Runs last (gtest keeps declaration order): kills a worker mid-stream of steps.
