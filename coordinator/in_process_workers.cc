@@ -29,6 +29,10 @@ class BorrowedCommunicator : public Communicator {
   absl::Status Broadcast(const std::vector<int>& a, int root, void* d, int64_t b) override {
     return c_->Broadcast(a, root, d, b);
   }
+  absl::Status Permute(int axis, int shift, bool wrap, const void* in, void* out,
+                       int64_t b) override {
+    return c_->Permute(axis, shift, wrap, in, out, b);
+  }
   absl::Status Barrier(const std::vector<int>& a) override { return c_->Barrier(a); }
 
  private:

@@ -151,6 +151,35 @@ LaidOutTensor ProgramBuilder::ReduceScatter(const LaidOutTensor& in, int mesh_ax
   return out;
 }
 
+LaidOutTensor ProgramBuilder::Permute(const LaidOutTensor& in, int mesh_axis, int shift, bool wrap,
+                                      const std::string& source_op) {
+  MESHRT_CHECK(mesh_axis >= 0 && mesh_axis < mesh_.ndims(), "permute over mesh axis ", mesh_axis);
+  MESHRT_CHECK(in.partial_sum_axes.empty(), "permuting a partial sum: ", source_op);
+  const int64_t g = mesh_.size(mesh_axis);
+  if (shift == 0 || (wrap && shift % g == 0)) return in;
+  LaidOutTensor out = NewTensor(in.shape, in.dtype, in.layout);
+  v1::Collective* c = NewInstruction(out, {in.buffer}, source_op)->mutable_collective();
+  c->set_kind(v1::Collective::PERMUTE);
+  c->add_mesh_axes(mesh_axis);
+  c->set_shift(shift);
+  c->set_wrap(wrap);
+  return out;
+}
+
+LaidOutTensor ProgramBuilder::Broadcast(const LaidOutTensor& in, std::vector<int> mesh_axes,
+                                        int root, const std::string& source_op) {
+  std::sort(mesh_axes.begin(), mesh_axes.end());
+  MESHRT_CHECK(root >= 0 && root < mesh_.GroupSize(mesh_axes), "broadcast root ", root);
+  MESHRT_CHECK(in.partial_sum_axes.empty(), "broadcasting a partial sum: ", source_op);
+  if (mesh_.GroupSize(mesh_axes) == 1) return in;
+  LaidOutTensor out = NewTensor(in.shape, in.dtype, in.layout);
+  v1::Collective* c = NewInstruction(out, {in.buffer}, source_op)->mutable_collective();
+  c->set_kind(v1::Collective::BROADCAST);
+  for (int a : mesh_axes) c->add_mesh_axes(a);
+  c->set_root(root);
+  return out;
+}
+
 void ProgramBuilder::BindOutput(const std::string& name, const LaidOutTensor& t) {
   MESHRT_CHECK(t.partial_sum_axes.empty(), "binding a partial sum as tensor ", name);
   v1::ProgramTensor* out = program_.add_outputs();

@@ -57,6 +57,20 @@ class ProgramBuilder {
   LaidOutTensor Reshard(const LaidOutTensor& in, const TensorLayout& target,
                         const std::string& source_op);
 
+  // Collective permute along `mesh_axis`: processor with coordinate c along that axis receives the
+  // slice of the processor at c - shift (mod the axis size when `wrap`; zeros when that is off the
+  // mesh). The result keeps `in`'s shape and layout: the caller says what the moved slices mean
+  // (e.g. a halo, or a block shifted by whole blocks). Emits nothing when the move is the identity
+  // (shift 0, or a multiple of the axis size with `wrap`).
+  LaidOutTensor Permute(const LaidOutTensor& in, int mesh_axis, int shift, bool wrap,
+                        const std::string& source_op);
+
+  // Every processor's slice becomes that of the processor of rank `root` in its group over
+  // `mesh_axes` (see proto/program.proto). Keeps `in`'s shape and layout. No-op when every axis
+  // has size 1. Precondition (CHECKed): 0 <= root < group size.
+  LaidOutTensor Broadcast(const LaidOutTensor& in, std::vector<int> mesh_axes, int root,
+                          const std::string& source_op);
+
   // Records that graph tensor `name` lives in `t` (what workers can fetch).
   void BindOutput(const std::string& name, const LaidOutTensor& t);
 

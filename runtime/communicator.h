@@ -73,11 +73,29 @@ class Communicator {
   virtual absl::Status Broadcast(const std::vector<int>& mesh_axes, int root_rank, void* data,
                                  int64_t bytes) = 0;
 
+  // Collective permute along one mesh axis (a point-to-point exchange with mesh neighbours). Over
+  // the group of {mesh_axis} (size g), the member of rank r sends its `in` (bytes) to rank r + shift;
+  // with `wrap` the target is (r + shift) mod g, otherwise a target outside [0, g) drops the data.
+  // `out` (bytes) receives what rank r - shift sent, or zeros when no member sends to this one (only
+  // possible without `wrap`). `shift` may be negative or exceed g. Every member of the group must
+  // call with the same mesh_axis, shift, wrap and bytes, also those that send or receive nothing.
+  // InvalidArgument for an axis out of range or a negative size.
+  //
+  // Not pure yet: the Gloo communicator (worker/) still lacks it, and this default returns
+  // Unimplemented. Every in-tree implementation should override it.
+  virtual absl::Status Permute(int mesh_axis, int shift, bool wrap, const void* in, void* out,
+                               int64_t bytes);
+
   // Returns once every member of the group has called Barrier.
   virtual absl::Status Barrier(const std::vector<int>& mesh_axes) = 0;
 };
 
 // Helpers shared by implementations.
+
+// The rank that sends to `rank` in a Permute over a group of `g` (see Communicator::Permute), or -1
+// when nobody does; and the rank `rank` sends to, or -1 when its data is dropped.
+int PermuteSource(int rank, int g, int shift, bool wrap);
+int PermuteTarget(int rank, int g, int shift, bool wrap);
 
 // "(1,0)".
 std::string CoordinateString(const std::vector<int64_t>& coord);

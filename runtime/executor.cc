@@ -250,7 +250,8 @@ absl::Status Executor::RunCollective(const v1::Collective& c, const Tensor& in, 
   if (reduces && !IsReduceOp(c.reduce_op())) {
     return Invalid(absl::StrCat("invalid reduce op ", v1::ReduceOp_Name(c.reduce_op())));
   }
-  if (c.kind() != v1::Collective::ALLREDUCE && axes.size() > 1) {
+  if (c.kind() != v1::Collective::ALLREDUCE && c.kind() != v1::Collective::BROADCAST &&
+      axes.size() > 1) {
     return Invalid(absl::StrCat(v1::Collective::Kind_Name(c.kind()),
                                 " takes at most one mesh axis, not ", axes.size()));
   }
@@ -294,6 +295,22 @@ absl::Status Executor::RunCollective(const v1::Collective& c, const Tensor& in, 
       return communicator_->ReduceScatter(axes, c.reduce_op(), dtype, packed.data(), n / g,
                                           TensorData(out));
     }
+    case v1::Collective::PERMUTE: {
+      // Same shape in and out: the lowering decides what the moved slice means.
+      if (axes.size() != 1) {
+        return Invalid(absl::StrCat("PERMUTE takes exactly one mesh axis, not ", axes.size()));
+      }
+      *out = Tensor(dtype, in.shape());
+      return communicator_->Permute(axes[0], c.shift(), c.wrap(), TensorData(in),
+                                    TensorData(out), bytes);
+    }
+    case v1::Collective::BROADCAST:
+      if (c.root() < 0 || c.root() >= g) {
+        return Invalid(absl::StrCat("BROADCAST root ", c.root(), " is not a rank of a group of ", g));
+      }
+      *out = in;
+      if (g == 1) return absl::OkStatus();
+      return communicator_->Broadcast(axes, c.root(), TensorData(out), bytes);
     default:
       return Invalid(absl::StrCat("unknown collective kind ", static_cast<int>(c.kind())));
   }

@@ -199,5 +199,91 @@ TEST(ExecutorCollectivesTest, PerRankSlicesOfAllToAllAndReduceScatter) {
   EXPECT_THAT(executors[1]->Buffer(2)->ints(), ElementsAre(10, 11, 14, 15));
 }
 
+// PERMUTE along x of a 3-processor mesh (wrapping and zero-filling), and BROADCAST from rank 2.
+TEST(ExecutorCollectivesTest, PermuteAndBroadcast) {
+  const v1::Program program = ParseProgram(R"pb(
+    mesh { dims { name: "x" size: 3 } }
+    num_buffers: 4
+    inputs {
+      name: "a"
+      buffer: 0
+      dtype: DT_INT32
+      layout { mesh_axis: [ 0 ] }
+      shape { dims { name: "n" size: 6 } }
+    }
+    instructions {
+      output: 1
+      inputs: 0
+      dtype: DT_INT32
+      slice_shape { dims { name: "n" size: 2 } }
+      collective { kind: PERMUTE mesh_axes: 0 shift: 1 wrap: true }
+    }
+    instructions {
+      output: 2
+      inputs: 0
+      dtype: DT_INT32
+      slice_shape { dims { name: "n" size: 2 } }
+      collective { kind: PERMUTE mesh_axes: 0 shift: -1 }
+    }
+    instructions {
+      output: 3
+      inputs: 0
+      dtype: DT_INT32
+      slice_shape { dims { name: "n" size: 2 } }
+      collective { kind: BROADCAST mesh_axes: 0 root: 2 }
+    }
+  )pb");
+  LocalCollectiveHub hub(*Mesh::Parse("x:3"), {absl::Seconds(10)});
+  TestKernels kernels;
+  std::vector<std::unique_ptr<Executor>> executors;
+  for (int p = 0; p < 3; ++p) {
+    executors.push_back(std::make_unique<Executor>(program, std::vector<int64_t>{p}, &kernels,
+                                                   hub.communicator(p)));
+  }
+  std::vector<absl::Status> statuses(3);
+  std::vector<std::thread> threads;
+  for (int p = 0; p < 3; ++p) {
+    threads.emplace_back([&, p] {
+      statuses[p] = executors[p]->Run({{"a", Tensor::Int(Shape{{"n", 2}}, {10 * p, 10 * p + 1})}});
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (const absl::Status& s : statuses) ASSERT_OK(s);
+  EXPECT_THAT(executors[0]->Buffer(1)->ints(), ElementsAre(20, 21));
+  EXPECT_THAT(executors[1]->Buffer(1)->ints(), ElementsAre(0, 1));
+  EXPECT_THAT(executors[2]->Buffer(1)->ints(), ElementsAre(10, 11));
+  EXPECT_THAT(executors[0]->Buffer(2)->ints(), ElementsAre(10, 11));
+  EXPECT_THAT(executors[1]->Buffer(2)->ints(), ElementsAre(20, 21));
+  EXPECT_THAT(executors[2]->Buffer(2)->ints(), ElementsAre(0, 0));
+  for (int p = 0; p < 3; ++p) EXPECT_THAT(executors[p]->Buffer(3)->ints(), ElementsAre(20, 21));
+}
+
+TEST(ExecutorCollectivesTest, PermuteNeedsOneAxisAndBroadcastAValidRoot) {
+  for (const char* collective : {"kind: PERMUTE shift: 1", "kind: BROADCAST mesh_axes: 0 root: 1"}) {
+    const v1::Program program = ParseProgram(absl::StrCat(R"pb(
+      mesh { dims { name: "x" size: 1 } }
+      num_buffers: 2
+      inputs {
+        name: "a"
+        buffer: 0
+        dtype: DT_INT32
+        layout { mesh_axis: [ -1 ] }
+        shape { dims { name: "n" size: 2 } }
+      }
+      instructions {
+        output: 1
+        inputs: 0
+        dtype: DT_INT32
+        slice_shape { dims { name: "n" size: 2 } }
+        collective { )pb", collective, R"pb( }
+      })pb"));
+    LocalCollectiveHub hub(*Mesh::Parse("x:1"));
+    TestKernels kernels;
+    Executor e(program, {0}, &kernels, hub.communicator(0));
+    absl::Status s = e.Run({{"a", Tensor::Int(Shape{{"n", 2}}, {1, 2})}});
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << collective;
+  }
+}
+
 }  // namespace
 }  // namespace meshrt

@@ -104,6 +104,34 @@ class LocalCommunicator : public Communicator {
     return absl::OkStatus();
   }
 
+  absl::Status Permute(int mesh_axis, int shift, bool wrap, const void* in, void* out,
+                       int64_t bytes) override {
+    Call call;
+    RETURN_IF_ERROR(Begin("Permute", {mesh_axis}, bytes, out, &call));
+    if (bytes > 0 && in == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(call.context, ": input buffer is null"));
+    }
+    const int src = PermuteSource(call.rank, call.g, shift, wrap);
+    const int dst = PermuteTarget(call.rank, call.g, shift, wrap);
+    if (call.g > 1) {
+      // Every member takes part in the round (keeping the group's sequence numbers aligned), but
+      // only those whose data lands somewhere contribute it.
+      ASSIGN_OR_RETURN(auto round, Exchange(call,
+                                            absl::StrCat("shift=", shift, " wrap=", wrap,
+                                                         " bytes=", bytes),
+                                            in, dst >= 0 ? bytes : 0));
+      if (src >= 0) {
+        std::memcpy(out, round->inputs[src].data(), bytes);
+        return absl::OkStatus();
+      }
+    } else if (src == 0) {
+      std::memcpy(out, in, bytes);
+      return absl::OkStatus();
+    }
+    if (bytes > 0) std::memset(out, 0, bytes);
+    return absl::OkStatus();
+  }
+
   absl::Status Barrier(const std::vector<int>& mesh_axes) override {
     Call call;
     RETURN_IF_ERROR(Begin("Barrier", mesh_axes, 0, nullptr, &call));

@@ -162,6 +162,87 @@ INSTANTIATE_TEST_SUITE_P(Meshes, CollectivesTest,
                            return name;
                          });
 
+// Permute along each mesh axis with shifts from -g-1 to g+1, wrapping and zero-filling: processor
+// p sends {p, 100 + p}; the expected source is computed from coordinates directly.
+class PermuteTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(PermuteTest, EveryShiftAlongEveryAxis) {
+  const Mesh mesh = *Mesh::Parse(GetParam());
+  LocalCollectiveHub hub(mesh, {absl::Seconds(10)});
+  std::vector<absl::Status> statuses = RunOnAll(hub, [&](int p, Communicator* comm) {
+    const std::vector<int64_t> coord = mesh.Coordinate(p);
+    for (int axis = 0; axis < mesh.ndims(); ++axis) {
+      const int g = static_cast<int>(mesh.size(axis));
+      for (int shift = -g - 1; shift <= g + 1; ++shift) {
+        for (bool wrap : {false, true}) {
+          const int32_t mine[2] = {p, 100 + p};
+          int32_t got[2] = {-7, -7};
+          RETURN_IF_ERROR(comm->Permute(axis, shift, wrap, mine, got, sizeof(mine)));
+          int64_t src = coord[axis] - shift;
+          if (wrap) src = ((src % g) + g) % g;
+          std::vector<int32_t> want = {0, 0};
+          if (src >= 0 && src < g) {
+            std::vector<int64_t> c = coord;
+            c[axis] = src;
+            const int q = mesh.ProcessorNumber(c);
+            want = {q, 100 + q};
+          }
+          EXPECT_THAT(got, ElementsAreArray(want))
+              << "processor " << p << " axis " << axis << " shift " << shift << " wrap " << wrap;
+        }
+      }
+    }
+    return absl::OkStatus();
+  });
+  for (int p = 0; p < mesh.num_processors(); ++p) EXPECT_TRUE(statuses[p].ok()) << statuses[p];
+}
+
+INSTANTIATE_TEST_SUITE_P(Meshes, PermuteTest,
+                         ::testing::Values("x:1", "x:2", "x:3", "x:4", "rows:2,cols:3",
+                                           "x:2,y:2,z:2"),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           std::string name;
+                           for (char c : info.param) {
+                             name += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+                           }
+                           return name;
+                         });
+
+TEST(LocalCommunicatorTest, PermuteHelpers) {
+  EXPECT_EQ(PermuteSource(0, 4, 1, false), -1);
+  EXPECT_EQ(PermuteSource(0, 4, 1, true), 3);
+  EXPECT_EQ(PermuteSource(3, 4, -1, false), -1);
+  EXPECT_EQ(PermuteSource(3, 4, -5, true), 0);
+  EXPECT_EQ(PermuteTarget(3, 4, 1, false), -1);
+  EXPECT_EQ(PermuteTarget(3, 4, 1, true), 0);
+  EXPECT_EQ(PermuteTarget(1, 4, 2, false), 3);
+  EXPECT_EQ(PermuteSource(0, 1, 0, false), 0);
+  EXPECT_EQ(PermuteSource(0, 1, 7, true), 0);
+  EXPECT_EQ(PermuteSource(0, 1, 1, false), -1);
+}
+
+TEST(LocalCommunicatorTest, PermuteMembersThatDisagreeFail) {
+  const Mesh mesh = *Mesh::Parse("x:2");
+  LocalCollectiveHub hub(mesh, {absl::Seconds(10)});
+  std::vector<absl::Status> statuses = RunOnAll(hub, [](int p, Communicator* comm) {
+    int32_t in = p, out = 0;
+    return comm->Permute(0, p == 0 ? 1 : -1, false, &in, &out, 4);
+  });
+  for (const absl::Status& s : statuses) {
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+    EXPECT_THAT(std::string(s.message()), HasSubstr("disagree"));
+  }
+}
+
+TEST(LocalCommunicatorTest, PermuteMissingNeighbourTimesOut) {
+  const Mesh mesh = *Mesh::Parse("x:2");
+  LocalCollectiveHub hub(mesh, {absl::Milliseconds(100)});
+  int32_t in = 1, out = 0;
+  absl::Status s = hub.communicator(0)->Permute(0, 1, true, &in, &out, 4);
+  EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("Permute over mesh axes [x]"));
+}
+
 TEST(LocalCommunicatorTest, ConcurrentRowAndColumnCollectives) {
   // Each processor of a 2x2 mesh runs row allreduces and column allgathers from two threads at
   // once; sequence numbers per group keep the rounds apart.
@@ -277,6 +358,10 @@ TEST(LocalCommunicatorTest, RejectsBadArguments) {
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(comm->Broadcast({1}, 2, &v, 4).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(comm->AllGather({1}, &v, -4, &v).code(), absl::StatusCode::kInvalidArgument);
+  float w = 0;
+  EXPECT_EQ(comm->Permute(2, 1, true, &v, &w, 4).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(comm->Permute(-1, 1, true, &v, &w, 4).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(comm->Permute(0, 1, true, &v, &w, -4).code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace
