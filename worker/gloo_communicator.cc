@@ -30,68 +30,12 @@
 #include "gloo/transport/tcp/address.h"
 #include "gloo/transport/tcp/device.h"
 #include "worker/gloo_pairwise.h"
+#include "worker/gloo_reduce.h"
 #include "worker/gloo_same_host.h"
 #include "worker/gloo_store.h"
 
 namespace meshrt {
 namespace {
-
-// Element-wise reductions in the form Gloo calls them: c[i] = op(a[i], b[i]) where c may be the
-// same array as a (never partially overlapping), so there is no loop-carried dependence.
-// int32 sums and products wrap, matching ReduceInto in runtime/communicator.cc.
-struct SumOp {
-  static float Apply(float a, float b) { return a + b; }
-  static int32_t Apply(int32_t a, int32_t b) {
-    return static_cast<int32_t>(static_cast<uint32_t>(a) + static_cast<uint32_t>(b));
-  }
-};
-struct ProdOp {
-  static float Apply(float a, float b) { return a * b; }
-  static int32_t Apply(int32_t a, int32_t b) {
-    return static_cast<int32_t>(static_cast<uint32_t>(a) * static_cast<uint32_t>(b));
-  }
-};
-struct MaxOp {
-  template <typename T>
-  static T Apply(T a, T b) {
-    return a < b ? b : a;
-  }
-};
-struct MinOp {
-  template <typename T>
-  static T Apply(T a, T b) {
-    return b < a ? b : a;
-  }
-};
-
-template <typename T, typename Op>
-void Reduce(void* c_out, const void* a_in, const void* b_in, size_t n) {
-  T* c = static_cast<T*>(c_out);
-  const T* a = static_cast<const T*>(a_in);
-  const T* b = static_cast<const T*>(b_in);
-#pragma GCC ivdep
-  for (size_t i = 0; i < n; ++i) c[i] = Op::Apply(a[i], b[i]);
-}
-
-template <typename T>
-gloo::AllreduceOptions::Func ReduceFor(v1::ReduceOp op) {
-  switch (op) {
-    case v1::REDUCE_SUM:
-      return &Reduce<T, SumOp>;
-    case v1::REDUCE_MAX:
-      return &Reduce<T, MaxOp>;
-    case v1::REDUCE_MIN:
-      return &Reduce<T, MinOp>;
-    case v1::REDUCE_PROD:
-      return &Reduce<T, ProdOp>;
-    default:
-      return nullptr;
-  }
-}
-
-gloo::AllreduceOptions::Func ReduceFunction(v1::ReduceOp op, DType dtype) {
-  return dtype == DType::kFloat32 ? ReduceFor<float>(op) : ReduceFor<int32_t>(op);
-}
 
 std::chrono::milliseconds ToMillis(absl::Duration d) {
   return std::chrono::milliseconds(std::max<int64_t>(1, absl::ToInt64Milliseconds(d)));
@@ -416,7 +360,7 @@ absl::Status GlooCommunicator::AllReduce(const std::vector<int>& mesh_axes, v1::
                                          DType dtype, void* data, int64_t count) {
   Call call;
   RETURN_IF_ERROR(Begin("AllReduce", mesh_axes, count, data, &call));
-  const gloo::AllreduceOptions::Func reduce = ReduceFunction(op, dtype);
+  const gloo::AllreduceOptions::Func reduce = GlooReduceFunction(op, dtype);
   if (reduce == nullptr) {
     return absl::InvalidArgumentError(
         absl::StrCat(call.context, ": invalid reduce op ", static_cast<int>(op)));
@@ -499,7 +443,7 @@ absl::Status GlooCommunicator::ReduceScatter(const std::vector<int>& mesh_axes, 
                                              void* out) {
   Call call;
   RETURN_IF_ERROR(Begin("ReduceScatter", mesh_axes, count_per_rank, out, &call));
-  if (ReduceFunction(op, dtype) == nullptr) {
+  if (GlooReduceFunction(op, dtype) == nullptr) {
     return absl::InvalidArgumentError(
         absl::StrCat(call.context, ": invalid reduce op ", static_cast<int>(op)));
   }
