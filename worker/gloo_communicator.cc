@@ -29,6 +29,8 @@
 #include "gloo/rendezvous/prefix_store.h"
 #include "gloo/transport/tcp/address.h"
 #include "gloo/transport/tcp/device.h"
+#include "gloo/transport/unbound_buffer.h"
+#include "gloo/types.h"
 #include "worker/gloo_pairwise.h"
 #include "worker/gloo_reduce.h"
 #include "worker/gloo_same_host.h"
@@ -36,6 +38,9 @@
 
 namespace meshrt {
 namespace {
+
+// Gloo's collectives use slot prefixes 0x01..0x08, PairwiseAllreduce 0x70.
+constexpr uint8_t kPermuteSlotPrefix = 0x72;
 
 std::chrono::milliseconds ToMillis(absl::Duration d) {
   return std::chrono::milliseconds(std::max<int64_t>(1, absl::ToInt64Milliseconds(d)));
@@ -494,6 +499,42 @@ absl::Status GlooCommunicator::Broadcast(const std::vector<int>& mesh_axes, int 
     opts.setRoot(root_rank);
     opts.setTimeout(ToMillis(options_.timeout));
     gloo::broadcast(opts);
+  });
+}
+
+absl::Status GlooCommunicator::Permute(int mesh_axis, int shift, bool wrap, const void* in,
+                                       void* out, int64_t bytes) {
+  Call call;
+  RETURN_IF_ERROR(Begin("Permute", {mesh_axis}, bytes, out, &call));
+  if (bytes > 0 && in == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(call.context, ": input buffer is null"));
+  }
+  const int src = PermuteSource(call.rank, call.g, shift, wrap);
+  const int dst = PermuteTarget(call.rank, call.g, shift, wrap);
+  if (src < 0 && bytes > 0) std::memset(out, 0, bytes);
+  if (src == call.rank && bytes > 0) std::memcpy(out, in, bytes);
+  // Nothing crosses processes for a group of one, an empty buffer, or a shift by a multiple of g.
+  if (call.g == 1 || bytes == 0 || (src == call.rank && dst == call.rank)) {
+    return absl::OkStatus();
+  }
+  return RunOnGroup(call, [&](Group* group) {
+    if (group->same_host != nullptr) {
+      group->same_host->Permute(src, in, out, bytes, ToMillis(options_.timeout));
+      return;
+    }
+    const std::shared_ptr<gloo::Context>& context = group->context;
+    const uint64_t slot = gloo::Slot::build(kPermuteSlotPrefix, 0);
+    std::unique_ptr<gloo::transport::UnboundBuffer> send, recv;
+    if (src >= 0 && src != call.rank) {
+      recv = context->createUnboundBuffer(out, bytes);
+      recv->recv(src, slot);
+    }
+    if (dst >= 0 && dst != call.rank) {
+      send = context->createUnboundBuffer(const_cast<void*>(in), bytes);
+      send->send(dst, slot);
+    }
+    if (recv != nullptr) recv->waitRecv(nullptr, ToMillis(options_.timeout));
+    if (send != nullptr) send->waitSend(nullptr, ToMillis(options_.timeout));
   });
 }
 

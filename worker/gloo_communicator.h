@@ -13,7 +13,8 @@
 // Collectives use Gloo's options-style API with our own reduce functions for sum/max/min/prod on
 // float32 and int32 (int32 sum and product wrap, as in ReduceInto): AllReduce is Gloo's ring for
 // groups of three or more and PairwiseAllreduce (gloo_pairwise.h: the same traffic, pipelined,
-// faster on loopback) for groups of two; allgather, alltoall, broadcast and barrier are Gloo's.
+// faster on loopback) for groups of two; allgather, alltoall, broadcast and barrier are Gloo's,
+// and Permute is point-to-point send/recv on Gloo unbound buffers.
 // Groups of two whose members are processes on one host (the local cluster) bypass Gloo after
 // connecting: data moves by one direct cross-process copy and the handshakes go through a
 // shared-memory mailbox (gloo_same_host.h; Options::same_host_copy).
@@ -135,6 +136,8 @@ class GlooCommunicator : public Communicator {
                              const void* in, int64_t count_per_rank, void* out) override;
   absl::Status Broadcast(const std::vector<int>& mesh_axes, int root_rank, void* data,
                          int64_t bytes) override;
+  absl::Status Permute(int mesh_axis, int shift, bool wrap, const void* in, void* out,
+                       int64_t bytes) override;
   absl::Status Barrier(const std::vector<int>& mesh_axes) override;
 
  private:

@@ -210,6 +210,27 @@ absl::Status CheckCollectives(const Mesh& mesh, const std::vector<int>& axes, in
       }
     }
   }
+  // Permute along each single axis: shifts within, beyond and below the group, wrapped or not.
+  if (axes.size() == 1) {
+    for (int shift : {1, -1, 2, g, -3}) {
+      for (bool wrap : {true, false}) {
+        std::vector<int32_t> in(m), got(m, -7);
+        for (int64_t i = 0; i < m; ++i) in[i] = 1000 * p + static_cast<int>(i);
+        RETURN_IF_ERROR(
+            comm->Permute(axes[0], shift, wrap, in.data(), got.data(), m * sizeof(int32_t)));
+        int src = rank - shift;
+        if (wrap) src = ((src % g) + g) % g;
+        for (int64_t i = 0; i < m; ++i) {
+          const int32_t want = src >= 0 && src < g ? 1000 * group[src] + i : 0;
+          if (got[i] != want) {
+            ADD_FAILURE() << where << " Permute shift " << shift << " wrap " << wrap << " element "
+                          << i << ": " << got[i] << " want " << want;
+            break;
+          }
+        }
+      }
+    }
+  }
   return comm->Barrier(axes);
 }
 

@@ -315,6 +315,17 @@ void SameHostPeer::Broadcast(int root, void* data, size_t bytes,
   Done(timeout);
 }
 
+void SameHostPeer::Permute(int src, const void* in, void* out, size_t bytes,
+                           std::chrono::milliseconds timeout) {
+  const uint64_t theirs = Exchange(in, bytes, timeout);
+  if (src == rank_) {
+    std::memcpy(out, in, bytes);
+  } else if (src >= 0) {
+    Read(out, theirs, bytes);
+  }
+  Done(timeout);
+}
+
 void SameHostPeer::Barrier(std::chrono::milliseconds timeout) { Done(timeout); }
 
 }  // namespace meshrt

@@ -79,6 +79,8 @@ class SameHostPeer {
                 std::chrono::milliseconds timeout);
   // `data` becomes rank `root`'s.
   void Broadcast(int root, void* data, size_t bytes, std::chrono::milliseconds timeout);
+  // `out` receives `in` of rank `src` (this rank or the peer); with src < 0 `out` is left alone.
+  void Permute(int src, const void* in, void* out, size_t bytes, std::chrono::milliseconds timeout);
   void Barrier(std::chrono::milliseconds timeout);
 
  private:
