@@ -16,8 +16,14 @@ test: setup
 demo: setup
 	$(BAZEL) run $(BAZEL_FLAGS) //client:meshrt -- demo
 
+# Benchmarks print tables (never timed in tests): kernels vs raw OpenBLAS, collectives vs raw Gloo
+# and PyTorch+gloo, per-step overhead and feed/fetch throughput on a local cluster.
 bench: setup
+	@bash tools/setup_bench.sh
+	$(BAZEL) build $(BAZEL_FLAGS) -c opt //bench:all
 	$(BAZEL) run $(BAZEL_FLAGS) -c opt //bench:einsum_bench
+	$(BAZEL) run $(BAZEL_FLAGS) -c opt //bench:collectives_bench
+	$(BAZEL) run $(BAZEL_FLAGS) -c opt //bench:cluster_bench
 
 clean:
 	$(BAZEL) clean
