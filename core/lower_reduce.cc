@@ -1,7 +1,8 @@
 // Reductions: local reduce over the reduced dims of the slice, then allreduce with the matching op
-// over the mesh axes that split a reduced dim. A mean over split dims is a local sum, an allreduce
-// sum, then a local scale by 1/count (a local mean of means would be right too, but only when every
-// slice has the same count; the sum form states the invariant plainly).
+// over the mesh axes that split a reduced dim (sum and mean: sum; max and any: max; min and all:
+// min). reduce_logsumexp lowers in lower_math.cc. A mean over split dims is a local sum, an
+// allreduce sum, then a local scale by 1/count (a local mean of means would be right too, but only
+// when every slice has the same count; the sum form states the invariant plainly).
 #include "absl/strings/str_cat.h"
 #include "core/lower_ops.h"
 
@@ -23,8 +24,10 @@ LaidOutTensor LowerReduce(LoweringContext& ctx, const v1::Op& op, const LaidOutT
   }
   v1::Op local = op;
   v1::ReduceOp reduce = v1::REDUCE_SUM;
-  if (op.type() == "reduce_max") {
-    reduce = v1::REDUCE_MAX;
+  if (op.type() == "reduce_max" || op.type() == "reduce_any") {
+    reduce = v1::REDUCE_MAX;  // any: local 0/1, then the max over processors
+  } else if (op.type() == "reduce_min" || op.type() == "reduce_all") {
+    reduce = v1::REDUCE_MIN;  // all: local 0/1, then the min over processors
   } else {
     local.set_type("reduce_sum");
   }

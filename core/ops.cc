@@ -1,7 +1,6 @@
 #include "core/ops.h"
 
 #include <algorithm>
-#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -18,19 +17,7 @@ std::vector<OpInfo> BuiltinOps() {
       {"constant", OpFamily::kSource, 0, 0, false, "a tensor given in the graph"},
       {"einsum", OpFamily::kEinsum, 1, -1, true,
        "product of the inputs, summed over every dim not in the output shape"},
-      {"add", OpFamily::kElementwise, 2, 2, true, "x + y, broadcast by dim name"},
-      {"sub", OpFamily::kElementwise, 2, 2, true, "x - y, broadcast by dim name"},
-      {"mul", OpFamily::kElementwise, 2, 2, true, "x * y, broadcast by dim name"},
-      {"div", OpFamily::kElementwise, 2, 2, true, "x / y, broadcast by dim name"},
-      {"minimum", OpFamily::kElementwise, 2, 2, true, "min(x, y), broadcast by dim name"},
-      {"maximum", OpFamily::kElementwise, 2, 2, true, "max(x, y), broadcast by dim name"},
-      {"relu", OpFamily::kElementwise, 1, 1, true, "max(x, 0)"},
-      {"exp", OpFamily::kElementwise, 1, 1, true, "e^x"},
-      {"neg", OpFamily::kElementwise, 1, 1, true, "-x"},
-      {"scale", OpFamily::kElementwise, 1, 1, true, "x * attrs.scalar"},
-      {"reduce_sum", OpFamily::kReduce, 1, 1, true, "sum over `dims`"},
-      {"reduce_max", OpFamily::kReduce, 1, 1, true, "max over `dims`"},
-      {"reduce_mean", OpFamily::kReduce, 1, 1, true, "mean over `dims`"},
+      // Elementwise ops and reductions: the math family (ops_math_*.cc).
       {"reshape", OpFamily::kReshape, 1, 1, true, "same elements, new shape (row-major)"},
       {"rename_dim", OpFamily::kReshape, 1, 1, true, "rename dim attrs.old to attrs.new"},
   };
@@ -41,13 +28,6 @@ std::vector<OpInfo> BuiltinOps() {
         break;
       case OpFamily::kEinsum:
         op.collectives = "allreduce(sum) + reshard";
-        break;
-      case OpFamily::kElementwise:
-        op.collectives = "none";
-        break;
-      case OpFamily::kReduce:
-        // reduce_X allreduces with X; a mean is a sum, an allreduce(sum), then a local scale.
-        op.collectives = op.type == "reduce_max" ? "allreduce(max)" : "allreduce(sum)";
         break;
       default:
         op.collectives = "allgather / alltoall / local slice";
@@ -71,42 +51,6 @@ std::string OpLabel(const v1::Op& op) { return absl::StrCat("op '", op.name(), "
 
 absl::Status OpError(const v1::Op& op, absl::string_view msg) {
   return absl::InvalidArgumentError(absl::StrCat(OpLabel(op), ": ", msg));
-}
-
-absl::StatusOr<TensorType> InferBinary(const v1::Op& op, const std::vector<TensorType>& in) {
-  if (in[0].dtype != in[1].dtype) {
-    return OpError(op, absl::StrCat("inputs '", op.inputs(0), "' (", DTypeName(in[0].dtype),
-                                    ") and '", op.inputs(1), "' (", DTypeName(in[1].dtype),
-                                    ") have different dtypes"));
-  }
-  std::vector<Dim> dims = in[0].shape.dims();
-  for (const Dim& d : in[1].shape.dims()) {
-    int i = in[0].shape.IndexOf(d.name);
-    if (i < 0) {
-      dims.push_back(d);
-    } else if (in[0].shape.dim(i).size != d.size) {
-      return OpError(op, absl::StrCat("dim '", d.name, "' is ", in[0].shape.dim(i).size, " in '",
-                                      op.inputs(0), "' but ", d.size, " in '", op.inputs(1), "'"));
-    }
-  }
-  return TensorType{Shape(std::move(dims)), in[0].dtype};
-}
-
-absl::StatusOr<TensorType> InferReduce(const v1::Op& op, const TensorType& in) {
-  std::set<std::string> reduced(op.dims().begin(), op.dims().end());
-  for (const std::string& d : reduced) {
-    if (!in.shape.Contains(d)) {
-      return OpError(op, absl::StrCat("reduces dim '", d, "' but input '", op.inputs(0),
-                                      "' has shape ", in.shape.ToString()));
-    }
-  }
-  std::vector<Dim> dims;
-  if (!reduced.empty()) {
-    for (const Dim& d : in.shape.dims()) {
-      if (!reduced.count(d.name)) dims.push_back(d);
-    }
-  }
-  return TensorType{Shape(std::move(dims)), in.dtype};
 }
 
 absl::StatusOr<TensorType> InferEinsum(const v1::Op& op, const std::vector<TensorType>& in) {
@@ -273,13 +217,6 @@ absl::StatusOr<TensorType> InferOutputType(const v1::Op& op,
     return TensorType{v.shape(), v.dtype()};
   }
   if (t == "einsum") return InferEinsum(op, inputs);
-  if (info->family == OpFamily::kElementwise) {
-    if (n == 2) return InferBinary(op, inputs);
-    if (t == "scale") RETURN_IF_ERROR(FloatAttr(op, "scalar").status());
-    if (inputs[0].dtype != DType::kFloat32) return OpError(op, "needs a float32 input");
-    return inputs[0];
-  }
-  if (info->family == OpFamily::kReduce) return InferReduce(op, inputs[0]);
   if (t == "reshape") {
     ASSIGN_OR_RETURN(Shape shape, Shape::FromProto(op.shape(), OpLabel(op) + " new shape"));
     if (shape.num_elements() != inputs[0].shape.num_elements()) {

@@ -15,86 +15,87 @@ namespace kernels {
 namespace {
 
 // The operators are types so each loop below is instantiated (and vectorised) per operator.
-struct Add {
-  template <typename T>
-  static T Apply(T x, T y) {
-    return x + y;
+#define MESHRT_BINARY_OP(Name, expr) \
+  struct Name {                      \
+    template <typename T>            \
+    static auto Apply(T x, T y) {    \
+      return expr;                   \
+    }                                \
   }
-};
-struct Sub {
-  template <typename T>
-  static T Apply(T x, T y) {
-    return x - y;
-  }
-};
-struct Mul {
-  template <typename T>
-  static T Apply(T x, T y) {
-    return x * y;
-  }
-};
-struct Div {
-  template <typename T>
-  static T Apply(T x, T y) {
-    return x / y;
-  }
-};
-struct Min {
-  template <typename T>
-  static T Apply(T x, T y) {
-    return std::min(x, y);
-  }
-};
-struct Max {
-  template <typename T>
-  static T Apply(T x, T y) {
-    return std::max(x, y);
-  }
-};
+MESHRT_BINARY_OP(Add, x + y);
+MESHRT_BINARY_OP(Sub, x - y);
+MESHRT_BINARY_OP(Mul, x* y);
+MESHRT_BINARY_OP(Div, x / y);
+MESHRT_BINARY_OP(Min, std::min(x, y));
+MESHRT_BINARY_OP(Max, std::max(x, y));
+MESHRT_BINARY_OP(Pow, std::pow(x, y));
+MESHRT_BINARY_OP(Equal, x == y);
+MESHRT_BINARY_OP(Less, x < y);
+MESHRT_BINARY_OP(Greater, x > y);
+MESHRT_BINARY_OP(And, x != T(0) && y != T(0));
+MESHRT_BINARY_OP(Or, x != T(0) || y != T(0));
+#undef MESHRT_BINARY_OP
 
 // One output row of n elements; sa/sb are the operands' strides along it (0 = broadcast scalar).
-template <typename Op, typename T>
-void Row(const T* a, int64_t sa, const T* b, int64_t sb, T* o, int64_t n) {
+template <typename Op, typename T, typename U>
+void Row(const T* a, int64_t sa, const T* b, int64_t sb, U* o, int64_t n) {
   if (sa == 1 && sb == 1) {
-    for (int64_t j = 0; j < n; ++j) o[j] = Op::Apply(a[j], b[j]);
+    for (int64_t j = 0; j < n; ++j) o[j] = static_cast<U>(Op::Apply(a[j], b[j]));
   } else if (sa == 1 && sb == 0) {
     const T y = *b;
-    for (int64_t j = 0; j < n; ++j) o[j] = Op::Apply(a[j], y);
+    for (int64_t j = 0; j < n; ++j) o[j] = static_cast<U>(Op::Apply(a[j], y));
   } else if (sa == 0 && sb == 1) {
     const T x = *a;
-    for (int64_t j = 0; j < n; ++j) o[j] = Op::Apply(x, b[j]);
+    for (int64_t j = 0; j < n; ++j) o[j] = static_cast<U>(Op::Apply(x, b[j]));
   } else {  // a transposed operand: strided reads, still no index arithmetic beyond j * s
-    for (int64_t j = 0; j < n; ++j) o[j] = Op::Apply(a[j * sa], b[j * sb]);
+    for (int64_t j = 0; j < n; ++j) o[j] = static_cast<U>(Op::Apply(a[j * sa], b[j * sb]));
   }
 }
 
-template <typename Op, typename T>
-void BinaryLoop(const T* a, const Shape& as, const T* b, const Shape& bs, T* o, const Shape& os) {
-  if (as == os && bs == os) {
-    Row<Op>(a, 1, b, 1, o, os.num_elements());
-    return;
-  }
-  const FusedSpace f =
-      Fuse(os.Sizes(), {StridesByName(as, os), StridesByName(bs, os), os.Strides()});
+// Splits the fused index space of `shapes` (operands, then the output last) into an outer loop
+// and a contiguous-or-strided innermost row, calling row(offsets, inner strides, n).
+template <typename RowFn>
+void ForEachRow(const std::vector<Shape>& operands, const Shape& os, RowFn row) {
+  std::vector<std::vector<int64_t>> strides;
+  for (const Shape& s : operands) strides.push_back(StridesByName(s, os));
+  strides.push_back(os.Strides());
+  const FusedSpace f = Fuse(os.Sizes(), strides);
   const int r = static_cast<int>(f.sizes.size());
-  if (r == 0) {
-    o[0] = Op::Apply(a[0], b[0]);
+  const size_t k = strides.size();
+  if (r == 0) {  // one element (every dim has size 1)
+    row(std::vector<int64_t>(k, 0), std::vector<int64_t>(k, 0), int64_t{1});
     return;
   }
   std::vector<int64_t> outer_sizes(f.sizes.begin(), f.sizes.end() - 1);
   std::vector<std::vector<int64_t>> outer_strides;
-  for (const auto& s : f.strides) outer_strides.emplace_back(s.begin(), s.end() - 1);
-  const int64_t n = f.sizes[r - 1];
-  const int64_t sa = f.strides[0][r - 1];
-  const int64_t sb = f.strides[1][r - 1];
+  std::vector<int64_t> inner(k);
+  for (size_t i = 0; i < k; ++i) {
+    outer_strides.emplace_back(f.strides[i].begin(), f.strides[i].end() - 1);
+    inner[i] = f.strides[i][r - 1];
+  }
+  std::vector<int64_t> offsets(k);
   for (StridedIterator it(outer_sizes, outer_strides); !it.done(); it.Next()) {
-    Row<Op>(a + it.offset(0), sa, b + it.offset(1), sb, o + it.offset(2), n);
+    for (size_t i = 0; i < k; ++i) offsets[i] = it.offset(static_cast<int>(i));
+    row(offsets, inner, f.sizes[r - 1]);
   }
 }
 
-template <typename T>
-void Dispatch(BinaryOp op, const T* a, const Shape& as, const T* b, const Shape& bs, T* o,
-              const Shape& os) {
+template <typename Op, typename T, typename U>
+void BinaryLoop(const T* a, const Shape& as, const T* b, const Shape& bs, U* o, const Shape& os) {
+  if (os.num_elements() == 0) return;
+  if (as == os && bs == os) {
+    Row<Op>(a, 1, b, 1, o, os.num_elements());
+    return;
+  }
+  ForEachRow({as, bs}, os,
+             [&](const std::vector<int64_t>& off, const std::vector<int64_t>& s, int64_t n) {
+               Row<Op>(a + off[0], s[0], b + off[1], s[1], o + off[2], n);
+             });
+}
+
+template <typename T, typename U>
+void Arithmetic(BinaryOp op, const T* a, const Shape& as, const T* b, const Shape& bs, U* o,
+                const Shape& os) {
   switch (op) {
     case BinaryOp::kAdd:
       return BinaryLoop<Add>(a, as, b, bs, o, os);
@@ -108,25 +109,129 @@ void Dispatch(BinaryOp op, const T* a, const Shape& as, const T* b, const Shape&
       return BinaryLoop<Min>(a, as, b, bs, o, os);
     case BinaryOp::kMaximum:
       return BinaryLoop<Max>(a, as, b, bs, o, os);
+    case BinaryOp::kPow:
+      return BinaryLoop<Pow>(a, as, b, bs, o, os);
+    default:
+      return;
   }
+}
+
+template <typename T>
+void Predicate(BinaryOp op, const T* a, const Shape& as, const T* b, const Shape& bs, float* o,
+               const Shape& os) {
+  switch (op) {
+    case BinaryOp::kEqual:
+      return BinaryLoop<Equal>(a, as, b, bs, o, os);
+    case BinaryOp::kLess:
+      return BinaryLoop<Less>(a, as, b, bs, o, os);
+    case BinaryOp::kGreater:
+      return BinaryLoop<Greater>(a, as, b, bs, o, os);
+    case BinaryOp::kLogicalAnd:
+      return BinaryLoop<And>(a, as, b, bs, o, os);
+    case BinaryOp::kLogicalOr:
+      return BinaryLoop<Or>(a, as, b, bs, o, os);
+    default:
+      return;
+  }
+}
+
+bool IsPredicate(BinaryOp op) {
+  return op == BinaryOp::kEqual || op == BinaryOp::kLess || op == BinaryOp::kGreater ||
+         op == BinaryOp::kLogicalAnd || op == BinaryOp::kLogicalOr;
+}
+
+template <typename T>
+const T* Ptr(const Tensor& t);
+template <>
+const float* Ptr<float>(const Tensor& t) {
+  return t.f32();
+}
+template <>
+const int32_t* Ptr<int32_t>(const Tensor& t) {
+  return t.i32();
+}
+template <typename T>
+T* MutablePtr(Tensor* t);
+template <>
+float* MutablePtr<float>(Tensor* t) {
+  return t->f32();
+}
+template <>
+int32_t* MutablePtr<int32_t>(Tensor* t) {
+  return t->i32();
+}
+
+template <typename C, typename T>
+void WhereLoop(const Tensor& c, const Tensor& x, const Tensor& y, Tensor* out) {
+  const C* pc = Ptr<C>(c);
+  const T* px = Ptr<T>(x);
+  const T* py = Ptr<T>(y);
+  T* po = MutablePtr<T>(out);
+  if (out->num_elements() == 0) return;
+  ForEachRow({c.shape(), x.shape(), y.shape()}, out->shape(),
+             [&](const std::vector<int64_t>& off, const std::vector<int64_t>& s, int64_t n) {
+               const C* cc = pc + off[0];
+               const T* xx = px + off[1];
+               const T* yy = py + off[2];
+               T* oo = po + off[3];
+               if (s[0] == 1 && s[1] == 1 && s[2] == 1) {
+                 for (int64_t j = 0; j < n; ++j) oo[j] = cc[j] != C(0) ? xx[j] : yy[j];
+               } else {
+                 for (int64_t j = 0; j < n; ++j) {
+                   oo[j] = cc[j * s[0]] != C(0) ? xx[j * s[1]] : yy[j * s[2]];
+                 }
+               }
+             });
 }
 
 }  // namespace
 
 absl::Status Binary(BinaryOp op, const Tensor& a, const Tensor& b, Tensor* out) {
-  if (a.dtype() != out->dtype() || b.dtype() != out->dtype()) {
+  const DType want = IsPredicate(op) ? DType::kFloat32 : a.dtype();
+  if (a.dtype() != b.dtype() || out->dtype() != want) {
     return absl::InvalidArgumentError(absl::StrCat("inputs are ", DTypeName(a.dtype()), " and ",
                                                    DTypeName(b.dtype()), " but the output is ",
                                                    DTypeName(out->dtype())));
   }
   RETURN_IF_ERROR(CheckDimsIn(a.shape(), "input 0", out->shape(), "the output"));
   RETURN_IF_ERROR(CheckDimsIn(b.shape(), "input 1", out->shape(), "the output"));
-  if (out->dtype() == DType::kFloat32) {
-    Dispatch(op, a.f32(), a.shape(), b.f32(), b.shape(), out->f32(), out->shape());
+  const Shape& as = a.shape();
+  const Shape& bs = b.shape();
+  const Shape& os = out->shape();
+  if (a.dtype() == DType::kFloat32) {
+    if (IsPredicate(op)) {
+      Predicate(op, a.f32(), as, b.f32(), bs, out->f32(), os);
+    } else {
+      Arithmetic(op, a.f32(), as, b.f32(), bs, out->f32(), os);
+    }
     return absl::OkStatus();
   }
-  if (op == BinaryOp::kDiv) return absl::UnimplementedError("div supports float32 only");
-  Dispatch(op, a.i32(), a.shape(), b.i32(), b.shape(), out->i32(), out->shape());
+  if (IsPredicate(op)) {
+    Predicate(op, a.i32(), as, b.i32(), bs, out->f32(), os);
+    return absl::OkStatus();
+  }
+  if (op == BinaryOp::kDiv || op == BinaryOp::kPow) {
+    return absl::UnimplementedError("div and pow support float32 only");
+  }
+  Arithmetic(op, a.i32(), as, b.i32(), bs, out->i32(), os);
+  return absl::OkStatus();
+}
+
+absl::Status Where(const Tensor& cond, const Tensor& x, const Tensor& y, Tensor* out) {
+  if (x.dtype() != out->dtype() || y.dtype() != out->dtype()) {
+    return absl::InvalidArgumentError(absl::StrCat("x is ", DTypeName(x.dtype()), " and y is ",
+                                                   DTypeName(y.dtype()), " but the output is ",
+                                                   DTypeName(out->dtype())));
+  }
+  RETURN_IF_ERROR(CheckDimsIn(cond.shape(), "the condition", out->shape(), "the output"));
+  RETURN_IF_ERROR(CheckDimsIn(x.shape(), "x", out->shape(), "the output"));
+  RETURN_IF_ERROR(CheckDimsIn(y.shape(), "y", out->shape(), "the output"));
+  const bool cf = cond.dtype() == DType::kFloat32;
+  if (out->dtype() == DType::kFloat32) {
+    cf ? WhereLoop<float, float>(cond, x, y, out) : WhereLoop<int32_t, float>(cond, x, y, out);
+  } else {
+    cf ? WhereLoop<float, int32_t>(cond, x, y, out) : WhereLoop<int32_t, int32_t>(cond, x, y, out);
+  }
   return absl::OkStatus();
 }
 
@@ -144,18 +249,57 @@ absl::Status Unary(UnaryOp op, float scalar, const Tensor& x, Tensor* out) {
     PermuteCopy(in, x.shape(), o, out->shape());
     in = o;
   }
+  auto apply = [&](auto f) {
+    for (int64_t i = 0; i < n; ++i) o[i] = f(in[i]);
+  };
   switch (op) {
     case UnaryOp::kRelu:
-      for (int64_t i = 0; i < n; ++i) o[i] = in[i] > 0.0f ? in[i] : 0.0f;
+      apply([](float v) { return v > 0.0f ? v : 0.0f; });
       break;
     case UnaryOp::kExp:
-      for (int64_t i = 0; i < n; ++i) o[i] = std::exp(in[i]);
+      apply([](float v) { return std::exp(v); });
       break;
     case UnaryOp::kNeg:
-      for (int64_t i = 0; i < n; ++i) o[i] = -in[i];
+      apply([](float v) { return -v; });
       break;
     case UnaryOp::kScale:
-      for (int64_t i = 0; i < n; ++i) o[i] = in[i] * scalar;
+      apply([scalar](float v) { return v * scalar; });
+      break;
+    case UnaryOp::kLog:
+      apply([](float v) { return std::log(v); });
+      break;
+    case UnaryOp::kSqrt:
+      apply([](float v) { return std::sqrt(v); });
+      break;
+    case UnaryOp::kRsqrt:
+      apply([](float v) { return 1.0f / std::sqrt(v); });
+      break;
+    case UnaryOp::kSquare:
+      apply([](float v) { return v * v; });
+      break;
+    case UnaryOp::kTanh:
+      apply([](float v) { return std::tanh(v); });
+      break;
+    case UnaryOp::kSigmoid:
+      apply([](float v) { return 1.0f / (1.0f + std::exp(-v)); });
+      break;
+    case UnaryOp::kGelu:
+      apply([](float v) {
+        const float k = 0.7978845608028654f;  // sqrt(2 / pi)
+        return 0.5f * v * (1.0f + std::tanh(k * (v + 0.044715f * v * v * v)));
+      });
+      break;
+    case UnaryOp::kGeluErf:
+      apply([](float v) { return 0.5f * v * (1.0f + std::erf(v * 0.70710678118654752f)); });
+      break;
+    case UnaryOp::kAbs:
+      apply([](float v) { return std::fabs(v); });
+      break;
+    case UnaryOp::kSign:
+      apply([](float v) { return v > 0.0f ? 1.0f : v < 0.0f ? -1.0f : 0.0f; });
+      break;
+    case UnaryOp::kReciprocal:
+      apply([](float v) { return 1.0f / v; });
       break;
   }
   return absl::OkStatus();

@@ -1,7 +1,9 @@
 #include "kernels/reduce.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
+#include <set>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -17,49 +19,47 @@ namespace {
 // not associative, so it will not reorder a single accumulator by itself).
 constexpr int kLanes = 16;
 
-float SumRow(const float* p, int64_t n) {
-  float acc[kLanes] = {};
-  int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) {
-    for (int j = 0; j < kLanes; ++j) acc[j] += p[i + j];
-  }
-  float s = 0.0f;
-  for (; i < n; ++i) s += p[i];
-  for (int j = 0; j < kLanes; ++j) s += acc[j];
-  return s;
-}
+struct SumOp {
+  static float Init() { return 0.0f; }
+  static float Combine(float a, float b) { return a + b; }
+};
+struct MaxOp {
+  static float Init() { return -std::numeric_limits<float>::infinity(); }
+  static float Combine(float a, float b) { return std::max(a, b); }
+};
+struct MinOp {
+  static float Init() { return std::numeric_limits<float>::infinity(); }
+  static float Combine(float a, float b) { return std::min(a, b); }
+};
 
-float MaxRow(const float* p, int64_t n) {
+template <typename Op>
+float FoldRow(const float* p, int64_t n) {
   float acc[kLanes];
-  std::fill(acc, acc + kLanes, -std::numeric_limits<float>::infinity());
+  std::fill(acc, acc + kLanes, Op::Init());
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes) {
-    for (int j = 0; j < kLanes; ++j) acc[j] = std::max(acc[j], p[i + j]);
+    for (int j = 0; j < kLanes; ++j) acc[j] = Op::Combine(acc[j], p[i + j]);
   }
-  float m = -std::numeric_limits<float>::infinity();
-  for (; i < n; ++i) m = std::max(m, p[i]);
-  for (int j = 0; j < kLanes; ++j) m = std::max(m, acc[j]);
-  return m;
+  float r = Op::Init();
+  for (; i < n; ++i) r = Op::Combine(r, p[i]);
+  for (int j = 0; j < kLanes; ++j) r = Op::Combine(r, acc[j]);
+  return r;
 }
 
-void AddRow(const float* p, int64_t n, float* out) {
-  for (int64_t j = 0; j < n; ++j) out[j] += p[j];
-}
-
-void MaxIntoRow(const float* p, int64_t n, float* out) {
-  for (int64_t j = 0; j < n; ++j) out[j] = std::max(out[j], p[j]);
+template <typename Op>
+void FoldIntoRow(const float* p, int64_t n, float* out) {
+  for (int64_t j = 0; j < n; ++j) out[j] = Op::Combine(out[j], p[j]);
 }
 
 // Reduces into `out`, whose dims are the kept dims of `in_shape` in the input's order.
-void ReduceInOrder(bool is_max, const float* in, const Shape& in_shape, float* out,
-                   const Shape& kept) {
-  std::fill(out, out + kept.num_elements(),
-            is_max ? -std::numeric_limits<float>::infinity() : 0.0f);
+template <typename Op>
+void ReduceInOrder(const float* in, const Shape& in_shape, float* out, const Shape& kept) {
+  std::fill(out, out + kept.num_elements(), Op::Init());
   // Out strides are 0 on reduced dims, so fusing merges runs of reduced dims and runs of kept dims.
   const FusedSpace f = Fuse(in_shape.Sizes(), {in_shape.Strides(), StridesByName(kept, in_shape)});
   const int r = static_cast<int>(f.sizes.size());
   if (r == 0) {
-    out[0] = is_max ? std::max(out[0], in[0]) : out[0] + in[0];
+    out[0] = Op::Combine(out[0], in[0]);
     return;
   }
   const int64_t n = f.sizes[r - 1];
@@ -72,46 +72,231 @@ void ReduceInOrder(bool is_max, const float* in, const Shape& in_shape, float* o
     const float* row = in + it.offset(0);
     float* o = out + it.offset(1);
     if (last_reduced) {
-      *o = is_max ? std::max(*o, MaxRow(row, n)) : *o + SumRow(row, n);
-    } else if (is_max) {
-      MaxIntoRow(row, n, o);
+      *o = Op::Combine(*o, FoldRow<Op>(row, n));
     } else {
-      AddRow(row, n, o);
+      FoldIntoRow<Op>(row, n, o);
     }
   }
+}
+
+// `in_shape` restricted to the dims of `out_shape`, in the input's order.
+Shape Kept(const Shape& in_shape, const Shape& out_shape) {
+  std::vector<Dim> dims;
+  for (const Dim& d : in_shape.dims()) {
+    if (out_shape.Contains(d.name)) dims.push_back(d);
+  }
+  return Shape(std::move(dims));
+}
+
+// A buffer of `to`'s size holding `src` (shape `from`, dims a subset of `to`'s) broadcast by name.
+std::vector<float> Broadcast(const float* src, const Shape& from, const Shape& to) {
+  std::vector<float> out(to.num_elements());
+  PermuteCopy(src, from, out.data(), to);
+  return out;
+}
+
+// Output order = kept order, or a temporary and a permutation.
+template <typename Fn>
+void IntoOrder(const Shape& kept, float* out, const Shape& out_shape, int64_t* scratch, Fn fill) {
+  if (DropUnitDims(kept) == DropUnitDims(out_shape)) {
+    fill(out);
+    return;
+  }
+  std::vector<float> tmp(kept.num_elements());
+  if (scratch != nullptr) *scratch += tmp.size() * sizeof(float);
+  fill(tmp.data());
+  PermuteCopy(tmp.data(), kept, out, out_shape);
+}
+
+absl::Status CheckFloat(const Tensor& t, absl::string_view what) {
+  if (t.dtype() != DType::kFloat32) {
+    return absl::UnimplementedError(absl::StrCat("the fast reductions take float32 only; ", what,
+                                                 " is ", DTypeName(t.dtype())));
+  }
+  return absl::OkStatus();
+}
+
+// Checks x and out (float32, same shape) and dims (non-empty, dims of x). Returns x's other dims.
+absl::StatusOr<Shape> KeptForNormalize(const Tensor& x, const std::vector<std::string>& dims,
+                                       const Tensor& out) {
+  RETURN_IF_ERROR(CheckFloat(x, "the input"));
+  RETURN_IF_ERROR(CheckFloat(out, "the output"));
+  if (x.shape() != out.shape()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the output ", out.shape().ToString(), " differs from the input ", x.shape().ToString()));
+  }
+  if (dims.empty()) return absl::InvalidArgumentError("no dims to normalise over");
+  std::set<std::string> names;
+  for (const std::string& d : dims) {
+    if (!x.shape().Contains(d)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("normalises dim '", d, "' but the input is ", x.shape().ToString()));
+    }
+    names.insert(d);
+  }
+  std::vector<Dim> kept;
+  for (const Dim& d : x.shape().dims()) {
+    if (!names.count(d.name)) kept.push_back(d);
+  }
+  return Shape(std::move(kept));
 }
 
 }  // namespace
 
 void ReduceRaw(ReduceKind kind, const float* in, const Shape& in_shape, float* out,
                const Shape& out_shape, int64_t* scratch_bytes) {
-  std::vector<Dim> kept_dims;
-  for (const Dim& d : in_shape.dims()) {
-    if (out_shape.Contains(d.name)) kept_dims.push_back(d);
-  }
-  const Shape kept(std::move(kept_dims));
-  const bool is_max = kind == ReduceKind::kMax;
+  const Shape kept = Kept(in_shape, out_shape);
+  const int64_t in_n = in_shape.num_elements();
   const int64_t out_n = out_shape.num_elements();
-  if (DropUnitDims(kept) == DropUnitDims(out_shape)) {
-    ReduceInOrder(is_max, in, in_shape, out, kept);
-  } else {
-    std::vector<float> tmp(out_n);
-    if (scratch_bytes != nullptr) *scratch_bytes += out_n * sizeof(float);
-    ReduceInOrder(is_max, in, in_shape, tmp.data(), kept);
-    PermuteCopy(tmp.data(), kept, out, out_shape);
+  if (in_n == 0 || out_n == 0) return;
+  switch (kind) {
+    case ReduceKind::kSum:
+    case ReduceKind::kMean:
+      IntoOrder(kept, out, out_shape, scratch_bytes,
+                [&](float* o) { ReduceInOrder<SumOp>(in, in_shape, o, kept); });
+      break;
+    case ReduceKind::kMax:
+      IntoOrder(kept, out, out_shape, scratch_bytes,
+                [&](float* o) { ReduceInOrder<MaxOp>(in, in_shape, o, kept); });
+      break;
+    case ReduceKind::kMin:
+      IntoOrder(kept, out, out_shape, scratch_bytes,
+                [&](float* o) { ReduceInOrder<MinOp>(in, in_shape, o, kept); });
+      break;
+    case ReduceKind::kAny:
+    case ReduceKind::kAll: {
+      std::vector<float> flags(in_n);
+      if (scratch_bytes != nullptr) *scratch_bytes += in_n * sizeof(float);
+      for (int64_t i = 0; i < in_n; ++i) flags[i] = in[i] != 0.0f ? 1.0f : 0.0f;
+      ReduceRaw(kind == ReduceKind::kAny ? ReduceKind::kMax : ReduceKind::kMin, flags.data(),
+                in_shape, out, out_shape, scratch_bytes);
+      break;
+    }
+    case ReduceKind::kLogSumExp: {
+      // max, then sum of exp(x - max), then log + max: stable for large |x|.
+      std::vector<float> m(kept.num_elements()), s(kept.num_elements());
+      ReduceInOrder<MaxOp>(in, in_shape, m.data(), kept);
+      std::vector<float> e = Broadcast(m.data(), kept, in_shape);
+      if (scratch_bytes != nullptr) *scratch_bytes += (in_n + 2 * m.size()) * sizeof(float);
+      for (int64_t i = 0; i < in_n; ++i) e[i] = std::exp(in[i] - e[i]);
+      ReduceInOrder<SumOp>(e.data(), in_shape, s.data(), kept);
+      for (size_t k = 0; k < s.size(); ++k) s[k] = std::log(s[k]) + m[k];
+      PermuteCopy(s.data(), kept, out, out_shape);
+      break;
+    }
   }
   if (kind == ReduceKind::kMean) {
-    const float count = static_cast<float>(in_shape.num_elements() / out_n);
+    const float count = static_cast<float>(in_n / out_n);
     for (int64_t i = 0; i < out_n; ++i) out[i] /= count;
   }
 }
 
 absl::Status Reduce(ReduceKind kind, const Tensor& in, Tensor* out) {
-  if (in.dtype() != DType::kFloat32 || out->dtype() != DType::kFloat32) {
-    return absl::UnimplementedError("the fast reductions take float32 only");
-  }
+  RETURN_IF_ERROR(CheckFloat(in, "the input"));
+  RETURN_IF_ERROR(CheckFloat(*out, "the output"));
   RETURN_IF_ERROR(CheckDimsIn(out->shape(), "the output", in.shape(), "the input"));
   ReduceRaw(kind, in.f32(), in.shape(), out->f32(), out->shape());
+  return absl::OkStatus();
+}
+
+absl::Status Softmax(const Tensor& x, const std::vector<std::string>& dims, bool log, Tensor* out) {
+  ASSIGN_OR_RETURN(Shape kept, KeptForNormalize(x, dims, *out));
+  const Shape& xs = x.shape();
+  const int64_t n = x.num_elements();
+  const float* p = x.f32();
+  float* o = out->f32();
+  std::vector<float> stat(kept.num_elements());
+  ReduceInOrder<MaxOp>(p, xs, stat.data(), kept);
+  std::vector<float> buf = Broadcast(stat.data(), kept, xs);
+  if (!log) {
+    for (int64_t i = 0; i < n; ++i) o[i] = std::exp(p[i] - buf[i]);
+    ReduceInOrder<SumOp>(o, xs, stat.data(), kept);
+    PermuteCopy(stat.data(), kept, buf.data(), xs);
+    for (int64_t i = 0; i < n; ++i) o[i] /= buf[i];
+    return absl::OkStatus();
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    o[i] = p[i] - buf[i];
+    buf[i] = std::exp(o[i]);
+  }
+  ReduceInOrder<SumOp>(buf.data(), xs, stat.data(), kept);
+  for (float& v : stat) v = std::log(v);
+  PermuteCopy(stat.data(), kept, buf.data(), xs);
+  for (int64_t i = 0; i < n; ++i) o[i] -= buf[i];
+  return absl::OkStatus();
+}
+
+absl::Status Normalize(const Tensor& x, const Tensor* scale, const Tensor* bias,
+                       const std::vector<std::string>& dims, float epsilon, bool rms, Tensor* out) {
+  ASSIGN_OR_RETURN(Shape kept, KeptForNormalize(x, dims, *out));
+  for (const Tensor* t : {scale, bias}) {
+    if (t == nullptr) continue;
+    RETURN_IF_ERROR(CheckFloat(*t, t == scale ? "scale" : "bias"));
+    RETURN_IF_ERROR(CheckDimsIn(t->shape(), t == scale ? "scale" : "bias", x.shape(), "x"));
+  }
+  const Shape& xs = x.shape();
+  const int64_t n = x.num_elements();
+  if (n == 0) return absl::OkStatus();
+  const float count = static_cast<float>(n / kept.num_elements());
+  const float* p = x.f32();
+  float* o = out->f32();
+  std::vector<float> stat(kept.num_elements());
+  std::vector<float> buf(n);
+  if (rms) {
+    std::copy(p, p + n, o);
+  } else {
+    ReduceInOrder<SumOp>(p, xs, stat.data(), kept);
+    for (float& v : stat) v /= count;
+    PermuteCopy(stat.data(), kept, buf.data(), xs);
+    for (int64_t i = 0; i < n; ++i) o[i] = p[i] - buf[i];
+  }
+  for (int64_t i = 0; i < n; ++i) buf[i] = o[i] * o[i];
+  ReduceInOrder<SumOp>(buf.data(), xs, stat.data(), kept);
+  for (float& v : stat) v = 1.0f / std::sqrt(v / count + epsilon);
+  PermuteCopy(stat.data(), kept, buf.data(), xs);
+  for (int64_t i = 0; i < n; ++i) o[i] *= buf[i];
+  if (scale != nullptr) {
+    PermuteCopy(scale->f32(), scale->shape(), buf.data(), xs);
+    for (int64_t i = 0; i < n; ++i) o[i] *= buf[i];
+  }
+  if (bias != nullptr) {
+    PermuteCopy(bias->f32(), bias->shape(), buf.data(), xs);
+    for (int64_t i = 0; i < n; ++i) o[i] += buf[i];
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SoftmaxCrossEntropy(const Tensor& logits, const Tensor& targets, Tensor* out) {
+  RETURN_IF_ERROR(CheckFloat(logits, "the logits"));
+  RETURN_IF_ERROR(CheckFloat(targets, "the targets"));
+  RETURN_IF_ERROR(CheckFloat(*out, "the output"));
+  const Shape& ls = logits.shape();
+  RETURN_IF_ERROR(CheckDimsIn(ls, "the logits", targets.shape(), "the targets"));
+  RETURN_IF_ERROR(CheckDimsIn(targets.shape(), "the targets", ls, "the logits"));
+  RETURN_IF_ERROR(CheckDimsIn(out->shape(), "the output", ls, "the logits"));
+  const int64_t n = logits.num_elements();
+  if (n == 0) return absl::OkStatus();
+  const Shape kept = Kept(ls, out->shape());
+  const float* l = logits.f32();
+  std::vector<float> stat(kept.num_elements());
+  ReduceInOrder<MaxOp>(l, ls, stat.data(), kept);
+  std::vector<float> z = Broadcast(stat.data(), kept, ls);
+  std::vector<float> buf(n);
+  for (int64_t i = 0; i < n; ++i) {
+    z[i] = l[i] - z[i];
+    buf[i] = std::exp(z[i]);
+  }
+  ReduceInOrder<SumOp>(buf.data(), ls, stat.data(), kept);
+  for (float& v : stat) v = std::log(v);
+  PermuteCopy(stat.data(), kept, buf.data(), ls);  // buf = log of the sum, per row
+  std::vector<float> permuted;
+  const float* t = targets.f32();
+  if (targets.shape() != ls) {
+    permuted = Broadcast(t, targets.shape(), ls);
+    t = permuted.data();
+  }
+  for (int64_t i = 0; i < n; ++i) buf[i] = -t[i] * (z[i] - buf[i]);
+  ReduceRaw(ReduceKind::kSum, buf.data(), ls, out->f32(), out->shape());
   return absl::OkStatus();
 }
 

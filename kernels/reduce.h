@@ -1,13 +1,17 @@
-// Fast float32 reductions (reduce_sum, reduce_max, reduce_mean) with contiguous inner loops: each
-// inner loop either folds one contiguous input row into a scalar or accumulates a contiguous
-// input row into a contiguous output row. Dims are matched by name; every input dim not in the
-// output is reduced.
+// Fast float32 reductions (reduce_sum, _mean, _max, _min, _any, _all, _logsumexp) and the
+// normalisations built on them (softmax, log_softmax, layer_norm, rms_norm, softmax_cross_entropy).
+// Inner loops are contiguous: each folds one contiguous input row into a scalar or accumulates a
+// contiguous input row into a contiguous output row; per-row statistics are broadcast back with
+// PermuteCopy so the elementwise passes are flat loops. Dims are matched by name. Semantics match
+// the reference kernels (core/ops_math.h).
 //
 // Pure functions over caller-owned buffers; thread-safe for disjoint outputs.
 #ifndef MESHRT_KERNELS_REDUCE_H_
 #define MESHRT_KERNELS_REDUCE_H_
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "core/shape.h"
@@ -16,17 +20,36 @@
 namespace meshrt {
 namespace kernels {
 
-enum class ReduceKind { kSum, kMax, kMean };
+// kAny / kAll write 1 when any / every reduced element is nonzero, else 0.
+enum class ReduceKind { kSum, kMax, kMean, kMin, kAny, kAll, kLogSumExp };
 
 // Validated entry point: `in` and `*out` float32, every output dim in `in` with the same size
-// (InvalidArgument naming the dim otherwise). The output's dims may be in any order.
+// (InvalidArgument naming the dim otherwise); every input dim the output lacks is reduced. The
+// output's dims may be in any order.
 absl::Status Reduce(ReduceKind kind, const Tensor& in, Tensor* out);
 
 // Unvalidated core on raw buffers. Preconditions: every dim of `out_shape` is in `in_shape` with
 // the same size; buffers do not overlap. When the output order differs from the input's order
-// it reduces into a temporary and permutes; `scratch_bytes` (optional) is increased by its size.
+// it reduces into a temporary and permutes; `scratch_bytes` (optional) is increased by the size of
+// every temporary.
 void ReduceRaw(ReduceKind kind, const float* in, const Shape& in_shape, float* out,
                const Shape& out_shape, int64_t* scratch_bytes = nullptr);
+
+// softmax (log = false) or log_softmax (log = true) of `x` over `dims`. `x` and `*out` float32
+// with the same dims in the same order; `dims` non-empty, each a dim of x. InvalidArgument
+// otherwise.
+absl::Status Softmax(const Tensor& x, const std::vector<std::string>& dims, bool log, Tensor* out);
+
+// layer_norm (rms = false): (x - mean) / sqrt(var + epsilon), or rms_norm (rms = true):
+// x / sqrt(mean(x^2) + epsilon), over `dims`; then * scale and + bias when given (may be null;
+// their dims must be dims of x, broadcast by name). Shapes and errors as Softmax.
+absl::Status Normalize(const Tensor& x, const Tensor* scale, const Tensor* bias,
+                       const std::vector<std::string>& dims, float epsilon, bool rms, Tensor* out);
+
+// -sum of targets * log_softmax(logits) over the logits' dims that `*out` lacks. targets has the
+// logits' dims (any order); out's dims are logits' other dims (any order). All float32.
+// InvalidArgument otherwise.
+absl::Status SoftmaxCrossEntropy(const Tensor& logits, const Tensor& targets, Tensor* out);
 
 }  // namespace kernels
 }  // namespace meshrt
