@@ -1,0 +1,18 @@
+// Lowering of the random and fill ops (core/ops_random.h): each processor computes its own slice
+// in the output's rule layout. Random values are keyed on global element indices (the executor
+// tells the kernel where the slice sits), so no processor needs another's data and nothing
+// communicates; dropout's input is already in that layout, since it has the output's dims.
+#include "core/lower_ops.h"
+#include "core/ops_random.h"
+
+namespace meshrt {
+namespace rng {
+
+LaidOutTensor LowerRandom(LoweringContext& ctx, const v1::Op& op,
+                          const std::vector<LaidOutTensor>& inputs) {
+  const TensorType& type = ctx.graph.type(op.name());
+  return ctx.builder.EmitLocal(op, inputs, type.shape, type.dtype, ctx.RuleLayout(type.shape));
+}
+
+}  // namespace rng
+}  // namespace meshrt
