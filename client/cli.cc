@@ -61,6 +61,8 @@ std::string TopLevelHelp() {
       "  explain  show how a graph is laid out and lowered on a mesh: slices, collectives, "
       "bytes\n"
       "  local    start a local cluster (a coordinator and N worker processes) until Ctrl-C\n"
+      "  status   what a coordinator knows: workers, ranks, sessions, sessions waiting for "
+      "workers\n"
       "  ops      list every op: family, inputs, gradient, collectives its lowering may emit\n"
       "  demo     run the MLP on a local 4-worker cluster under two layouts vs the reference\n"
       "  help     this help; `meshrt help COMMAND` is `meshrt COMMAND --help`\n\n"
@@ -94,13 +96,15 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
     status = ExplainCommand(rest, io);
   } else if (command == "ops") {
     status = OpsCommand(rest, io);
+  } else if (command == "status") {
+    status = StatusCommand(rest, io);
   } else if (command == "local") {
     status = LocalCommand(rest, io);
   } else if (command == "demo") {
     status = DemoCommand(rest, io);
   } else {
     status = UsageError(absl::StrCat("unknown command '", command,
-                                     "'; the commands are run, explain, local, ops, demo, help "
+                                     "'; the commands are run, explain, local, status, ops, demo, help "
                                      "(see meshrt --help)"));
   }
   if (status.ok()) return 0;

@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "client/cli_commands.h"
@@ -39,11 +40,13 @@ void RemoveFlatDir(const std::string& dir) {
 }
 
 // Runs one step through a client connected to `address`.
-absl::StatusOr<TensorMap> RunThroughClient(const std::string& address, const Graph& graph,
+absl::StatusOr<TensorMap> RunThroughClient(const std::string& address,
+                                           const SecurityOptions& security, const Graph& graph,
                                            const MeshAndRules& layout, const TensorMap& feeds,
                                            const std::vector<std::string>& fetches) {
   ClientOptions options;
   options.address = address;
+  options.security = security;
   ASSIGN_OR_RETURN(std::unique_ptr<Client> client, Client::Connect(options));
   ASSIGN_OR_RETURN(std::unique_ptr<Session> session,
                    client->CreateSession(graph.proto(), layout.mesh, layout.rules));
@@ -59,7 +62,7 @@ absl::StatusOr<TensorMap> RunOnCluster(const ClusterTarget& target, const Graph&
                                        const std::vector<std::string>& fetches) {
   if (target.local_workers <= 0) {
     absl::StatusOr<TensorMap> results =
-        RunThroughClient(target.coordinator, graph, layout, feeds, fetches);
+        RunThroughClient(target.coordinator, target.security, graph, layout, feeds, fetches);
     if (!results.ok()) {
       return WithContext(results.status(), absl::StrCat("coordinator ", target.coordinator));
     }
@@ -90,7 +93,8 @@ absl::StatusOr<TensorMap> RunOnCluster(const ClusterTarget& target, const Graph&
     if (!cluster.ok()) {
       results = WithContext(cluster.status(), "cannot start the local cluster");
     } else {
-      results = RunThroughClient((*cluster)->address(), graph, layout, feeds, fetches);
+      results =
+          RunThroughClient((*cluster)->address(), SecurityOptions(), graph, layout, feeds, fetches);
     }
   }  // the cluster stops here
   if (!results.ok()) {
@@ -99,6 +103,48 @@ absl::StatusOr<TensorMap> RunOnCluster(const ClusterTarget& target, const Graph&
   }
   if (own_log_dir) RemoveFlatDir(log_dir);
   return results;
+}
+
+void AddClientSecurityFlags(FlagSet& flags, SecurityOptions* options) {
+  AddSecurityFlags(&flags, options, /*server=*/false);
+}
+
+absl::Status StatusCommand(const std::vector<std::string>& args, CliIo io) {
+  std::string coordinator;
+  SecurityOptions security;
+  FlagSet flags("meshrt status --coordinator HOST:PORT [--tls_ca FILE ...] [--auth_token_file FILE]",
+                "Shows what a coordinator knows: its workers (rank, gRPC and Gloo addresses, the "
+                "session each serves, seconds since its last heartbeat), its sessions, and every "
+                "session waiting for workers with the ranks it still misses and why.\n\n"
+                "example:\n  meshrt status --coordinator 127.0.0.1:7070");
+  flags.String("coordinator", &coordinator, "coordinator address HOST:PORT (required)");
+  AddClientSecurityFlags(flags, &security);
+  ASSIGN_OR_RETURN(std::vector<std::string> positional, ParseCommandFlags(flags, args, "status"));
+  if (flags.help()) {
+    io.out << flags.Help();
+    return absl::OkStatus();
+  }
+  if (!positional.empty()) return UsageError("meshrt status takes no arguments, only flags");
+  if (coordinator.empty()) return UsageError("meshrt status needs --coordinator HOST:PORT");
+  ClientOptions options;
+  options.address = coordinator;
+  options.security = security;
+  ASSIGN_OR_RETURN(std::unique_ptr<Client> client, Client::Connect(options));
+  ASSIGN_OR_RETURN(v1::ListWorkersResponse list, client->ListWorkers());
+  io.out << "coordinator " << coordinator << ": " << list.workers_size() << " worker(s), "
+         << list.sessions_size() << " session(s), " << list.waiting_size() << " waiting\n";
+  for (const v1::WorkerInfo& w : list.workers()) {
+    io.out << "  worker " << w.worker_id() << "  rank "
+           << (w.rank() >= 0 ? absl::StrCat(w.rank()) : std::string("-")) << "  " << w.address()
+           << "  gloo " << w.gloo_address() << "  "
+           << (w.session().empty() ? std::string("free") : "session " + w.session())
+           << "  heartbeat " << absl::StrFormat("%.1f", w.last_heartbeat_ms_ago() / 1000.0)
+           << " s ago\n";
+  }
+  for (const std::string& s : list.sessions()) io.out << "  session " << s << "\n";
+  for (const std::string& w : list.waiting()) io.out << "  waiting: " << w << "\n";
+  io.out.flush();
+  return absl::OkStatus();
 }
 
 absl::Status LocalCommand(const std::vector<std::string>& args, CliIo io) {

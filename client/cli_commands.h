@@ -14,6 +14,7 @@
 #include "core/graph.h"
 #include "core/interpreter.h"
 #include "core/mesh.h"
+#include "rpc/grpc_util.h"
 #include "util/flags.h"
 
 namespace meshrt {
@@ -58,7 +59,12 @@ struct ClusterTarget {
   std::string coordinator;  // address of a running coordinator
   int local_workers = 0;    // > 0: start an embedded LocalCluster with this many workers
   std::string log_dir;      // local cluster: daemon logs go here (created if needed)
+  SecurityOptions security; // coordinator: TLS files and bearer token (the local cluster is plaintext)
 };
+
+// Registers the client's TLS and token flags (--tls_ca, --tls_cert, --tls_key, --tls_server_name,
+// --auth_token_file) on `flags`, writing to `options` (borrowed).
+void AddClientSecurityFlags(FlagSet& flags, SecurityOptions* options);
 
 // Runs one step of `graph` on the cluster (client/client.h): creates a session for the mesh and
 // rules, runs with `feeds`, returns `fetches`, closes the session. A local cluster is started
@@ -71,6 +77,9 @@ absl::Status RunCommand(const std::vector<std::string>& args, CliIo io);
 absl::Status ExplainCommand(const std::vector<std::string>& args, CliIo io);
 absl::Status OpsCommand(const std::vector<std::string>& args, CliIo io);
 absl::Status LocalCommand(const std::vector<std::string>& args, CliIo io);
+// `meshrt status --coordinator ADDR`: the coordinator's workers (rank, address, session, last
+// heartbeat), sessions, and the sessions waiting for workers with the ranks they miss.
+absl::Status StatusCommand(const std::vector<std::string>& args, CliIo io);
 absl::Status DemoCommand(const std::vector<std::string>& args, CliIo io);
 
 // `meshrt help` text: every subcommand with one line each, and the quick start.

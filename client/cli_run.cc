@@ -30,7 +30,8 @@ constexpr int kPrintValues = 8;  // how many leading values --print shows
 constexpr char kRunUsage[] =
     "meshrt run GRAPH (--reference | --local N | --coordinator HOST:PORT) [--mesh MESH] "
     "[--layout RULES] [--feed NAME=FILE.npy ...] [--random_feeds SEED] [--fetch NAME=FILE.npy "
-    "...] [--fetch_all DIR] [--save_feeds DIR] [--print]";
+    "...] [--fetch_all DIR] [--save_feeds DIR] [--print] [--tls_ca FILE [--tls_cert FILE "
+    "--tls_key FILE]] [--auth_token_file FILE]";
 
 constexpr char kRunDescription[] =
     "Runs one step of GRAPH (.pbtxt text or .pb binary, see proto/graph.proto) and writes or\n"
@@ -60,6 +61,7 @@ struct RunOptions {
   std::string save_feeds;
   std::string fetch_all;
   bool print = false;
+  SecurityOptions security;  // with --coordinator
 };
 
 absl::StatusOr<std::pair<std::string, std::string>> SplitNameFile(const std::string& value,
@@ -200,6 +202,7 @@ absl::Status RunCommand(const std::vector<std::string>& args, CliIo io) {
   flags.String("fetch_all", &o.fetch_all,
                "DIR: write every graph output as DIR/NAME.npy (default: empty, off)");
   flags.Bool("print", &o.print, "print each fetched tensor's name, shape, dtype and first values");
+  AddClientSecurityFlags(flags, &o.security);
   ASSIGN_OR_RETURN(std::vector<std::string> positional, ParseCommandFlags(flags, args, "run"));
   if (flags.help()) {
     io.out << flags.Help();
@@ -256,6 +259,7 @@ absl::Status RunCommand(const std::vector<std::string>& args, CliIo io) {
     target.coordinator = o.coordinator;
     target.local_workers = static_cast<int>(o.local);
     target.log_dir = o.log_dir;
+    target.security = o.security;
     ASSIGN_OR_RETURN(results, RunOnCluster(target, graph, layout, feeds, fetches));
   }
   for (const std::string& name : fetches) {

@@ -10,11 +10,26 @@ namespace meshrt {
 
 struct Client::Impl {
   ClientOptions options;
+  Security security;
   std::unique_ptr<v1::Coordinator::Stub> stub;
 
   absl::Status Annotate(const absl::Status& s) const {
-    if (s.ok() || s.code() != absl::StatusCode::kUnavailable) return s;
-    return absl::Status(s.code(), absl::StrCat("coordinator ", options.address, ": ", s.message()));
+    if (s.ok()) return s;
+    if (s.code() == absl::StatusCode::kUnauthenticated) {
+      return absl::Status(s.code(), absl::StrCat("coordinator ", options.address, " refused this "
+                                                 "client: ", s.message()));
+    }
+    if (s.code() != absl::StatusCode::kUnavailable) return s;
+    const std::string hint = SecurityHint(s, security);
+    return absl::Status(s.code(), absl::StrCat("coordinator ", options.address, ": ", s.message(),
+                                               hint.empty() ? "" : " (", hint,
+                                               hint.empty() ? "" : ")"));
+  }
+
+  // A context for one call: deadline and bearer token.
+  void Prepare(grpc::ClientContext* ctx, absl::Duration timeout) const {
+    SetTimeout(ctx, timeout);
+    AttachToken(ctx, security);
   }
 };
 
@@ -27,22 +42,39 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& opt
   }
   auto impl = std::make_unique<Impl>();
   impl->options = options;
-  auto channel = MakeChannel(options.address);
-  if (!channel->WaitForConnected(std::chrono::system_clock::now() +
-                                 std::chrono::milliseconds(
-                                     absl::ToInt64Milliseconds(options.connect_timeout)))) {
-    return absl::UnavailableError(absl::StrCat("cannot reach the coordinator at ", options.address,
-                                               " within ",
-                                               absl::FormatDuration(options.connect_timeout),
-                                               "; is it running?"));
-  }
+  absl::StatusOr<Security> security = LoadSecurity(options.security);
+  if (!security.ok()) return security.status();
+  impl->security = *std::move(security);
+  auto channel = MakeChannel(options.address, impl->security);
   impl->stub = v1::Coordinator::NewStub(channel);
+  const bool connected = channel->WaitForConnected(
+      std::chrono::system_clock::now() +
+      std::chrono::milliseconds(absl::ToInt64Milliseconds(options.connect_timeout)));
+  // One call: it proves the coordinator accepts this client (token), and when the connection
+  // failed it carries gRPC's reason (e.g. a TLS handshake error).
+  grpc::ClientContext ctx;
+  impl->Prepare(&ctx, connected ? options.connect_timeout : absl::Seconds(1));
+  v1::ListWorkersResponse response;
+  absl::Status s = FromGrpcStatus(impl->stub->ListWorkers(&ctx, v1::ListWorkersRequest(), &response));
+  if (!connected || s.code() == absl::StatusCode::kUnavailable ||
+      s.code() == absl::StatusCode::kDeadlineExceeded) {
+    const std::string hint = SecurityHint(s, impl->security);
+    if (!hint.empty()) {
+      return absl::UnavailableError(absl::StrCat("cannot connect to the coordinator at ",
+                                                 options.address, ": ", s.message(), "; ", hint));
+    }
+    return absl::UnavailableError(absl::StrCat(
+        "cannot reach the coordinator at ", options.address, " within ",
+        absl::FormatDuration(options.connect_timeout), "; is it running?",
+        s.ok() ? "" : absl::StrCat(" (", s.message(), ")")));
+  }
+  if (!s.ok()) return impl->Annotate(s);
   return std::unique_ptr<Client>(new Client(std::move(impl)));
 }
 
 absl::StatusOr<v1::ListWorkersResponse> Client::ListWorkers() {
   grpc::ClientContext ctx;
-  SetTimeout(&ctx, impl_->options.connect_timeout);
+  impl_->Prepare(&ctx, impl_->options.connect_timeout);
   v1::ListWorkersResponse response;
   absl::Status s = impl_->Annotate(
       FromGrpcStatus(impl_->stub->ListWorkers(&ctx, v1::ListWorkersRequest(), &response)));
@@ -60,7 +92,7 @@ absl::StatusOr<std::unique_ptr<Session>> Client::CreateSession(const v1::Graph& 
   *request.mutable_rules() = rules.ToProto();
   request.set_timeout_ms(absl::ToInt64Milliseconds(wait_for_workers));
   grpc::ClientContext ctx;
-  SetTimeout(&ctx, impl_->options.rpc_timeout + wait_for_workers);
+  impl_->Prepare(&ctx, impl_->options.rpc_timeout + wait_for_workers);
   v1::CreateSessionResponse response;
   absl::Status s =
       impl_->Annotate(FromGrpcStatus(impl_->stub->CreateSession(&ctx, request, &response)));
@@ -82,7 +114,7 @@ absl::StatusOr<TensorMap> Session::Run(const TensorMap& feeds,
                                        const std::vector<std::string>& fetches) {
   Client::Impl& impl = *client_->impl_;
   grpc::ClientContext ctx;
-  SetTimeout(&ctx, impl.options.rpc_timeout);
+  impl.Prepare(&ctx, impl.options.rpc_timeout);
   // Send the call's metadata with the header message: one write less per step.
   ctx.set_initial_metadata_corked(true);
   auto stream = impl.stub->RunStep(&ctx);
@@ -99,7 +131,7 @@ absl::Status Session::Close() {
   closed_ = true;
   Client::Impl& impl = *client_->impl_;
   grpc::ClientContext ctx;
-  SetTimeout(&ctx, absl::Seconds(30));
+  impl.Prepare(&ctx, absl::Seconds(30));
   v1::CloseSessionRequest request;
   request.set_session(id_);
   v1::CloseSessionResponse response;

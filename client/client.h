@@ -21,6 +21,7 @@
 #include "core/mesh.h"
 #include "proto/coordinator.pb.h"
 #include "proto/graph.pb.h"
+#include "rpc/grpc_util.h"
 
 namespace meshrt {
 
@@ -28,6 +29,11 @@ struct ClientOptions {
   std::string address;                        // coordinator host:port
   absl::Duration connect_timeout = absl::Seconds(5);
   absl::Duration rpc_timeout = absl::Minutes(10);  // per CreateSession / step
+  // TLS and the bearer token (rpc/grpc_util.h): tls_ca_file turns TLS on; tls_cert_file and
+  // tls_key_file are the client certificate for coordinators that require one; auth_token_file
+  // holds the token a coordinator may require. tls_require_client_cert is ignored. Default:
+  // plaintext, no token.
+  SecurityOptions security;
 };
 
 class Client;
@@ -59,8 +65,11 @@ class Session {
 
 class Client {
  public:
-  // Connects and checks the coordinator answers within `connect_timeout`: Unavailable naming the
-  // address otherwise.
+  // Connects and checks the coordinator answers within `connect_timeout` and accepts this client
+  // (one ListWorkers call). Errors: InvalidArgument for unreadable TLS or token files;
+  // Unavailable naming the address, gRPC's reason and the likely security cause (wrong CA, no
+  // client certificate, TLS on one side only); Unauthenticated when the token is missing or
+  // wrong.
   static absl::StatusOr<std::unique_ptr<Client>> Connect(const ClientOptions& options);
   ~Client();
 

@@ -128,10 +128,35 @@ absl::Status LocalCluster::KillWorker(int i) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<int> LocalCluster::TerminateWorker(int i, absl::Duration timeout) {
+  if (i < 0 || i >= num_workers() || workers_[i] <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("no running worker ", i));
+  }
+  const pid_t pid = workers_[i];
+  kill(pid, SIGTERM);
+  const absl::Time deadline = absl::Now() + timeout;
+  int status = 0;
+  while (waitpid(pid, &status, WNOHANG) != pid) {
+    if (absl::Now() > deadline) {
+      kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+      workers_[i] = -1;
+      return absl::DeadlineExceededError(absl::StrCat(
+          "worker ", i, " (pid ", pid, ") did not exit within ", absl::FormatDuration(timeout),
+          " of SIGTERM"));
+    }
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  workers_[i] = -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
 absl::Status LocalCluster::AddWorker(int expected_alive) {
   std::vector<std::string> argv = options_.worker_command;
   argv.push_back(absl::StrCat("--coordinator=", address_));
   argv.push_back("--advertise_address=127.0.0.1");
+  // Rank = start order, so sessions use the workers in that order.
+  argv.push_back(absl::StrCat("--rank=", workers_.size()));
   for (const std::string& f : options_.worker_flags) argv.push_back(f);
   auto pid = Spawn(argv, absl::StrCat("worker", workers_.size()));
   if (!pid.ok()) return pid.status();

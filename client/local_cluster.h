@@ -45,6 +45,10 @@ class LocalCluster {
   pid_t worker_pid(int i) const { return workers_[i]; }
   // kill -9 of worker i (it stays dead).
   absl::Status KillWorker(int i);
+  // SIGTERM to worker i (a graceful shutdown: it drains and deregisters), then waits up to
+  // `timeout` for it to exit. Returns its exit code (128 + N when killed by signal N);
+  // DeadlineExceeded (and the worker is killed) when it did not exit in time.
+  absl::StatusOr<int> TerminateWorker(int i, absl::Duration timeout);
   // Starts one more worker process and waits until `expected_alive` workers are registered.
   absl::Status AddWorker(int expected_alive);
   // Waits until the coordinator lists `n` live workers.

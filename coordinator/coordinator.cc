@@ -21,6 +21,7 @@ struct Coordinator::WorkerEntry {
   std::string address;
   std::string gloo_address;
   std::string incarnation;
+  int rank = -1;  // stable rank (pod ordinal), -1 = none
   absl::Time last_heartbeat;
   std::string session;  // empty when free
   std::vector<int64_t> coordinate;
@@ -177,6 +178,7 @@ absl::StatusOr<v1::RegisterWorkerResponse> Coordinator::RegisterWorker(
     entry->address = request.address();
     entry->gloo_address = request.gloo_address();
     entry->incarnation = request.incarnation();
+    entry->rank = request.has_rank() ? request.rank() : -1;
     entry->last_heartbeat = absl::Now();
     entry->client = std::move(client);
     response.set_worker_id(entry->id);
@@ -200,6 +202,26 @@ absl::StatusOr<v1::HeartbeatResponse> Coordinator::Heartbeat(const v1::Heartbeat
   return response;
 }
 
+absl::Status Coordinator::DeregisterWorker(const v1::DeregisterWorkerRequest& request) {
+  std::shared_ptr<Session> to_release;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = workers_.find(request.worker_id());
+    if (it == workers_.end() || it->second->incarnation != request.incarnation()) {
+      return absl::NotFoundError(absl::StrCat("no live worker ", request.worker_id(),
+                                              " with incarnation ", request.incarnation()));
+    }
+    const std::string session = it->second->session;
+    DropWorkerLocked(request.worker_id(),
+                     absl::StrCat("left the cluster: ",
+                                  request.reason().empty() ? "deregistered" : request.reason()));
+    auto s = sessions_.find(session);
+    if (s != sessions_.end()) to_release = s->second;
+  }
+  if (to_release != nullptr) ReleaseSession(to_release);
+  return absl::OkStatus();
+}
+
 v1::ListWorkersResponse Coordinator::ListWorkers() {
   absl::MutexLock lock(&mu_);
   v1::ListWorkersResponse response;
@@ -210,18 +232,49 @@ v1::ListWorkersResponse Coordinator::ListWorkers() {
     info->set_address(w->address);
     info->set_gloo_address(w->gloo_address);
     info->set_incarnation(w->incarnation);
+    info->set_rank(w->rank);
     info->set_last_heartbeat_ms_ago(absl::ToInt64Milliseconds(now - w->last_heartbeat));
     info->set_session(w->session);
     for (int64_t c : w->coordinate) info->add_coordinate(c);
   }
   for (const auto& [id, s] : sessions_) response.add_sessions(id);
+  for (const auto& [id, what] : waiting_) response.add_waiting(what);
   return response;
+}
+
+std::string Coordinator::DescribeMissingLocked(int n) const {
+  std::map<int, const WorkerEntry*> by_rank;
+  int unranked_free = 0;
+  for (const auto& [id, w] : workers_) {
+    if (w->rank >= 0) {
+      by_rank[w->rank] = w.get();
+    } else if (w->session.empty()) {
+      ++unranked_free;
+    }
+  }
+  std::vector<std::string> missing;
+  for (int r = 0; r < n; ++r) {
+    auto it = by_rank.find(r);
+    if (it == by_rank.end()) {
+      missing.push_back(absl::StrCat("rank ", r, " not registered"));
+    } else if (!it->second->session.empty()) {
+      missing.push_back(absl::StrCat("rank ", r, " (worker ", it->second->id, ", ",
+                                     it->second->address, ") busy in session ",
+                                     it->second->session));
+    }
+  }
+  if (missing.empty()) return "";
+  return absl::StrCat(absl::StrJoin(missing, "; "),
+                      unranked_free > 0 ? absl::StrCat("; ", unranked_free,
+                                                       " free worker(s) without a rank")
+                                        : "");
 }
 
 std::string Coordinator::DescribeWorkersLocked() const {
   std::vector<std::string> parts;
   for (const auto& [id, w] : workers_) {
-    parts.push_back(absl::StrCat("worker ", id, " (", w->address, ") ",
+    parts.push_back(absl::StrCat("worker ", id, " (", w->address,
+                                 w->rank >= 0 ? absl::StrCat(", rank ", w->rank) : "", ") ",
                                  w->session.empty() ? "free" : "busy in session " + w->session));
   }
   return parts.empty() ? "no workers are registered" : absl::StrJoin(parts, "; ");
@@ -243,11 +296,28 @@ absl::StatusOr<v1::CreateSessionResponse> Coordinator::CreateSession(
   const absl::Time deadline = absl::Now() + wait;
   {
     absl::MutexLock lock(&mu_);
+    const int wait_id = next_wait_++;
+    struct WaitEntry {  // removes this call from waiting_ however it ends
+      Coordinator* c;
+      int id;
+      ~WaitEntry() ABSL_NO_THREAD_SAFETY_ANALYSIS { c->waiting_.erase(id); }
+    } wait_entry{this, wait_id};
     while (true) {
       std::vector<WorkerEntry*> free;
       for (auto& [id, w] : workers_) {
         if (w->session.empty()) free.push_back(w.get());
       }
+      // Ranked workers first, in rank order (stable processor numbers across restarts).
+      std::stable_sort(free.begin(), free.end(), [](const WorkerEntry* a, const WorkerEntry* b) {
+        return (a->rank < 0 ? INT32_MAX : a->rank) < (b->rank < 0 ? INT32_MAX : b->rank);
+      });
+      waiting_[wait_id] = absl::StrCat(
+          "a session on mesh ", mesh.ToString(), " waits for ", n, " free worker(s), ",
+          free.size(), " free of ", workers_.size(), " registered",
+          [&] {
+            const std::string m = DescribeMissingLocked(n);
+            return m.empty() ? std::string() : absl::StrCat(": ", m);
+          }());
       if (static_cast<int>(free.size()) >= n) {
         session->id = absl::StrCat("s", next_session_++);
         for (int p = 0; p < n; ++p) {
@@ -265,7 +335,11 @@ absl::StatusOr<v1::CreateSessionResponse> Coordinator::CreateSession(
         const std::string what = absl::StrCat(
             "mesh ", mesh.ToString(), " needs ", n, " worker(s) but ", registered,
             " are registered and ", free.size(), " are free (waited ",
-            absl::FormatDuration(wait), "): ", DescribeWorkersLocked());
+            absl::FormatDuration(wait), "): ", DescribeWorkersLocked(),
+            [&] {
+              const std::string m = DescribeMissingLocked(n);
+              return m.empty() ? std::string() : absl::StrCat("; missing: ", m);
+            }());
         if (registered < n) {
           return absl::InvalidArgumentError(
               absl::StrCat(what, "; start more workers or use a smaller mesh"));

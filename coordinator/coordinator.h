@@ -57,6 +57,9 @@ class Coordinator {
 
   absl::StatusOr<v1::RegisterWorkerResponse> RegisterWorker(const v1::RegisterWorkerRequest& request);
   absl::StatusOr<v1::HeartbeatResponse> Heartbeat(const v1::HeartbeatRequest& request);
+  // Drops the worker at once (it is shutting down) and fails its session with an error naming
+  // the worker and `request.reason()`. NotFound when the id and incarnation name no live worker.
+  absl::Status DeregisterWorker(const v1::DeregisterWorkerRequest& request);
   KeyValueStore& kv() { return kv_; }
   v1::ListWorkersResponse ListWorkers();
 
@@ -85,6 +88,8 @@ class Coordinator {
   // Frees the session's workers and tells the live ones to drop it (outside mu_).
   void ReleaseSession(const std::shared_ptr<Session>& session);
   std::string DescribeWorkersLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Which of the `n` lowest ranks a waiting session still misses, and why.
+  std::string DescribeMissingLocked(int n) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const CoordinatorOptions options_;
   WorkerClientFactory* const factory_;
@@ -95,6 +100,9 @@ class Coordinator {
   std::map<std::string, std::shared_ptr<Session>> sessions_ ABSL_GUARDED_BY(mu_);
   int next_worker_id_ ABSL_GUARDED_BY(mu_) = 0;
   int next_session_ ABSL_GUARDED_BY(mu_) = 1;
+  // CreateSession calls waiting for workers, by a call number: the mesh they wait for.
+  std::map<int, std::string> waiting_ ABSL_GUARDED_BY(mu_);
+  int next_wait_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread reaper_;
 };

@@ -32,6 +32,8 @@ int CoordinatorMain(int argc, char** argv) {
   int64_t collective_timeout_ms = 30000;
   int64_t worker_wait_ms = 10000;
   std::string port_file;
+  int64_t health_port = 0;
+  SecurityOptions security_options;
   FlagSet flags("meshrt-coordinator [flags]",
                 "Runs the meshrt coordinator: workers register with it; clients create sessions "
                 "(graph + mesh + layout rules) and run steps through it.\n"
@@ -47,6 +49,10 @@ int CoordinatorMain(int argc, char** argv) {
             "how long a new session waits for enough free workers");
   flags.String("port_file", &port_file,
                "write the bound port to this file once serving (for --port 0)");
+  flags.Int("health_port", &health_port,
+            "also serve the standard gRPC health service, alone and in plaintext, on this port "
+            "(for Kubernetes' gRPC probes, which cannot speak TLS); 0 = off");
+  AddSecurityFlags(&flags, &security_options, /*server=*/true);
   auto positional = flags.Parse(argc, argv);
   if (!positional.ok()) {
     std::fprintf(stderr, "meshrt-coordinator: %s\n",
@@ -57,6 +63,17 @@ int CoordinatorMain(int argc, char** argv) {
     std::cout << flags.Help();
     return 0;
   }
+  absl::StatusOr<Security> security = LoadSecurity(security_options);
+  if (!security.ok()) {
+    std::fprintf(stderr, "meshrt-coordinator: %s\n", std::string(security.status().message()).c_str());
+    return 2;
+  }
+  if (security->server_tls() && security->ca_pem.empty()) {
+    std::fprintf(stderr,
+                 "meshrt-coordinator: --tls_cert needs --tls_ca too: the coordinator verifies the "
+                 "workers it calls with it\n");
+    return 2;
+  }
   signal(SIGINT, OnSignal);
   signal(SIGTERM, OnSignal);
   signal(SIGPIPE, SIG_IGN);
@@ -66,15 +83,15 @@ int CoordinatorMain(int argc, char** argv) {
   options.heartbeat_timeout = absl::Milliseconds(heartbeat_timeout_ms);
   options.collective_timeout = absl::Milliseconds(collective_timeout_ms);
   options.default_worker_wait = absl::Milliseconds(worker_wait_ms);
-  GrpcWorkerClientFactory factory;
+  GrpcWorkerClientFactory factory(*security);
   Coordinator coordinator(options, &factory);
-  GrpcCoordinatorService service(&coordinator);
+  GrpcCoordinatorService service(&coordinator, *security);
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   ConfigureServer(&builder);
   int bound = 0;
-  builder.AddListeningPort(absl::StrCat(host, ":", port), grpc::InsecureServerCredentials(), &bound);
+  builder.AddListeningPort(absl::StrCat(host, ":", port), MakeServerCredentials(*security), &bound);
   builder.RegisterService(&service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || bound == 0) {
@@ -82,6 +99,16 @@ int CoordinatorMain(int argc, char** argv) {
                  static_cast<long long>(port));
     return 1;
   }
+  std::unique_ptr<grpc::Server> health;
+  if (health_port > 0) {
+    health = StartHealthServer(host, static_cast<int>(health_port));
+    if (health == nullptr) {
+      std::fprintf(stderr, "meshrt-coordinator: cannot listen on %s:%lld (--health_port)\n",
+                   host.c_str(), static_cast<long long>(health_port));
+      return 1;
+    }
+  }
+  SetHealth({server.get(), health.get()}, "meshrt.v1.Coordinator", true);
   if (!port_file.empty()) {
     std::string tmp = port_file + ".tmp";
     if (FILE* f = std::fopen(tmp.c_str(), "w")) {
@@ -90,9 +117,11 @@ int CoordinatorMain(int argc, char** argv) {
       std::rename(tmp.c_str(), port_file.c_str());
     }
   }
-  LogInfo("meshrt-coordinator: serving on ", host, ":", bound);
+  LogInfo("meshrt-coordinator: serving on ", host, ":", bound, " (", security->Describe(), ")");
   while (!g_stop.load()) absl::SleepFor(absl::Milliseconds(50));
   LogInfo("meshrt-coordinator: stopping");
+  SetHealth({server.get(), health.get()}, "meshrt.v1.Coordinator", false);
+  if (health != nullptr) health->Shutdown(std::chrono::system_clock::now());
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   return 0;
 }

@@ -15,25 +15,36 @@ grpc::Status Reply(absl::StatusOr<T> result, T* response) {
 
 }  // namespace
 
-grpc::Status GrpcCoordinatorService::RegisterWorker(grpc::ServerContext*,
+grpc::Status GrpcCoordinatorService::RegisterWorker(grpc::ServerContext* ctx,
                                                     const v1::RegisterWorkerRequest* request,
                                                     v1::RegisterWorkerResponse* response) {
+  if (grpc::Status auth = CheckToken(*ctx, security_); !auth.ok()) return auth;
   return Reply(coordinator_->RegisterWorker(*request), response);
 }
 
-grpc::Status GrpcCoordinatorService::Heartbeat(grpc::ServerContext*,
+grpc::Status GrpcCoordinatorService::Heartbeat(grpc::ServerContext* ctx,
                                                const v1::HeartbeatRequest* request,
                                                v1::HeartbeatResponse* response) {
+  if (grpc::Status auth = CheckToken(*ctx, security_); !auth.ok()) return auth;
   return Reply(coordinator_->Heartbeat(*request), response);
 }
 
-grpc::Status GrpcCoordinatorService::KvSet(grpc::ServerContext*, const v1::KvSetRequest* request,
+grpc::Status GrpcCoordinatorService::DeregisterWorker(grpc::ServerContext* ctx,
+                                                      const v1::DeregisterWorkerRequest* request,
+                                                      v1::DeregisterWorkerResponse*) {
+  if (grpc::Status auth = CheckToken(*ctx, security_); !auth.ok()) return auth;
+  return ToGrpcStatus(coordinator_->DeregisterWorker(*request));
+}
+
+grpc::Status GrpcCoordinatorService::KvSet(grpc::ServerContext* ctx, const v1::KvSetRequest* request,
                                            v1::KvSetResponse*) {
+  if (grpc::Status auth = CheckToken(*ctx, security_); !auth.ok()) return auth;
   return ToGrpcStatus(coordinator_->kv().Set(request->key(), request->value()));
 }
 
-grpc::Status GrpcCoordinatorService::KvGet(grpc::ServerContext*, const v1::KvGetRequest* request,
+grpc::Status GrpcCoordinatorService::KvGet(grpc::ServerContext* ctx, const v1::KvGetRequest* request,
                                            v1::KvGetResponse* response) {
+  if (grpc::Status auth = CheckToken(*ctx, security_); !auth.ok()) return auth;
   absl::StatusOr<std::string> value =
       coordinator_->kv().Get(request->key(), absl::Milliseconds(request->timeout_ms()));
   if (!value.ok()) return ToGrpcStatus(value.status());
@@ -41,21 +52,24 @@ grpc::Status GrpcCoordinatorService::KvGet(grpc::ServerContext*, const v1::KvGet
   return grpc::Status::OK;
 }
 
-grpc::Status GrpcCoordinatorService::ListWorkers(grpc::ServerContext*,
+grpc::Status GrpcCoordinatorService::ListWorkers(grpc::ServerContext* ctx,
                                                  const v1::ListWorkersRequest*,
                                                  v1::ListWorkersResponse* response) {
+  if (grpc::Status auth = CheckToken(*ctx, security_); !auth.ok()) return auth;
   *response = coordinator_->ListWorkers();
   return grpc::Status::OK;
 }
 
-grpc::Status GrpcCoordinatorService::CreateSession(grpc::ServerContext*,
+grpc::Status GrpcCoordinatorService::CreateSession(grpc::ServerContext* ctx,
                                                    const v1::CreateSessionRequest* request,
                                                    v1::CreateSessionResponse* response) {
+  if (grpc::Status auth = CheckToken(*ctx, security_); !auth.ok()) return auth;
   return Reply(coordinator_->CreateSession(*request), response);
 }
 
 grpc::Status GrpcCoordinatorService::RunStep(
-    grpc::ServerContext*, grpc::ServerReaderWriter<v1::RunStepResponse, v1::RunStepRequest>* stream) {
+    grpc::ServerContext* ctx, grpc::ServerReaderWriter<v1::RunStepResponse, v1::RunStepRequest>* stream) {
+  if (grpc::Status auth = CheckToken(*ctx, security_); !auth.ok()) return auth;
   v1::RunStepRequest header;
   absl::StatusOr<TensorMap> fed = ReadStep(stream, &header);
   if (!fed.ok()) return ToGrpcStatus(fed.status());
@@ -65,9 +79,10 @@ grpc::Status GrpcCoordinatorService::RunStep(
   return ToGrpcStatus(WriteStepResult(stream, *out, 0));
 }
 
-grpc::Status GrpcCoordinatorService::CloseSession(grpc::ServerContext*,
+grpc::Status GrpcCoordinatorService::CloseSession(grpc::ServerContext* ctx,
                                                   const v1::CloseSessionRequest* request,
                                                   v1::CloseSessionResponse*) {
+  if (grpc::Status auth = CheckToken(*ctx, security_); !auth.ok()) return auth;
   return ToGrpcStatus(coordinator_->CloseSession(request->session()));
 }
 

@@ -1,21 +1,27 @@
-// The coordinator's gRPC adapter: converts messages and delegates to Coordinator. No logic.
+// The coordinator's gRPC adapter: checks the bearer token (when one is configured), converts
+// messages and delegates to Coordinator. No logic.
 #ifndef MESHRT_COORDINATOR_GRPC_COORDINATOR_SERVICE_H_
 #define MESHRT_COORDINATOR_GRPC_COORDINATOR_SERVICE_H_
 
 #include "coordinator/coordinator.h"
 #include "proto/coordinator.grpc.pb.h"
+#include "rpc/grpc_util.h"
 
 namespace meshrt {
 
 class GrpcCoordinatorService final : public v1::Coordinator::Service {
  public:
-  // `coordinator` is borrowed and must outlive the service.
-  explicit GrpcCoordinatorService(Coordinator* coordinator) : coordinator_(coordinator) {}
+  // `coordinator` is borrowed and must outlive the service. With a token in `security`, every
+  // RPC (workers' and clients' alike) must carry it, or fails with Unauthenticated.
+  explicit GrpcCoordinatorService(Coordinator* coordinator, Security security = Security())
+      : coordinator_(coordinator), security_(std::move(security)) {}
 
   grpc::Status RegisterWorker(grpc::ServerContext*, const v1::RegisterWorkerRequest* request,
                               v1::RegisterWorkerResponse* response) override;
   grpc::Status Heartbeat(grpc::ServerContext*, const v1::HeartbeatRequest* request,
                          v1::HeartbeatResponse* response) override;
+  grpc::Status DeregisterWorker(grpc::ServerContext*, const v1::DeregisterWorkerRequest* request,
+                                v1::DeregisterWorkerResponse* response) override;
   grpc::Status KvSet(grpc::ServerContext*, const v1::KvSetRequest* request,
                      v1::KvSetResponse* response) override;
   grpc::Status KvGet(grpc::ServerContext*, const v1::KvGetRequest* request,
@@ -32,6 +38,7 @@ class GrpcCoordinatorService final : public v1::Coordinator::Service {
 
  private:
   Coordinator* coordinator_;
+  const Security security_;
 };
 
 }  // namespace meshrt

@@ -9,12 +9,13 @@ namespace {
 
 class GrpcWorkerClient : public WorkerClient {
  public:
-  explicit GrpcWorkerClient(const std::string& address)
-      : stub_(v1::Worker::NewStub(MakeChannel(address))) {}
+  GrpcWorkerClient(const std::string& address, const Security& security)
+      : security_(security), stub_(v1::Worker::NewStub(MakeChannel(address, security))) {}
 
   absl::Status LoadSession(const v1::SessionSpec& spec, absl::Duration timeout) override {
     grpc::ClientContext ctx;
     SetTimeout(&ctx, timeout);
+    AttachToken(&ctx, security_);
     v1::LoadSessionResponse response;
     return FromGrpcStatus(stub_->LoadSession(&ctx, spec, &response));
   }
@@ -24,6 +25,7 @@ class GrpcWorkerClient : public WorkerClient {
                                     absl::Duration timeout, Cancellation* cancel) override {
     grpc::ClientContext ctx;
     SetTimeout(&ctx, timeout);
+    AttachToken(&ctx, security_);
     int id = cancel != nullptr ? cancel->Register([&ctx] { ctx.TryCancel(); }) : -1;
     absl::StatusOr<TensorMap> result = RunStepOn(&ctx, session, step, feeds, fetches);
     if (cancel != nullptr) cancel->Unregister(id);
@@ -33,6 +35,7 @@ class GrpcWorkerClient : public WorkerClient {
   absl::Status CloseSession(const std::string& session, absl::Duration timeout) override {
     grpc::ClientContext ctx;
     SetTimeout(&ctx, timeout);
+    AttachToken(&ctx, security_);
     v1::CloseSessionRequest request;
     request.set_session(session);
     v1::CloseSessionResponse response;
@@ -53,13 +56,14 @@ class GrpcWorkerClient : public WorkerClient {
     return CallStep(stream.get(), header, feeds);
   }
 
+  const Security security_;
   std::unique_ptr<v1::Worker::Stub> stub_;
 };
 
 }  // namespace
 
 std::unique_ptr<WorkerClient> GrpcWorkerClientFactory::Connect(const std::string& address) {
-  return std::make_unique<GrpcWorkerClient>(address);
+  return std::make_unique<GrpcWorkerClient>(address, security_);
 }
 
 }  // namespace meshrt

@@ -3,12 +3,20 @@
 #define MESHRT_COORDINATOR_GRPC_WORKER_CLIENT_H_
 
 #include "coordinator/worker_client.h"
+#include "rpc/grpc_util.h"
 
 namespace meshrt {
 
+// Connects with `security`: TLS (presenting the coordinator's certificate to workers that require
+// client certificates) and the bearer token on every call, when configured.
 class GrpcWorkerClientFactory : public WorkerClientFactory {
  public:
+  explicit GrpcWorkerClientFactory(Security security = Security())
+      : security_(std::move(security)) {}
   std::unique_ptr<WorkerClient> Connect(const std::string& address) override;
+
+ private:
+  const Security security_;
 };
 
 }  // namespace meshrt

@@ -1,8 +1,42 @@
 #include "rpc/grpc_util.h"
 
 #include <chrono>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "grpcpp/health_check_service_interface.h"
 
 namespace meshrt {
+namespace {
+
+constexpr char kAuthorization[] = "authorization";
+constexpr char kBearer[] = "Bearer ";
+
+absl::StatusOr<std::string> ReadFlagFile(const std::string& path, const char* flag) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return absl::InvalidArgumentError(absl::StrCat("--", flag, "=", path, ": cannot read the file"));
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (text.str().empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("--", flag, "=", path, ": the file is empty"));
+  }
+  return text.str();
+}
+
+// Equal without an early exit, so a wrong token's timing does not reveal its matching prefix.
+bool ConstantTimeEquals(absl::string_view a, absl::string_view b) {
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  for (size_t i = 0; i < a.size(); ++i) diff |= a[i] ^ b[i % (b.empty() ? 1 : b.size())];
+  return diff == 0 && !b.empty();
+}
+
+}  // namespace
 
 grpc::Status ToGrpcStatus(const absl::Status& status) {
   if (status.ok()) return grpc::Status::OK;
@@ -15,7 +49,92 @@ absl::Status FromGrpcStatus(const grpc::Status& status) {
   return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
 }
 
-std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
+std::string Security::Describe() const {
+  std::vector<std::string> parts;
+  if (server_tls() || client_tls()) {
+    parts.push_back(require_client_cert ? "TLS (client certificates required)" : "TLS");
+  } else {
+    parts.push_back("plaintext");
+  }
+  if (!token.empty()) parts.push_back("bearer token");
+  return absl::StrJoin(parts, ", ");
+}
+
+void AddSecurityFlags(FlagSet* flags, SecurityOptions* options, bool server) {
+  flags->String("tls_cert", &options->tls_cert_file,
+                server ? "PEM certificate chain this daemon serves TLS with and presents to peers "
+                         "(with --tls_key; default: empty, plaintext)"
+                       : "PEM client certificate, for servers that require one (with --tls_key)");
+  flags->String("tls_key", &options->tls_key_file, "PEM private key of --tls_cert");
+  flags->String("tls_ca", &options->tls_ca_file,
+                server ? "PEM CA certificates that verify peers: the servers this daemon calls, "
+                         "and clients' certificates with --tls_require_client_cert"
+                       : "PEM CA certificates that verify the coordinator's certificate; "
+                         "turns TLS on");
+  if (server) {
+    flags->Bool("tls_require_client_cert", &options->tls_require_client_cert,
+                "require callers to present a certificate signed by --tls_ca (mutual TLS)");
+  } else {
+    flags->String("tls_server_name", &options->tls_server_name,
+                  "name the coordinator's certificate must carry, when it differs from the "
+                  "address's host (e.g. connecting by IP)");
+  }
+  flags->String("auth_token_file", &options->auth_token_file,
+                server ? "file with the bearer token every meshrt RPC must carry (and that this "
+                         "daemon sends to its peers); default: empty, no token"
+                       : "file with the bearer token the coordinator requires");
+}
+
+absl::StatusOr<Security> LoadSecurity(const SecurityOptions& options) {
+  Security s;
+  if (options.tls_cert_file.empty() != options.tls_key_file.empty()) {
+    return absl::InvalidArgumentError("--tls_cert and --tls_key go together: give both or neither");
+  }
+  if (options.tls_require_client_cert && options.tls_ca_file.empty()) {
+    return absl::InvalidArgumentError(
+        "--tls_require_client_cert needs --tls_ca (the CA that signs client certificates)");
+  }
+  if (options.tls_require_client_cert && options.tls_cert_file.empty()) {
+    return absl::InvalidArgumentError("--tls_require_client_cert needs --tls_cert and --tls_key");
+  }
+  if (!options.tls_cert_file.empty()) {
+    auto cert = ReadFlagFile(options.tls_cert_file, "tls_cert");
+    if (!cert.ok()) return cert.status();
+    auto key = ReadFlagFile(options.tls_key_file, "tls_key");
+    if (!key.ok()) return key.status();
+    s.cert_pem = *std::move(cert);
+    s.key_pem = *std::move(key);
+  }
+  if (!options.tls_ca_file.empty()) {
+    auto ca = ReadFlagFile(options.tls_ca_file, "tls_ca");
+    if (!ca.ok()) return ca.status();
+    s.ca_pem = *std::move(ca);
+  }
+  s.require_client_cert = options.tls_require_client_cert;
+  s.server_name = options.tls_server_name;
+  if (!options.auth_token_file.empty()) {
+    auto token = ReadFlagFile(options.auth_token_file, "auth_token_file");
+    if (!token.ok()) return token.status();
+    s.token = std::string(absl::StripAsciiWhitespace(*token));
+    if (s.token.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--auth_token_file=", options.auth_token_file, ": the file holds only whitespace"));
+    }
+  }
+  return s;
+}
+
+std::shared_ptr<grpc::ServerCredentials> MakeServerCredentials(const Security& security) {
+  if (!security.server_tls()) return grpc::InsecureServerCredentials();
+  grpc::SslServerCredentialsOptions options(
+      security.require_client_cert ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
+                                   : GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
+  options.pem_root_certs = security.ca_pem;
+  options.pem_key_cert_pairs.push_back({security.key_pem, security.cert_pem});
+  return grpc::SslServerCredentials(options);
+}
+
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address, const Security& security) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(kMaxMessageBytes);
   args.SetMaxSendMessageSize(kMaxMessageBytes);
@@ -25,7 +144,69 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
   args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 2000);
   args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 2000);
   args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
-  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  if (!security.client_tls()) {
+    return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  }
+  grpc::SslCredentialsOptions ssl;
+  ssl.pem_root_certs = security.ca_pem;
+  ssl.pem_private_key = security.key_pem;
+  ssl.pem_cert_chain = security.cert_pem;
+  if (!security.server_name.empty()) args.SetSslTargetNameOverride(security.server_name);
+  return grpc::CreateCustomChannel(address, grpc::SslCredentials(ssl), args);
+}
+
+void AttachToken(grpc::ClientContext* context, const Security& security) {
+  if (!security.token.empty()) context->AddMetadata(kAuthorization, kBearer + security.token);
+}
+
+grpc::Status CheckToken(const grpc::ServerContext& context, const Security& security) {
+  if (security.token.empty()) return grpc::Status::OK;
+  const auto& metadata = context.client_metadata();
+  auto it = metadata.find(kAuthorization);
+  if (it == metadata.end()) {
+    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                        "missing bearer token: this server requires one (the meshrt CLI and "
+                        "daemons send it with --auth_token_file)");
+  }
+  const absl::string_view value(it->second.data(), it->second.size());
+  if (!absl::StartsWith(value, kBearer) ||
+      !ConstantTimeEquals(value.substr(sizeof(kBearer) - 1), security.token)) {
+    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                        "bearer token rejected: it does not match this server's "
+                        "--auth_token_file");
+  }
+  return grpc::Status::OK;
+}
+
+std::string SecurityHint(const absl::Status& status, const Security& security) {
+  if (status.code() != absl::StatusCode::kUnavailable &&
+      status.code() != absl::StatusCode::kDeadlineExceeded) {
+    return "";
+  }
+  const std::string message = absl::AsciiStrToLower(status.message());
+  if (absl::StrContains(message, "connection refused") ||
+      absl::StrContains(message, "failed to connect to remote host") ||
+      absl::StrContains(message, "dns resolution failed")) {
+    return "";  // nothing listens there: not a security problem
+  }
+  const bool handshake = absl::StrContains(message, "ssl") ||
+                         absl::StrContains(message, "handshake") ||
+                         absl::StrContains(message, "certificate") ||
+                         absl::StrContains(message, "tls");
+  if (security.client_tls()) {
+    return absl::StrCat(
+        handshake ? "the TLS handshake failed" : "TLS is on",
+        ": check that --tls_ca holds the CA that signed the server's certificate, that the "
+        "certificate names the host you connect to (or give --tls_server_name), that the "
+        "server serves TLS, and, if it requires client certificates, that --tls_cert/--tls_key "
+        "are signed by its CA");
+  }
+  if (handshake || absl::StrContains(message, "socket closed") ||
+      absl::StrContains(message, "connection reset") ||
+      absl::StrContains(message, "end of tcp stream") || absl::StrContains(message, "eof")) {
+    return "the server may require TLS: give --tls_ca (and --tls_cert/--tls_key for mutual TLS)";
+  }
+  return "";
 }
 
 void ConfigureServer(grpc::ServerBuilder* builder) {
@@ -39,6 +220,29 @@ void ConfigureServer(grpc::ServerBuilder* builder) {
 void SetTimeout(grpc::ClientContext* context, absl::Duration timeout) {
   context->set_deadline(std::chrono::system_clock::now() +
                         std::chrono::milliseconds(absl::ToInt64Milliseconds(timeout)));
+}
+
+std::unique_ptr<grpc::Server> StartHealthServer(const std::string& host, int port) {
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::ServerBuilder builder;
+  int bound = 0;
+  builder.AddListeningPort(absl::StrCat(host, ":", port), grpc::InsecureServerCredentials(),
+                           &bound);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || bound == 0) return nullptr;
+  return server;
+}
+
+void SetHealth(std::initializer_list<grpc::Server*> servers, const std::string& service,
+               bool serving) {
+  for (grpc::Server* server : servers) {
+    if (server == nullptr || server->GetHealthCheckService() == nullptr) continue;
+    if (service.empty()) {
+      server->GetHealthCheckService()->SetServingStatus(serving);
+    } else {
+      server->GetHealthCheckService()->SetServingStatus(service, serving);
+    }
+  }
 }
 
 }  // namespace meshrt

@@ -1,5 +1,6 @@
 // Everything gRPC-specific that the adapters share: the one place Status converts between gRPC and
-// Abseil, channel and server settings (message-size limits set explicitly), and tensor chunking.
+// Abseil, channel and server settings (message-size limits set explicitly), transport security
+// (TLS, mutual TLS, the bearer token), and the plaintext health endpoint for Kubernetes probes.
 #ifndef MESHRT_RPC_GRPC_UTIL_H_
 #define MESHRT_RPC_GRPC_UTIL_H_
 
@@ -7,8 +8,10 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
+#include "util/flags.h"
 
 namespace meshrt {
 
@@ -19,14 +22,84 @@ inline constexpr int kMaxMessageBytes = 64 << 20;
 grpc::Status ToGrpcStatus(const absl::Status& status);
 absl::Status FromGrpcStatus(const grpc::Status& status);
 
-// A channel to `address` with meshrt's message limits.
-std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address);
+// Transport security of one process, as given by its flags (AddSecurityFlags). Every field empty
+// or false = plaintext without a token (the local cluster on loopback).
+struct SecurityOptions {
+  // PEM certificate chain and private key. A server (coordinator, worker) serves TLS with them; a
+  // client presents them when the server requires client certificates (mutual TLS). Both or none.
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  // PEM CA certificates. A client verifies the server's certificate with them (and uses TLS when
+  // this is set); a server verifies client certificates with them.
+  std::string tls_ca_file;
+  // Server: require a client certificate signed by tls_ca_file (mutual TLS).
+  bool tls_require_client_cert = false;
+  // Client: check the server's certificate against this name instead of the host in the address
+  // (e.g. when connecting by IP).
+  std::string tls_server_name;
+  // A file holding the bearer token (surrounding whitespace ignored). A server then requires it
+  // on every meshrt RPC (the health service stays open); a client sends it on every call.
+  std::string auth_token_file;
+};
+
+// The loaded material; cheap to copy, immutable, thread-safe.
+struct Security {
+  std::string cert_pem;
+  std::string key_pem;
+  std::string ca_pem;
+  bool require_client_cert = false;
+  std::string server_name;
+  std::string token;
+
+  // A server serves TLS when it has a certificate.
+  bool server_tls() const { return !cert_pem.empty(); }
+  // A client uses TLS when it has a CA (or a certificate to present).
+  bool client_tls() const { return !ca_pem.empty() || !cert_pem.empty(); }
+  // One line for logs: "TLS (client certificates required), bearer token" / "plaintext".
+  std::string Describe() const;
+};
+
+// Registers --tls_cert, --tls_key, --tls_ca, --tls_require_client_cert (when `server`),
+// --tls_server_name (when not `server`) and --auth_token_file on `flags`, writing to `options`
+// (borrowed; must outlive the parse).
+void AddSecurityFlags(FlagSet* flags, SecurityOptions* options, bool server);
+
+// Reads the files. InvalidArgument naming the flag for an unreadable or empty file, a certificate
+// without its key (or the reverse), or client certificates required without a CA.
+absl::StatusOr<Security> LoadSecurity(const SecurityOptions& options);
+
+// TLS server credentials when `security.server_tls()`, plaintext otherwise.
+std::shared_ptr<grpc::ServerCredentials> MakeServerCredentials(const Security& security);
+
+// A channel to `address` with meshrt's message limits; TLS when `security.client_tls()`.
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address,
+                                           const Security& security = Security());
+
+// Adds the bearer token (if any) to an outgoing call.
+void AttachToken(grpc::ClientContext* context, const Security& security);
+
+// OK when no token is configured or the call carries it; Unauthenticated otherwise, saying
+// whether the token is missing or wrong. Compares in constant time.
+grpc::Status CheckToken(const grpc::ServerContext& context, const Security& security);
+
+// When an RPC to a TLS or token-protected peer fails, the likely cause in words (wrong CA, no
+// client certificate, plaintext vs TLS, token), to append to the error; "" when none applies.
+std::string SecurityHint(const absl::Status& status, const Security& security);
 
 // Applies meshrt's message limits to a server being built.
 void ConfigureServer(grpc::ServerBuilder* builder);
 
 // Sets a deadline `timeout` from now on `context`.
 void SetTimeout(grpc::ClientContext* context, absl::Duration timeout);
+
+// A plaintext server on `host:port` with only the standard gRPC health service: Kubernetes' gRPC
+// probes cannot speak TLS, so a TLS daemon answers them here. Nothing else is served on it.
+// Returns null (and logs why) when the port cannot be bound.
+std::unique_ptr<grpc::Server> StartHealthServer(const std::string& host, int port);
+
+// Sets `service`'s health status on each non-null server (service "" is the whole server).
+void SetHealth(std::initializer_list<grpc::Server*> servers, const std::string& service,
+               bool serving);
 
 }  // namespace meshrt
 

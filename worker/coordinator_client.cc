@@ -5,13 +5,16 @@
 
 namespace meshrt {
 
-GrpcCoordinatorClient::GrpcCoordinatorClient(const std::string& address)
-    : address_(address), stub_(v1::Coordinator::NewStub(MakeChannel(address))) {}
+GrpcCoordinatorClient::GrpcCoordinatorClient(const std::string& address, const Security& security)
+    : address_(address),
+      security_(security),
+      stub_(v1::Coordinator::NewStub(MakeChannel(address, security))) {}
 
 absl::StatusOr<v1::RegisterWorkerResponse> GrpcCoordinatorClient::Register(
     const v1::RegisterWorkerRequest& request, absl::Duration timeout) {
   grpc::ClientContext ctx;
   SetTimeout(&ctx, timeout);
+  AttachToken(&ctx, security_);
   v1::RegisterWorkerResponse response;
   absl::Status s = FromGrpcStatus(stub_->RegisterWorker(&ctx, request, &response));
   if (!s.ok()) return s;
@@ -22,15 +25,26 @@ absl::StatusOr<v1::HeartbeatResponse> GrpcCoordinatorClient::Heartbeat(
     const v1::HeartbeatRequest& request, absl::Duration timeout) {
   grpc::ClientContext ctx;
   SetTimeout(&ctx, timeout);
+  AttachToken(&ctx, security_);
   v1::HeartbeatResponse response;
   absl::Status s = FromGrpcStatus(stub_->Heartbeat(&ctx, request, &response));
   if (!s.ok()) return s;
   return response;
 }
 
+absl::Status GrpcCoordinatorClient::Deregister(const v1::DeregisterWorkerRequest& request,
+                                              absl::Duration timeout) {
+  grpc::ClientContext ctx;
+  SetTimeout(&ctx, timeout);
+  AttachToken(&ctx, security_);
+  v1::DeregisterWorkerResponse response;
+  return FromGrpcStatus(stub_->DeregisterWorker(&ctx, request, &response));
+}
+
 absl::Status GrpcCoordinatorClient::Set(const std::string& key, const std::string& value) {
   grpc::ClientContext ctx;
   SetTimeout(&ctx, absl::Seconds(30));
+  AttachToken(&ctx, security_);
   v1::KvSetRequest request;
   request.set_key(key);
   request.set_value(value);
@@ -42,6 +56,7 @@ absl::StatusOr<std::string> GrpcCoordinatorClient::Get(const std::string& key,
                                                        absl::Duration timeout) {
   grpc::ClientContext ctx;
   SetTimeout(&ctx, timeout + absl::Seconds(5));  // the server answers at `timeout` itself
+  AttachToken(&ctx, security_);
   v1::KvGetRequest request;
   request.set_key(key);
   request.set_timeout_ms(absl::ToInt64Milliseconds(timeout));

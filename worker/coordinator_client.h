@@ -9,6 +9,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "proto/coordinator.grpc.pb.h"
+#include "rpc/grpc_util.h"
 #include "runtime/kv_store.h"
 
 namespace meshrt {
@@ -16,12 +17,14 @@ namespace meshrt {
 // Thread-safe (gRPC stubs are).
 class GrpcCoordinatorClient : public KeyValueStore {
  public:
-  explicit GrpcCoordinatorClient(const std::string& address);
+  // Calls use `security`'s TLS settings and bearer token.
+  explicit GrpcCoordinatorClient(const std::string& address, const Security& security = Security());
 
   absl::StatusOr<v1::RegisterWorkerResponse> Register(const v1::RegisterWorkerRequest& request,
                                                       absl::Duration timeout);
   absl::StatusOr<v1::HeartbeatResponse> Heartbeat(const v1::HeartbeatRequest& request,
                                                   absl::Duration timeout);
+  absl::Status Deregister(const v1::DeregisterWorkerRequest& request, absl::Duration timeout);
 
   // KeyValueStore over the coordinator's KvSet / KvGet (Get blocks on the coordinator).
   absl::Status Set(const std::string& key, const std::string& value) override;
@@ -31,6 +34,7 @@ class GrpcCoordinatorClient : public KeyValueStore {
 
  private:
   std::string address_;
+  const Security security_;
   std::unique_ptr<v1::Coordinator::Stub> stub_;
 };
 

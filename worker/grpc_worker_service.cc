@@ -1,29 +1,71 @@
 #include "worker/grpc_worker_service.h"
 
+#include "absl/strings/str_cat.h"
 #include "rpc/grpc_util.h"
 #include "rpc/step_stream.h"
 
 namespace meshrt {
 
-grpc::Status GrpcWorkerService::LoadSession(grpc::ServerContext*, const v1::SessionSpec* request,
+bool GrpcWorkerService::Admit() {
+  absl::MutexLock lock(&mu_);
+  if (draining_) return false;
+  ++in_flight_;
+  return true;
+}
+
+void GrpcWorkerService::Done() {
+  absl::MutexLock lock(&mu_);
+  --in_flight_;
+}
+
+bool GrpcWorkerService::Drain(absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  draining_ = true;
+  auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return in_flight_ == 0; };
+  return mu_.AwaitWithTimeout(absl::Condition(&idle), timeout);
+}
+
+grpc::Status GrpcWorkerService::LoadSession(grpc::ServerContext* ctx,
+                                            const v1::SessionSpec* request,
                                             v1::LoadSessionResponse*) {
-  return ToGrpcStatus(worker_->LoadSession(*request));
+  if (grpc::Status auth = CheckToken(*ctx, security_); !auth.ok()) return auth;
+  if (!Admit()) {
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                        absl::StrCat("loading session ", request->session(),
+                                     ": this worker is shutting down (SIGTERM)"));
+  }
+  grpc::Status status = ToGrpcStatus(worker_->LoadSession(*request));
+  Done();
+  return status;
 }
 
 grpc::Status GrpcWorkerService::RunStep(
-    grpc::ServerContext*, grpc::ServerReaderWriter<v1::RunStepResponse, v1::RunStepRequest>* stream) {
+    grpc::ServerContext* ctx,
+    grpc::ServerReaderWriter<v1::RunStepResponse, v1::RunStepRequest>* stream) {
+  if (grpc::Status auth = CheckToken(*ctx, security_); !auth.ok()) return auth;
   v1::RunStepRequest header;
   absl::StatusOr<TensorMap> fed = ReadStep(stream, &header);
   if (!fed.ok()) return ToGrpcStatus(fed.status());
+  // The "step N:" prefix marks an error this worker reports itself (coordinator.cc), not a
+  // transport failure.
+  if (!Admit()) {
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                        absl::StrCat("step ", header.step(),
+                                     ": this worker is shutting down (SIGTERM) and starts no new "
+                                     "steps"));
+  }
   std::vector<std::string> fetches(header.fetches().begin(), header.fetches().end());
   absl::StatusOr<TensorMap> out = worker_->RunStep(header.session(), header.step(), *fed, fetches);
-  if (!out.ok()) return ToGrpcStatus(out.status());
-  return ToGrpcStatus(WriteStepResult(stream, *out, header.step()));
+  grpc::Status status =
+      out.ok() ? ToGrpcStatus(WriteStepResult(stream, *out, header.step())) : ToGrpcStatus(out.status());
+  Done();
+  return status;
 }
 
-grpc::Status GrpcWorkerService::CloseSession(grpc::ServerContext*,
+grpc::Status GrpcWorkerService::CloseSession(grpc::ServerContext* ctx,
                                              const v1::CloseSessionRequest* request,
                                              v1::CloseSessionResponse*) {
+  if (grpc::Status auth = CheckToken(*ctx, security_); !auth.ok()) return auth;
   return ToGrpcStatus(worker_->CloseSession(request->session()));
 }
 

@@ -7,9 +7,11 @@
 #include <atomic>
 #include <cstdio>
 #include <iostream>
+#include <optional>
 #include <random>
 #include <thread>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/notification.h"
@@ -60,6 +62,20 @@ class GlooCommunicatorFactory : public CommunicatorFactory {
   std::string hostname_;
 };
 
+// --rank: an integer, or a name ending in "-N" (a StatefulSet pod name: its ordinal N).
+absl::StatusOr<std::optional<int>> ParseRank(const std::string& text) {
+  if (text.empty()) return std::optional<int>();
+  const size_t dash = text.rfind('-');
+  const std::string digits = dash == std::string::npos ? text : text.substr(dash + 1);
+  int rank = -1;
+  if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos ||
+      !absl::SimpleAtoi(digits, &rank) || rank < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--rank=", text, ": expected a rank N >= 0 or a pod name ending in -N (its ordinal)"));
+  }
+  return std::optional<int>(rank);
+}
+
 std::string NewIncarnation() {
   std::random_device rd;
   return absl::StrFormat("%08x%08x-%d", rd(), rd(), getpid());
@@ -73,6 +89,10 @@ int WorkerMain(int argc, char** argv) {
   std::string gloo_address;
   int64_t port = 0;
   int64_t register_timeout_s = 120;
+  int64_t drain_timeout_s = 20;
+  int64_t health_port = 0;
+  std::string rank_text;
+  SecurityOptions security_options;
   FlagSet flags("meshrt-worker --coordinator HOST:PORT [flags]",
                 "Runs a meshrt worker: registers with the coordinator, loads the SPMD programs of "
                 "the sessions it is given, runs their steps with OpenBLAS kernels and Gloo "
@@ -85,6 +105,16 @@ int WorkerMain(int argc, char** argv) {
                "host name or IP Gloo binds and advertises (default: --advertise_address)");
   flags.Int("register_timeout_s", &register_timeout_s,
             "give up if the coordinator cannot be reached for this long (retrying with backoff)");
+  flags.String("rank", &rank_text,
+               "stable rank of this worker: N, or a StatefulSet pod name NAME-N (rank N); "
+               "sessions take free workers in rank order (default: empty, no rank)");
+  flags.Int("drain_timeout_s", &drain_timeout_s,
+            "on SIGTERM, how long the step in flight may take to finish before it is aborted; "
+            "the worker then deregisters and exits");
+  flags.Int("health_port", &health_port,
+            "also serve the standard gRPC health service, alone and in plaintext, on this port "
+            "(for Kubernetes' gRPC probes, which cannot speak TLS); 0 = off");
+  AddSecurityFlags(&flags, &security_options, /*server=*/true);
   auto positional = flags.Parse(argc, argv);
   if (!positional.ok()) {
     std::fprintf(stderr, "meshrt-worker: %s\n", std::string(positional.status().message()).c_str());
@@ -99,6 +129,22 @@ int WorkerMain(int argc, char** argv) {
     return 2;
   }
   if (gloo_address.empty()) gloo_address = advertise;
+  absl::StatusOr<std::optional<int>> rank = ParseRank(rank_text);
+  if (!rank.ok()) {
+    std::fprintf(stderr, "meshrt-worker: %s\n", std::string(rank.status().message()).c_str());
+    return 2;
+  }
+  absl::StatusOr<Security> security = LoadSecurity(security_options);
+  if (!security.ok()) {
+    std::fprintf(stderr, "meshrt-worker: %s\n", std::string(security.status().message()).c_str());
+    return 2;
+  }
+  if (security->server_tls() && security->ca_pem.empty()) {
+    std::fprintf(stderr,
+                 "meshrt-worker: --tls_cert needs --tls_ca too: the worker verifies the "
+                 "coordinator with it\n");
+    return 2;
+  }
 
   signal(SIGINT, OnSignal);
   signal(SIGTERM, OnSignal);
@@ -106,15 +152,16 @@ int WorkerMain(int argc, char** argv) {
   LogInfo("meshrt-worker: ", kernels::GetBlas().corename(), " OpenBLAS kernel (",
           kernels::GetBlas().reason(), ")");
 
-  GrpcCoordinatorClient client(coordinator);
+  GrpcCoordinatorClient client(coordinator, *security);
   GlooCommunicatorFactory communicators(&client, gloo_address);
   Worker worker(&CpuKernels(), &communicators);
-  GrpcWorkerService service(&worker);
+  GrpcWorkerService service(&worker, *security);
 
+  grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   ConfigureServer(&builder);
   int bound_port = 0;
-  builder.AddListeningPort(absl::StrCat("0.0.0.0:", port), grpc::InsecureServerCredentials(),
+  builder.AddListeningPort(absl::StrCat("0.0.0.0:", port), MakeServerCredentials(*security),
                            &bound_port);
   builder.RegisterService(&service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
@@ -123,12 +170,25 @@ int WorkerMain(int argc, char** argv) {
                  static_cast<long long>(port));
     return 1;
   }
+  std::unique_ptr<grpc::Server> health;
+  if (health_port > 0) {
+    health = StartHealthServer("0.0.0.0", static_cast<int>(health_port));
+    if (health == nullptr) {
+      std::fprintf(stderr, "meshrt-worker: cannot listen on port %lld (--health_port)\n",
+                   static_cast<long long>(health_port));
+      server->Shutdown();
+      return 1;
+    }
+  }
+  // Ready (Kubernetes' readiness probe) once registered, not before and not while draining.
+  SetHealth({server.get(), health.get()}, "meshrt.v1.Worker", false);
   const std::string address = absl::StrCat(advertise, ":", bound_port);
 
   v1::RegisterWorkerRequest reg;
   reg.set_address(address);
   reg.set_gloo_address(gloo_address);
   reg.set_incarnation(NewIncarnation());
+  if (rank->has_value()) reg.set_rank(**rank);
   // Any start order works: retry the coordinator with backoff until it answers.
   auto register_once = [&]() -> absl::StatusOr<v1::RegisterWorkerResponse> {
     absl::Time deadline = absl::Now() + absl::Seconds(register_timeout_s);
@@ -151,8 +211,10 @@ int WorkerMain(int argc, char** argv) {
   }
   int worker_id = registered->worker_id();
   absl::Duration interval = absl::Milliseconds(std::max<int64_t>(registered->heartbeat_interval_ms(), 100));
-  LogInfo("meshrt-worker: serving at ", address, " as worker ", worker_id, " of coordinator ",
-          coordinator);
+  SetHealth({server.get(), health.get()}, "meshrt.v1.Worker", true);
+  LogInfo("meshrt-worker: serving at ", address, " as worker ", worker_id,
+          rank->has_value() ? absl::StrCat(" (rank ", **rank, ")") : "", " of coordinator ",
+          coordinator, "; ", security->Describe());
 
   while (!g_stop.load()) {
     absl::Time next = absl::Now() + interval;
@@ -171,8 +233,37 @@ int WorkerMain(int argc, char** argv) {
     }
     while (!g_stop.load() && absl::Now() < next) absl::SleepFor(absl::Milliseconds(20));
   }
-  LogInfo("meshrt-worker: stopping");
-  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  // Graceful shutdown (SIGTERM, e.g. Kubernetes deleting the pod): not ready any more, no new
+  // sessions or steps, the step in flight finishes (or is aborted after --drain_timeout_s), the
+  // coordinator is told at once (so the session that used this worker fails now, with the
+  // reason, rather than after missed heartbeats), then exit.
+  LogInfo("meshrt-worker: stopping: draining for up to ", drain_timeout_s, " s");
+  SetHealth({server.get(), health.get()}, "meshrt.v1.Worker", false);
+  const bool idle = service.Drain(absl::Seconds(drain_timeout_s));
+  v1::DeregisterWorkerRequest leave;
+  leave.set_worker_id(worker_id);
+  leave.set_incarnation(reg.incarnation());
+  leave.set_reason(idle ? "shutting down (SIGTERM)"
+                        : absl::StrCat("shutting down (SIGTERM); its step in flight did not finish "
+                                       "within --drain_timeout_s=", drain_timeout_s,
+                                       " and was aborted"));
+  absl::Status left = client.Deregister(leave, absl::Seconds(5));
+  if (!left.ok()) LogWarning("meshrt-worker: deregistering: ", left.message());
+  LogInfo("meshrt-worker: ", idle ? "drained" : "aborting the step in flight",
+          "; deregistered; exiting");
+  // A step stuck in a collective would hold Shutdown until the collective's timeout; exiting
+  // closes this worker's Gloo connections, so its peers fail fast instead.
+  absl::Notification shut_down;
+  std::thread stopper([&] {
+    if (health != nullptr) health->Shutdown(std::chrono::system_clock::now());
+    server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    shut_down.Notify();
+  });
+  if (!shut_down.WaitForNotificationWithTimeout(absl::Seconds(4))) {
+    std::fflush(nullptr);
+    _exit(0);
+  }
+  stopper.join();
   return 0;
 }
 

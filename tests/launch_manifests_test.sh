@@ -1,0 +1,239 @@
+#!/usr/bin/env bash
+# Manifest-driven launch: renders a kustomize overlay, and starts the coordinator and every worker
+# exactly as the rendered pod specs say (command, args, environment, with Kubernetes' $(VAR)
+# expansion and the downward API filled in by tests/launch_pod.js), each as its own host: a
+# network namespace with one IP on a shared bridge, its own PID namespace, and an /etc/hosts
+# playing the cluster DNS (the Services' and the StatefulSet pods' names). Then a client host
+# runs the MLP example over them with the meshrt CLI and the outputs must equal the reference
+# interpreter's. This checks the manifests' flags, ports and addresses across hosts.
+#
+#   launch_manifests_test.sh plain   the local-dev overlay (plaintext)
+#   launch_manifests_test.sh tls     the production overlay (mutual TLS and the bearer token, from
+#                                    certificates made here with openssl, mapped onto the Secrets'
+#                                    mount paths)
+#
+# Paths the image has are mapped to this machine's: /usr/local/bin -> the built binaries, Secret
+# mounts -> a temporary directory. Needs root (CAP_NET_ADMIN) for the namespaces; without it the
+# test prints a SKIP line with the reason and exits 0. Everything it creates (namespaces,
+# /etc/netns/<name>, processes) is removed on exit.
+set -euo pipefail
+
+mode=${1:-plain}
+case "$mode" in
+  plain) overlay=local-dev ;;
+  tls) overlay=production ;;
+  *) echo "usage: $0 plain|tls" >&2; exit 2 ;;
+esac
+
+fail() {
+  echo "FAIL: $*" >&2
+  exit 1
+}
+skip() {
+  echo "SKIP: launch_manifests_test ($mode): $*"
+  if [ -n "${TEST_UNDECLARED_OUTPUTS_DIR:-}" ]; then
+    echo "$*" >"$TEST_UNDECLARED_OUTPUTS_DIR/SKIPPED"
+  fi
+  exit 0
+}
+
+src_of() { readlink -f "$1"; }
+runfiles=$PWD
+deploy=$(dirname "$(src_of deploy/.yamllint.yaml)")
+pod_js=$(src_of tests/launch_pod.js)
+meshrt=$runfiles/client/meshrt
+compare=$runfiles/tests/launch_npy_compare
+graph=$runfiles/examples/graphs/mlp_forward.pbtxt
+
+for tool in kubectl node ip unshare openssl timeout; do
+  command -v "$tool" >/dev/null 2>&1 || fail "$tool is not on PATH; run tools/setup.sh"
+done
+if [ "$(id -u)" -ne 0 ]; then
+  skip "creating network namespaces needs root (CAP_NET_ADMIN); running as uid $(id -u)"
+fi
+
+work=$(mktemp -d "${TEST_TMPDIR:-/tmp}/launch.XXXXXX")
+logs=${TEST_UNDECLARED_OUTPUTS_DIR:-$work}
+tag="mrt$$${mode:0:1}"  # namespace names: unique per run, short (interface names <= 15)
+switch="${tag}sw"
+namespaces=()
+pids=()
+hosts=()
+ns_of() { local n="${tag}$1"; echo "${n:0:30}"; }
+
+cleanup() {
+  local status=$?
+  set +e
+  # SIGTERM to everything in a pod's namespace, as Kubernetes stops a pod: workers first (they
+  # drain and deregister), then the coordinator. (unshare itself ignores SIGTERM; the daemon
+  # under it does not.)
+  local group host
+  for group in workers coordinator; do
+    local members=()
+    for host in "${hosts[@]}"; do
+      case "$group:$host" in
+        workers:worker* | coordinator:coordinator) members+=("$(ns_of "$host")") ;;
+      esac
+    done
+    for ns in "${members[@]}"; do
+      for pid in $(ip netns pids "$ns" 2>/dev/null); do kill -TERM "$pid" 2>/dev/null; done
+    done
+    for _ in $(seq 50); do
+      local alive=0
+      for ns in "${members[@]}"; do [ -n "$(ip netns pids "$ns" 2>/dev/null)" ] && alive=1; done
+      [ "$alive" -eq 0 ] && break
+      sleep 0.1
+    done
+  done
+  for ns in "${namespaces[@]}"; do
+    # Whatever still runs inside our namespaces, and only that.
+    for pid in $(ip netns pids "$ns" 2>/dev/null); do kill -KILL "$pid" 2>/dev/null; done
+  done
+  for pid in "${pids[@]}"; do
+    kill -KILL "$pid" 2>/dev/null
+    wait "$pid" 2>/dev/null
+  done
+  for ns in "${namespaces[@]}"; do
+    ip netns del "$ns" 2>/dev/null
+    rm -rf "/etc/netns/$ns"
+  done
+  if [ "$status" -ne 0 ]; then
+    for f in "$logs"/*.log; do
+      [ -f "$f" ] || continue
+      echo "---- $(basename "$f") (last 30 lines)"
+      tail -n 30 "$f"
+    done
+  fi
+  [ "$logs" = "$work" ] || rm -rf "$work"
+  exit "$status"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+if ! ip netns add "$switch" 2>"$work/netns.err"; then
+  skip "cannot create a network namespace: $(cat "$work/netns.err")"
+fi
+namespaces+=("$switch")
+ip -n "$switch" link add br0 type bridge
+ip -n "$switch" link set br0 up
+
+echo "== render overlays/$overlay"
+rendered=$work/rendered.yaml
+kubectl kustomize "$deploy/k8s/overlays/$overlay" >"$rendered"
+read -r k8s_ns replicas < <(node "$pod_js" "$rendered" StatefulSet meshrt-worker --info)
+[ "$replicas" -ge 4 ] || fail "overlays/$overlay has $replicas workers; the 2x2 mesh needs 4"
+
+# One host per pod, plus the client: name, IP.
+hosts=(coordinator)
+ips=(10.77.0.10)
+for ((i = 0; i < replicas; i++)); do
+  hosts+=("worker$i")
+  ips+=("10.77.0.$((11 + i))")
+done
+hosts+=(client)
+ips+=(10.77.0.200)
+
+# The cluster DNS: Service names (short and long) and the workers' pod names under the headless
+# Service.
+hosts_file=$work/hosts
+{
+  echo "127.0.0.1 localhost"
+  echo "${ips[0]} meshrt-coordinator meshrt-coordinator.$k8s_ns meshrt-coordinator.$k8s_ns.svc meshrt-coordinator.$k8s_ns.svc.cluster.local"
+  for ((i = 0; i < replicas; i++)); do
+    name="meshrt-worker-$i.meshrt-worker.$k8s_ns.svc"
+    echo "${ips[$((i + 1))]} $name $name.cluster.local"
+  done
+} >"$hosts_file"
+
+echo "== ${#hosts[@]} hosts on bridge br0 in namespace $switch"
+for i in "${!hosts[@]}"; do
+  ns=$(ns_of "${hosts[$i]}")
+  ip netns add "$ns"
+  namespaces+=("$ns")
+  mkdir -p "/etc/netns/$ns"
+  cp "$hosts_file" "/etc/netns/$ns/hosts"
+  # No name server: names resolve from the hosts file only, and nothing leaves the namespaces.
+  echo "options timeout:1 attempts:1" >"/etc/netns/$ns/resolv.conf"
+  ip -n "$switch" link add "p$i" type veth peer name eth0 netns "$ns"
+  ip -n "$switch" link set "p$i" master br0 up
+  ip -n "$ns" addr add "${ips[$i]}/24" dev eth0
+  ip -n "$ns" link set eth0 up
+  ip -n "$ns" link set lo up
+done
+
+# What the image and the Secrets would provide.
+bin=$work/bin
+mkdir -p "$bin"
+ln -s "$runfiles/coordinator/meshrt-coordinator" "$bin/meshrt-coordinator"
+ln -s "$runfiles/worker/meshrt-worker" "$bin/meshrt-worker"
+ln -s "$meshrt" "$bin/meshrt"
+maps=(--map "/usr/local/bin=$bin")
+client_flags=()
+if [ "$mode" = tls ]; then
+  sans=(DNS:meshrt-coordinator "DNS:meshrt-coordinator.$k8s_ns.svc" "DNS:*.meshrt-worker.$k8s_ns.svc")
+  bash "$(src_of tests/launch_make_certs.sh)" "$work/tls" "${sans[@]}"
+  mkdir -p "$work/auth"
+  head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$work/auth/token"
+  maps+=(--map "/etc/meshrt/tls=$work/tls" --map "/etc/meshrt/auth=$work/auth")
+  client_flags=(--tls_ca "$work/tls/ca.crt" --tls_cert "$work/tls/tls.crt" --tls_key "$work/tls/tls.key"
+                --auth_token_file "$work/auth/token")
+fi
+
+# start_pod HOST KIND NAME POD_NAME IP: the container's process, as the kubelet would start it.
+start_pod() {
+  local host=$1 kind=$2 name=$3 pod=$4 ip=$5
+  node "$pod_js" "$rendered" "$kind" "$name" --pod_name "$pod" --pod_ip "$ip" "${maps[@]}" \
+    >"$work/$host.tokens"
+  local tokens=() env=() argv=() seen=0 t
+  mapfile -d '' tokens <"$work/$host.tokens"
+  for t in "${tokens[@]}"; do
+    if [ "$seen" -eq 0 ] && [ "$t" = "--" ]; then seen=1; continue; fi
+    if [ "$seen" -eq 0 ]; then env+=("$t"); else argv+=("$t"); fi
+  done
+  echo "$pod @ $ip: ${argv[*]}"
+  ip netns exec "$(ns_of "$host")" unshare --pid --fork --kill-child=SIGTERM \
+    env -i "${env[@]}" "${argv[@]}" >"$logs/$host.log" 2>&1 &
+  pids+=($!)
+}
+
+echo "== start the pods"
+start_pod coordinator Deployment meshrt-coordinator meshrt-coordinator-5d8f7c9b4-x2x7q "${ips[0]}"
+for ((i = 0; i < replicas; i++)); do
+  start_pod "worker$i" StatefulSet meshrt-worker "meshrt-worker-$i" "${ips[$((i + 1))]}"
+done
+
+client() { ip netns exec "$(ns_of client)" timeout 60 "$meshrt" "$@"; }
+coordinator="meshrt-coordinator:7070"
+
+echo "== wait for $replicas workers to register"
+status=""
+for _ in $(seq 150); do
+  status=$(client status --coordinator "$coordinator" "${client_flags[@]}" 2>&1) || true
+  [ "$(grep -c '^  worker ' <<<"$status")" -ge "$replicas" ] && break
+  sleep 0.2
+done
+echo "$status"
+[ "$(grep -c '^  worker ' <<<"$status")" -ge "$replicas" ] ||
+  fail "only part of the $replicas workers registered in 30 s"
+for ((i = 0; i < replicas; i++)); do
+  grep -q "rank $i  meshrt-worker-$i.meshrt-worker.$k8s_ns.svc:7071  gloo ${ips[$((i + 1))]} " <<<"$status" ||
+    fail "worker $i should register as rank $i at its DNS name, with Gloo on its pod IP ${ips[$((i + 1))]}"
+done
+
+if [ "$mode" = tls ]; then
+  echo "== a client without the token is refused"
+  if out=$(client status --coordinator "$coordinator" "${client_flags[@]:0:6}" 2>&1); then
+    fail "a client without the token was served: $out"
+  fi
+  echo "$out"
+  grep -q "missing bearer token" <<<"$out" || fail "the refusal should name the missing token"
+fi
+
+echo "== the MLP example across the hosts vs the reference"
+client run "$graph" --coordinator "$coordinator" "${client_flags[@]}" --mesh rows:2,cols:2 \
+  --layout batch:rows,hidden:cols --random_feeds 1 --fetch_all "$work/cluster" ||
+  fail "meshrt run across the hosts failed"
+"$meshrt" run "$graph" --reference --random_feeds 1 --fetch_all "$work/reference" >/dev/null
+"$compare" "$work/cluster" "$work/reference" || fail "the cluster's outputs differ from the reference"
+
+echo "PASS: launch_manifests_test ($mode): overlays/$overlay on $((replicas + 1)) hosts"

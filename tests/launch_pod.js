@@ -1,0 +1,147 @@
+#!/usr/bin/env node
+// Turns one container of a rendered Kubernetes workload into the exact process the kubelet would
+// start, for tests/launch_manifests_test.sh: the container's command and args with Kubernetes'
+// $(VAR) expansion, and its environment (envFrom ConfigMaps and Secrets of the same rendering,
+// env values, and downward-API fields filled from the pod facts given).
+//
+//   node launch_pod.js RENDERED.yaml KIND NAME --pod_name P --pod_ip IP [--container C]
+//       [--map FROM=TO ...]
+//   node launch_pod.js RENDERED.yaml KIND NAME --info    prints "NAMESPACE REPLICAS"
+//
+// --map rewrites paths the image or the pod has (binaries, volume mounts) to where this machine
+// has them; every volumeMount of the container must be mapped. Writes NUL-separated tokens:
+// the environment as NAME=VALUE, then "--", then argv. Errors go to stderr, exit code 1.
+"use strict";
+
+const fs = require("fs");
+const path = require("path");
+// The validator's pinned YAML parser (installed by tools/setup.sh).
+const YAML = require(path.join(__dirname, "..", "third_party", "k8s_validate", "node_modules",
+  "yaml"));
+
+function fail(message) {
+  process.stderr.write(`launch_pod.js: ${message}\n`);
+  process.exit(1);
+}
+
+function parseArgs(argv) {
+  if (argv.length < 3) fail("usage: launch_pod.js RENDERED.yaml KIND NAME --pod_name P --pod_ip IP ...");
+  const o = { file: argv[0], kind: argv[1], name: argv[2], maps: [], container: "" };
+  if (argv[3] === "--info") {
+    o.info = true;
+    return o;
+  }
+  for (let i = 3; i < argv.length; i += 2) {
+    const flag = argv[i];
+    const value = argv[i + 1];
+    if (value === undefined) fail(`${flag} needs a value`);
+    if (flag === "--pod_name") o.podName = value;
+    else if (flag === "--pod_ip") o.podIp = value;
+    else if (flag === "--container") o.container = value;
+    else if (flag === "--map") {
+      const eq = value.indexOf("=");
+      if (eq <= 0) fail(`--map ${value}: expected FROM=TO`);
+      o.maps.push([value.slice(0, eq), value.slice(eq + 1)]);
+    } else fail(`unknown flag ${flag}`);
+  }
+  if (!o.podName || !o.podIp) fail("--pod_name and --pod_ip are required");
+  return o;
+}
+
+// Kubernetes' expansion: $(NAME) -> value when NAME is defined, left as is otherwise; $$ -> $.
+function expand(text, env) {
+  return text.replace(/\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)/g, (m, name) => {
+    if (m === "$$") return "$";
+    return Object.prototype.hasOwnProperty.call(env, name) ? env[name] : m;
+  });
+}
+
+function main() {
+  const o = parseArgs(process.argv.slice(2));
+  const objects = YAML.parseAllDocuments(fs.readFileSync(o.file, "utf8"))
+    .map((d) => d.toJS()).filter((x) => x);
+  const find = (kind, name) => objects.find((x) => x.kind === kind && x.metadata.name === name);
+  const workload = find(o.kind, o.name);
+  if (!workload) fail(`no ${o.kind}/${o.name} in ${o.file}`);
+  const namespace = workload.metadata.namespace || "default";
+  if (o.info) {
+    process.stdout.write(`${namespace} ${workload.spec.replicas === undefined ? 1 : workload.spec.replicas}\n`);
+    return;
+  }
+  const template = workload.spec.template;
+  const containers = template.spec.containers;
+  const c = o.container ? containers.find((x) => x.name === o.container) : containers[0];
+  if (!c) fail(`${o.kind}/${o.name} has no container ${o.container}`);
+  if (!Array.isArray(c.command) || c.command.length === 0) {
+    fail(`${o.kind}/${o.name}: container ${c.name} sets no command (the image's entrypoint is not modelled)`);
+  }
+  const labels = Object.assign({}, template.metadata && template.metadata.labels);
+  const fields = {
+    "metadata.name": o.podName,
+    "metadata.namespace": namespace,
+    "status.podIP": o.podIp,
+    "status.podIPs": o.podIp,
+    "spec.nodeName": "node-0",
+    "spec.serviceAccountName": template.spec.serviceAccountName || "default",
+  };
+  const dataOf = (kind, name, optional) => {
+    const obj = find(kind, name);
+    if (!obj) {
+      if (optional) return {};
+      fail(`${kind}/${name} is not in the rendering`);
+    }
+    const data = Object.assign({}, obj.data);
+    if (kind === "Secret") for (const k of Object.keys(data)) data[k] = Buffer.from(data[k], "base64").toString();
+    return Object.assign(data, obj.stringData);
+  };
+
+  // What the image sets, then what the pod sets, in the kubelet's order.
+  const env = { PATH: "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", HOSTNAME: o.podName };
+  for (const from of c.envFrom || []) {
+    const ref = from.configMapRef || from.secretRef;
+    const data = dataOf(from.configMapRef ? "ConfigMap" : "Secret", ref.name, ref.optional);
+    for (const [k, v] of Object.entries(data)) env[(from.prefix || "") + k] = String(v);
+  }
+  for (const e of c.env || []) {
+    if (e.value !== undefined) {
+      env[e.name] = expand(String(e.value), env);
+    } else if (e.valueFrom && e.valueFrom.fieldRef) {
+      const p = e.valueFrom.fieldRef.fieldPath;
+      const label = /^metadata\.labels\['(.+)'\]$/.exec(p);
+      if (label) env[e.name] = labels[label[1]] || "";
+      else if (Object.prototype.hasOwnProperty.call(fields, p)) env[e.name] = fields[p];
+      else fail(`env ${e.name}: fieldRef ${p} is not modelled`);
+    } else if (e.valueFrom && (e.valueFrom.configMapKeyRef || e.valueFrom.secretKeyRef)) {
+      const ref = e.valueFrom.configMapKeyRef || e.valueFrom.secretKeyRef;
+      const data = dataOf(e.valueFrom.configMapKeyRef ? "ConfigMap" : "Secret", ref.name, ref.optional);
+      if (data[ref.key] === undefined && !ref.optional) fail(`env ${e.name}: no key ${ref.key} in ${ref.name}`);
+      if (data[ref.key] !== undefined) env[e.name] = String(data[ref.key]);
+    } else {
+      fail(`env ${e.name}: this kind of value is not modelled`);
+    }
+  }
+
+  for (const m of c.volumeMounts || []) {
+    if (!o.maps.some(([from]) => m.mountPath === from || m.mountPath.startsWith(from + "/"))) {
+      fail(`the container mounts ${m.mountPath} (volume ${m.name}); map it with --map ${m.mountPath}=DIR`);
+    }
+  }
+  const remap = (arg) => {
+    for (const [from, to] of o.maps) {
+      if (arg === from || arg.startsWith(from + "/")) return to + arg.slice(from.length);
+      const at = arg.indexOf("=" + from);
+      if (at >= 0 && (arg.length === at + 1 + from.length || arg[at + 1 + from.length] === "/")) {
+        return arg.slice(0, at + 1) + to + arg.slice(at + 1 + from.length);
+      }
+    }
+    return arg;
+  };
+  const argv = c.command.concat(c.args || []).map((a) => remap(expand(String(a), env)));
+  const unresolved = argv.filter((a) => /\$\([A-Za-z_]/.test(a));
+  if (unresolved.length > 0) fail(`unresolved references in ${unresolved.join(" ")}`);
+  const tokens = Object.entries(env).map(([k, v]) => `${k}=${v}`).concat(["--"], argv);
+  for (const t of tokens) if (t.includes("\0")) fail("a token holds a NUL byte");
+  process.stdout.write(tokens.join("\0") + "\0");
+}
+
+main();
