@@ -1,12 +1,14 @@
 #include "tests/graph_generator.h"
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/builder.h"
+#include "core/ops.h"
 #include "google/protobuf/text_format.h"
 
 namespace meshrt {
@@ -70,9 +72,141 @@ class Generator {
     return name;
   }
 
+  // An op of the type with `dims` and attrs set by `fill`, skipped when the type is not registered.
+  TensorRef Make(const std::string& type, const std::vector<TensorRef>& inputs,
+                 const std::vector<std::string>& dims,
+                 const std::function<void(v1::Op*)>& fill = nullptr) {
+    if (FindOp(type) == nullptr) return TensorRef{};
+    v1::Op op;
+    op.set_type(type);
+    for (const std::string& d : dims) op.add_dims(d);
+    if (fill) fill(&op);
+    return b_.Apply(op, inputs);
+  }
+
+  static void SetInt(v1::Op* op, const std::string& k, int64_t v) { (*op->mutable_attrs())[k].set_i(v); }
+  static void SetStr(v1::Op* op, const std::string& k, const std::string& v) {
+    (*op->mutable_attrs())[k].set_s(v);
+  }
+
+  // The op families beyond the first: math, data movement, indexing, spatial, random.
+  TensorRef AddFamilyOp(const TensorRef& x) {
+    const std::string d = x.shape.rank() > 0 ? x.shape.dim(Pick(x.shape.rank())).name : "";
+    const int64_t n = d.empty() ? 0 : sizes_[d];
+    switch (Pick(12)) {
+      case 0: {
+        const char* unary[] = {"tanh", "sigmoid", "square", "abs", "gelu", "sign"};
+        return Make(unary[Pick(6)], {x}, {});
+      }
+      case 1:
+        if (d.empty()) return {};
+        return Make(Pick(2) ? "softmax" : "log_softmax", {x}, {d});
+      case 2:
+        if (d.empty()) return {};
+        return Make(Pick(2) ? "layer_norm" : "rms_norm", {x}, {d});
+      case 3: {
+        if (d.empty()) return {};
+        const char* reduce[] = {"reduce_min", "reduce_logsumexp", "reduce_any"};
+        return Make(reduce[Pick(3)], {x}, {d});
+      }
+      case 4: {  // slice or pad along d, into a fresh dim
+        if (n < 2) return {};
+        const int64_t begin = Pick(static_cast<int>(n) - 1);
+        const int64_t size = 1 + Pick(static_cast<int>(n - begin));
+        if (Pick(2)) {
+          const std::string nd = NewDimName(size);
+          return Make("slice", {x}, {d}, [&](v1::Op* op) {
+            SetInt(op, "begin", begin);
+            SetInt(op, "size", size);
+            SetStr(op, "new_dim", nd);
+          });
+        }
+        const int64_t before = Pick(3), after = Pick(3);
+        const std::string nd = NewDimName(n + before + after);
+        return Make("pad", {x}, {d}, [&](v1::Op* op) {
+          SetInt(op, "before", before);
+          SetInt(op, "after", after);
+          SetStr(op, "new_dim", nd);
+        });
+      }
+      case 5: {  // concat with itself along d
+        if (d.empty()) return {};
+        const std::string nd = NewDimName(2 * n);
+        return Make("concat", {x, x}, {d}, [&](v1::Op* op) { SetStr(op, "new_dim", nd); });
+      }
+      case 6: {  // split into equal pieces, or unstack
+        if (n < 2) return {};
+        if (n % 2 == 0 && Pick(2)) {
+          const std::string nd = NewDimName(n / 2);
+          const int64_t index = Pick(2);
+          return Make("split", {x}, {d}, [&](v1::Op* op) {
+            SetInt(op, "index", index);
+            SetInt(op, "num", 2);
+            SetStr(op, "new_dim", nd);
+          });
+        }
+        const int64_t index = Pick(static_cast<int>(n));
+        return Make("unstack", {x}, {d}, [&](v1::Op* op) { SetInt(op, "index", index); });
+      }
+      case 7:
+        if (d.empty()) return {};
+        return Make("cumsum", {x}, {d}, [&](v1::Op* op) {
+          (*op->mutable_attrs())["exclusive"].set_b(Pick(2) == 1);
+        });
+      case 8: {
+        if (n < 2) return {};
+        const int64_t offset = Pick(static_cast<int>(2 * n)) - n;
+        const bool wrap = Pick(2) == 1;
+        return Make("shift", {x}, {d}, [&](v1::Op* op) {
+          SetInt(op, "offset", offset);
+          (*op->mutable_attrs())["wrap"].set_b(wrap);
+        });
+      }
+      case 9: {  // random tensors combined with x: bitwise layout invariance under the ops after
+        const int64_t seed = Pick(1000);
+        const Shape shape = x.shape;
+        if (FindOp("random_uniform") == nullptr) return {};
+        v1::Op op;
+        op.set_type(Pick(2) ? "random_uniform" : "random_normal");
+        *op.mutable_shape() = shape.ToProto();
+        SetInt(&op, "seed", seed);
+        TensorRef r = b_.Apply(op, {});
+        return b_.status().ok() ? b_.Add(x, r) : TensorRef{};
+      }
+      case 10: {
+        const float rate = 0.25f * Pick(3);
+        const int64_t seed = Pick(1000);
+        return Make("dropout", {x}, {}, [&](v1::Op* op) {
+          (*op->mutable_attrs())["rate"].set_f(rate);
+          SetInt(op, "seed", seed);
+        });
+      }
+      default: {  // sort along d (values), or where(x > 0, x, -x)
+        if (!d.empty() && Pick(2)) {
+          return Make("sort", {x}, {d}, [&](v1::Op* op) {
+            (*op->mutable_attrs())["descending"].set_b(Pick(2) == 1);
+          });
+        }
+        TensorRef positive = Make("greater", {x}, {}, [](v1::Op* op) {
+          (*op->mutable_attrs())["scalar"].set_f(0.0f);
+        });
+        if (positive.name.empty() || !b_.status().ok()) return {};
+        return Make("where", {positive, x, b_.Neg(x)}, {});
+      }
+    }
+  }
+
   void AddOp() {
     const TensorRef x = AnyTensor();
     TensorRef out;
+    if (options_.all_families && Pick(2) == 0) {
+      out = AddFamilyOp(x);
+      if (b_.status().ok() && !out.name.empty() && out.dtype == DType::kFloat32 &&
+          out.shape.rank() <= 4) {
+        tensors_.push_back(out);
+      }
+      return;
+    }
     switch (Pick(8)) {
       case 0:
       case 1: {  // einsum of two tensors, output a random subset of their dims (rank <= 3)

@@ -26,6 +26,9 @@ struct GeneratedCase {
 struct GeneratorOptions {
   int max_ops = 8;
   int max_processors = 8;
+  // Half the ops come from every registered family (math, data movement, indexing, spatial,
+  // random) instead of the first family (einsum, add/sub/mul, reductions, reshape, rename).
+  bool all_families = true;
 };
 
 // Graph, mesh and rules drawn from `seed` (the same seed always gives the same case). Dim sizes

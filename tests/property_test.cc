@@ -4,6 +4,7 @@
 // smallest prefix of the graph that still fails, in text format.
 #include <cstdlib>
 #include <iostream>
+#include <map>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -74,12 +75,16 @@ int CaseCount() {
 
 TEST(PropertyTest, RandomGraphsMeshesAndLayoutsMatchTheInterpreter) {
   int valid = 0, invalid = 0, failures = 0, ran = 0;
+  std::map<std::string, int> op_counts;  // op types in the cases run, to show what was covered
   const int n = CaseCount();
   for (int i = 0; i < n && failures < 3; ++i, ++ran) {
     const GeneratedCase c = GenerateCase(1000 + i);
     bool valid_layout = false;
     const std::string problem = Check(c, &valid_layout);
     (valid_layout ? valid : invalid)++;
+    if (valid_layout) {
+      for (const v1::Op& op : c.graph.ops()) ++op_counts[op.type()];
+    }
     if (!problem.empty()) {
       ++failures;
       ADD_FAILURE() << problem << "\nreproducer (shrunk): " << Describe(Shrink(c));
@@ -87,7 +92,11 @@ TEST(PropertyTest, RandomGraphsMeshesAndLayoutsMatchTheInterpreter) {
   }
   std::cout << "property test: " << ran << " cases, " << valid << " valid layouts run and compared, "
             << invalid << " invalid layouts refused\n";
+  std::cout << "op types run (count):";
+  for (const auto& [type, count] : op_counts) std::cout << " " << type << "=" << count;
+  std::cout << "\n";
   EXPECT_GT(valid, n / 3);
+  EXPECT_GE(op_counts.size(), 30u) << "the generator should mix every op family";
   EXPECT_GT(invalid, n / 20);
 }
 
