@@ -115,8 +115,9 @@ inline void ExpectMatchesInterpreter(const Graph& g, const TensorMap& feeds,
   if (program != nullptr) *program = std::move(lowered);
 }
 
-// The collectives emitted for graph op `source_op`, in order, as
-// "allgather(p) [b:4, s:4]" / "allreduce SUM(p) [...]" / "alltoall(p) [...]" (output slice shape).
+// The collectives emitted for graph op `source_op`, in order, as "allgather(p) [b:4, s:4]",
+// "allreduce REDUCE_SUM(p) [...]", "alltoall(p) [...]", "broadcast@ROOT(p) [...]" (output slice
+// shape), or the kind's proto name.
 inline std::vector<std::string> CollectivesOf(const v1::Program& p, const std::string& source_op) {
   std::vector<std::string> out;
   for (const v1::Instruction& inst : p.instructions()) {
@@ -127,6 +128,8 @@ inline std::vector<std::string> CollectivesOf(const v1::Program& p, const std::s
       absl::StrAppend(&axes, axes.empty() ? "" : ",", p.mesh().dims(a).name());
     std::string kind = c.kind() == v1::Collective::ALLGATHER  ? "allgather"
                        : c.kind() == v1::Collective::ALLTOALL ? "alltoall"
+                       : c.kind() == v1::Collective::BROADCAST
+                           ? absl::StrCat("broadcast@", c.root())
                        : c.kind() == v1::Collective::ALLREDUCE
                            ? absl::StrCat("allreduce ", v1::ReduceOp_Name(c.reduce_op()))
                            : v1::Collective::Kind_Name(c.kind());

@@ -155,17 +155,24 @@ TEST(DataLoweringTest, SplitDimIsGatheredOnceThenTheOutputSlicedLocally) {
   }
 }
 
-TEST(DataLoweringTest, RangeInsideOneSliceGathersOnlyTheWindow) {
+TEST(DataLoweringTest, RangeInsideOnePartIsBroadcastFromItsHolder) {
   // p:4 splits s:8 into parts of 2: [1, 2) lies in part 0, [5, 7) spans two parts.
   const v1::Program p = Lowered("p:4", "s:p");
-  EXPECT_EQ(CollectivesOf(p, "sl_one"), (std::vector<std::string>{"allgather(p) [b:4, s:4, h:4]"}));
+  EXPECT_EQ(CollectivesOf(p, "sl_one"),
+            (std::vector<std::string>{"broadcast@0(p) [b:4, s1:1, h:4]"}));
   EXPECT_EQ(CollectivesOf(p, "sl_win"), (std::vector<std::string>{"allgather(p) [b:4, s:8, h:4]"}));
-  // unstack: one element per slice, not the whole dim.
-  EXPECT_EQ(CollectivesOf(p, "us"), (std::vector<std::string>{"allgather(p) [b:4, s:4, h:4]"}));
-  EXPECT_EQ(CollectivesOf(p, "usi"), (std::vector<std::string>{"allgather(p) [b:4, s:4]"}));
-  // p:2: parts of 4, and [5, 7) is inside part 1: 2 x 2 elements gathered instead of 8.
+  // unstack: the element, not the whole dim.
+  EXPECT_EQ(CollectivesOf(p, "us"), (std::vector<std::string>{"broadcast@2(p) [b:4, h:4]"}));
+  EXPECT_EQ(CollectivesOf(p, "usi"), (std::vector<std::string>{"broadcast@3(p) [b:4]"}));
+  // p:2: parts of 4, and [5, 7) is inside part 1.
   const v1::Program q = Lowered("p:2", "s:p");
-  EXPECT_EQ(CollectivesOf(q, "sl_win"), (std::vector<std::string>{"allgather(p) [b:4, s:4, h:4]"}));
+  EXPECT_EQ(CollectivesOf(q, "sl_win"),
+            (std::vector<std::string>{"broadcast@1(p) [b:4, s2:2, h:4]"}));
+  EXPECT_EQ(CollectivesOf(q, "sp_sizes"),
+            (std::vector<std::string>{"broadcast@1(p) [b:4, s2:2, h:4]"}));
+  // Split over two mesh dims, the holder is found along the one that splits s.
+  const v1::Program r = Lowered("rows:2,cols:2", "b:rows,s:cols");
+  EXPECT_EQ(CollectivesOf(r, "us"), (std::vector<std::string>{"broadcast@1(cols) [b:2, h:4]"}));
 }
 
 TEST(DataLoweringTest, RenamesAndStacksOnlyReshard) {

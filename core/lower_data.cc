@@ -9,9 +9,9 @@
 //      the inputs' dims, with the same names, so the same mesh dims);
 //   3. Reshard to the output's rule layout (a local slice of the output dim if the rules split it).
 // Cheaper special cases:
-//   - slice/split/unstack of a range inside one slice's part: every processor cuts the same local
-//     window, the windows are allgathered (g x size elements per row instead of the whole dim), and
-//     the owner's window is picked locally;
+//   - slice/split/unstack of a range inside one processor's part: every processor cuts that range
+//     at the owner's local offset, and a broadcast from the owner replaces the others' cuts (size
+//     elements per row move, not the whole dim);
 //   - slice/pad that keep the whole dim (a rename): a local copy of each slice, then Reshard;
 //   - stack never communicates: its new dim is made whole and sliced locally.
 #include "absl/strings/str_cat.h"
@@ -52,18 +52,19 @@ v1::Op LocalSliceOp(const v1::Op& op, const std::string& dim, int64_t begin, int
 
 namespace {
 
-// For a range [begin, begin + size) of dim `di` of `x`, split over mesh axis `axis` into parts of
-// `local` elements, held by one part: every processor cuts that window of its own part, and the
-// windows are allgathered. Returns the gathered tensor (dim `di` of size g * size, whole; the
-// owner's window is part begin / local).
-LaidOutTensor GatherWindow(LoweringContext& ctx, const v1::Op& op, const LaidOutTensor& x, int di,
-                           int64_t begin, int64_t size, int64_t local) {
-  const Dim& d = x.shape.dim(di);
-  const int64_t g = ctx.mesh().size(x.layout.mesh_axis[di]);
-  const Shape windows = ReplaceDim(x.shape, di, {{d.name, g * size}});
-  LaidOutTensor cut = ctx.builder.EmitLocal(LocalSliceOp(op, d.name, begin % local, size, d.name),
-                                            {x}, windows, x.dtype, x.layout);
-  return WholeAlong(ctx, cut, di, op);
+// `local_op` cuts, from each processor's part of `x`'s dim `di` (split over `axis`), what the op
+// keeps of the part of processor `owner` along that axis: the slice of `op`'s output (graph type)
+// with `out_dim` whole (-1: none). A broadcast from the owner makes every processor's cut the
+// owner's, so the result is that output; then a reshard to its rule layout. (Until the broadcast,
+// the other processors' cuts are of their own parts: the layout describes the result after it.)
+LaidOutTensor BroadcastFromOwner(LoweringContext& ctx, const v1::Op& op, const v1::Op& local_op,
+                                 const LaidOutTensor& x, int axis, int64_t owner, int out_dim) {
+  const TensorType& type = ctx.graph.type(op.name());
+  const TensorLayout rule = ctx.RuleLayout(type.shape);
+  const TensorLayout whole = out_dim < 0 ? rule : WithAxis(rule, out_dim, kReplicated);
+  LaidOutTensor cut = ctx.builder.EmitLocal(local_op, {x}, type.shape, type.dtype, whole);
+  LaidOutTensor out = ctx.builder.Broadcast(cut, {axis}, static_cast<int>(owner), op.name());
+  return ctx.builder.Reshard(out, rule, op.name());
 }
 
 }  // namespace
@@ -87,10 +88,10 @@ LaidOutTensor LowerSliceOp(LoweringContext& ctx, const v1::Op& op,
     return ctx.builder.Reshard(out, ctx.RuleLayout(type.shape), op.name());
   }
   const int64_t owner = r.begin / local;
-  if (owner == (r.begin + r.size - 1) / local && ctx.mesh().size(axis) * r.size < n) {
-    LaidOutTensor windows = GatherWindow(ctx, op, x, di, r.begin, r.size, local);
-    return LocalThenRule(ctx, op, LocalSliceOp(op, op.dims(0), owner * r.size, r.size, out_name),
-                         {windows}, di);
+  if (owner == (r.begin + r.size - 1) / local) {
+    return BroadcastFromOwner(ctx, op,
+                              LocalSliceOp(op, op.dims(0), r.begin % local, r.size, out_name), x,
+                              axis, owner, di);
   }
   return LocalThenRule(ctx, op, op, {WholeAlong(ctx, x, di, op)}, di);
 }
@@ -103,10 +104,9 @@ LaidOutTensor LowerUnstackOp(LoweringContext& ctx, const v1::Op& op,
   if (axis == kReplicated) return LocalThenRule(ctx, op, op, {x}, -1);
   const int64_t local = x.shape.dim(di).size / ctx.mesh().size(axis);
   const int64_t index = IntAttrOr(op, "index", 0);
-  LaidOutTensor windows = GatherWindow(ctx, op, x, di, index, 1, local);
-  v1::Op pick = op;
-  (*pick.mutable_attrs())["index"].set_i(index / local);
-  return LocalThenRule(ctx, op, pick, {windows}, -1);
+  v1::Op cut = op;
+  (*cut.mutable_attrs())["index"].set_i(index % local);
+  return BroadcastFromOwner(ctx, op, cut, x, axis, index / local, -1);
 }
 
 LaidOutTensor LowerPadOp(LoweringContext& ctx, const v1::Op& op,

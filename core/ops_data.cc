@@ -250,11 +250,11 @@ std::vector<OpInfo> DataOps() {
   return {
       replace,
       Data("slice", 1, 1, "attrs.begin, attrs.size of dims[0] (renamed attrs.new_dim)",
-           absl::StrCat(kGatherIfSplit, " (only the window, when one slice holds it)"), InferSlice,
-           SliceKernel, LowerSliceOp),
+           absl::StrCat(kGatherIfSplit, " (broadcast of the range, when one processor holds it)"),
+           InferSlice, SliceKernel, LowerSliceOp),
       Data("split", 1, 1, "piece attrs.index of dims[0] cut in attrs.num or attrs.sizes",
-           absl::StrCat(kGatherIfSplit, " (only the window, when one slice holds it)"), InferSlice,
-           SliceKernel, LowerSliceOp),
+           absl::StrCat(kGatherIfSplit, " (broadcast of the range, when one processor holds it)"),
+           InferSlice, SliceKernel, LowerSliceOp),
       Data("pad", 1, 1, "attrs.before / attrs.after zeros around dims[0]", kGatherIfSplit, InferPad,
            PadKernel, LowerPadOp),
       Data("concat", 1, -1, "inputs joined along dims (one per input) into attrs.new_dim",
@@ -263,8 +263,8 @@ std::vector<OpInfo> DataOps() {
       Data("stack", 1, -1, "inputs stacked along a new dim attrs.new_dim at attrs.axis",
            "none (local slice when the new dim is split)", InferStack, StackKernel, LowerStackOp),
       Data("unstack", 1, 1, "element attrs.index of dims[0], without that dim",
-           "none if the dim is not split; else allgather of one element per slice", InferUnstack,
-           UnstackKernel, LowerUnstackOp),
+           "none if the dim is not split; else broadcast of the element from its holder",
+           InferUnstack, UnstackKernel, LowerUnstackOp),
   };
 }
 

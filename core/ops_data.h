@@ -32,9 +32,9 @@
 // output is sliced locally to its rule layout (no communication). Where Mesh-TensorFlow refused a
 // split dim, meshrt reshards: the input is gathered along that dim (allgather over its mesh dim,
 // through ProgramBuilder::Reshard), the op runs locally, and the output is sliced locally to its
-// rule layout. Cheaper paths: slice/split/unstack of a range that one slice holds gathers only that
-// window from every slice (g x size elements per row, not the whole dim); a slice of the whole dim
-// is a rename (a reshard); stack never communicates.
+// rule layout. Cheaper paths: slice/split/unstack of a range that one processor's part holds is a
+// local cut and a broadcast from that processor (size elements per row, not the whole dim); a slice
+// of the whole dim, or a pad by nothing, is a rename (a reshard); stack never communicates.
 //
 // The kernels never depend on where their slice sits (no `needs_slice_begin`).
 #ifndef MESHRT_CORE_OPS_DATA_H_
