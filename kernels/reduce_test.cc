@@ -1,0 +1,232 @@
+// The fast reductions and normalisations (kernels::Reduce, Softmax, Normalize,
+// SoftmaxCrossEntropy) against the reference kernels on the same random inputs: odd sizes, every
+// subset of reduced dims, outputs in permuted dim order, long rows (the 16-lane folds plus a
+// tail), scale and bias broadcast from any subset of dims. The fast functions are called directly
+// so a silent fallback cannot hide a wrong fast path; one test goes through CpuKernels() dispatch.
+#include "kernels/reduce.h"
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "core/kernel_runner.h"
+#include "core/test_util.h"
+#include "gtest/gtest.h"
+#include "kernels/cpu_kernels.h"
+
+namespace meshrt {
+namespace {
+
+Tensor Random(const Shape& shape, uint32_t seed, float zero_fraction = 0) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-3, 3);
+  std::uniform_real_distribution<float> unit(0, 1);
+  Tensor t(DType::kFloat32, shape);
+  for (int64_t i = 0; i < t.num_elements(); ++i) {
+    t.f32()[i] = unit(rng) < zero_fraction ? 0.0f : dist(rng);
+  }
+  return t;
+}
+
+Shape S(const std::string& text) { return Shape::Parse(text).value(); }
+
+v1::Op MakeOp(const std::string& type, const std::vector<std::string>& dims = {}) {
+  v1::Op op;
+  op.set_name("case");
+  op.set_type(type);
+  for (const std::string& d : dims) op.add_dims(d);
+  return op;
+}
+
+Tensor Reference(const v1::Op& op, std::vector<const Tensor*> in, const Shape& out) {
+  Tensor t(DType::kFloat32, out);
+  const absl::Status s = ReferenceKernels().Run(op, in, &t);
+  EXPECT_TRUE(s.ok()) << s;
+  return t;
+}
+
+// Every non-empty subset of the dims of [a:3, b:5, c:7], as (reduced dims, kept dims in two
+// orders: the input's and reversed).
+struct Subset {
+  std::vector<std::string> reduced;
+  std::vector<std::string> kept_orders;
+};
+std::vector<Subset> Subsets() {
+  const std::vector<Dim> dims = {{"a", 3}, {"b", 5}, {"c", 7}};
+  std::vector<Subset> out;
+  for (int mask = 1; mask < 8; ++mask) {
+    Subset s;
+    std::vector<std::string> kept;
+    for (int i = 0; i < 3; ++i) {
+      if (mask & (1 << i)) {
+        s.reduced.push_back(dims[i].name);
+      } else {
+        kept.push_back(absl::StrCat(dims[i].name, ":", dims[i].size));
+      }
+    }
+    s.kept_orders.push_back(absl::StrJoin(kept, ","));
+    std::reverse(kept.begin(), kept.end());
+    if (kept.size() > 1) s.kept_orders.push_back(absl::StrJoin(kept, ","));
+    out.push_back(s);
+  }
+  return out;
+}
+
+TEST(ReduceKernelTest, ReduceMatchesReference) {
+  using kernels::ReduceKind;
+  const std::vector<std::pair<const char*, ReduceKind>> kinds = {
+      {"reduce_sum", ReduceKind::kSum},
+      {"reduce_mean", ReduceKind::kMean},
+      {"reduce_max", ReduceKind::kMax},
+      {"reduce_min", ReduceKind::kMin},
+      {"reduce_any", ReduceKind::kAny},
+      {"reduce_all", ReduceKind::kAll},
+      {"reduce_logsumexp", ReduceKind::kLogSumExp},
+  };
+  // Zeros make any/all mixed; large values check logsumexp's stability.
+  const Tensor x = Random(S("a:3,b:5,c:7"), 1, 0.3f);
+  Tensor big = Random(S("a:3,b:5,c:7"), 2);
+  for (int64_t i = 0; i < big.num_elements(); ++i) big.f32()[i] *= 100;
+  int compared = 0;
+  for (const auto& [type, kind] : kinds) {
+    for (const Subset& s : Subsets()) {
+      for (const std::string& out : s.kept_orders) {
+        for (const Tensor* in : {&x, static_cast<const Tensor*>(&big)}) {
+          // Large values only where they cannot cancel (sums of +-300 lose float digits).
+          if (in == &big && kind != ReduceKind::kLogSumExp && kind != ReduceKind::kMax &&
+              kind != ReduceKind::kMin) {
+            continue;
+          }
+          SCOPED_TRACE(absl::StrCat(type, " over ", absl::StrJoin(s.reduced, ","), " -> [", out,
+                                    "]", in == &big ? " large values" : ""));
+          Tensor fast(DType::kFloat32, S(out));
+          ASSERT_OK(kernels::Reduce(kind, *in, &fast));
+          EXPECT_LE(MaxRelativeError(fast, Reference(MakeOp(type), {in}, S(out))), 1e-5);
+          ++compared;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(compared, 7 * 10 + 3 * 10);
+  // A long row: the 16-lane folds and a tail of 7.
+  const Tensor row = Random(S("r:2,n:1031"), 3, 0.5f);
+  for (const auto& [type, kind] : kinds) {
+    SCOPED_TRACE(type);
+    Tensor fast(DType::kFloat32, S("r:2"));
+    ASSERT_OK(kernels::Reduce(kind, row, &fast));
+    EXPECT_LE(MaxRelativeError(fast, Reference(MakeOp(type), {&row}, S("r:2"))), 1e-5);
+  }
+}
+
+TEST(ReduceKernelTest, SoftmaxAndNormsMatchReference) {
+  const Shape xs = S("a:3,b:5,c:7");
+  const Tensor x = Random(xs, 4);
+  const std::vector<std::string> scale_shapes = {"c:7", "b:5,c:7", "c:7,a:3", ""};
+  for (const Subset& s : Subsets()) {
+    const std::string dims = absl::StrJoin(s.reduced, ",");
+    for (const char* type : {"softmax", "log_softmax"}) {
+      SCOPED_TRACE(absl::StrCat(type, " over ", dims));
+      Tensor fast(DType::kFloat32, xs);
+      ASSERT_OK(kernels::Softmax(x, s.reduced, std::string(type) == "log_softmax", &fast));
+      EXPECT_LE(MaxRelativeError(fast, Reference(MakeOp(type, s.reduced), {&x}, xs)), 1e-5);
+    }
+    for (const char* type : {"layer_norm", "rms_norm"}) {
+      const bool rms = std::string(type) == "rms_norm";
+      for (const std::string& ss : scale_shapes) {
+        SCOPED_TRACE(absl::StrCat(type, " over ", dims, " scale [", ss, "]"));
+        const Tensor scale = Random(S(ss), 5);
+        const Tensor bias = Random(S(ss), 6);
+        v1::Op op = MakeOp(type, s.reduced);
+        (*op.mutable_attrs())["epsilon"].set_f(0.01f);
+        std::vector<const Tensor*> in = {&x, &scale};
+        if (!rms) in.push_back(&bias);
+        Tensor fast(DType::kFloat32, xs);
+        ASSERT_OK(
+            kernels::Normalize(x, &scale, rms ? nullptr : &bias, s.reduced, 0.01f, rms, &fast));
+        EXPECT_LE(MaxRelativeError(fast, Reference(op, in, xs)), 1e-5);
+        Tensor plain(DType::kFloat32, xs);
+        ASSERT_OK(kernels::Normalize(x, nullptr, nullptr, s.reduced, 0.01f, rms, &plain));
+        EXPECT_LE(MaxRelativeError(plain, Reference(op, {&x}, xs)), 1e-5);
+      }
+    }
+  }
+}
+
+TEST(ReduceKernelTest, CrossEntropyMatchesReference) {
+  const Tensor logits = Random(S("a:3,b:5,c:7"), 7);
+  for (const char* targets_shape : {"a:3,b:5,c:7", "c:7,a:3,b:5"}) {
+    // Non-negative weights (not only distributions): every term has the same sign, as in use.
+    Tensor targets = Random(S(targets_shape), 8);
+    for (int64_t i = 0; i < targets.num_elements(); ++i) {
+      targets.f32()[i] = std::fabs(targets.f32()[i]) / 3;
+    }
+    for (const Subset& s : Subsets()) {
+      for (const std::string& out : s.kept_orders) {
+        SCOPED_TRACE(absl::StrCat("targets [", targets_shape, "] over ",
+                                  absl::StrJoin(s.reduced, ","), " -> [", out, "]"));
+        Tensor fast(DType::kFloat32, S(out));
+        ASSERT_OK(kernels::SoftmaxCrossEntropy(logits, targets, &fast));
+        const Tensor want =
+            Reference(MakeOp("softmax_cross_entropy", s.reduced), {&logits, &targets}, S(out));
+        EXPECT_LE(MaxRelativeError(fast, want), 2e-5);
+      }
+    }
+  }
+}
+
+TEST(ReduceKernelTest, ErrorsNameTheProblem) {
+  const Tensor x = Random(S("a:3,b:5"), 9);
+  Tensor out(DType::kFloat32, S("a:3,b:5"));
+  EXPECT_TRUE(StatusIs(kernels::Softmax(x, {"z"}, false, &out), absl::StatusCode::kInvalidArgument,
+                       {"'z'"}));
+  EXPECT_TRUE(StatusIs(kernels::Softmax(x, {}, false, &out), absl::StatusCode::kInvalidArgument));
+  Tensor wrong(DType::kFloat32, S("b:5,a:3"));
+  EXPECT_TRUE(
+      StatusIs(kernels::Softmax(x, {"a"}, false, &wrong), absl::StatusCode::kInvalidArgument));
+  const Tensor scale = Random(S("q:2"), 1);
+  EXPECT_TRUE(StatusIs(kernels::Normalize(x, &scale, nullptr, {"b"}, 0, true, &out),
+                       absl::StatusCode::kInvalidArgument, {"scale", "'q'"}));
+  Tensor loss(DType::kFloat32, S("q:3"));
+  EXPECT_TRUE(StatusIs(kernels::SoftmaxCrossEntropy(x, x, &loss),
+                       absl::StatusCode::kInvalidArgument, {"'q'"}));
+}
+
+// Through CpuKernels(): dispatch of dims, epsilon and the optional inputs.
+TEST(ReduceKernelTest, CpuKernelsDispatch) {
+  const Shape xs = S("a:3,b:5,c:7");
+  const Tensor x = Random(xs, 10);
+  const Tensor g = Random(S("c:7"), 11);
+  const Tensor t = Random(xs, 12);
+  v1::Op ln = MakeOp("layer_norm", {"b", "c"});
+  (*ln.mutable_attrs())["epsilon"].set_f(0.5f);
+  v1::Op rms = MakeOp("rms_norm", {"c"});
+  (*rms.mutable_attrs())["epsilon"].set_i(1);
+  const std::vector<std::pair<v1::Op, std::vector<const Tensor*>>> cases = {
+      {MakeOp("softmax", {"b"}), {&x}},
+      {MakeOp("log_softmax", {"a", "c"}), {&x}},
+      {ln, {&x, &g, &g}},
+      {ln, {&x}},
+      {rms, {&x, &g}},
+      {MakeOp("reduce_min", {"b"}), {&x}},
+      {MakeOp("reduce_logsumexp"), {&x}},
+  };
+  for (const auto& [op, in] : cases) {
+    SCOPED_TRACE(op.type());
+    const bool reduces = op.type().rfind("reduce_", 0) == 0;
+    const Shape out_shape = reduces ? (op.dims().empty() ? S("") : S("a:3,c:7")) : xs;
+    Tensor fast(DType::kFloat32, out_shape);
+    ASSERT_OK(CpuKernels().Run(op, in, &fast));
+    EXPECT_LE(MaxRelativeError(fast, Reference(op, in, out_shape)), 1e-5);
+  }
+  Tensor loss(DType::kFloat32, S("c:7,a:3"));
+  const v1::Op xent = MakeOp("softmax_cross_entropy", {"b"});
+  ASSERT_OK(CpuKernels().Run(xent, {&x, &t}, &loss));
+  EXPECT_LE(MaxRelativeError(loss, Reference(xent, {&x, &t}, S("c:7,a:3"))), 1e-5);
+}
+
+}  // namespace
+}  // namespace meshrt
