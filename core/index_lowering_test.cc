@@ -35,6 +35,10 @@ Graph IndexGraph() {
   ohi.set_dtype(v1::DT_INT32);
   w.Op("g", "gather", {"emb", "ids"}, {"v"});
   w.Op("gi", "gather", {"embi", "ids"}, {"v"});
+  v1::Op& rv = w.Op("rv", "range", {});
+  *rv.mutable_shape() = Shape({{"v", 8}}).ToProto();
+  rv.set_dtype(v1::DT_INT32);
+  w.Op("g_rows", "gather", {"emb", "ids", "rv"}, {"v"});  // explicit row ids
   w.Op("am", "argmax", {"logits"}, {"v"});
   w.Op("g_am", "gather", {"wb", "am"}, {"v"});  // batch gather: b in both
   *w.Op("oh_am", "one_hot", {"am"}).mutable_shape() = Shape({{"v", 8}}).ToProto();
@@ -156,6 +160,10 @@ TEST(IndexLoweringTest, GatherOverSplitVocabIsOneAllreduce) {
   // When p also splits an output dim (q), the weights are gathered instead.
   const v1::Program q = Lowered("p:4", "v:p,q:p");
   EXPECT_EQ(CollectivesOf(q, "g"), (std::vector<std::string>{"allgather(p) [v:8, e:4]"}));
+  EXPECT_EQ(CollectivesOf(q, "g_rows"),
+            (std::vector<std::string>{"allgather(p) [v:8, e:4]", "allgather(p) [v:8]"}));
+  EXPECT_EQ(CollectivesOf(p, "g_rows"),
+            (std::vector<std::string>{"allreduce REDUCE_SUM(p) [b:4, q:4, e:4]"}));
   EXPECT_TRUE(CollectivesOf(Lowered("p:4", "e:p"), "g").empty());
 }
 

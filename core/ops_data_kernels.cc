@@ -93,7 +93,8 @@ absl::StatusOr<std::string> FirstDim(const v1::Op& op) {
 
 }  // namespace
 
-absl::Status ReplaceDimsKernel(const v1::Op& op, absl::Span<const Tensor* const> in, Tensor* out) {
+absl::Status ReplaceDimsKernel(const v1::Op& /*op*/, absl::Span<const Tensor* const> in,
+                               Tensor* out) {
   RETURN_IF_ERROR(CheckArity(in, 1, 1));
   RETURN_IF_ERROR(SameDtype(*in[0], *out));
   if (in[0]->num_elements() != out->num_elements()) {
