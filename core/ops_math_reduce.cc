@@ -91,13 +91,10 @@ absl::Status ReduceKernel(const v1::Op& op, absl::Span<const Tensor* const> inpu
 
 OpInfo Reduction(const char* type, bool differentiable, const char* summary,
                  const char* collectives) {
-  OpInfo info{type,
-              OpFamily::kReduce,
-              1,
-              1,
-              differentiable,
-              absl::StrCat(summary, " over `dims` (none listed: every dim)"),
-              absl::StrCat(collectives, " over the mesh dims of split reduced dims")};
+  OpInfo info{
+      type,       OpFamily::kReduce, 1,
+      1,          differentiable,    absl::StrCat(summary, " over `dims` (none listed: every dim)"),
+      collectives};
   info.infer = InferReduce;
   info.reference = ReduceKernel;
   return info;
@@ -105,14 +102,20 @@ OpInfo Reduction(const char* type, bool differentiable, const char* summary,
 
 std::vector<OpInfo> ReduceOps() {
   std::vector<OpInfo> ops = {
-      Reduction("reduce_sum", true, "sum", "allreduce(sum)"),
-      Reduction("reduce_mean", true, "mean", "allreduce(sum) then a local 1/count"),
-      Reduction("reduce_max", true, "max", "allreduce(max)"),
-      Reduction("reduce_min", true, "min", "allreduce(min)"),
-      Reduction("reduce_any", false, "float32 1 if any element != 0, else 0", "allreduce(max)"),
-      Reduction("reduce_all", false, "float32 1 if every element != 0, else 0", "allreduce(min)"),
+      Reduction("reduce_sum", true, "sum",
+                "allreduce(sum) over the mesh dims of split reduced dims"),
+      Reduction("reduce_mean", true, "mean",
+                "allreduce(sum) over the mesh dims of split reduced dims, then a local 1/count"),
+      Reduction("reduce_max", true, "max",
+                "allreduce(max) over the mesh dims of split reduced dims"),
+      Reduction("reduce_min", true, "min",
+                "allreduce(min) over the mesh dims of split reduced dims"),
+      Reduction("reduce_any", false, "float32 1 if any element != 0, else 0",
+                "allreduce(max) over the mesh dims of split reduced dims"),
+      Reduction("reduce_all", false, "float32 1 if every element != 0, else 0",
+                "allreduce(min) over the mesh dims of split reduced dims"),
       Reduction("reduce_logsumexp", true, "log(sum(exp(x))), stably",
-                "allreduce(max) then allreduce(sum)"),
+                "allreduce(max) then allreduce(sum) over the mesh dims of split reduced dims"),
   };
   ops.back().lower = LowerLogSumExp;
   return ops;
