@@ -1,18 +1,16 @@
 // The op registry: every op type the language knows, its arity, and its shape inference.
 //
-// Op types (issue-2 set; the full Mesh-TensorFlow set grows here one family at a time):
+// The built-in ops (this file's ops.cc):
 //   placeholder   0 inputs   shape, dtype (DT_INVALID means float32)     fed at run time
 //   constant      0 inputs   value                                        shape/dtype from value
 //   einsum        >= 1       shape = output shape; every other input dim is summed; an output
 //                            dim in no input is a broadcast
-//   add sub mul div minimum maximum
-//                 2          broadcast by dim name; output = x's dims, then y's new dims
-//   relu exp neg  1          same shape
-//   scale         1          attrs {scalar: f}; x * scalar
-//   reduce_sum reduce_max reduce_mean
-//                 1          dims = reduced dims (none listed: all dims)
 //   reshape       1          shape = new shape, same number of elements (row-major)
 //   rename_dim    1          attrs {old: s, new: s}
+// Every other family registers itself from its own file, with its conventions in its header:
+// math (ops_math.h: elementwise, reductions, softmax, norms, cross-entropy), data movement and
+// indexing (ops_data.h, ops_index.h), spatial (ops_spatial.h: shift, halo exchange, conv, pool),
+// random and fills (ops_random.h). `meshrt ops` prints the whole registry.
 // Thread-safe (the registry is immutable after static initialisation).
 #ifndef MESHRT_CORE_OPS_H_
 #define MESHRT_CORE_OPS_H_
