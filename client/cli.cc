@@ -63,6 +63,7 @@ std::string TopLevelHelp() {
       "  local    start a local cluster (a coordinator and N worker processes) until Ctrl-C\n"
       "  status   what a coordinator knows: workers, ranks, sessions, sessions waiting for "
       "workers\n"
+      "  health   ask a daemon's gRPC health service, as a Kubernetes probe does\n"
       "  ops      list every op: family, inputs, gradient, collectives its lowering may emit\n"
       "  demo     run the MLP on a local 4-worker cluster under two layouts vs the reference\n"
       "  help     this help; `meshrt help COMMAND` is `meshrt COMMAND --help`\n\n"
@@ -96,6 +97,8 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
     status = ExplainCommand(rest, io);
   } else if (command == "ops") {
     status = OpsCommand(rest, io);
+  } else if (command == "health") {
+    status = HealthCommand(rest, io);
   } else if (command == "status") {
     status = StatusCommand(rest, io);
   } else if (command == "local") {
@@ -104,7 +107,7 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
     status = DemoCommand(rest, io);
   } else {
     status = UsageError(absl::StrCat("unknown command '", command,
-                                     "'; the commands are run, explain, local, status, ops, demo, help "
+                                     "'; the commands are run, explain, local, status, health, ops, demo, help "
                                      "(see meshrt --help)"));
   }
   if (status.ok()) return 0;

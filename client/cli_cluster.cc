@@ -147,6 +147,42 @@ absl::Status StatusCommand(const std::vector<std::string>& args, CliIo io) {
   return absl::OkStatus();
 }
 
+absl::Status HealthCommand(const std::vector<std::string>& args, CliIo io) {
+  std::string service;
+  int64_t timeout_ms = 5000;
+  SecurityOptions security;
+  FlagSet flags("meshrt health HOST:PORT [--service NAME] [--timeout_ms N]",
+                "Asks the standard gRPC health service at HOST:PORT, as Kubernetes' gRPC probes "
+                "do, and prints SERVING or NOT_SERVING (exit 1 unless SERVING). The daemons' "
+                "--health_port serves it in plaintext; their gRPC port serves it too (with their "
+                "TLS, so give the TLS flags there).\n\n"
+                "example:\n  meshrt health 127.0.0.1:8080 --service meshrt.v1.Worker");
+  flags.String("service", &service,
+               "service to ask about: meshrt.v1.Coordinator or meshrt.v1.Worker (readiness); "
+               "empty = the whole server (liveness)");
+  flags.Int("timeout_ms", &timeout_ms, "give up after this long");
+  AddClientSecurityFlags(flags, &security);
+  ASSIGN_OR_RETURN(std::vector<std::string> positional, ParseCommandFlags(flags, args, "health"));
+  if (flags.help()) {
+    io.out << flags.Help();
+    return absl::OkStatus();
+  }
+  if (positional.size() != 1) return UsageError("meshrt health takes one HOST:PORT");
+  ASSIGN_OR_RETURN(Security loaded, LoadSecurity(security));
+  absl::StatusOr<bool> serving = CheckHealth(MakeChannel(positional[0], loaded),
+                                             service, absl::Milliseconds(timeout_ms));
+  if (!serving.ok()) {
+    return WithContext(serving.status(), absl::StrCat("health of ", positional[0],
+                                                      service.empty() ? "" : " service ",
+                                                      service));
+  }
+  io.out << (*serving ? "SERVING" : "NOT_SERVING") << std::endl;
+  if (!*serving) {
+    return absl::UnavailableError(absl::StrCat(positional[0], " ", service, " is not serving"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status LocalCommand(const std::vector<std::string>& args, CliIo io) {
   int64_t workers = 4;
   int64_t port = 0;

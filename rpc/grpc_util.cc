@@ -8,6 +8,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/health_check_service_interface.h"
 
 namespace meshrt {
@@ -231,6 +232,42 @@ std::unique_ptr<grpc::Server> StartHealthServer(const std::string& host, int por
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || bound == 0) return nullptr;
   return server;
+}
+
+absl::StatusOr<bool> CheckHealth(const std::shared_ptr<grpc::Channel>& channel,
+                                 const std::string& service, absl::Duration timeout) {
+  // grpc.health.v1.HealthCheckRequest{string service = 1}, encoded by hand: the health protos are
+  // not among Debian's generated headers.
+  if (service.size() > 127) return absl::InvalidArgumentError("health service name too long");
+  std::string request_bytes;
+  if (!service.empty()) {
+    request_bytes.push_back('\x0a');
+    request_bytes.push_back(static_cast<char>(service.size()));
+    request_bytes += service;
+  }
+  grpc::Slice slice(request_bytes);
+  grpc::ByteBuffer request(&slice, 1), response;
+  grpc::GenericStub stub(channel);
+  grpc::ClientContext ctx;
+  SetTimeout(&ctx, timeout);
+  grpc::CompletionQueue cq;
+  auto call = stub.PrepareUnaryCall(&ctx, "/grpc.health.v1.Health/Check", request, &cq);
+  call->StartCall();
+  grpc::Status status;
+  call->Finish(&response, &status, reinterpret_cast<void*>(1));
+  void* tag = nullptr;
+  bool ok = false;
+  cq.Next(&tag, &ok);  // the deadline bounds this wait
+  cq.Shutdown();
+  while (cq.Next(&tag, &ok)) {
+  }
+  if (!status.ok()) return FromGrpcStatus(status);
+  std::vector<grpc::Slice> slices;
+  if (!response.Dump(&slices).ok()) return absl::InternalError("unreadable health response");
+  std::string bytes;
+  for (const grpc::Slice& s : slices) bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  // HealthCheckResponse{ServingStatus status = 1}: SERVING = 1 is "\x08\x01".
+  return bytes == std::string("\x08\x01", 2);
 }
 
 void SetHealth(std::initializer_list<grpc::Server*> servers, const std::string& service,

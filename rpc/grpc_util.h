@@ -97,6 +97,12 @@ void SetTimeout(grpc::ClientContext* context, absl::Duration timeout);
 // Returns null (and logs why) when the port cannot be bound.
 std::unique_ptr<grpc::Server> StartHealthServer(const std::string& host, int port);
 
+// Asks the standard health service at `channel` about `service` ("" = the whole server), like
+// Kubernetes' gRPC probe. Returns whether it is SERVING; the call's error otherwise (NotFound for
+// a service the server does not know).
+absl::StatusOr<bool> CheckHealth(const std::shared_ptr<grpc::Channel>& channel,
+                                 const std::string& service, absl::Duration timeout);
+
 // Sets `service`'s health status on each non-null server (service "" is the whole server).
 void SetHealth(std::initializer_list<grpc::Server*> servers, const std::string& service,
                bool serving);

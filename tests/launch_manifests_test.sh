@@ -220,6 +220,22 @@ for ((i = 0; i < replicas; i++)); do
     fail "worker $i should register as rank $i at its DNS name, with Gloo on its pod IP ${ips[$((i + 1))]}"
 done
 
+echo "== the probes: gRPC health on the ports and services the manifests name"
+# Liveness asks for the whole server, readiness for the daemon's service, on the health port
+# (plaintext even under TLS, as the kubelet's probes need).
+probe() {  # probe HOST_IP KIND NAME: both probes of that pod, as its spec declares them
+  local ip=$1 kind=$2 name=$3 port service
+  read -r port service < <(node "$pod_js" "$rendered" "$kind" "$name" --probe readinessProbe)
+  client health "$ip:$port" --service "$service" >/dev/null ||
+    fail "$name at $ip: readiness probe (port $port, service $service) fails"
+  read -r port service < <(node "$pod_js" "$rendered" "$kind" "$name" --probe livenessProbe)
+  client health "$ip:$port" ${service:+--service "$service"} >/dev/null ||
+    fail "$name at $ip: liveness probe (port $port) fails"
+}
+probe "${ips[0]}" Deployment meshrt-coordinator
+for ((i = 0; i < replicas; i++)); do probe "${ips[$((i + 1))]}" StatefulSet meshrt-worker; done
+echo "ready and live: the coordinator and $replicas workers"
+
 if [ "$mode" = tls ]; then
   echo "== a client without the token is refused"
   if out=$(client status --coordinator "$coordinator" "${client_flags[@]:0:6}" 2>&1); then

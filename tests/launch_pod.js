@@ -7,6 +7,8 @@
 //   node launch_pod.js RENDERED.yaml KIND NAME --pod_name P --pod_ip IP [--container C]
 //       [--map FROM=TO ...]
 //   node launch_pod.js RENDERED.yaml KIND NAME --info    prints "NAMESPACE REPLICAS"
+//   node launch_pod.js RENDERED.yaml KIND NAME --probe readinessProbe|livenessProbe
+//       prints the gRPC probe's "PORT SERVICE" (a named port resolved to its number)
 //
 // --map rewrites paths the image or the pod has (binaries, volume mounts) to where this machine
 // has them; every volumeMount of the container must be mapped. Writes NUL-separated tokens:
@@ -29,6 +31,10 @@ function parseArgs(argv) {
   const o = { file: argv[0], kind: argv[1], name: argv[2], maps: [], container: "" };
   if (argv[3] === "--info") {
     o.info = true;
+    return o;
+  }
+  if (argv[3] === "--probe") {
+    o.probe = argv[4];
     return o;
   }
   for (let i = 3; i < argv.length; i += 2) {
@@ -64,6 +70,19 @@ function main() {
   const workload = find(o.kind, o.name);
   if (!workload) fail(`no ${o.kind}/${o.name} in ${o.file}`);
   const namespace = workload.metadata.namespace || "default";
+  if (o.probe) {
+    const c0 = workload.spec.template.spec.containers[0];
+    const probe = c0[o.probe];
+    if (!probe || !probe.grpc) fail(`${o.kind}/${o.name} has no gRPC ${o.probe}`);
+    let port = probe.grpc.port;
+    if (typeof port === "string") {
+      const named = (c0.ports || []).find((p) => p.name === port);
+      if (!named) fail(`${o.probe}: no container port named ${port}`);
+      port = named.containerPort;
+    }
+    process.stdout.write(`${port} ${probe.grpc.service || ""}\n`);
+    return;
+  }
   if (o.info) {
     process.stdout.write(`${namespace} ${workload.spec.replicas === undefined ? 1 : workload.spec.replicas}\n`);
     return;
