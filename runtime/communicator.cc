@@ -85,13 +85,6 @@ absl::Status ReduceInto(v1::ReduceOp op, DType dtype, const void* in, void* acc,
   return ReduceTyped(op, static_cast<const int32_t*>(in), static_cast<int32_t*>(acc), count);
 }
 
-absl::Status Communicator::Permute(int mesh_axis, int shift, bool wrap, const void* in, void* out,
-                                   int64_t bytes) {
-  return absl::UnimplementedError(
-      absl::StrCat("this communicator has no Permute (mesh axis ", mesh_axis, ", shift ", shift,
-                   wrap ? ", wrap" : "", ", ", bytes, " bytes)"));
-}
-
 namespace {
 // `x` mod `g` in [0, g).
 int PositiveMod(int64_t x, int g) { return static_cast<int>(((x % g) + g) % g); }

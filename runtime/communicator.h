@@ -24,8 +24,7 @@
 //     should be torn down.
 //
 // Implementations: LocalCollectiveHub (in-memory, threads in one process, for tests and the
-// simulated mesh) and, later, a Gloo adapter (reduce-scatter may be an allreduce plus a copy
-// there).
+// simulated mesh) and GlooCommunicator (worker/; Permute by point-to-point send/recv).
 #ifndef MESHRT_RUNTIME_COMMUNICATOR_H_
 #define MESHRT_RUNTIME_COMMUNICATOR_H_
 
@@ -80,11 +79,8 @@ class Communicator {
   // possible without `wrap`). `shift` may be negative or exceed g. Every member of the group must
   // call with the same mesh_axis, shift, wrap and bytes, also those that send or receive nothing.
   // InvalidArgument for an axis out of range or a negative size.
-  //
-  // Not pure yet: the Gloo communicator (worker/) still lacks it, and this default returns
-  // Unimplemented. Every in-tree implementation should override it.
   virtual absl::Status Permute(int mesh_axis, int shift, bool wrap, const void* in, void* out,
-                               int64_t bytes);
+                               int64_t bytes) = 0;
 
   // Returns once every member of the group has called Barrier.
   virtual absl::Status Barrier(const std::vector<int>& mesh_axes) = 0;

@@ -7,7 +7,9 @@
 // own output from the g inputs, always combining them in rank order so every member gets bitwise
 // the same reduction. Each communicator numbers the collectives it makes on each group, so
 // consecutive collectives on one group never mix and collectives on different groups (say the row
-// and column groups of a 2x2 mesh) proceed independently.
+// and column groups of a 2x2 mesh) proceed independently. A Permute is a round of its one-axis
+// group too: every member arrives (those whose data falls off the end bring none) and each copies
+// its source's input, so it costs a group-wide rendezvous here, unlike Gloo's point-to-point one.
 //
 // Failure: every wait ends after Options::timeout with DeadlineExceeded naming the collective, the
 // mesh axes, this processor's coordinate and the processors that never arrived; the round is then
