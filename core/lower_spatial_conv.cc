@@ -69,8 +69,7 @@ LaidOutTensor LowerConv(LoweringContext& ctx, const v1::Op& op,
   }
   int out_axis = ctx.rules.MeshAxisFor(spec.out_channels);
   if (out_axis != kReplicated &&
-      (out_axis == in_axis ||
-       std::count(lo.mesh_axis.begin(), lo.mesh_axis.end(), out_axis) > 0)) {
+      (out_axis == in_axis || std::count(lo.mesh_axis.begin(), lo.mesh_axis.end(), out_axis) > 0)) {
     out_axis = kReplicated;
   }
   lo.mesh_axis[spec.x_in] = out_axis;

@@ -66,13 +66,12 @@ LaidOutTensor ExtendWithHalo(LoweringContext& ctx, const LaidOutTensor& x, int d
   const int m = x.layout.mesh_axis[dim];
   MESHRT_CHECK(m != kReplicated, "halo along a dim that is not split");
   const int64_t g = ctx.mesh().size(m), b = x.shape.dim(dim).size / g;
-  MESHRT_CHECK(before >= 0 && after >= 0 && before <= b && after <= b, "halo ", before, "/",
-               after, " larger than the block ", b);
+  MESHRT_CHECK(before >= 0 && after >= 0 && before <= b && after <= b, "halo ", before, "/", after,
+               " larger than the block ", b);
   std::vector<LaidOutTensor> parts;
   if (before > 0) {
-    parts.push_back(
-        ctx.builder.Permute(Piece(ctx, x, dim, b - before, before, source_op), m, 1, wrap,
-                            source_op));
+    parts.push_back(ctx.builder.Permute(Piece(ctx, x, dim, b - before, before, source_op), m, 1,
+                                        wrap, source_op));
   }
   parts.push_back(x);
   if (after > 0) {

@@ -47,8 +47,7 @@ double Normal(uint64_t draw0, uint64_t draw1) {
 namespace {
 
 absl::Status OpError(const v1::Op& op, absl::string_view msg) {
-  return absl::InvalidArgumentError(
-      absl::StrCat("op '", op.name(), "' (", op.type(), "): ", msg));
+  return absl::InvalidArgumentError(absl::StrCat("op '", op.name(), "' (", op.type(), "): ", msg));
 }
 
 // The global row-major index of every element of the output slice, in slice order.
@@ -132,7 +131,8 @@ absl::Status RandomKernel(const v1::Op& op, absl::Span<const Tensor* const> in, 
   float* o = out->f32();
   if (op.type() == "random_uniform") {
     const float lo = FloatAttrOr(op, "minval", 0.0f), hi = FloatAttrOr(op, "maxval", 1.0f);
-    for (size_t i = 0; i < index.size(); ++i) o[i] = lo + (hi - lo) * Uniform(Draw(key, index[i], 0));
+    for (size_t i = 0; i < index.size(); ++i)
+      o[i] = lo + (hi - lo) * Uniform(Draw(key, index[i], 0));
   } else {
     const double mean = FloatAttrOr(op, "mean", 0.0f), stddev = FloatAttrOr(op, "stddev", 1.0f);
     for (size_t i = 0; i < index.size(); ++i) {
@@ -165,8 +165,8 @@ absl::Status DropoutKernel(const v1::Op& op, absl::Span<const Tensor* const> in,
 
 const bool kRegistered = RegisterOps({
     {"random_uniform", OpFamily::kSource, 0, 0, false,
-     "uniform in [attrs.minval, attrs.maxval) keyed on (seed, op name, global index)", "none",
-     true, InferSource, RandomKernel, LowerRandom},
+     "uniform in [attrs.minval, attrs.maxval) keyed on (seed, op name, global index)", "none", true,
+     InferSource, RandomKernel, LowerRandom},
     {"random_normal", OpFamily::kSource, 0, 0, false,
      "normal(attrs.mean, attrs.stddev) keyed on (seed, op name, global index)", "none", true,
      InferSource, RandomKernel, LowerRandom},

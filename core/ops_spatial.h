@@ -28,7 +28,8 @@
 //   max_pool(x), avg_pool(x)                                                     float32
 //                     dims = spatial dims (one or more); attrs {ksize: ints, one per dim;
 //                     strides: ints, must equal ksize (non-overlapping windows); output_dims}.
-//                     VALID windows: output size floor(n/k); out[o] = max / mean of x[o*k .. o*k+k).
+//                     VALID windows: output size floor(n/k); out[o] = max or mean of
+//                     x[o*k, o*k+k).
 //   Output spatial dim names (conv and pool): output_dims[i] when given; otherwise the input dim's
 //   name when its size is unchanged, else "<name>_out".
 //
@@ -80,15 +81,15 @@ absl::Status OpError(const v1::Op& op, absl::string_view msg);
 
 // Geometry of a conv or pool over whole (global) tensors, from the op and its input shapes.
 struct WindowSpec {
-  std::vector<int> x_spatial;          // index in x of each spatial dim
-  std::vector<int64_t> window;         // k per spatial dim
-  std::vector<int64_t> stride;         // s per spatial dim
-  std::vector<int64_t> pad_before;     // p per spatial dim
-  std::vector<int64_t> output_size;    // O per spatial dim
-  std::vector<std::string> output_dim; // output dim name per spatial dim
-  int x_in = -1;                       // conv: index in x of in_channels
-  std::string out_channels;            // conv: name of out_channels
-  Shape output;                        // the output shape
+  std::vector<int> x_spatial;           // index in x of each spatial dim
+  std::vector<int64_t> window;          // k per spatial dim
+  std::vector<int64_t> stride;          // s per spatial dim
+  std::vector<int64_t> pad_before;      // p per spatial dim
+  std::vector<int64_t> output_size;     // O per spatial dim
+  std::vector<std::string> output_dim;  // output dim name per spatial dim
+  int x_in = -1;                        // conv: index in x of in_channels
+  std::string out_channels;             // conv: name of out_channels
+  Shape output;                         // the output shape
 };
 
 // For conv1d/conv2d: `x` and `filter` are the input shapes. Errors name the op and the dim.

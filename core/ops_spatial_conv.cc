@@ -1,5 +1,6 @@
-// The windowed ops of the spatial family: conv1d, conv2d, max_pool, avg_pool. Geometry (WindowSpec),
-// shape inference, naive reference kernels, registration; conventions in core/ops_spatial.h.
+// The windowed ops of the spatial family: conv1d, conv2d, max_pool, avg_pool. Geometry
+// (WindowSpec), shape inference, naive reference kernels, registration; conventions in
+// core/ops_spatial.h.
 //
 // The kernels find the spatial dims by name in x and take the output's spatial dims by position
 // (the output keeps x's dim order), so a lowered slice — whose output dims keep their names but
@@ -22,7 +23,8 @@ absl::StatusOr<std::vector<int64_t>> IntsOr(const v1::Op& op, const std::string&
   if (!op.attrs().count(name)) return std::vector<int64_t>(n, fallback);
   ASSIGN_OR_RETURN(std::vector<int64_t> v, IntListAttr(op, name));
   if (v.size() != n) {
-    return OpError(op, absl::StrCat("attrs.", name, " needs ", n, " entries (one per spatial dim)"));
+    return OpError(op,
+                   absl::StrCat("attrs.", name, " needs ", n, " entries (one per spatial dim)"));
   }
   return v;
 }
@@ -44,9 +46,9 @@ absl::Status FinishSpec(const v1::Op& op, const Shape& x, WindowSpec* spec) {
   std::vector<Dim> dims = x.dims();
   for (size_t i = 0; i < spec->x_spatial.size(); ++i) {
     const Dim& in = x.dim(spec->x_spatial[i]);
-    std::string name = !names.empty()                          ? names[i]
+    std::string name = !names.empty()                    ? names[i]
                        : spec->output_size[i] == in.size ? in.name
-                                                               : in.name + "_out";
+                                                         : in.name + "_out";
     spec->output_dim.push_back(name);
     dims[spec->x_spatial[i]] = Dim{name, spec->output_size[i]};
   }
@@ -65,8 +67,8 @@ absl::Status FindSpatial(const v1::Op& op, const Shape& x, WindowSpec* spec) {
   for (const std::string& d : op.dims()) {
     const int i = x.IndexOf(d);
     if (i < 0) {
-      return OpError(op, absl::StrCat("spatial dim '", d, "' is not a dim of the input ",
-                                      x.ToString()));
+      return OpError(
+          op, absl::StrCat("spatial dim '", d, "' is not a dim of the input ", x.ToString()));
     }
     if (std::count(spec->x_spatial.begin(), spec->x_spatial.end(), i)) {
       return OpError(op, absl::StrCat("spatial dim '", d, "' is listed twice"));
@@ -137,8 +139,8 @@ absl::StatusOr<WindowSpec> PoolSpec(const v1::Op& op, const Shape& x) {
     const int64_t n = x.dim(spec.x_spatial[i]).size, k = spec.window[i];
     if (spec.stride[i] == 0) spec.stride[i] = k;
     if (k < 1 || k > n || spec.stride[i] != k) {
-      return OpError(op, absl::StrCat("window ", k, " over '", x.dim(spec.x_spatial[i]).name,
-                                      "' (", n, "): needs 1 <= ksize <= size and strides = ksize",
+      return OpError(op, absl::StrCat("window ", k, " over '", x.dim(spec.x_spatial[i]).name, "' (",
+                                      n, "): needs 1 <= ksize <= size and strides = ksize",
                                       " (non-overlapping windows only)"));
     }
     spec.output_size.push_back(n / k);
@@ -183,8 +185,8 @@ absl::Status CheckOutputMatches(const v1::Op& op, const Shape& x, const Shape& o
       const size_t i = sp - spec.x_spatial.begin();
       // Every window must start within the padded input.
       if ((out.dim(d).size - 1) * spec.stride[i] - pad[i] >= x.dim(d).size) {
-        return OpError(op, absl::StrCat("output ", out.ToString(), " does not fit input ",
-                                        x.ToString()));
+        return OpError(
+            op, absl::StrCat("output ", out.ToString(), " does not fit input ", x.ToString()));
       }
     } else if (d != spec.x_in && out.dim(d) != x.dim(d)) {
       return OpError(op, absl::StrCat("output ", out.ToString(), " and input ", x.ToString(),
@@ -308,7 +310,8 @@ absl::Status PoolKernel(const v1::Op& op, absl::Span<const Tensor* const> in, Te
     int64_t base = 0;
     for (int d = 0; d < x.shape().rank(); ++d) {
       const auto sp = std::find(spec.x_spatial.begin(), spec.x_spatial.end(), d);
-      const int64_t scale = sp == spec.x_spatial.end() ? 1 : spec.window[sp - spec.x_spatial.begin()];
+      const int64_t scale =
+          sp == spec.x_spatial.end() ? 1 : spec.window[sp - spec.x_spatial.begin()];
       base += walk.idx[d] * scale * xs[d];
     }
     double acc = is_max ? -std::numeric_limits<double>::infinity() : 0.0;
@@ -335,22 +338,18 @@ absl::Status PoolKernel(const v1::Op& op, absl::Span<const Tensor* const> in, Te
 const bool kRegistered = RegisterOps({
     {"conv1d", OpFamily::kSpatial, 2, 2, true,
      "1-D convolution of x [batch.., dims[0], in] with filter [k, in, out]; SAME or VALID",
-     "permute of halos along the mesh dim of a split spatial dim; allreduce(sum) or "
-     "reduce-scatter over split in_channels; allgather of a spatial dim that cannot take halos",
+     "permute of halos (split spatial); allreduce/reduce-scatter (split in); allgather (VALID)",
      false, InferConv, ConvKernel, LowerConv},
     {"conv2d", OpFamily::kSpatial, 2, 2, true,
      "2-D convolution of x [batch.., dims[0], dims[1], in] with filter [kh, kw, in, out]",
-     "permute of halos along the mesh dims of split spatial dims; allreduce(sum) or "
-     "reduce-scatter over split in_channels; allgather of a spatial dim that cannot take halos",
+     "permute of halos (split spatial); allreduce/reduce-scatter (split in); allgather (VALID)",
      false, InferConv, ConvKernel, LowerConv},
     {"max_pool", OpFamily::kSpatial, 1, 1, true,
      "max over non-overlapping windows attrs.ksize of the spatial `dims`",
-     "none when split spatial dims hold whole windows, else allgather of that dim", false,
-     InferPool, PoolKernel, LowerPool},
+     "none (split into whole windows), else allgather", false, InferPool, PoolKernel, LowerPool},
     {"avg_pool", OpFamily::kSpatial, 1, 1, true,
      "mean over non-overlapping windows attrs.ksize of the spatial `dims`",
-     "none when split spatial dims hold whole windows, else allgather of that dim", false,
-     InferPool, PoolKernel, LowerPool},
+     "none (split into whole windows), else allgather", false, InferPool, PoolKernel, LowerPool},
 });
 
 }  // namespace

@@ -13,8 +13,7 @@ namespace meshrt {
 namespace spatial {
 
 absl::Status OpError(const v1::Op& op, absl::string_view msg) {
-  return absl::InvalidArgumentError(
-      absl::StrCat("op '", op.name(), "' (", op.type(), "): ", msg));
+  return absl::InvalidArgumentError(absl::StrCat("op '", op.name(), "' (", op.type(), "): ", msg));
 }
 
 v1::Op DimRangeOp(const std::string& source_op, const std::string& dim, int64_t begin,
@@ -194,7 +193,7 @@ absl::Status HaloKernel(const v1::Op& op, absl::Span<const Tensor* const> in, Te
     } else {
       int64_t off = 0;
       for (size_t d = 0; d < idx.size(); ++d) {
-        const int64_t v = static_cast<int>(d) == ib ? pos / b
+        const int64_t v = static_cast<int>(d) == ib   ? pos / b
                           : static_cast<int>(d) == ik ? pos % b
                                                       : idx[d];
         off += v * xs[d];
@@ -261,12 +260,12 @@ absl::Status DimConcatKernel(const v1::Op& op, absl::Span<const Tensor* const> i
 const bool kRegistered = RegisterOps({
     {"shift", OpFamily::kSpatial, 1, 1, true,
      "y[i] = x[i - attrs.offset] along dims[0]; zero fill, or wrap with attrs.wrap",
-     "permute along the mesh dim of a split shifted dim (two for a partial block)", false,
-     InferShift, ShiftKernel, LowerShift},
+     "permute along a split dim (two for a partial block)", false, InferShift, ShiftKernel,
+     LowerShift},
     {"halo_exchange", OpFamily::kSpatial, 1, 1, true,
      "blocks [dims[0]] of size dims[1] get attrs.halo positions from each neighbour block",
-     "permute of halo-sized edges along the mesh dim of a split blocks dim", false, InferHalo,
-     HaloKernel, LowerHaloExchange},
+     "permute of the halo edges along a split blocks dim", false, InferHalo, HaloKernel,
+     LowerHaloExchange},
     {"_dim_range", OpFamily::kSpatial, 1, 1, false,
      "internal (spatial lowerings): positions [begin, begin+size) of dims[0]", "none", false,
      InferInternal, DimRangeKernel, nullptr},

@@ -106,10 +106,12 @@ TEST(RandomTest, SeedAndOpNameSelectTheStream) {
 
 TEST(RandomTest, DropoutKeepsAndScales) {
   const std::string ones =
-      "ops { name: 'x' type: 'ones' shape { dims { name: 'a' size: 64 } dims { name: 'b' size: 64 } } }";
-  const Tensor d = Interp(ones + " ops { name: 'd' type: 'dropout' inputs: 'x'"
-                                 " attrs { key: 'rate' value { f: 0.25 } }"
-                                 " attrs { key: 'seed' value { i: 4 } } }",
+      "ops { name: 'x' type: 'ones' shape { dims { name: 'a' size: 64 } dims { name: 'b' size: 64 "
+      "} } }";
+  const Tensor d = Interp(ones +
+                              " ops { name: 'd' type: 'dropout' inputs: 'x'"
+                              " attrs { key: 'rate' value { f: 0.25 } }"
+                              " attrs { key: 'seed' value { i: 4 } } }",
                           "d");
   int dropped = 0;
   for (float v : d.floats()) {
@@ -120,19 +122,21 @@ TEST(RandomTest, DropoutKeepsAndScales) {
     }
   }
   EXPECT_NEAR(dropped / 4096.0, 0.25, 0.03);
-  const Tensor keep_all =
-      Interp(ones + " ops { name: 'd' type: 'dropout' inputs: 'x' attrs { key: 'rate' value { f: 0 } } }",
-             "d");
+  const Tensor keep_all = Interp(
+      ones + " ops { name: 'd' type: 'dropout' inputs: 'x' attrs { key: 'rate' value { f: 0 } } }",
+      "d");
   for (float v : keep_all.floats()) ASSERT_EQ(v, 1.0f);
 }
 
 TEST(RandomTest, ZerosAndOnes) {
-  const Tensor z = Interp("ops { name: 'z' type: 'zeros' dtype: DT_INT32"
-                          " shape { dims { name: 'a' size: 3 } } }",
-                          "z");
+  const Tensor z = Interp(
+      "ops { name: 'z' type: 'zeros' dtype: DT_INT32"
+      " shape { dims { name: 'a' size: 3 } } }",
+      "z");
   EXPECT_EQ(z.dtype(), DType::kInt32);
   EXPECT_EQ(std::vector<int32_t>(z.ints().begin(), z.ints().end()), std::vector<int32_t>(3, 0));
-  const Tensor o = Interp("ops { name: 'o' type: 'ones' shape { dims { name: 'a' size: 2 } } }", "o");
+  const Tensor o =
+      Interp("ops { name: 'o' type: 'ones' shape { dims { name: 'a' size: 2 } } }", "o");
   EXPECT_EQ(std::vector<float>(o.floats().begin(), o.floats().end()), std::vector<float>(2, 1.0f));
 }
 
@@ -147,26 +151,84 @@ TEST(RandomTest, BadAttributesAreRefused) {
                     " attrs { key: 'rate' value { f: 1 } } }")}) {
     v1::Graph proto;
     ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(op, &proto));
-    EXPECT_TRUE(StatusIs(Graph::Build(proto).status(), absl::StatusCode::kInvalidArgument,
-                         {"op 'r'"}))
+    EXPECT_TRUE(
+        StatusIs(Graph::Build(proto).status(), absl::StatusCode::kInvalidArgument, {"op 'r'"}))
         << op;
   }
 }
 
 // Random tensors of rank 1 to 3, dropout of a fed tensor, and fills, for the layout tests.
 constexpr char kRandomGraph[] = R"pb(
-  ops { name: "u" type: "random_uniform"
-        shape { dims { name: "a" size: 8 } dims { name: "b" size: 12 } dims { name: "c" size: 4 } }
-        attrs { key: "seed" value { i: 7 } } }
-  ops { name: "n" type: "random_normal" shape { dims { name: "a" size: 8 } dims { name: "b" size: 12 } }
-        attrs { key: "seed" value { i: 7 } } attrs { key: "stddev" value { f: 2 } } }
-  ops { name: "v" type: "random_uniform" shape { dims { name: "c" size: 4 } } }
-  ops { name: "x" type: "placeholder"
-        shape { dims { name: "a" size: 8 } dims { name: "b" size: 12 } dims { name: "c" size: 4 } } }
-  ops { name: "d" type: "dropout" inputs: "x" attrs { key: "rate" value { f: 0.5 } }
-        attrs { key: "seed" value { i: 3 } } }
-  ops { name: "z" type: "zeros" dtype: DT_INT32 shape { dims { name: "a" size: 8 } } }
-  ops { name: "o" type: "ones" shape { dims { name: "b" size: 12 } dims { name: "c" size: 4 } } }
+  ops {
+    name: "u"
+    type: "random_uniform"
+    shape {
+      dims { name: "a" size: 8 }
+      dims { name: "b" size: 12 }
+      dims { name: "c" size: 4 }
+    }
+    attrs {
+      key: "seed"
+      value { i: 7 }
+    }
+  }
+  ops {
+    name: "n"
+    type: "random_normal"
+    shape {
+      dims { name: "a" size: 8 }
+      dims { name: "b" size: 12 }
+    }
+    attrs {
+      key: "seed"
+      value { i: 7 }
+    }
+    attrs {
+      key: "stddev"
+      value { f: 2 }
+    }
+  }
+  ops {
+    name: "v"
+    type: "random_uniform"
+    shape { dims { name: "c" size: 4 } }
+  }
+  ops {
+    name: "x"
+    type: "placeholder"
+    shape {
+      dims { name: "a" size: 8 }
+      dims { name: "b" size: 12 }
+      dims { name: "c" size: 4 }
+    }
+  }
+  ops {
+    name: "d"
+    type: "dropout"
+    inputs: "x"
+    attrs {
+      key: "rate"
+      value { f: 0.5 }
+    }
+    attrs {
+      key: "seed"
+      value { i: 3 }
+    }
+  }
+  ops {
+    name: "z"
+    type: "zeros"
+    dtype: DT_INT32
+    shape { dims { name: "a" size: 8 } }
+  }
+  ops {
+    name: "o"
+    type: "ones"
+    shape {
+      dims { name: "b" size: 12 }
+      dims { name: "c" size: 4 }
+    }
+  }
   outputs: [ "u", "n", "v", "d", "z", "o" ]
 )pb";
 
@@ -189,16 +251,13 @@ TEST_P(RandomLayoutTest, BitwiseEqualToTheInterpreterWithoutCommunication) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Meshes, RandomLayoutTest,
-                         ::testing::Values(Case{"p:1", ""}, Case{"p:1", "a:p"},
-                                           Case{"p:4", "a:p"}, Case{"p:4", "b:p"},
-                                           Case{"p:4", "c:p"},
-                                           Case{"rows:2,cols:2", "a:rows,b:cols"},
-                                           Case{"rows:2,cols:2", "b:rows,c:cols"},
-                                           Case{"rows:2,cols:2", "c:rows"},
-                                           Case{"x:2,y:2,z:2", "a:x,b:y,c:z"},
-                                           Case{"x:2,y:2,z:2", "c:x,a:z"},
-                                           Case{"x:2,y:2,z:2", "b:z,c:y"}));
+INSTANTIATE_TEST_SUITE_P(
+    Meshes, RandomLayoutTest,
+    ::testing::Values(Case{"p:1", ""}, Case{"p:1", "a:p"}, Case{"p:4", "a:p"}, Case{"p:4", "b:p"},
+                      Case{"p:4", "c:p"}, Case{"rows:2,cols:2", "a:rows,b:cols"},
+                      Case{"rows:2,cols:2", "b:rows,c:cols"}, Case{"rows:2,cols:2", "c:rows"},
+                      Case{"x:2,y:2,z:2", "a:x,b:y,c:z"}, Case{"x:2,y:2,z:2", "c:x,a:z"},
+                      Case{"x:2,y:2,z:2", "b:z,c:y"}));
 
 }  // namespace
 }  // namespace meshrt

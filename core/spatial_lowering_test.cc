@@ -20,66 +20,284 @@ using testing_spatial::GraphFromText;
 // x [batch:4, h:8, c:4]: shifts along h (partial and whole blocks, both fills, past the end) and
 // along c; xb [batch:4, hb:4, hw:4, c:4]: halo exchanges with the blocks dim hb.
 constexpr char kShiftGraph[] = R"pb(
-  ops { name: "x" type: "placeholder"
-        shape { dims { name: "batch" size: 4 } dims { name: "h" size: 8 } dims { name: "c" size: 4 } } }
-  ops { name: "s1" type: "shift" inputs: "x" dims: "h" attrs { key: "offset" value { i: 3 } } }
-  ops { name: "s2" type: "shift" inputs: "x" dims: "h" attrs { key: "offset" value { i: -5 } }
-        attrs { key: "wrap" value { b: true } } }
-  ops { name: "s3" type: "shift" inputs: "x" dims: "h" attrs { key: "offset" value { i: 4 } } }
-  ops { name: "s4" type: "shift" inputs: "x" dims: "h" attrs { key: "offset" value { i: -2 } } }
-  ops { name: "s5" type: "shift" inputs: "x" dims: "h" attrs { key: "offset" value { i: 9 } } }
-  ops { name: "s6" type: "shift" inputs: "x" dims: "c" attrs { key: "offset" value { i: 1 } }
-        attrs { key: "wrap" value { b: true } } }
-  ops { name: "s7" type: "shift" inputs: "x" dims: "h" attrs { key: "offset" value { i: 13 } }
-        attrs { key: "wrap" value { b: true } } }
-  ops { name: "xb" type: "placeholder"
-        shape { dims { name: "batch" size: 4 } dims { name: "hb" size: 4 } dims { name: "hw" size: 4 }
-                dims { name: "c" size: 4 } } }
-  ops { name: "e1" type: "halo_exchange" inputs: "xb" dims: "hb" dims: "hw"
-        attrs { key: "halo" value { i: 2 } } }
-  ops { name: "e2" type: "halo_exchange" inputs: "xb" dims: "hb" dims: "hw"
-        attrs { key: "halo" value { i: 1 } } attrs { key: "wrap" value { b: true } }
-        attrs { key: "output_dim" value { s: "hw1" } } }
+  ops {
+    name: "x"
+    type: "placeholder"
+    shape {
+      dims { name: "batch" size: 4 }
+      dims { name: "h" size: 8 }
+      dims { name: "c" size: 4 }
+    }
+  }
+  ops {
+    name: "s1"
+    type: "shift"
+    inputs: "x"
+    dims: "h"
+    attrs {
+      key: "offset"
+      value { i: 3 }
+    }
+  }
+  ops {
+    name: "s2"
+    type: "shift"
+    inputs: "x"
+    dims: "h"
+    attrs {
+      key: "offset"
+      value { i: -5 }
+    }
+    attrs {
+      key: "wrap"
+      value { b: true }
+    }
+  }
+  ops {
+    name: "s3"
+    type: "shift"
+    inputs: "x"
+    dims: "h"
+    attrs {
+      key: "offset"
+      value { i: 4 }
+    }
+  }
+  ops {
+    name: "s4"
+    type: "shift"
+    inputs: "x"
+    dims: "h"
+    attrs {
+      key: "offset"
+      value { i: -2 }
+    }
+  }
+  ops {
+    name: "s5"
+    type: "shift"
+    inputs: "x"
+    dims: "h"
+    attrs {
+      key: "offset"
+      value { i: 9 }
+    }
+  }
+  ops {
+    name: "s6"
+    type: "shift"
+    inputs: "x"
+    dims: "c"
+    attrs {
+      key: "offset"
+      value { i: 1 }
+    }
+    attrs {
+      key: "wrap"
+      value { b: true }
+    }
+  }
+  ops {
+    name: "s7"
+    type: "shift"
+    inputs: "x"
+    dims: "h"
+    attrs {
+      key: "offset"
+      value { i: 13 }
+    }
+    attrs {
+      key: "wrap"
+      value { b: true }
+    }
+  }
+  ops {
+    name: "xb"
+    type: "placeholder"
+    shape {
+      dims { name: "batch" size: 4 }
+      dims { name: "hb" size: 4 }
+      dims { name: "hw" size: 4 }
+      dims { name: "c" size: 4 }
+    }
+  }
+  ops {
+    name: "e1"
+    type: "halo_exchange"
+    inputs: "xb"
+    dims: "hb"
+    dims: "hw"
+    attrs {
+      key: "halo"
+      value { i: 2 }
+    }
+  }
+  ops {
+    name: "e2"
+    type: "halo_exchange"
+    inputs: "xb"
+    dims: "hb"
+    dims: "hw"
+    attrs {
+      key: "halo"
+      value { i: 1 }
+    }
+    attrs {
+      key: "wrap"
+      value { b: true }
+    }
+    attrs {
+      key: "output_dim"
+      value { s: "hw1" }
+    }
+  }
 )pb";
 
 // Convolutions and pools: 2-D over x [batch:4, h:8, w:8, cin:4] with a 3x3 and a 2x4 filter (SAME,
 // asymmetric padding), VALID, strided; 1-D over t:16 with a width-5 filter; pools that do and do
 // not line up with the blocks.
 constexpr char kConvGraph[] = R"pb(
-  ops { name: "x" type: "placeholder"
-        shape { dims { name: "batch" size: 4 } dims { name: "h" size: 8 } dims { name: "w" size: 8 }
-                dims { name: "cin" size: 4 } } }
-  ops { name: "f" type: "placeholder"
-        shape { dims { name: "kh" size: 3 } dims { name: "kw" size: 3 } dims { name: "cin" size: 4 }
-                dims { name: "cout" size: 4 } } }
-  ops { name: "f2" type: "placeholder"
-        shape { dims { name: "kh2" size: 2 } dims { name: "kw2" size: 4 } dims { name: "cin" size: 4 }
-                dims { name: "cout" size: 4 } } }
+  ops {
+    name: "x"
+    type: "placeholder"
+    shape {
+      dims { name: "batch" size: 4 }
+      dims { name: "h" size: 8 }
+      dims { name: "w" size: 8 }
+      dims { name: "cin" size: 4 }
+    }
+  }
+  ops {
+    name: "f"
+    type: "placeholder"
+    shape {
+      dims { name: "kh" size: 3 }
+      dims { name: "kw" size: 3 }
+      dims { name: "cin" size: 4 }
+      dims { name: "cout" size: 4 }
+    }
+  }
+  ops {
+    name: "f2"
+    type: "placeholder"
+    shape {
+      dims { name: "kh2" size: 2 }
+      dims { name: "kw2" size: 4 }
+      dims { name: "cin" size: 4 }
+      dims { name: "cout" size: 4 }
+    }
+  }
   ops { name: "y" type: "conv2d" inputs: "x" inputs: "f" dims: "h" dims: "w" }
   ops { name: "y2" type: "conv2d" inputs: "x" inputs: "f2" dims: "h" dims: "w" }
-  ops { name: "yv" type: "conv2d" inputs: "x" inputs: "f" dims: "h" dims: "w"
-        attrs { key: "padding" value { s: "VALID" } }
-        attrs { key: "output_dims" value { strings { values: [ "hv", "wv" ] } } } }
-  ops { name: "ys" type: "conv2d" inputs: "x" inputs: "f" dims: "h" dims: "w"
-        attrs { key: "strides" value { ints { values: [ 2, 2 ] } } }
-        attrs { key: "output_dims" value { strings { values: [ "hs", "ws" ] } } } }
-  ops { name: "mp" type: "max_pool" inputs: "x" dims: "h" dims: "w"
-        attrs { key: "ksize" value { ints { values: [ 2, 2 ] } } }
-        attrs { key: "output_dims" value { strings { values: [ "hp", "wp" ] } } } }
-  ops { name: "ap" type: "avg_pool" inputs: "y" dims: "h"
-        attrs { key: "ksize" value { ints { values: 4 } } }
-        attrs { key: "output_dims" value { strings { values: "hq" } } } }
-  ops { name: "x1" type: "placeholder"
-        shape { dims { name: "batch" size: 4 } dims { name: "t" size: 16 } dims { name: "cin" size: 4 } } }
-  ops { name: "f1" type: "placeholder"
-        shape { dims { name: "kt" size: 5 } dims { name: "cin" size: 4 } dims { name: "cout" size: 4 } } }
+  ops {
+    name: "yv"
+    type: "conv2d"
+    inputs: "x"
+    inputs: "f"
+    dims: "h"
+    dims: "w"
+    attrs {
+      key: "padding"
+      value { s: "VALID" }
+    }
+    attrs {
+      key: "output_dims"
+      value { strings { values: [ "hv", "wv" ] } }
+    }
+  }
+  ops {
+    name: "ys"
+    type: "conv2d"
+    inputs: "x"
+    inputs: "f"
+    dims: "h"
+    dims: "w"
+    attrs {
+      key: "strides"
+      value { ints { values: [ 2, 2 ] } }
+    }
+    attrs {
+      key: "output_dims"
+      value { strings { values: [ "hs", "ws" ] } }
+    }
+  }
+  ops {
+    name: "mp"
+    type: "max_pool"
+    inputs: "x"
+    dims: "h"
+    dims: "w"
+    attrs {
+      key: "ksize"
+      value { ints { values: [ 2, 2 ] } }
+    }
+    attrs {
+      key: "output_dims"
+      value { strings { values: [ "hp", "wp" ] } }
+    }
+  }
+  ops {
+    name: "ap"
+    type: "avg_pool"
+    inputs: "y"
+    dims: "h"
+    attrs {
+      key: "ksize"
+      value { ints { values: 4 } }
+    }
+    attrs {
+      key: "output_dims"
+      value { strings { values: "hq" } }
+    }
+  }
+  ops {
+    name: "x1"
+    type: "placeholder"
+    shape {
+      dims { name: "batch" size: 4 }
+      dims { name: "t" size: 16 }
+      dims { name: "cin" size: 4 }
+    }
+  }
+  ops {
+    name: "f1"
+    type: "placeholder"
+    shape {
+      dims { name: "kt" size: 5 }
+      dims { name: "cin" size: 4 }
+      dims { name: "cout" size: 4 }
+    }
+  }
   ops { name: "c1" type: "conv1d" inputs: "x1" inputs: "f1" dims: "t" }
-  ops { name: "c1v" type: "conv1d" inputs: "x1" inputs: "f1" dims: "t"
-        attrs { key: "padding" value { s: "VALID" } }
-        attrs { key: "output_dims" value { strings { values: "tv" } } } }
-  ops { name: "tp" type: "max_pool" inputs: "c1" dims: "t"
-        attrs { key: "ksize" value { ints { values: 3 } } }
-        attrs { key: "output_dims" value { strings { values: "tp" } } } }
+  ops {
+    name: "c1v"
+    type: "conv1d"
+    inputs: "x1"
+    inputs: "f1"
+    dims: "t"
+    attrs {
+      key: "padding"
+      value { s: "VALID" }
+    }
+    attrs {
+      key: "output_dims"
+      value { strings { values: "tv" } }
+    }
+  }
+  ops {
+    name: "tp"
+    type: "max_pool"
+    inputs: "c1"
+    dims: "t"
+    attrs {
+      key: "ksize"
+      value { ints { values: 3 } }
+    }
+    attrs {
+      key: "output_dims"
+      value { strings { values: "tp" } }
+    }
+  }
 )pb";
 
 struct Case {
@@ -198,8 +416,8 @@ TEST(SpatialLoweringTest, HaloExchangeMovesOnlyTheEdges) {
 
 TEST(SpatialLoweringTest, ConvOverSplitSpatialDimsPermutesHalosAndNeverGathers) {
   const v1::Program p = ExpectMatchesInterpreter(GraphFromText(kConvGraph), "rows:2,cols:2",
-                               "h:rows,w:cols,hs:rows,ws:cols,hp:rows,wp:cols", ReferenceKernels(),
-                               1e-5);
+                                                 "h:rows,w:cols,hs:rows,ws:cols,hp:rows,wp:cols",
+                                                 ReferenceKernels(), 1e-5);
   // 3x3 SAME: one position from each side along h (blocks of 4 rows), then along w the extended
   // blocks (4 + 2 rows) trade one column each way.
   EXPECT_EQ(PermutedSizes(p, "y", "h"), (std::vector<int64_t>{1, 1, 6, 6}));
@@ -218,8 +436,8 @@ TEST(SpatialLoweringTest, ConvOverSplitSpatialDimsPermutesHalosAndNeverGathers) 
 }
 
 TEST(SpatialLoweringTest, SplitInChannelsSumOverTheMesh) {
-  const v1::Program p = ExpectMatchesInterpreter(GraphFromText(kConvGraph), "p:4", "cin:p",
-                                                 ReferenceKernels(), 1e-5);
+  const v1::Program p =
+      ExpectMatchesInterpreter(GraphFromText(kConvGraph), "p:4", "cin:p", ReferenceKernels(), 1e-5);
   for (const char* op : {"y", "c1"}) {
     EXPECT_EQ(CountCollectives(p, v1::Collective::ALLREDUCE, op) +
                   CountCollectives(p, v1::Collective::REDUCE_SCATTER, op),
