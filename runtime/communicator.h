@@ -73,12 +73,12 @@ class Communicator {
                                  int64_t bytes) = 0;
 
   // Collective permute along one mesh axis (a point-to-point exchange with mesh neighbours). Over
-  // the group of {mesh_axis} (size g), the member of rank r sends its `in` (bytes) to rank r + shift;
-  // with `wrap` the target is (r + shift) mod g, otherwise a target outside [0, g) drops the data.
-  // `out` (bytes) receives what rank r - shift sent, or zeros when no member sends to this one (only
-  // possible without `wrap`). `shift` may be negative or exceed g. Every member of the group must
-  // call with the same mesh_axis, shift, wrap and bytes, also those that send or receive nothing.
-  // InvalidArgument for an axis out of range or a negative size.
+  // the group of {mesh_axis} (size g), the member of rank r sends its `in` (bytes) to rank r +
+  // shift; with `wrap` the target is (r + shift) mod g, otherwise a target outside [0, g) drops the
+  // data. `out` (bytes) receives what rank r - shift sent, or zeros when no member sends to this
+  // one (only possible without `wrap`). `shift` may be negative or exceed g. Every member of the
+  // group must call with the same mesh_axis, shift, wrap and bytes, also those that send or receive
+  // nothing. InvalidArgument for an axis out of range or a negative size.
   virtual absl::Status Permute(int mesh_axis, int shift, bool wrap, const void* in, void* out,
                                int64_t bytes) = 0;
 

@@ -301,12 +301,13 @@ absl::Status Executor::RunCollective(const v1::Collective& c, const Tensor& in, 
         return Invalid(absl::StrCat("PERMUTE takes exactly one mesh axis, not ", axes.size()));
       }
       *out = Tensor(dtype, in.shape());
-      return communicator_->Permute(axes[0], c.shift(), c.wrap(), TensorData(in),
-                                    TensorData(out), bytes);
+      return communicator_->Permute(axes[0], c.shift(), c.wrap(), TensorData(in), TensorData(out),
+                                    bytes);
     }
     case v1::Collective::BROADCAST:
       if (c.root() < 0 || c.root() >= g) {
-        return Invalid(absl::StrCat("BROADCAST root ", c.root(), " is not a rank of a group of ", g));
+        return Invalid(
+            absl::StrCat("BROADCAST root ", c.root(), " is not a rank of a group of ", g));
       }
       *out = in;
       if (g == 1) return absl::OkStatus();

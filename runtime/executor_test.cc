@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "core/test_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -258,30 +259,38 @@ TEST(ExecutorCollectivesTest, PermuteAndBroadcast) {
   for (int p = 0; p < 3; ++p) EXPECT_THAT(executors[p]->Buffer(3)->ints(), ElementsAre(20, 21));
 }
 
+// One collective instruction on a 1-processor mesh; COLLECTIVE is replaced by its fields.
+constexpr char kOneCollective[] = R"pb(
+  mesh { dims { name: "x" size: 1 } }
+  num_buffers: 2
+  inputs {
+    name: "a"
+    buffer: 0
+    dtype: DT_INT32
+    layout { mesh_axis: [ -1 ] }
+    shape { dims { name: "n" size: 2 } }
+  }
+  instructions {
+    output: 1
+    inputs: 0
+    dtype: DT_INT32
+    slice_shape { dims { name: "n" size: 2 } }
+    collective { COLLECTIVE }
+  }
+)pb";
+
 TEST(ExecutorCollectivesTest, PermuteNeedsOneAxisAndBroadcastAValidRoot) {
-  for (const char* collective : {"kind: PERMUTE shift: 1", "kind: BROADCAST mesh_axes: 0 root: 1"}) {
-    const v1::Program program = ParseProgram(absl::StrCat(R"pb(
-      mesh { dims { name: "x" size: 1 } }
-      num_buffers: 2
-      inputs {
-        name: "a"
-        buffer: 0
-        dtype: DT_INT32
-        layout { mesh_axis: [ -1 ] }
-        shape { dims { name: "n" size: 2 } }
-      }
-      instructions {
-        output: 1
-        inputs: 0
-        dtype: DT_INT32
-        slice_shape { dims { name: "n" size: 2 } }
-        collective { )pb", collective, R"pb( }
-      })pb"));
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"kind: PERMUTE shift: 1", "PERMUTE takes exactly one mesh axis"},
+      {"kind: BROADCAST mesh_axes: 0 root: 1", "root 1 is not a rank of a group of 1"}};
+  for (const auto& [collective, message] : cases) {
+    const v1::Program program =
+        ParseProgram(absl::StrReplaceAll(kOneCollective, {{"COLLECTIVE", collective}}));
     LocalCollectiveHub hub(*Mesh::Parse("x:1"));
     TestKernels kernels;
     Executor e(program, {0}, &kernels, hub.communicator(0));
     absl::Status s = e.Run({{"a", Tensor::Int(Shape{{"n", 2}}, {1, 2})}});
-    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << collective;
+    EXPECT_TRUE(StatusIs(s, absl::StatusCode::kInvalidArgument, {message})) << collective;
   }
 }
 

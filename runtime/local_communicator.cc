@@ -116,10 +116,10 @@ class LocalCommunicator : public Communicator {
     if (call.g > 1) {
       // Every member takes part in the round (keeping the group's sequence numbers aligned), but
       // only those whose data lands somewhere contribute it.
-      ASSIGN_OR_RETURN(auto round, Exchange(call,
-                                            absl::StrCat("shift=", shift, " wrap=", wrap,
-                                                         " bytes=", bytes),
-                                            in, dst >= 0 ? bytes : 0));
+      ASSIGN_OR_RETURN(
+          auto round,
+          Exchange(call, absl::StrCat("shift=", shift, " wrap=", wrap, " bytes=", bytes), in,
+                   dst >= 0 ? bytes : 0));
       if (src >= 0) {
         std::memcpy(out, round->inputs[src].data(), bytes);
         return absl::OkStatus();
