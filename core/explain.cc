@@ -50,6 +50,14 @@ CollectiveCost CostOf(const v1::Program& program, int index) {
       cost.slice_bytes = out * g;
       cost.sent_bytes = (g - 1) * out;
       break;
+    case v1::Collective::PERMUTE:  // each rank sends its slice to one neighbour
+      cost.slice_bytes = out;
+      cost.sent_bytes = g > 1 ? out : 0;
+      break;
+    case v1::Collective::BROADCAST:  // the root's slice reaches g-1 others (a tree or ring)
+      cost.slice_bytes = out;
+      cost.sent_bytes = (g - 1) * out / g;
+      break;
     default:
       break;
   }
