@@ -6,6 +6,7 @@
 #include "core/kernel_runner.h"
 #include "core/ops.h"
 #include "core/status_macros.h"
+#include "core/op_test_util.h"
 #include "core/test_util.h"
 #include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
@@ -13,34 +14,7 @@
 namespace meshrt {
 namespace {
 
-Shape S(const char* text) { return Shape::Parse(text).value(); }
-Tensor F(const char* shape, std::vector<float> v) { return Tensor::Float(S(shape), std::move(v)); }
-Tensor I(const char* shape, std::vector<int32_t> v) { return Tensor::Int(S(shape), std::move(v)); }
-
-// `text` is an Op in text format without name or inputs; inputs are named a, b, c.
-v1::Op ParseOp(const std::string& text, size_t num_inputs) {
-  v1::Op op;
-  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &op)) << text;
-  op.set_name("t");
-  for (size_t i = 0; i < num_inputs; ++i) op.add_inputs(std::string(1, static_cast<char>('a' + i)));
-  return op;
-}
-
-std::vector<TensorType> Types(const std::vector<Tensor>& in) {
-  std::vector<TensorType> types;
-  for (const Tensor& t : in) types.push_back({t.shape(), t.dtype()});
-  return types;
-}
-
-absl::StatusOr<Tensor> InferAndRun(const std::string& text, const std::vector<Tensor>& in) {
-  const v1::Op op = ParseOp(text, in.size());
-  ASSIGN_OR_RETURN(TensorType type, InferOutputType(op, Types(in)));
-  Tensor out(type.dtype, type.shape);
-  std::vector<const Tensor*> ptrs;
-  for (const Tensor& t : in) ptrs.push_back(&t);
-  RETURN_IF_ERROR(ReferenceKernels().Run(op, ptrs, &out));
-  return out;
-}
+using namespace op_test;  // NOLINT: terse helpers for table-driven cases
 
 struct Case {
   std::string op;
