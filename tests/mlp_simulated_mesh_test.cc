@@ -158,7 +158,7 @@ TEST(MlpLayoutTest, RandomValidLayouts) {
                                          "batch_q", "hidden_q", "o1", "o2"};
   std::mt19937 rng(2024);
   int ran = 0;
-  for (const std::string& mesh_text : {"p:2", "rows:2,cols:2", "a:2,b:4", "x:2,y:2,z:2"}) {
+  for (const char* mesh_text : {"p:2", "rows:2,cols:2", "a:2,b:4", "x:2,y:2,z:2"}) {
     Mesh mesh = Mesh::Parse(mesh_text).value();
     int tries = 0, valid = 0;
     while (valid < 12 && tries < 500) {
