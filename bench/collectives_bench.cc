@@ -1,5 +1,8 @@
 // Collectives through GlooCommunicator (the worker's path) against raw Gloo on the same machine,
-// 2 ranks as 2 processes on loopback, and against the PyTorch+gloo peer script.
+// 2 ranks as 2 processes on loopback, and against the PyTorch+gloo peer script. Allreduce,
+// allgather, alltoall and reduce-scatter; raw Gloo's only reduce-scatter is the class API
+// gloo::ReduceScatterHalvingDoubling (in place: rank r's reduced chunk lands at the front of its
+// buffer), built once per size outside the timing and then run().
 //
 //   bazel run -c opt //bench:collectives_bench [-- --sizes_mib=1,16,64 --iters=20 --warmup=5]
 //
@@ -10,8 +13,9 @@
 // Per size and op the ranks run ours and raw interleaved (A B A B ...), each iteration after a
 // barrier; an iteration's time is the slowest rank's. Reported: medians of bytes per rank / time in
 // GB/s (the torch script's "algbw": allreduce = the reduced tensor, allgather = each rank's input,
-// alltoall = each rank's whole input), ratio ours/raw, and for allreduce the torch peer's algbw and
-// ours/torch. The peer runs after ours, never at the same time (`--torch_peer=` to skip it).
+// alltoall and reducescatter = each rank's whole input), ratio ours/raw, and for allreduce the
+// torch peer's algbw and ours/torch. The peer runs after ours, never at the same time
+// (`--torch_peer=` to skip it).
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -43,6 +47,7 @@
 #include "gloo/alltoall.h"
 #include "gloo/barrier.h"
 #include "gloo/math.h"
+#include "gloo/reduce_scatter.h"
 #include "gloo/rendezvous/context.h"
 #include "gloo/rendezvous/file_store.h"
 #include "gloo/transport/tcp/device.h"
@@ -55,8 +60,8 @@ ABSL_FLAG(std::vector<std::string>, sizes_mib, std::vector<std::string>({"1", "1
 ABSL_FLAG(int, iters, 20, "timed iterations per op, size and implementation");
 ABSL_FLAG(int, warmup, 5, "untimed iterations per op, size and implementation");
 ABSL_FLAG(std::vector<std::string>, ops,
-          std::vector<std::string>({"allreduce", "allgather", "alltoall"}),
-          "collectives to measure (allgather/alltoall only at sizes >= 16 MiB)");
+          std::vector<std::string>({"allreduce", "allgather", "alltoall", "reducescatter"}),
+          "collectives to measure (all but allreduce only at sizes >= 16 MiB)");
 ABSL_FLAG(bool, same_host_copy, true, "GlooCommunicator::Options::same_host_copy");
 ABSL_FLAG(std::string, torch_peer, "/work/shared/peers/gloo_collectives.py",
           "PyTorch peer script run with /usr/bin/python3 after ours; empty to skip");
@@ -131,9 +136,12 @@ void RunRank(int rank, const std::string& dir, const std::string& results) {
       const int64_t n = bytes / sizeof(float);
       // Separate buffers per implementation; allreduce sums grow by 2x per call, far from inf.
       std::vector<float> in_ours(n, 1.0f), in_raw(n, 1.0f);
-      std::vector<float> out_ours(op == "allgather" ? kWorld * n : n);
+      std::vector<float> out_ours(op == "allgather"       ? kWorld * n
+                                  : op == "reducescatter" ? n / kWorld
+                                                          : n);
       std::vector<float> out_raw(out_ours.size());
       std::function<void()> run_ours, run_raw;
+      std::unique_ptr<gloo::ReduceScatterHalvingDoubling<float>> raw_rs;
       if (op == "allreduce") {
         run_ours = [&] {
           CheckOk((*ours)->AllReduce({0}, v1::REDUCE_SUM, DType::kFloat32, in_ours.data(), n));
@@ -165,6 +173,23 @@ void RunRank(int rank, const std::string& dir, const std::string& results) {
           opts.setOutput(out_raw.data(), n);
           gloo::alltoall(opts);
         };
+      } else if (op == "reducescatter") {
+        // Rank-dependent values, so the check below also proves both put the same chunk on the
+        // same rank. Raw reduces in place (values grow by at most 2x per call, far from inf).
+        for (int64_t i = 0; i < n; ++i) in_ours[i] = in_raw[i] = static_cast<float>(i % 13 + rank);
+        run_ours = [&] {
+          CheckOk((*ours)->ReduceScatter({0}, v1::REDUCE_SUM, DType::kFloat32, in_ours.data(),
+                                         n / kWorld, out_ours.data()));
+        };
+        raw_rs = std::make_unique<gloo::ReduceScatterHalvingDoubling<float>>(
+            raw, std::vector<float*>{in_raw.data()}, static_cast<int>(n),
+            std::vector<int>(kWorld, static_cast<int>(n / kWorld)));
+        run_raw = [&] { raw_rs->run(); };
+        run_ours();
+        run_raw();
+        if (!std::equal(out_ours.begin(), out_ours.end(), in_raw.begin())) {
+          Die(absl::StrCat(op, " at ", mib, " MiB: ours and raw Gloo disagree"));
+        }
       } else {
         Die(absl::StrCat("unknown op ", op));
       }
@@ -184,8 +209,10 @@ void RunRank(int rank, const std::string& dir, const std::string& results) {
         }
       }
       // Both did the same calls on the same inputs: the outputs must agree (sums of ones are
-      // exact).
-      const bool same = op == "allreduce" ? in_ours == in_raw : out_ours == out_raw;
+      // exact). Reduce-scatter was checked before the timing (raw's input is its output).
+      const bool same = op == "reducescatter" ? true
+                        : op == "allreduce"   ? in_ours == in_raw
+                                              : out_ours == out_raw;
       if (!same) Die(absl::StrCat(op, " at ", mib, " MiB: ours and raw Gloo disagree"));
       // The slowest rank per iteration.
       gloo::AllreduceOptions opts(raw);
@@ -209,10 +236,17 @@ void RunRank(int rank, const std::string& dir, const std::string& results) {
 // Parses the peer script's table: "| allreduce | 16 | med ms | min | max | algbw | busbw |".
 std::map<std::pair<std::string, int64_t>, double> RunTorchPeer(const std::string& script) {
   std::map<std::pair<std::string, int64_t>, double> gbps;
-  std::string sizes;
+  std::string sizes, ops;
   for (const std::string& s : absl::GetFlag(FLAGS_sizes_mib)) absl::StrAppend(&sizes, " ", s);
+  for (const std::string& op : absl::GetFlag(FLAGS_ops)) {
+    // torch 1.13's gloo has no reduce_scatter: the script reports it unsupported (row left "-").
+    absl::StrAppend(&ops, " ",
+                    op == "alltoall"        ? "all_to_all"
+                    : op == "reducescatter" ? "reduce_scatter"
+                                            : op);
+  }
   const std::string cmd = absl::StrCat("/usr/bin/python3 ", script, " --world 2 --sizes-mib", sizes,
-                                       " --iters ", absl::GetFlag(FLAGS_iters));
+                                       " --iters ", absl::GetFlag(FLAGS_iters), " --ops", ops);
   fprintf(stderr, "running the peer: %s\n", cmd.c_str());
   FILE* pipe = popen(cmd.c_str(), "r");
   if (pipe == nullptr) return gbps;
@@ -229,6 +263,7 @@ std::map<std::pair<std::string, int64_t>, double> RunTorchPeer(const std::string
       continue;
     }
     if (op == "all_to_all") op = "alltoall";
+    if (op == "reduce_scatter") op = "reducescatter";
     gbps[{op, mib}] = algbw;
   }
   pclose(pipe);
