@@ -202,10 +202,16 @@ uint64_t SameHostPeer::Exchange(const void* address, size_t bytes,
   FutexWake(&mine.handshakes);
 
   const Clock::time_point deadline = Clock::now() + timeout;
+  // The peer may complete handshake n and then close or exit at once (e.g. after the last
+  // barrier): look at its counter again before treating "closed" or "gone" as a failure.
+  auto reached = [&] {
+    return static_cast<int32_t>(theirs.handshakes.load(std::memory_order_acquire) - n) >= 0;
+  };
   for (int spins = 0;; ++spins) {
     const uint32_t seen = theirs.handshakes.load(std::memory_order_acquire);
     if (static_cast<int32_t>(seen - n) >= 0) break;
     if (theirs.closed.load(std::memory_order_acquire) != 0) {
+      if (reached()) break;
       Fail(absl::UnavailableError(
           absl::StrCat("the peer process ", peer_pid_,
                        " closed its side of the group (a call of its failed, or its communicator "
@@ -222,6 +228,7 @@ uint64_t SameHostPeer::Exchange(const void* address, size_t bytes,
                                                     " (same-host handshake ", n, ")")));
     }
     if (!PeerAlive()) {
+      if (reached()) break;
       Fail(absl::UnavailableError(absl::StrCat("the peer process ", peer_pid_, " is gone")));
     }
     FutexWait(&theirs.handshakes, seen,
