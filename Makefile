@@ -24,6 +24,7 @@ bench: setup
 	$(BAZEL) run $(BAZEL_FLAGS) -c opt //bench:einsum_bench
 	$(BAZEL) run $(BAZEL_FLAGS) -c opt //bench:collectives_bench
 	$(BAZEL) run $(BAZEL_FLAGS) -c opt //bench:cluster_bench
+	$(BAZEL) run $(BAZEL_FLAGS) -c opt //bench:reshard_bench
 
 clean:
 	$(BAZEL) clean
