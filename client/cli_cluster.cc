@@ -112,11 +112,12 @@ void AddClientSecurityFlags(FlagSet& flags, SecurityOptions* options) {
 absl::Status StatusCommand(const std::vector<std::string>& args, CliIo io) {
   std::string coordinator;
   SecurityOptions security;
-  FlagSet flags("meshrt status --coordinator HOST:PORT [--tls_ca FILE ...] [--auth_token_file FILE]",
-                "Shows what a coordinator knows: its workers (rank, gRPC and Gloo addresses, the "
-                "session each serves, seconds since its last heartbeat), its sessions, and every "
-                "session waiting for workers with the ranks it still misses and why.\n\n"
-                "example:\n  meshrt status --coordinator 127.0.0.1:7070");
+  FlagSet flags(
+      "meshrt status --coordinator HOST:PORT [--tls_ca FILE ...] [--auth_token_file FILE]",
+      "Shows what a coordinator knows: its workers (rank, gRPC and Gloo addresses, the "
+      "session each serves, seconds since its last heartbeat), its sessions, and every "
+      "session waiting for workers with the ranks it still misses and why.\n\n"
+      "example:\n  meshrt status --coordinator 127.0.0.1:7070");
   flags.String("coordinator", &coordinator, "coordinator address HOST:PORT (required)");
   AddClientSecurityFlags(flags, &security);
   ASSIGN_OR_RETURN(std::vector<std::string> positional, ParseCommandFlags(flags, args, "status"));
@@ -169,12 +170,11 @@ absl::Status HealthCommand(const std::vector<std::string>& args, CliIo io) {
   }
   if (positional.size() != 1) return UsageError("meshrt health takes one HOST:PORT");
   ASSIGN_OR_RETURN(Security loaded, LoadSecurity(security));
-  absl::StatusOr<bool> serving = CheckHealth(MakeChannel(positional[0], loaded),
-                                             service, absl::Milliseconds(timeout_ms));
+  absl::StatusOr<bool> serving =
+      CheckHealth(MakeChannel(positional[0], loaded), service, absl::Milliseconds(timeout_ms));
   if (!serving.ok()) {
     return WithContext(serving.status(), absl::StrCat("health of ", positional[0],
-                                                      service.empty() ? "" : " service ",
-                                                      service));
+                                                      service.empty() ? "" : " service ", service));
   }
   io.out << (*serving ? "SERVING" : "NOT_SERVING") << std::endl;
   if (!*serving) {

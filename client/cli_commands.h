@@ -59,7 +59,8 @@ struct ClusterTarget {
   std::string coordinator;  // address of a running coordinator
   int local_workers = 0;    // > 0: start an embedded LocalCluster with this many workers
   std::string log_dir;      // local cluster: daemon logs go here (created if needed)
-  SecurityOptions security; // coordinator: TLS files and bearer token (the local cluster is plaintext)
+  SecurityOptions
+      security;  // coordinator: TLS files and bearer token (the local cluster is plaintext)
 };
 
 // Registers the client's TLS and token flags (--tls_ca, --tls_cert, --tls_key, --tls_server_name,

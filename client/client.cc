@@ -16,14 +16,14 @@ struct Client::Impl {
   absl::Status Annotate(const absl::Status& s) const {
     if (s.ok()) return s;
     if (s.code() == absl::StatusCode::kUnauthenticated) {
-      return absl::Status(s.code(), absl::StrCat("coordinator ", options.address, " refused this "
-                                                 "client: ", s.message()));
+      return absl::Status(s.code(), absl::StrCat("coordinator ", options.address,
+                                                 " refused this client: ", s.message()));
     }
     if (s.code() != absl::StatusCode::kUnavailable) return s;
     const std::string hint = SecurityHint(s, security);
-    return absl::Status(s.code(), absl::StrCat("coordinator ", options.address, ": ", s.message(),
-                                               hint.empty() ? "" : " (", hint,
-                                               hint.empty() ? "" : ")"));
+    return absl::Status(s.code(),
+                        absl::StrCat("coordinator ", options.address, ": ", s.message(),
+                                     hint.empty() ? "" : " (", hint, hint.empty() ? "" : ")"));
   }
 
   // A context for one call: deadline and bearer token.
@@ -55,7 +55,8 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& opt
   grpc::ClientContext ctx;
   impl->Prepare(&ctx, connected ? options.connect_timeout : absl::Seconds(1));
   v1::ListWorkersResponse response;
-  absl::Status s = FromGrpcStatus(impl->stub->ListWorkers(&ctx, v1::ListWorkersRequest(), &response));
+  absl::Status s =
+      FromGrpcStatus(impl->stub->ListWorkers(&ctx, v1::ListWorkersRequest(), &response));
   if (!connected || s.code() == absl::StatusCode::kUnavailable ||
       s.code() == absl::StatusCode::kDeadlineExceeded) {
     const std::string hint = SecurityHint(s, impl->security);
@@ -63,10 +64,10 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& opt
       return absl::UnavailableError(absl::StrCat("cannot connect to the coordinator at ",
                                                  options.address, ": ", s.message(), "; ", hint));
     }
-    return absl::UnavailableError(absl::StrCat(
-        "cannot reach the coordinator at ", options.address, " within ",
-        absl::FormatDuration(options.connect_timeout), "; is it running?",
-        s.ok() ? "" : absl::StrCat(" (", s.message(), ")")));
+    return absl::UnavailableError(
+        absl::StrCat("cannot reach the coordinator at ", options.address, " within ",
+                     absl::FormatDuration(options.connect_timeout), "; is it running?",
+                     s.ok() ? "" : absl::StrCat(" (", s.message(), ")")));
   }
   if (!s.ok()) return impl->Annotate(s);
   return std::unique_ptr<Client>(new Client(std::move(impl)));

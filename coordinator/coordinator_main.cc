@@ -65,7 +65,8 @@ int CoordinatorMain(int argc, char** argv) {
   }
   absl::StatusOr<Security> security = LoadSecurity(security_options);
   if (!security.ok()) {
-    std::fprintf(stderr, "meshrt-coordinator: %s\n", std::string(security.status().message()).c_str());
+    std::fprintf(stderr, "meshrt-coordinator: %s\n",
+                 std::string(security.status().message()).c_str());
     return 2;
   }
   if (security->server_tls() && security->ca_pem.empty()) {

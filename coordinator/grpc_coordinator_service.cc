@@ -36,13 +36,14 @@ grpc::Status GrpcCoordinatorService::DeregisterWorker(grpc::ServerContext* ctx,
   return ToGrpcStatus(coordinator_->DeregisterWorker(*request));
 }
 
-grpc::Status GrpcCoordinatorService::KvSet(grpc::ServerContext* ctx, const v1::KvSetRequest* request,
-                                           v1::KvSetResponse*) {
+grpc::Status GrpcCoordinatorService::KvSet(grpc::ServerContext* ctx,
+                                           const v1::KvSetRequest* request, v1::KvSetResponse*) {
   if (grpc::Status auth = CheckToken(*ctx, security_); !auth.ok()) return auth;
   return ToGrpcStatus(coordinator_->kv().Set(request->key(), request->value()));
 }
 
-grpc::Status GrpcCoordinatorService::KvGet(grpc::ServerContext* ctx, const v1::KvGetRequest* request,
+grpc::Status GrpcCoordinatorService::KvGet(grpc::ServerContext* ctx,
+                                           const v1::KvGetRequest* request,
                                            v1::KvGetResponse* response) {
   if (grpc::Status auth = CheckToken(*ctx, security_); !auth.ok()) return auth;
   absl::StatusOr<std::string> value =
@@ -68,7 +69,8 @@ grpc::Status GrpcCoordinatorService::CreateSession(grpc::ServerContext* ctx,
 }
 
 grpc::Status GrpcCoordinatorService::RunStep(
-    grpc::ServerContext* ctx, grpc::ServerReaderWriter<v1::RunStepResponse, v1::RunStepRequest>* stream) {
+    grpc::ServerContext* ctx,
+    grpc::ServerReaderWriter<v1::RunStepResponse, v1::RunStepRequest>* stream) {
   if (grpc::Status auth = CheckToken(*ctx, security_); !auth.ok()) return auth;
   v1::RunStepRequest header;
   absl::StatusOr<TensorMap> fed = ReadStep(stream, &header);

@@ -20,7 +20,8 @@ constexpr char kBearer[] = "Bearer ";
 absl::StatusOr<std::string> ReadFlagFile(const std::string& path, const char* flag) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
-    return absl::InvalidArgumentError(absl::StrCat("--", flag, "=", path, ": cannot read the file"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", flag, "=", path, ": cannot read the file"));
   }
   std::ostringstream text;
   text << in.rdbuf();
@@ -118,8 +119,8 @@ absl::StatusOr<Security> LoadSecurity(const SecurityOptions& options) {
     if (!token.ok()) return token.status();
     s.token = std::string(absl::StripAsciiWhitespace(*token));
     if (s.token.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--auth_token_file=", options.auth_token_file, ": the file holds only whitespace"));
+      return absl::InvalidArgumentError(absl::StrCat("--auth_token_file=", options.auth_token_file,
+                                                     ": the file holds only whitespace"));
     }
   }
   return s;
@@ -190,10 +191,9 @@ std::string SecurityHint(const absl::Status& status, const Security& security) {
       absl::StrContains(message, "dns resolution failed")) {
     return "";  // nothing listens there: not a security problem
   }
-  const bool handshake = absl::StrContains(message, "ssl") ||
-                         absl::StrContains(message, "handshake") ||
-                         absl::StrContains(message, "certificate") ||
-                         absl::StrContains(message, "tls");
+  const bool handshake =
+      absl::StrContains(message, "ssl") || absl::StrContains(message, "handshake") ||
+      absl::StrContains(message, "certificate") || absl::StrContains(message, "tls");
   if (security.client_tls()) {
     return absl::StrCat(
         handshake ? "the TLS handshake failed" : "TLS is on",
@@ -265,7 +265,8 @@ absl::StatusOr<bool> CheckHealth(const std::shared_ptr<grpc::Channel>& channel,
   std::vector<grpc::Slice> slices;
   if (!response.Dump(&slices).ok()) return absl::InternalError("unreadable health response");
   std::string bytes;
-  for (const grpc::Slice& s : slices) bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  for (const grpc::Slice& s : slices)
+    bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
   // HealthCheckResponse{ServingStatus status = 1}: SERVING = 1 is "\x08\x01".
   return bytes == std::string("\x08\x01", 2);
 }

@@ -135,9 +135,8 @@ TEST(DrainTest, AWaitingSessionShowsTheRanksItMisses) {
   ASSERT_OK_AND_ASSIGN(Mesh mesh, Mesh::Parse("rows:2,cols:2"));
   ASSERT_OK_AND_ASSIGN(LayoutRules rules, LayoutRules::Parse("batch:rows", mesh));
   absl::Status created;
-  std::thread waiter([&] {
-    created = client->CreateSession(proto, mesh, rules, absl::Seconds(3)).status();
-  });
+  std::thread waiter(
+      [&] { created = client->CreateSession(proto, mesh, rules, absl::Seconds(3)).status(); });
   std::string waiting;
   for (int i = 0; i < 200 && waiting.empty(); ++i) {
     auto list = client->ListWorkers();
@@ -145,7 +144,8 @@ TEST(DrainTest, AWaitingSessionShowsTheRanksItMisses) {
     absl::SleepFor(absl::Milliseconds(10));
   }
   waiter.join();
-  EXPECT_TRUE(absl::StrContains(waiting, "rank 2 not registered; rank 3 not registered")) << waiting;
+  EXPECT_TRUE(absl::StrContains(waiting, "rank 2 not registered; rank 3 not registered"))
+      << waiting;
   EXPECT_TRUE(absl::StrContains(waiting, "rows:2,cols:2")) << waiting;
   EXPECT_EQ(created.code(), absl::StatusCode::kInvalidArgument) << created;
   EXPECT_TRUE(absl::StrContains(created.message(), "missing: rank 2 not registered")) << created;

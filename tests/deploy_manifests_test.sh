@@ -34,7 +34,7 @@ for dir in "$deploy"/k8s/overlays/*/; do overlays+=("$(basename "$dir")"); done
 for overlay in "${overlays[@]}"; do
   rendered="$out/$overlay.yaml"
   echo "== kubectl kustomize overlays/$overlay"
-  kubectl kustomize "$deploy/k8s/overlays/$overlay" >"$rendered" ||
+  timeout 60 kubectl kustomize "$deploy/k8s/overlays/$overlay" >"$rendered" ||
     fail "kubectl kustomize overlays/$overlay"
   echo "== schema ($overlay)"
   node "$validate" "$rendered" || fail "schema validation of overlays/$overlay (errors above)"

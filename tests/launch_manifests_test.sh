@@ -37,6 +37,10 @@ skip() {
   exit 0
 }
 
+if [ "$(id -u)" -ne 0 ]; then
+  skip "creating network namespaces needs root (CAP_NET_ADMIN); running as uid $(id -u)"
+fi
+
 src_of() { readlink -f "$1"; }
 runfiles=$PWD
 deploy=$(dirname "$(src_of deploy/.yamllint.yaml)")
@@ -48,9 +52,6 @@ graph=$runfiles/examples/graphs/mlp_forward.pbtxt
 for tool in kubectl node ip unshare openssl timeout; do
   command -v "$tool" >/dev/null 2>&1 || fail "$tool is not on PATH; run tools/setup.sh"
 done
-if [ "$(id -u)" -ne 0 ]; then
-  skip "creating network namespaces needs root (CAP_NET_ADMIN); running as uid $(id -u)"
-fi
 
 work=$(mktemp -d "${TEST_TMPDIR:-/tmp}/launch.XXXXXX")
 logs=${TEST_UNDECLARED_OUTPUTS_DIR:-$work}
@@ -119,7 +120,7 @@ ip -n "$switch" link set br0 up
 
 echo "== render overlays/$overlay"
 rendered=$work/rendered.yaml
-kubectl kustomize "$deploy/k8s/overlays/$overlay" >"$rendered"
+timeout 60 kubectl kustomize "$deploy/k8s/overlays/$overlay" >"$rendered"
 read -r k8s_ns replicas < <(node "$pod_js" "$rendered" StatefulSet meshrt-worker --info)
 [ "$replicas" -ge 4 ] || fail "overlays/$overlay has $replicas workers; the 2x2 mesh needs 4"
 

@@ -73,9 +73,12 @@ int main(int argc, char** argv) {
     auto want = meshrt::ReadNpy(std::string(argv[2]) + "/" + name);
     auto got = meshrt::ReadNpy(std::string(argv[1]) + "/" + name);
     std::string why;
-    if (!want.ok()) why = std::string(want.status().message());
-    else if (!got.ok()) why = std::string(got.status().message());
-    else why = Compare(*got, *want);
+    if (!want.ok())
+      why = std::string(want.status().message());
+    else if (!got.ok())
+      why = std::string(got.status().message());
+    else
+      why = Compare(*got, *want);
     std::printf("%s: %s\n", name.c_str(), why.empty() ? "equal" : why.c_str());
     bad += !why.empty();
   }

@@ -33,7 +33,7 @@ absl::StatusOr<v1::HeartbeatResponse> GrpcCoordinatorClient::Heartbeat(
 }
 
 absl::Status GrpcCoordinatorClient::Deregister(const v1::DeregisterWorkerRequest& request,
-                                              absl::Duration timeout) {
+                                               absl::Duration timeout) {
   grpc::ClientContext ctx;
   SetTimeout(&ctx, timeout);
   AttachToken(&ctx, security_);

@@ -56,8 +56,8 @@ grpc::Status GrpcWorkerService::RunStep(
   }
   std::vector<std::string> fetches(header.fetches().begin(), header.fetches().end());
   absl::StatusOr<TensorMap> out = worker_->RunStep(header.session(), header.step(), *fed, fetches);
-  grpc::Status status =
-      out.ok() ? ToGrpcStatus(WriteStepResult(stream, *out, header.step())) : ToGrpcStatus(out.status());
+  grpc::Status status = out.ok() ? ToGrpcStatus(WriteStepResult(stream, *out, header.step()))
+                                 : ToGrpcStatus(out.status());
   Done();
   return status;
 }

@@ -210,7 +210,8 @@ int WorkerMain(int argc, char** argv) {
     return 1;
   }
   int worker_id = registered->worker_id();
-  absl::Duration interval = absl::Milliseconds(std::max<int64_t>(registered->heartbeat_interval_ms(), 100));
+  absl::Duration interval =
+      absl::Milliseconds(std::max<int64_t>(registered->heartbeat_interval_ms(), 100));
   SetHealth({server.get(), health.get()}, "meshrt.v1.Worker", true);
   LogInfo("meshrt-worker: serving at ", address, " as worker ", worker_id,
           rank->has_value() ? absl::StrCat(" (rank ", **rank, ")") : "", " of coordinator ",
@@ -245,8 +246,8 @@ int WorkerMain(int argc, char** argv) {
   leave.set_incarnation(reg.incarnation());
   leave.set_reason(idle ? "shutting down (SIGTERM)"
                         : absl::StrCat("shutting down (SIGTERM); its step in flight did not finish "
-                                       "within --drain_timeout_s=", drain_timeout_s,
-                                       " and was aborted"));
+                                       "within --drain_timeout_s=",
+                                       drain_timeout_s, " and was aborted"));
   absl::Status left = client.Deregister(leave, absl::Seconds(5));
   if (!left.ok()) LogWarning("meshrt-worker: deregistering: ", left.message());
   LogInfo("meshrt-worker: ", idle ? "drained" : "aborting the step in flight",
