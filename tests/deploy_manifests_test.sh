@@ -75,8 +75,13 @@ expect_rejected "a string port" 's/containerPort: 7071/containerPort: seven/'
 expect_rejected "a bad quantity" 's/memory: 2Gi/memory: two gigs/'
 expect_rejected "an unknown kind" 's/^kind: StatefulSet$/kind: StatefulSett/'
 
-if command -v shellcheck >/dev/null 2>&1; then
-  echo "== shellcheck"
-  shellcheck "$(src_of tests/deploy_manifests_test.sh)"
-fi
+echo "== shellcheck and node --check on the deploy test scripts"
+command -v shellcheck >/dev/null 2>&1 || fail "shellcheck is not on PATH; run tools/setup.sh"
+for script in tests/deploy_manifests_test.sh tests/deploy_auth_test.sh tests/launch_manifests_test.sh \
+  tests/launch_make_certs.sh; do
+  shellcheck "$(src_of "$script")" || fail "shellcheck $script"
+done
+for script in tests/launch_pod.js third_party/k8s_validate/validate.js; do
+  node --check "$(src_of "$script")" || fail "node --check $script"
+done
 echo "PASS: ${#overlays[@]} overlays render and validate"
