@@ -1,0 +1,88 @@
+// LoadSecurity's flag checks and SecurityHint's diagnoses (the token check and TLS itself run end
+// to end in tests/deploy_auth_test and tests/launch_manifests_tls_test).
+#include "rpc/grpc_util.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
+#include "absl/strings/match.h"
+#include "gtest/gtest.h"
+
+namespace meshrt {
+namespace {
+
+std::string WriteFile(const std::string& name, const std::string& text) {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  const std::string path = std::string(dir != nullptr ? dir : "/tmp") + "/" + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+TEST(LoadSecurityTest, EmptyOptionsArePlaintextWithoutToken) {
+  absl::StatusOr<Security> s = LoadSecurity(SecurityOptions());
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_FALSE(s->server_tls());
+  EXPECT_FALSE(s->client_tls());
+  EXPECT_TRUE(s->token.empty());
+  EXPECT_EQ(s->Describe(), "plaintext");
+}
+
+TEST(LoadSecurityTest, ReadsFilesAndTrimsTheToken) {
+  SecurityOptions o;
+  o.tls_cert_file = WriteFile("cert.pem", "CERT");
+  o.tls_key_file = WriteFile("key.pem", "KEY");
+  o.tls_ca_file = WriteFile("ca.pem", "CA");
+  o.tls_require_client_cert = true;
+  o.auth_token_file = WriteFile("token", "  s3cret\n");
+  absl::StatusOr<Security> s = LoadSecurity(o);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->cert_pem, "CERT");
+  EXPECT_EQ(s->key_pem, "KEY");
+  EXPECT_EQ(s->ca_pem, "CA");
+  EXPECT_EQ(s->token, "s3cret");
+  EXPECT_TRUE(s->server_tls());
+  EXPECT_TRUE(s->client_tls());
+  EXPECT_EQ(s->Describe(), "TLS (client certificates required), bearer token");
+}
+
+TEST(LoadSecurityTest, BadCombinationsAndFilesNameTheFlag) {
+  SecurityOptions cert_only;
+  cert_only.tls_cert_file = WriteFile("cert2.pem", "CERT");
+  EXPECT_TRUE(absl::StrContains(LoadSecurity(cert_only).status().message(), "--tls_key"));
+
+  SecurityOptions no_ca;
+  no_ca.tls_cert_file = cert_only.tls_cert_file;
+  no_ca.tls_key_file = WriteFile("key2.pem", "KEY");
+  no_ca.tls_require_client_cert = true;
+  EXPECT_TRUE(absl::StrContains(LoadSecurity(no_ca).status().message(), "needs --tls_ca"));
+
+  SecurityOptions missing;
+  missing.tls_ca_file = "/nonexistent/ca.pem";
+  absl::Status s = LoadSecurity(missing).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(s.message(), "--tls_ca=/nonexistent/ca.pem")) << s;
+
+  SecurityOptions blank;
+  blank.auth_token_file = WriteFile("blank", " \n");
+  EXPECT_TRUE(absl::StrContains(LoadSecurity(blank).status().message(), "only whitespace"));
+}
+
+TEST(SecurityHintTest, NamesTheLikelyCause) {
+  Security tls;
+  tls.ca_pem = "CA";
+  const absl::Status handshake = absl::UnavailableError(
+      "failed to connect to all addresses; last error: UNKNOWN: ipv4:1.2.3.4:7070: Ssl "
+      "handshake failed: SSL_ERROR_SSL: certificate verify failed");
+  EXPECT_TRUE(absl::StartsWith(SecurityHint(handshake, tls), "the TLS handshake failed"));
+  const absl::Status closed = absl::UnavailableError("ipv4:1.2.3.4:7070: Socket closed");
+  EXPECT_TRUE(absl::StrContains(SecurityHint(closed, tls), "--tls_cert/--tls_key"));
+  EXPECT_TRUE(absl::StrContains(SecurityHint(closed, Security()), "may require TLS"));
+  // Nothing listening, or an error that is not about the connection: no hint.
+  EXPECT_EQ(SecurityHint(absl::UnavailableError("Connection refused"), tls), "");
+  EXPECT_EQ(SecurityHint(absl::InvalidArgumentError("bad layout"), tls), "");
+}
+
+}  // namespace
+}  // namespace meshrt
