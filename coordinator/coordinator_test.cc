@@ -86,7 +86,7 @@ TEST_F(CoordinatorTest, RunsStepsEqualToTheReference) {
   const Graph g = Graph::Build(MlpGraph()).value();
   const TensorMap feeds = Feeds(g);
   ASSERT_OK_AND_ASSIGN(TensorMap want, Interpret(g, feeds));
-  for (const std::string& layout : {"batch:rows,hidden:cols", "d_in:rows,hidden:cols", ""}) {
+  for (const char* layout : {"batch:rows,hidden:cols", "d_in:rows,hidden:cols", ""}) {
     SCOPED_TRACE(layout);
     ASSERT_OK_AND_ASSIGN(v1::CreateSessionResponse s,
                          coordinator_.CreateSession(Request("rows:2,cols:2", layout)));
