@@ -1,6 +1,7 @@
 // The worker daemon: flags -> options -> gRPC server, registration and heartbeats.
 #include "worker/worker_main.h"
 
+#include <malloc.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -149,6 +150,11 @@ int WorkerMain(int argc, char** argv) {
   signal(SIGINT, OnSignal);
   signal(SIGTERM, OnSignal);
   signal(SIGPIPE, SIG_IGN);
+  // Every step allocates its slices afresh; by default glibc returns big freed blocks to the kernel
+  // and the next step pays the page faults again (bench/reshard_bench: most of a reshard's time).
+  // Keep blocks up to glibc's largest mmap threshold on the heap, and freed memory mapped.
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
   LogInfo("meshrt-worker: ", kernels::GetBlas().corename(), " OpenBLAS kernel (",
           kernels::GetBlas().reason(), ")");
 
