@@ -112,14 +112,6 @@ absl::Status CheckDtypes(absl::Span<const Tensor* const> inputs, const Tensor& o
   return absl::OkStatus();
 }
 
-absl::Status FloatOnly(const Tensor& out, absl::string_view type) {
-  if (out.dtype() != DType::kFloat32) {
-    return absl::UnimplementedError(
-        absl::StrCat(type, " supports float32 only, not ", DTypeName(out.dtype())));
-  }
-  return absl::OkStatus();
-}
-
 // ---- einsum -------------------------------------------------------------------------------
 
 // Accumulates in double (float32) or int64 (int32) so the oracle is more precise than the kernels
@@ -177,39 +169,7 @@ absl::Status Einsum(absl::Span<const Tensor* const> inputs, Tensor* out) {
   return absl::OkStatus();
 }
 
-// ---- elementwise --------------------------------------------------------------------------
-
-template <typename T, typename F>
-void BinaryLoop(const Tensor& a, const Tensor& b, Tensor* out, F f) {
-  const T* pa = Data<T>(a);
-  const T* pb = Data<T>(b);
-  T* o = MutableData<T>(out);
-  int64_t i = 0;
-  for (StridedIterator it(out->shape().Sizes(), {StridesByName(a.shape(), out->shape()),
-                                                 StridesByName(b.shape(), out->shape())});
-       !it.done(); it.Next(), ++i) {
-    o[i] = f(pa[it.offset(0)], pb[it.offset(1)]);
-  }
-}
-
-template <typename T>
-absl::Status Binary(const std::string& type, const Tensor& a, const Tensor& b, Tensor* out) {
-  if (type == "add") {
-    BinaryLoop<T>(a, b, out, [](T x, T y) { return x + y; });
-  } else if (type == "sub") {
-    BinaryLoop<T>(a, b, out, [](T x, T y) { return x - y; });
-  } else if (type == "mul") {
-    BinaryLoop<T>(a, b, out, [](T x, T y) { return x * y; });
-  } else if (type == "div") {
-    RETURN_IF_ERROR(FloatOnly(*out, type));
-    BinaryLoop<T>(a, b, out, [](T x, T y) { return x / y; });
-  } else if (type == "minimum") {
-    BinaryLoop<T>(a, b, out, [](T x, T y) { return std::min(x, y); });
-  } else {
-    BinaryLoop<T>(a, b, out, [](T x, T y) { return std::max(x, y); });
-  }
-  return absl::OkStatus();
-}
+// ---- elementwise copy (transpose) ----------------------------------------------------------
 
 template <typename T, typename F>
 void UnaryLoop(const Tensor& x, Tensor* out, F f) {
@@ -220,63 +180,6 @@ void UnaryLoop(const Tensor& x, Tensor* out, F f) {
        !it.done(); it.Next(), ++i) {
     o[i] = f(px[it.offset(0)]);
   }
-}
-
-template <typename T>
-absl::Status Unary(const v1::Op& op, const Tensor& x, Tensor* out) {
-  const std::string& type = op.type();
-  if (type == "relu") {
-    UnaryLoop<T>(x, out, [](T v) { return v > T(0) ? v : T(0); });
-  } else if (type == "neg") {
-    UnaryLoop<T>(x, out, [](T v) { return -v; });
-  } else if (type == "exp") {
-    RETURN_IF_ERROR(FloatOnly(*out, type));
-    UnaryLoop<T>(x, out, [](T v) { return std::exp(v); });
-  } else {  // scale
-    RETURN_IF_ERROR(FloatOnly(*out, type));
-    auto it = op.attrs().find("scalar");
-    if (it == op.attrs().end() || (it->second.value_case() != v1::AttrValue::kF &&
-                                   it->second.value_case() != v1::AttrValue::kI)) {
-      return absl::InvalidArgumentError("scale needs attrs {scalar: f}");
-    }
-    const float s = it->second.value_case() == v1::AttrValue::kF
-                        ? it->second.f()
-                        : static_cast<float>(it->second.i());
-    UnaryLoop<T>(x, out, [s](T v) { return v * s; });
-  }
-  return absl::OkStatus();
-}
-
-// ---- reductions ---------------------------------------------------------------------------
-
-template <typename T, typename Acc>
-absl::Status Reduce(const std::string& type, const Tensor& in, Tensor* out) {
-  std::vector<Dim> reduced;
-  for (const Dim& d : in.shape().dims()) {
-    if (!out->shape().Contains(d.name)) reduced.push_back(d);
-  }
-  const Shape reduce_space(reduced);
-  const std::vector<int64_t> outer_strides = StridesByName(in.shape(), out->shape());
-  const std::vector<int64_t> inner_strides = StridesByName(in.shape(), reduce_space);
-  const bool is_max = type == "reduce_max";
-  const T* p = Data<T>(in);
-  T* o = MutableData<T>(out);
-  int64_t oi = 0;
-  for (StridedIterator outer(out->shape().Sizes(), {outer_strides}); !outer.done();
-       outer.Next(), ++oi) {
-    Acc acc = is_max ? static_cast<Acc>(std::numeric_limits<T>::has_infinity
-                                            ? -std::numeric_limits<T>::infinity()
-                                            : std::numeric_limits<T>::lowest())
-                     : Acc(0);
-    for (StridedIterator inner(reduce_space.Sizes(), {inner_strides}); !inner.done();
-         inner.Next()) {
-      const Acc v = static_cast<Acc>(p[outer.offset(0) + inner.offset(0)]);
-      acc = is_max ? std::max(acc, v) : acc + v;
-    }
-    if (type == "reduce_mean") acc /= static_cast<Acc>(reduce_space.num_elements());
-    o[oi] = static_cast<T>(acc);
-  }
-  return absl::OkStatus();
 }
 
 // ---- the runner ---------------------------------------------------------------------------
@@ -290,30 +193,6 @@ absl::Status RunOp(const v1::Op& op, absl::Span<const Tensor* const> inputs, Ten
   if (type == "einsum") {
     RETURN_IF_ERROR(CheckDtypes(inputs, *out));
     return Einsum(inputs, out);
-  }
-  if (type == "add" || type == "sub" || type == "mul" || type == "div" || type == "minimum" ||
-      type == "maximum") {
-    RETURN_IF_ERROR(CheckArity(inputs, 2));
-    RETURN_IF_ERROR(CheckDtypes(inputs, *out));
-    RETURN_IF_ERROR(CheckDimsIn(inputs[0]->shape(), "input 0", out->shape(), "the output"));
-    RETURN_IF_ERROR(CheckDimsIn(inputs[1]->shape(), "input 1", out->shape(), "the output"));
-    return f32 ? Binary<float>(type, *inputs[0], *inputs[1], out)
-               : Binary<int32_t>(type, *inputs[0], *inputs[1], out);
-  }
-  if (type == "relu" || type == "exp" || type == "neg" || type == "scale") {
-    RETURN_IF_ERROR(CheckArity(inputs, 1));
-    RETURN_IF_ERROR(CheckDtypes(inputs, *out));
-    RETURN_IF_ERROR(CheckDimsIn(inputs[0]->shape(), "the input", out->shape(), "the output"));
-    RETURN_IF_ERROR(CheckDimsIn(out->shape(), "the output", inputs[0]->shape(), "the input"));
-    return f32 ? Unary<float>(op, *inputs[0], out) : Unary<int32_t>(op, *inputs[0], out);
-  }
-  if (type == "reduce_sum" || type == "reduce_max" || type == "reduce_mean") {
-    RETURN_IF_ERROR(CheckArity(inputs, 1));
-    RETURN_IF_ERROR(CheckDtypes(inputs, *out));
-    RETURN_IF_ERROR(CheckDimsIn(out->shape(), "the output", inputs[0]->shape(), "the input"));
-    if (type == "reduce_mean") RETURN_IF_ERROR(FloatOnly(*out, type));
-    return f32 ? Reduce<float, double>(type, *inputs[0], out)
-               : Reduce<int32_t, int64_t>(type, *inputs[0], out);
   }
   if (type == "reshape" || type == "rename_dim" || type == "constant") {
     Tensor value;
@@ -338,6 +217,8 @@ absl::Status RunOp(const v1::Op& op, absl::Span<const Tensor* const> inputs, Ten
     if (out->num_elements() > 0) std::memcpy(dst, from, out->num_elements() * 4);
     return absl::OkStatus();
   }
+  // Every other op's reference kernel is registered by its family (core/ops_*.cc, linked with
+  // //core): a program linking only this target knows the built-in ops above.
   return absl::UnimplementedError("no reference kernel for this op type");
 }
 

@@ -57,7 +57,8 @@ void ExpectSameAsReference(const Case& c) {
   v1::Op op;
   op.set_name("case");
   op.set_type(c.type);
-  (*op.mutable_attrs())["scalar"].set_f(-1.75f);
+  // `scalar` is scale's factor; on a binary op it would mean the scalar-operand form.
+  if (c.type == "scale") (*op.mutable_attrs())["scalar"].set_f(-1.75f);
   const Shape out_shape = *Shape::Parse(c.out);
   Tensor want(c.dtype, out_shape), got(c.dtype, out_shape);
   // Poison the fast output so a kernel that skips elements cannot pass.
