@@ -42,6 +42,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "bench/bench_util.h"
 #include "gloo/allgather.h"
 #include "gloo/allreduce.h"
 #include "gloo/alltoall.h"
@@ -71,27 +72,10 @@ namespace {
 
 constexpr int kWorld = 2;
 
-void Die(const std::string& what) {
-  fprintf(stderr, "collectives_bench: %s\n", what.c_str());
-  _exit(1);
-}
-
-void CheckOk(const absl::Status& s) {
-  if (!s.ok()) Die(s.ToString());
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-void MaxDoubles(void* c, const void* a, const void* b, size_t n) {
-  for (size_t i = 0; i < n; ++i) {
-    static_cast<double*>(c)[i] =
-        std::max(static_cast<const double*>(a)[i], static_cast<const double*>(b)[i]);
-  }
-}
+using bench::CheckOk;
+using bench::Die;
+using bench::MaxDoubles;
+using bench::Median;
 
 // One rank: runs every (op, size), interleaving ours and raw; rank 0 writes
 // "op mib ours_median_s raw_median_s" lines to `results`.

@@ -59,6 +59,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
+#include "bench/bench_util.h"
 #include "core/explain.h"
 #include "core/mesh.h"
 #include "core/program_builder.h"
@@ -99,27 +100,10 @@ namespace {
 
 constexpr int64_t kCols = 1024;
 
-void Die(const std::string& what) {
-  fprintf(stderr, "reshard_bench: %s\n", what.c_str());
-  _exit(1);
-}
-
-void CheckOk(const absl::Status& s) {
-  if (!s.ok()) Die(s.ToString());
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-void MaxDoubles(void* c, const void* a, const void* b, size_t n) {
-  for (size_t i = 0; i < n; ++i) {
-    static_cast<double*>(c)[i] =
-        std::max(static_cast<const double*>(a)[i], static_cast<const double*>(b)[i]);
-  }
-}
+using bench::CheckOk;
+using bench::Die;
+using bench::MaxDoubles;
+using bench::Median;
 
 struct Kind {
   TensorLayout from;

@@ -1,0 +1,46 @@
+// Small helpers the benchmark binaries share. Benchmarks fork their ranks, so errors end the
+// process at once with a message instead of unwinding.
+#ifndef MESHRT_BENCH_BENCH_UTIL_H_
+#define MESHRT_BENCH_BENCH_UTIL_H_
+
+#include <errno.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace meshrt {
+namespace bench {
+
+// Prints "<program>: <what>" to stderr and exits with status 1.
+[[noreturn]] inline void Die(const std::string& what) {
+  std::fprintf(stderr, "%s: %s\n", program_invocation_short_name, what.c_str());
+  _exit(1);
+}
+
+inline void CheckOk(const absl::Status& s) {
+  if (!s.ok()) Die(s.ToString());
+}
+
+inline double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// A Gloo reduce function: elementwise max of doubles (to agree on the slowest rank's time).
+inline void MaxDoubles(void* c, const void* a, const void* b, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    static_cast<double*>(c)[i] =
+        std::max(static_cast<const double*>(a)[i], static_cast<const double*>(b)[i]);
+  }
+}
+
+}  // namespace bench
+}  // namespace meshrt
+
+#endif  // MESHRT_BENCH_BENCH_UTIL_H_
