@@ -84,6 +84,7 @@ LaidOutTensor LowerEinsum(LoweringContext& ctx, const v1::Op& op,
   }
   LaidOutTensor out = ctx.builder.EmitLocal(op, operands, out_shape, type.dtype, local_layout);
   out.partial_sum_axes = partial;
+  if (ctx.keep_partial != nullptr && ctx.keep_partial->count(op.name())) return out;
   return ctx.builder.Reshard(out, out_layout, op.name());
 }
 

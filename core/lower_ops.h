@@ -3,6 +3,8 @@
 #ifndef MESHRT_CORE_LOWER_OPS_H_
 #define MESHRT_CORE_LOWER_OPS_H_
 
+#include <set>
+#include <string>
 #include <vector>
 
 #include "core/graph.h"
@@ -14,10 +16,17 @@ struct LoweringContext {
   const Graph& graph;
   const LayoutRules& rules;
   ProgramBuilder& builder;
+  // Ops whose partial sums the caller resolves itself (a loop's accumulators, summed over the
+  // iterations first): their lowering may return a LaidOutTensor with partial_sum_axes.
+  const std::set<std::string>* keep_partial = nullptr;
 
   const Mesh& mesh() const { return builder.mesh(); }
   TensorLayout RuleLayout(const Shape& s) const { return rules.LayoutFor(s); }
 };
+
+// Lowers one op by its family (or its OpInfo::lower hook). lowering.cc.
+LaidOutTensor LowerOp(LoweringContext& ctx, const v1::Op& op,
+                      const std::vector<LaidOutTensor>& inputs);
 
 LaidOutTensor LowerSource(LoweringContext& ctx, const v1::Op& op);
 LaidOutTensor LowerElementwise(LoweringContext& ctx, const v1::Op& op,

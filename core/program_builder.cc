@@ -67,6 +67,19 @@ LaidOutTensor ProgramBuilder::EmitLocal(const v1::Op& op, const std::vector<Laid
   return out;
 }
 
+LaidOutTensor ProgramBuilder::AddPartials(const LaidOutTensor& a, const LaidOutTensor& b,
+                                          const std::string& source_op) {
+  MESHRT_CHECK(a.layout == b.layout && a.partial_sum_axes == b.partial_sum_axes &&
+                   a.shape == b.shape && a.dtype == b.dtype,
+               "adding unlike partial sums for ", source_op);
+  LaidOutTensor out = NewTensor(a.shape, a.dtype, a.layout);
+  out.partial_sum_axes = a.partial_sum_axes;
+  v1::Op* add = NewInstruction(out, {a.buffer, b.buffer}, source_op)->mutable_local();
+  add->set_name(source_op);
+  add->set_type("add");
+  return out;
+}
+
 LaidOutTensor ProgramBuilder::AllReduce(const LaidOutTensor& in, std::vector<int> mesh_axes,
                                         v1::ReduceOp op, const std::string& source_op) {
   std::sort(mesh_axes.begin(), mesh_axes.end());

@@ -44,6 +44,11 @@ class ProgramBuilder {
   LaidOutTensor EmitLocal(const v1::Op& op, const std::vector<LaidOutTensor>& inputs,
                           const Shape& shape, DType dtype, const TensorLayout& layout);
 
+  // a + b for two partial sums over the same mesh axes with the same layout (a loop accumulating
+  // partial sums before one reduction); local, the result keeps the partial-sum axes.
+  LaidOutTensor AddPartials(const LaidOutTensor& a, const LaidOutTensor& b,
+                            const std::string& source_op);
+
   // Allreduce over `mesh_axes` (the result keeps `in`'s shape and layout; those axes leave its
   // partial-sum axes). No-op when every axis has size 1.
   LaidOutTensor AllReduce(const LaidOutTensor& in, std::vector<int> mesh_axes, v1::ReduceOp op,
