@@ -12,6 +12,7 @@
 #include "client/graph_io.h"
 #include "core/explain.h"
 #include "core/lowering.h"
+#include "core/autodiff.h"
 #include "core/ops.h"
 #include "core/status_macros.h"
 #include "util/flags.h"
@@ -125,7 +126,8 @@ absl::Status OpsCommand(const std::vector<std::string>& args, CliIo io) {
                 "COLLECTIVES (LOWERING MAY EMIT)", "COMPUTES");
   for (const OpInfo& op : AllOps()) {
     io.out << row(op.type, FamilyName(op.family), Arity(op), op.differentiable ? "yes" : "no",
-                  op.differentiable ? "not yet" : "-", op.collectives, op.summary);
+                  !op.differentiable ? "-" : HasGradient(op.type) ? "yes" : "not yet",
+                  op.collectives, op.summary);
   }
   return absl::OkStatus();
 }
