@@ -114,7 +114,7 @@ TEST(WhileLoopTest, LayoutInvariance) {
       SimulatedMeshOptions options;
       options.kernels = &CpuKernels();
       ASSERT_OK_AND_ASSIGN(TensorMap got, RunOnSimulatedMesh(program, feeds, options));
-      for (const std::string& name : {"grads", "x_last"}) {
+      for (const char* name : {"grads", "x_last"}) {
         EXPECT_LE(MaxRelativeError(got.at(name), want.at(name)), 1e-5) << name;
       }
     }
