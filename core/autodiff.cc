@@ -14,7 +14,7 @@ const std::set<std::string>& Rules() {
   static const auto* rules = new std::set<std::string>{
       "einsum", "add",  "sub",  "mul",    "div",     "neg",        "scale",       "relu",
       "exp",    "log",  "sqrt", "square", "tanh",    "sigmoid",    "reduce_sum",  "reduce_mean",
-      "reshape", "rename_dim"};
+      "reshape", "rename_dim", "softmax", "log_softmax", "softmax_cross_entropy"};
   return *rules;
 }
 
@@ -28,6 +28,13 @@ v1::Op WithScalar(const std::string& type, float scalar, bool scalar_first = fal
   v1::Op op = Typed(type);
   (*op.mutable_attrs())["scalar"].set_f(scalar);
   if (scalar_first) (*op.mutable_attrs())["scalar_first"].set_b(true);
+  return op;
+}
+
+// An op of `type` over the same `dims` as `like` (the normalised dims of a softmax).
+v1::Op WithDims(const std::string& type, const v1::Op& like) {
+  v1::Op op = Typed(type);
+  *op.mutable_dims() = like.dims();
   return op;
 }
 
@@ -118,6 +125,18 @@ class Differentiator {
       const double count =
           static_cast<double>(in[0].shape.num_elements()) / std::max<int64_t>(1, y.shape.num_elements());
       grad(0, b_.Scale(b_.Einsum({dy}, in[0].shape), static_cast<float>(1.0 / count)));
+    } else if (t == "softmax") {  // y (dy - sum_D(dy y))
+      TensorRef s = b_.Apply(WithDims("reduce_sum", op), {b_.Mul(dy, y)});
+      grad(0, b_.Mul(y, b_.Sub(dy, s)));
+    } else if (t == "log_softmax") {  // dy - exp(y) sum_D(dy)
+      TensorRef s = b_.Apply(WithDims("reduce_sum", op), {dy});
+      grad(0, b_.Sub(dy, b_.Mul(b_.Exp(y), s)));
+    } else if (t == "softmax_cross_entropy") {
+      // loss = -sum_D t log_softmax(l): dl = dy (softmax(l) sum_D(t) - t), dt = -dy log_softmax(l)
+      TensorRef p = b_.Apply(WithDims("softmax", op), {in[0]});
+      TensorRef mass = b_.Apply(WithDims("reduce_sum", op), {in[1]});
+      grad(0, b_.Mul(dy, b_.Sub(b_.Mul(p, mass), in[1])));
+      grad(1, b_.Neg(b_.Mul(dy, b_.Apply(WithDims("log_softmax", op), {in[0]}))));
     } else if (t == "reshape" || t == "rename_dim") {
       grad(0, b_.Reshape(dy, in[0].shape));
     } else {

@@ -5,7 +5,7 @@
 //
 // Gradient rules so far: einsum; add sub mul div (broadcast by name; the scalar-operand forms of
 // add, sub and mul); neg scale relu exp log sqrt square tanh sigmoid; reduce_sum reduce_mean;
-// reshape rename_dim. Other ops on the path from the variables to the loss give Unimplemented
+// softmax log_softmax softmax_cross_entropy; reshape rename_dim. Other ops on the path from the variables to the loss give Unimplemented
 // naming the op (`meshrt ops` shows which ops have a gradient).
 #ifndef MESHRT_CORE_AUTODIFF_H_
 #define MESHRT_CORE_AUTODIFF_H_

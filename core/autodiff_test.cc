@@ -130,6 +130,42 @@ TEST(AutodiffTest, DataParallelGradientAllreduceAppearsByItself) {
   EXPECT_EQ(grad_allreduces, 1);
 }
 
+// Cross-entropy of log-softmax-ed, softmax-ed logits against soft targets: the Transformer's loss.
+TEST(AutodiffTest, SoftmaxFamilyMatchesFiniteDifferences) {
+  GraphBuilder b;
+  TensorRef l = b.Placeholder("l", Shape({{"batch", 3}, {"vocab", 5}}));
+  TensorRef t = b.Placeholder("t", Shape({{"batch", 3}, {"vocab", 5}}));
+  auto with_dims = [](const std::string& type) {
+    v1::Op op;
+    op.set_type(type);
+    op.add_dims("vocab");
+    return op;
+  };
+  TensorRef targets = b.Apply(with_dims("softmax"), {t});
+  TensorRef shifted = b.Add(b.Apply(with_dims("log_softmax"), {l}), l);
+  TensorRef ce = b.Apply(with_dims("softmax_cross_entropy"), {shifted, targets});
+  TensorRef loss = b.ReduceSum(ce, {}, "loss");
+  ASSERT_OK_AND_ASSIGN(std::vector<TensorRef> grads, Gradients(b, loss, {l, t}));
+  ASSERT_OK_AND_ASSIGN(Graph graph, b.Build());
+  TensorMap feeds = Feeds(graph, 3);
+  std::vector<std::string> fetches = {grads[0].name, grads[1].name};
+  ASSERT_OK_AND_ASSIGN(TensorMap out, Interpret(graph, feeds, fetches));
+  const float eps = 1e-2f;
+  for (int p = 0; p < 2; ++p) {
+    const std::string name = p == 0 ? "l" : "t";
+    for (int64_t i = 0; i < 15; ++i) {
+      TensorMap plus = feeds, minus = feeds;
+      plus[name].f32()[i] += eps;
+      minus[name].f32()[i] -= eps;
+      const float numeric = (Interpret(graph, plus, {"loss"}).value().at("loss").f32()[0] -
+                             Interpret(graph, minus, {"loss"}).value().at("loss").f32()[0]) /
+                            (2 * eps);
+      EXPECT_NEAR(out.at(grads[p].name).f32()[i], numeric, 2e-3 + 2e-2 * std::fabs(numeric))
+          << name << "[" << i << "]";
+    }
+  }
+}
+
 TEST(AutodiffTest, OpsWithoutARuleAreNamed) {
   GraphBuilder b;
   TensorRef x = b.Placeholder("x", Shape({{"a", 4}}));
