@@ -144,7 +144,10 @@ TEST(AutodiffTest, SoftmaxFamilyMatchesFiniteDifferences) {
   TensorRef targets = b.Apply(with_dims("softmax"), {t});
   TensorRef shifted = b.Add(b.Apply(with_dims("log_softmax"), {l}), l);
   TensorRef ce = b.Apply(with_dims("softmax_cross_entropy"), {shifted, targets});
-  TensorRef loss = b.ReduceSum(ce, {}, "loss");
+  // A second term whose upstream gradient does not sum to zero over vocab (the cross-entropy's
+  // does, which would hide a wrong log_softmax rule).
+  TensorRef extra = b.ReduceSum(b.Mul(b.Apply(with_dims("log_softmax"), {l}), t), {});
+  TensorRef loss = b.Add(b.ReduceSum(ce, {}), extra, "loss");
   ASSERT_OK_AND_ASSIGN(std::vector<TensorRef> grads, Gradients(b, loss, {l, t}));
   ASSERT_OK_AND_ASSIGN(Graph graph, b.Build());
   TensorMap feeds = Feeds(graph, 3);
