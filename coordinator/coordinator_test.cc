@@ -5,6 +5,7 @@
 
 #include <random>
 
+#include "client/random_feeds.h"
 #include "coordinator/in_process_workers.h"
 #include "core/builder.h"
 #include "core/test_util.h"
@@ -23,18 +24,6 @@ v1::Graph MlpGraph() {
   b.MarkOutput(y);
   b.MarkOutput(b.ReduceSum(y, {"d_out"}, "s"));
   return b.proto();
-}
-
-TensorMap Feeds(const Graph& g) {
-  std::mt19937 rng(3);
-  std::uniform_real_distribution<float> dist(-1, 1);
-  TensorMap feeds;
-  for (const std::string& p : g.Placeholders()) {
-    Tensor t(DType::kFloat32, g.type(p).shape);
-    for (int64_t i = 0; i < t.num_elements(); ++i) t.f32()[i] = dist(rng);
-    feeds[p] = t;
-  }
-  return feeds;
 }
 
 v1::CreateSessionRequest Request(const std::string& mesh, const std::string& layout,
@@ -84,7 +73,7 @@ class CoordinatorTest : public ::testing::Test {
 TEST_F(CoordinatorTest, RunsStepsEqualToTheReference) {
   Register(4);
   const Graph g = Graph::Build(MlpGraph()).value();
-  const TensorMap feeds = Feeds(g);
+  const TensorMap feeds = RandomFeeds(g, 3);
   ASSERT_OK_AND_ASSIGN(TensorMap want, Interpret(g, feeds));
   for (const char* layout : {"batch:rows,hidden:cols", "d_in:rows,hidden:cols", ""}) {
     SCOPED_TRACE(layout);
@@ -124,7 +113,7 @@ TEST_F(CoordinatorTest, BadInputIsRefusedBeforeDispatch) {
   ASSERT_OK_AND_ASSIGN(v1::CreateSessionResponse s,
                        coordinator_.CreateSession(Request("rows:2,cols:2", "batch:rows")));
   const Graph g = Graph::Build(MlpGraph()).value();
-  TensorMap feeds = Feeds(g);
+  TensorMap feeds = RandomFeeds(g, 3);
   TensorMap unknown = feeds;
   unknown["nope"] = feeds.at("x");
   EXPECT_TRUE(StatusIs(coordinator_.RunStep(s.session(), unknown, {}).status(),
@@ -148,7 +137,7 @@ TEST_F(CoordinatorTest, BadInputIsRefusedBeforeDispatch) {
 TEST_F(CoordinatorTest, DeadWorkerFailsItsSessionOnlyAndCanBeReplaced) {
   Register(4);
   const Graph g = Graph::Build(MlpGraph()).value();
-  const TensorMap feeds = Feeds(g);
+  const TensorMap feeds = RandomFeeds(g, 3);
   ASSERT_OK_AND_ASSIGN(v1::CreateSessionResponse s,
                        coordinator_.CreateSession(Request("rows:2,cols:2", "batch:rows,hidden:cols")));
   ASSERT_TRUE(coordinator_.RunStep(s.session(), feeds, {}).ok());
@@ -180,7 +169,7 @@ TEST_F(CoordinatorTest, WorkerErrorNamesTheWorkerAndStep) {
                        coordinator_.CreateSession(Request("p:2", "hidden:p")));
   const Graph g = Graph::Build(MlpGraph()).value();
   workers_.Break("w1", absl::InternalError("step 1: instruction 3 (source_op 'y'): boom"));
-  absl::Status st = coordinator_.RunStep(s.session(), Feeds(g), {}).status();
+  absl::Status st = coordinator_.RunStep(s.session(), RandomFeeds(g, 3), {}).status();
   EXPECT_TRUE(StatusIs(st, absl::StatusCode::kInternal,
                        {"step 1 of session", "worker 1 (w1, mesh coordinate (1))",
                         "source_op 'y'"}));

@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/client.h"
 #include "client/local_cluster.h"
+#include "client/random_feeds.h"
 #include "core/builder.h"
 #include "core/test_util.h"
 #include "gtest/gtest.h"
@@ -50,18 +51,6 @@ v1::Graph Mlp() {
 // a wrong or missing slice is off by order 1.
 constexpr double kTolerance = 1e-3;
 
-TensorMap Feeds(const Graph& g) {
-  std::mt19937 rng(5);
-  std::uniform_real_distribution<float> dist(-1, 1);
-  TensorMap feeds;
-  for (const std::string& p : g.Placeholders()) {
-    Tensor t(DType::kFloat32, g.type(p).shape);
-    for (int64_t i = 0; i < t.num_elements(); ++i) t.f32()[i] = dist(rng);
-    feeds[p] = std::move(t);
-  }
-  return feeds;
-}
-
 std::unique_ptr<Client> Connect(const LocalCluster& cluster) {
   ClientOptions co;
   co.address = cluster.address();
@@ -79,7 +68,7 @@ TEST(DrainTest, SigtermFinishesTheStepDeregistersAndFailsTheSessionAtOnce) {
   ASSERT_OK_AND_ASSIGN(Mesh mesh, Mesh::Parse("rows:2,cols:2"));
   ASSERT_OK_AND_ASSIGN(LayoutRules rules, LayoutRules::Parse("batch:rows,hidden:cols", mesh));
   ASSERT_OK_AND_ASSIGN(auto session, client->CreateSession(proto, mesh, rules));
-  const TensorMap feeds = Feeds(graph);
+  const TensorMap feeds = RandomFeeds(graph, 5);
   ASSERT_OK_AND_ASSIGN(TensorMap want, Interpret(graph, feeds));
 
   // Steps back to back in one thread; SIGTERM to worker 2 (mesh coordinate (1,0)) meanwhile.

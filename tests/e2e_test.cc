@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/client.h"
 #include "client/local_cluster.h"
+#include "client/random_feeds.h"
 #include "core/builder.h"
 #include "core/test_util.h"
 #include "grpcpp/generic/generic_stub.h"
@@ -35,18 +36,6 @@ v1::Graph MlpGraph() {
   TensorRef t = b.RenameDim(h, "hidden", "hidden2", "t");
   b.MarkOutput(b.ReduceMax(t, {"batch"}, "u"));
   return b.proto();
-}
-
-TensorMap RandomFeeds(const Graph& g, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-1, 1);
-  TensorMap feeds;
-  for (const std::string& p : g.Placeholders()) {
-    Tensor t(DType::kFloat32, g.type(p).shape);
-    for (int64_t i = 0; i < t.num_elements(); ++i) t.f32()[i] = dist(rng);
-    feeds[p] = std::move(t);
-  }
-  return feeds;
 }
 
 class EndToEndTest : public ::testing::Test {

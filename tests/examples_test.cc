@@ -6,6 +6,7 @@
 #include <random>
 #include <sstream>
 
+#include "client/random_feeds.h"
 #include "core/graph.h"
 #include "core/interpreter.h"
 #include "core/lowering.h"
@@ -55,14 +56,7 @@ TEST(ExamplesTest, EveryExampleRunsOnASimulatedMesh) {
     v1::Graph proto;
     ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(text.str(), &proto));
     ASSERT_OK_AND_ASSIGN(Graph g, Graph::Build(proto));
-    std::mt19937 rng(1);
-    std::uniform_real_distribution<float> dist(-1, 1);
-    TensorMap feeds;
-    for (const std::string& p : g.Placeholders()) {
-      Tensor t(DType::kFloat32, g.type(p).shape);
-      for (int64_t i = 0; i < t.num_elements(); ++i) t.f32()[i] = dist(rng);
-      feeds[p] = t;
-    }
+    const TensorMap feeds = RandomFeeds(g, 1);
     ASSERT_OK_AND_ASSIGN(TensorMap want, Interpret(g, feeds));
     ASSERT_OK_AND_ASSIGN(Mesh mesh, Mesh::Parse("rows:2,cols:2"));
     ASSERT_OK_AND_ASSIGN(LayoutRules rules, LayoutRules::Parse("batch:rows,hidden:cols", mesh));

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "client/random_feeds.h"
 #include "core/builder.h"
 #include "core/ops.h"
 #include "google/protobuf/text_format.h"
@@ -312,15 +313,7 @@ bool LayoutIsValid(const Graph& graph, const Mesh& mesh, const LayoutRules& rule
 }
 
 TensorMap GeneratedFeeds(const Graph& graph, uint64_t seed) {
-  std::mt19937_64 rng(seed * 7919 + 1);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  TensorMap feeds;
-  for (const std::string& p : graph.Placeholders()) {
-    Tensor t(DType::kFloat32, graph.type(p).shape);
-    for (int64_t i = 0; i < t.num_elements(); ++i) t.f32()[i] = dist(rng);
-    feeds[p] = std::move(t);
-  }
-  return feeds;
+  return RandomFeeds(graph, seed * 7919 + 1);
 }
 
 std::string Describe(const GeneratedCase& c) {

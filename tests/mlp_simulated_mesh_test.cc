@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "client/random_feeds.h"
 #include "core/builder.h"
 #include "core/interpreter.h"
 #include "core/lowering.h"
@@ -37,18 +38,6 @@ Graph MlpGraph() {
   TensorRef z = b.Reshape(y, Shape({{"batch", 8}, {"o1", 2}, {"o2", 4}}), "z");
   b.MarkOutput(b.Exp(b.Scale(z, 0.01f), "ez"));
   return b.Build().value();
-}
-
-TensorMap RandomFeeds(const Graph& g, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  TensorMap feeds;
-  for (const std::string& name : g.Placeholders()) {
-    Tensor t(DType::kFloat32, g.type(name).shape);
-    for (int64_t i = 0; i < t.num_elements(); ++i) t.f32()[i] = dist(rng);
-    feeds[name] = std::move(t);
-  }
-  return feeds;
 }
 
 struct Case {
