@@ -51,6 +51,41 @@ TensorRef GraphBuilder::Placeholder(const std::string& name, const Shape& shape,
   return Apply(std::move(op), {}, name);
 }
 
+TensorRef GraphBuilder::Variable(const std::string& name, const Shape& shape,
+                                 const Initializer& init, DType dtype) {
+  v1::Op op;
+  op.set_type("variable");
+  *op.mutable_shape() = shape.ToProto();
+  op.set_dtype(DTypeToProto(dtype));
+  auto& attrs = *op.mutable_attrs();
+  attrs["initializer"].set_s(init.kind);
+  if (init.kind == "constant") attrs["value"].set_f(init.value);
+  if (init.kind == "uniform") {
+    attrs["minval"].set_f(init.minval);
+    attrs["maxval"].set_f(init.maxval);
+  }
+  if (init.kind == "normal" || init.kind == "truncated_normal") {
+    attrs["mean"].set_f(init.mean);
+    attrs["stddev"].set_f(init.stddev);
+  }
+  if (init.seed != 0) attrs["seed"].set_i(init.seed);
+  for (const std::string& d : init.fan_in) op.add_dims(d);
+  if (name.empty()) {
+    status_.Update(absl::InvalidArgumentError("a variable needs a name (checkpoints refer to it)"));
+  }
+  return Apply(std::move(op), {}, name);
+}
+
+TensorRef GraphBuilder::Assign(const TensorRef& var, const TensorRef& value,
+                               const std::string& name) {
+  return Binary("assign", var, value, name);
+}
+
+TensorRef GraphBuilder::AssignAdd(const TensorRef& var, const TensorRef& delta,
+                                  const std::string& name) {
+  return Binary("assign_add", var, delta, name);
+}
+
 TensorRef GraphBuilder::Constant(const Tensor& value, const std::string& name) {
   v1::Op op;
   op.set_type("constant");

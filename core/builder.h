@@ -34,8 +34,26 @@ struct TensorRef {
   DType dtype = DType::kFloat32;
 };
 
+// How a variable starts (core/ops_state.h lists the kinds and their parameters).
+struct Initializer {
+  std::string kind = "zeros";  // zeros, ones, constant, uniform, normal, truncated_normal,
+                               // glorot_uniform, glorot_normal
+  float value = 0;             // constant
+  float minval = 0, maxval = 1;  // uniform
+  float mean = 0, stddev = 1;    // normal, truncated_normal
+  int64_t seed = 0;
+  std::vector<std::string> fan_in;  // glorot: fan-in dims (default: all but the last)
+};
+
 class GraphBuilder {
  public:
+  // A variable (state kept on the workers between steps; core/ops_state.h).
+  TensorRef Variable(const std::string& name, const Shape& shape, const Initializer& init = {},
+                     DType dtype = DType::kFloat32);
+  // After the step, `var` (a Variable's handle) holds `value` / var + `delta`. Returns the new value.
+  TensorRef Assign(const TensorRef& var, const TensorRef& value, const std::string& name = "");
+  TensorRef AssignAdd(const TensorRef& var, const TensorRef& delta, const std::string& name = "");
+
   TensorRef Placeholder(const std::string& name, const Shape& shape,
                         DType dtype = DType::kFloat32);
   TensorRef Constant(const Tensor& value, const std::string& name = "");

@@ -1,5 +1,7 @@
 #include "core/graph.h"
 
+#include "core/ops_state.h"
+
 #include <algorithm>
 #include <set>
 
@@ -120,6 +122,7 @@ absl::StatusOr<Graph> Graph::Build(v1::Graph proto) {
           absl::StrCat("graph output '", out, "' names no tensor of the graph"));
     }
   }
+  RETURN_IF_ERROR(CheckStateOps(p));
   return g;
 }
 

@@ -1,6 +1,7 @@
 #include "core/interpreter.h"
 
 #include "absl/strings/str_cat.h"
+#include "core/ops_state.h"
 #include "core/status_macros.h"
 
 namespace meshrt {
@@ -34,6 +35,13 @@ absl::Status CheckFeeds(const Graph& graph, const TensorMap& feeds) {
 absl::StatusOr<TensorMap> Interpret(const Graph& graph, const TensorMap& feeds,
                                     const std::vector<std::string>& fetches,
                                     const KernelRunner& kernels) {
+  TensorMap variables;
+  return InterpretStep(graph, feeds, fetches, &variables, kernels);
+}
+
+absl::StatusOr<TensorMap> InterpretStep(const Graph& graph, const TensorMap& feeds,
+                                        const std::vector<std::string>& fetches,
+                                        TensorMap* variables, const KernelRunner& kernels) {
   RETURN_IF_ERROR(CheckFeeds(graph, feeds));
   for (const std::string& f : fetches) {
     if (!graph.HasTensor(f)) {
@@ -47,6 +55,17 @@ absl::StatusOr<TensorMap> Interpret(const Graph& graph, const TensorMap& feeds,
       values[op.name()] = feeds.at(op.name());
       continue;
     }
+    if (op.type() == "variable" && variables->count(op.name())) {
+      const Tensor& v = variables->at(op.name());
+      const TensorType& want = graph.type(op.name());
+      if (v.shape() != want.shape || v.dtype() != want.dtype) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "variable '", op.name(), "' holds ", DTypeName(v.dtype()), v.shape().ToString(),
+            " but the graph declares it ", DTypeName(want.dtype), want.shape.ToString()));
+      }
+      values[op.name()] = v;
+      continue;
+    }
     std::vector<const Tensor*> inputs;
     for (const std::string& in : op.inputs()) inputs.push_back(&values.at(in));
     const TensorType& type = graph.type(op.name());
@@ -57,6 +76,15 @@ absl::StatusOr<TensorMap> Interpret(const Graph& graph, const TensorMap& feeds,
                                                  "): ", s.message()));
     }
     values[op.name()] = std::move(out);
+  }
+  // Updates take effect together, after every op has read the values of the step's start.
+  for (const v1::Op& op : graph.proto().ops()) {
+    if (op.type() == "variable" && !variables->count(op.name())) {
+      (*variables)[op.name()] = values.at(op.name());
+    }
+  }
+  for (const v1::Op& op : graph.proto().ops()) {
+    if (IsVariableUpdate(op.type())) (*variables)[op.inputs(0)] = values.at(op.name());
   }
   if (fetches.empty()) return values;
   TensorMap result;

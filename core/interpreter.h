@@ -27,6 +27,16 @@ absl::StatusOr<TensorMap> Interpret(const Graph& graph, const TensorMap& feeds,
                                     const std::vector<std::string>& fetches = {},
                                     const KernelRunner& kernels = ReferenceKernels());
 
+// One step of a graph with state (core/ops_state.h): as Interpret, but variables read their values
+// from `*variables` (a variable missing there starts from its initializer), and afterwards
+// `*variables` holds every variable's value after the step (assigned values replace old ones).
+// On error `*variables` is unchanged. InvalidArgument when a held value does not match the
+// variable's declared type.
+absl::StatusOr<TensorMap> InterpretStep(const Graph& graph, const TensorMap& feeds,
+                                        const std::vector<std::string>& fetches,
+                                        TensorMap* variables,
+                                        const KernelRunner& kernels = ReferenceKernels());
+
 }  // namespace meshrt
 
 #endif  // MESHRT_CORE_INTERPRETER_H_

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/ops.h"
+#include "core/ops_dataset.h"
 #include "core/status_macros.h"
 
 namespace meshrt {
@@ -38,6 +39,10 @@ uint64_t Draw(uint64_t key, uint64_t index, int counter) {
 
 float Uniform(uint64_t draw) { return static_cast<float>(draw >> 40) * (1.0f / 16777216.0f); }
 
+uint64_t StepKey(uint64_t key, int64_t step) {
+  return Mix(key ^ Mix(static_cast<uint64_t>(step) + kGolden));
+}
+
 double Normal(uint64_t draw0, uint64_t draw1) {
   const double u1 = (static_cast<double>(draw0 >> 40) + 1.0) / 16777216.0;  // (0, 1]
   const double u2 = static_cast<double>(draw1 >> 40) / 16777216.0;          // [0, 1)
@@ -50,7 +55,8 @@ absl::Status OpError(const v1::Op& op, absl::string_view msg) {
   return absl::InvalidArgumentError(absl::StrCat("op '", op.name(), "' (", op.type(), "): ", msg));
 }
 
-// The global row-major index of every element of the output slice, in slice order.
+}  // namespace
+
 absl::StatusOr<std::vector<uint64_t>> GlobalIndices(const v1::Op& op, const Shape& slice) {
   std::vector<int64_t> begin(slice.rank(), 0), global = slice.Sizes();
   if (op.attrs().count("_slice_begin")) {
@@ -80,7 +86,10 @@ absl::StatusOr<std::vector<uint64_t>> GlobalIndices(const v1::Op& op, const Shap
   return out;
 }
 
-absl::StatusOr<TensorType> InferSource(const v1::Op& op, const std::vector<TensorType>&) {
+namespace {
+
+absl::StatusOr<TensorType> InferSource(const v1::Op& op, const std::vector<TensorType>& in) {
+  if (!in.empty()) RETURN_IF_ERROR(dataset::CheckStepType(op, in[0]));  // random_*'s step
   auto shape = Shape::FromProto(op.shape(), absl::StrCat("op '", op.name(), "' shape"));
   if (!shape.ok()) return OpError(op, shape.status().message());
   DType dtype = DType::kFloat32;
@@ -124,10 +133,14 @@ absl::Status FillKernel(const v1::Op& op, absl::Span<const Tensor* const> in, Te
 }
 
 absl::Status RandomKernel(const v1::Op& op, absl::Span<const Tensor* const> in, Tensor* out) {
-  if (!in.empty()) return OpError(op, "takes no inputs");
+  if (in.size() > 1) return OpError(op, "takes at most one input (the step)");
   if (out->dtype() != DType::kFloat32) return absl::UnimplementedError("float32 only");
   ASSIGN_OR_RETURN(const std::vector<uint64_t> index, GlobalIndices(op, out->shape()));
-  const uint64_t key = StreamKey(IntAttrOr(op, "seed", 0), op.name());
+  uint64_t key = StreamKey(IntAttrOr(op, "seed", 0), op.name());
+  if (in.size() == 1) {
+    ASSIGN_OR_RETURN(const int64_t step, dataset::StepValue(op, *in[0]));
+    key = StepKey(key, step);
+  }
   float* o = out->f32();
   if (op.type() == "random_uniform") {
     const float lo = FloatAttrOr(op, "minval", 0.0f), hi = FloatAttrOr(op, "maxval", 1.0f);
@@ -155,7 +168,7 @@ absl::Status DropoutKernel(const v1::Op& op, absl::Span<const Tensor* const> in,
   }
   ASSIGN_OR_RETURN(const float rate, FloatAttr(op, "rate"));
   ASSIGN_OR_RETURN(const std::vector<uint64_t> index, GlobalIndices(op, out->shape()));
-  const uint64_t key = StreamKey(IntAttrOr(op, "seed", 0), op.name());
+  const uint64_t key = StreamKey(IntAttrOr(op, "seed", 0), StringAttrOr(op, "stream", op.name()));
   const float scale = 1.0f / (1.0f - rate);
   for (size_t i = 0; i < index.size(); ++i) {
     out->f32()[i] = Uniform(Draw(key, index[i], 0)) >= rate ? x.f32()[i] * scale : 0.0f;
@@ -164,14 +177,17 @@ absl::Status DropoutKernel(const v1::Op& op, absl::Span<const Tensor* const> in,
 }
 
 const bool kRegistered = RegisterOps({
-    {"random_uniform", OpFamily::kSource, 0, 0, false,
-     "uniform in [attrs.minval, attrs.maxval) keyed on (seed, op name, global index)", "none", true,
+    {"random_uniform", OpFamily::kSource, 0, 1, false,
+     "uniform in [attrs.minval, attrs.maxval) keyed on (seed, op name, [step,] global index)",
+     "none", true,
      InferSource, RandomKernel, LowerRandom},
-    {"random_normal", OpFamily::kSource, 0, 0, false,
-     "normal(attrs.mean, attrs.stddev) keyed on (seed, op name, global index)", "none", true,
+    {"random_normal", OpFamily::kSource, 0, 1, false,
+     "normal(attrs.mean, attrs.stddev) keyed on (seed, op name, [step,] global index)", "none",
+     true,
      InferSource, RandomKernel, LowerRandom},
     {"dropout", OpFamily::kElementwise, 1, 1, true,
-     "x / (1 - attrs.rate) where uniform(seed, op name, global index) >= rate, else 0", "none",
+     "x / (1 - attrs.rate) where uniform(seed, attrs.stream or op name, global index) >= rate, "
+     "else 0", "none",
      true, InferDropout, DropoutKernel, LowerRandom},
     {"zeros", OpFamily::kSource, 0, 0, false, "a tensor of `shape` filled with 0", "none", false,
      InferSource, FillKernel, LowerRandom},

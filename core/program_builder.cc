@@ -67,6 +67,38 @@ LaidOutTensor ProgramBuilder::EmitLocal(const v1::Op& op, const std::vector<Laid
   return out;
 }
 
+LaidOutTensor ProgramBuilder::AddVariable(const v1::Op& op, const Shape& shape, DType dtype,
+                                          const TensorLayout& layout) {
+  LaidOutTensor t = NewTensor(shape, dtype, layout);
+  v1::ProgramVariable* var = program_.add_variables();
+  var->set_name(op.name());
+  var->set_buffer(t.buffer);
+  *var->mutable_shape() = shape.ToProto();
+  var->set_dtype(DTypeToProto(dtype));
+  *var->mutable_layout() = layout.ToProto();
+  var->set_update_buffer(-1);
+  // The initializer is an instruction like any local op, kept aside: the executor runs it only
+  // when the processor has no slice of the variable yet.
+  v1::Instruction* inst = NewInstruction(t, {}, op.name());
+  *inst->mutable_local() = op;
+  *inst->mutable_local()->mutable_shape() = inst->slice_shape();
+  *var->mutable_initializer() = *inst;
+  program_.mutable_instructions()->RemoveLast();
+  return t;
+}
+
+void ProgramBuilder::SetVariableUpdate(const std::string& name, const LaidOutTensor& value) {
+  MESHRT_CHECK(value.partial_sum_axes.empty(), "variable ", name, " assigned a partial sum");
+  for (v1::ProgramVariable& var : *program_.mutable_variables()) {
+    if (var.name() != name) continue;
+    MESHRT_CHECK(TensorLayout::FromProto(var.layout()) == value.layout, "variable ", name,
+                 " assigned a value in another layout");
+    var.set_update_buffer(value.buffer);
+    return;
+  }
+  MESHRT_CHECK(false, "no program variable ", name);
+}
+
 LaidOutTensor ProgramBuilder::AddPartials(const LaidOutTensor& a, const LaidOutTensor& b,
                                           const std::string& source_op) {
   MESHRT_CHECK(a.layout == b.layout && a.partial_sum_axes == b.partial_sum_axes &&

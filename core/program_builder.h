@@ -76,6 +76,15 @@ class ProgramBuilder {
   LaidOutTensor Broadcast(const LaidOutTensor& in, std::vector<int> mesh_axes, int root,
                           const std::string& source_op);
 
+  // A program variable (core/ops_state.h) for variable op `op`: its slice is in the returned
+  // tensor's buffer at the start of every step; the initializer is `op` run as a local op.
+  LaidOutTensor AddVariable(const v1::Op& op, const Shape& shape, DType dtype,
+                            const TensorLayout& layout);
+
+  // The variable called `name` takes `value`'s slice after the step. Preconditions (CHECKed): the
+  // variable exists, has `value`'s layout, and `value` is no partial sum.
+  void SetVariableUpdate(const std::string& name, const LaidOutTensor& value);
+
   // Records that graph tensor `name` lives in `t` (what workers can fetch).
   void BindOutput(const std::string& name, const LaidOutTensor& t);
 

@@ -96,20 +96,94 @@ Executor::Executor(const v1::Program& program, std::vector<int64_t> coordinate,
       communicator_(communicator) {}
 
 absl::Status Executor::Run(const std::map<std::string, Tensor>& input_slices) {
+  state_buffers_.clear();
   RETURN_IF_ERROR(Prepare(input_slices));
-  for (int i = 0; i < program_.instructions_size(); ++i) {
+  absl::Status s = LoadVariables();
+  for (int i = 0; s.ok() && i < program_.instructions_size(); ++i) {
     const v1::Instruction& instr = program_.instructions(i);
     Tensor out;
-    absl::Status s = RunInstruction(instr, &out);
+    s = RunInstruction(instr, &out);
     if (!s.ok()) {
-      return absl::Status(s.code(),
-                          absl::StrCat("instruction ", i, " (source_op '", instr.source_op(), "', ",
-                                       DescribeInstructionKind(instr, mesh_), ") at processor ",
-                                       CoordinateString(coordinate_), ": ", s.message()));
+      s = absl::Status(s.code(),
+                       absl::StrCat("instruction ", i, " (source_op '", instr.source_op(), "', ",
+                                    DescribeInstructionKind(instr, mesh_), ") at processor ",
+                                    CoordinateString(coordinate_), ": ", s.message()));
+      break;
     }
     buffers_[instr.output()] = std::move(out);
   }
+  StoreVariables(/*step_succeeded=*/s.ok());
+  return s;
+}
+
+absl::Status Executor::LoadVariables() {
+  const int n = program_.num_buffers();
+  for (const v1::ProgramVariable& var : program_.variables()) {
+    if (var.buffer() < 0 || var.buffer() >= n || var.update_buffer() < -1 ||
+        var.update_buffer() >= n) {
+      return Invalid(absl::StrCat("variable '", var.name(), "' names buffers ", var.buffer(), " and ",
+                                  var.update_buffer(), " but the program has ", n));
+    }
+    auto it = variables_.find(var.name());
+    if (it != variables_.end()) {
+      buffers_[var.buffer()] = std::move(it->second);
+      variables_.erase(it);
+      continue;
+    }
+    Tensor init;
+    absl::Status s = RunInstruction(var.initializer(), &init);
+    if (!s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("initializing variable '", var.name(),
+                                                 "' at processor ", CoordinateString(coordinate_),
+                                                 ": ", s.message()));
+    }
+    buffers_[var.buffer()] = std::move(init);
+  }
   return absl::OkStatus();
+}
+
+void Executor::StoreVariables(bool step_succeeded) {
+  // Where each variable's next value is; a buffer feeding several variables is copied for all
+  // but the last (e.g. assign(b, a) with a unchanged).
+  std::map<int, int> uses;
+  auto source = [&](const v1::ProgramVariable& var) {
+    return step_succeeded && var.update_buffer() >= 0 ? var.update_buffer() : var.buffer();
+  };
+  for (const v1::ProgramVariable& var : program_.variables()) ++uses[source(var)];
+  for (const v1::ProgramVariable& var : program_.variables()) {
+    const int b = source(var);
+    if (b < 0 || b >= static_cast<int>(buffers_.size()) || !buffers_[b].has_value()) {
+      continue;  // a malformed program failed before loading it; the slice stays where it is
+    }
+    if (--uses[b] == 0) {
+      variables_[var.name()] = std::move(*buffers_[b]);
+      buffers_[b].reset();
+      state_buffers_[b] = var.name();  // fetches of buffer b read the variable
+    } else {
+      variables_[var.name()] = *buffers_[b];
+    }
+  }
+}
+
+absl::Status Executor::SetVariable(const std::string& name, Tensor slice) {
+  for (const v1::ProgramVariable& var : program_.variables()) {
+    if (var.name() != name) continue;
+    auto mesh = Mesh::FromProto(program_.mesh());
+    if (!mesh.ok()) return Invalid(absl::StrCat("program mesh: ", mesh.status().message()));
+    ASSIGN_OR_RETURN(const Shape global, Shape::FromProto(var.shape(), name));
+    const Shape want = SliceShape(global, TensorLayout::FromProto(var.layout()), *mesh);
+    auto dtype = DTypeFromProto(var.dtype());
+    if (slice.shape() != want || !dtype.ok() || slice.dtype() != *dtype) {
+      return Invalid(absl::StrCat("variable '", name, "' at processor ",
+                                  CoordinateString(coordinate_), " takes a ",
+                                  dtype.ok() ? DTypeName(*dtype) : "?", " slice of shape ",
+                                  want.ToString(), ", not ", DTypeName(slice.dtype()), " ",
+                                  slice.shape().ToString()));
+    }
+    variables_[name] = std::move(slice);
+    return absl::OkStatus();
+  }
+  return absl::NotFoundError(absl::StrCat("'", name, "' is not a variable of the program"));
 }
 
 absl::Status Executor::Prepare(const std::map<std::string, Tensor>& input_slices) {
@@ -320,10 +394,12 @@ absl::Status Executor::RunCollective(const v1::Collective& c, const Tensor& in, 
 }
 
 const Tensor* Executor::Buffer(int index) const {
-  if (index < 0 || index >= static_cast<int>(buffers_.size()) || !buffers_[index].has_value()) {
-    return nullptr;
-  }
-  return &*buffers_[index];
+  if (index < 0 || index >= static_cast<int>(buffers_.size())) return nullptr;
+  if (buffers_[index].has_value()) return &*buffers_[index];
+  auto state = state_buffers_.find(index);  // moved into a variable at the end of the step
+  if (state == state_buffers_.end()) return nullptr;
+  auto var = variables_.find(state->second);
+  return var == variables_.end() ? nullptr : &var->second;
 }
 
 absl::StatusOr<Tensor> Executor::OutputSlice(const std::string& name) const {

@@ -61,10 +61,24 @@ class Executor {
 
   const std::vector<int64_t>& coordinate() const { return coordinate_; }
 
+  // Variables (proto ProgramVariable, core/ops_state.h): this processor's slices, kept between
+  // runs. A variable without a slice is initialised by the next Run; a failed Run changes none.
+  const std::map<std::string, Tensor>& variables() const { return variables_; }
+  // Replaces variable `name`'s slice (e.g. from a checkpoint). NotFound for a name that is not a
+  // program variable; InvalidArgument (naming the variable, both shapes) for a wrong slice.
+  absl::Status SetVariable(const std::string& name, Tensor slice);
+  // Forgets every slice: the next Run initialises them again.
+  void ResetVariables() { variables_.clear(); }
+
  private:
   // Checks the program's structure and the feeds; fills buffers_ with the feeds.
   absl::Status Prepare(const std::map<std::string, Tensor>& input_slices);
   absl::Status RunInstruction(const v1::Instruction& instr, Tensor* out);
+  // Moves each variable's slice into its buffer (initialising missing ones).
+  absl::Status LoadVariables();
+  // Moves the next values back into variables_: the updates after a successful step, the values
+  // read at its start after a failed one.
+  void StoreVariables(bool step_succeeded);
   absl::Status RunLocalSlice(const v1::LocalSlice& slice, const Tensor& in, Tensor* out);
   absl::Status RunCollective(const v1::Collective& c, const Tensor& in, Tensor* out);
 
@@ -75,6 +89,8 @@ class Executor {
 
   Mesh mesh_;  // parsed from the program by Run
   std::vector<std::optional<Tensor>> buffers_;
+  std::map<std::string, Tensor> variables_;
+  std::map<int, std::string> state_buffers_;  // buffer -> variable its value moved into
 };
 
 // A program input or output with its wire fields parsed and checked.

@@ -1,5 +1,7 @@
 #include "runtime/simulated_mesh.h"
 
+#include <algorithm>
+#include <functional>
 #include <memory>
 #include <set>
 #include <thread>
@@ -87,9 +89,9 @@ absl::Status RunAll(const Mesh& mesh, LocalCollectiveHub& hub,
 
 // Assembles output `info` from every processor's slice, checking that processors holding copies
 // of the same slice (those differing only in mesh axes the layout does not use) agree.
-absl::StatusOr<Tensor> Assemble(const Mesh& mesh, const ProgramTensorInfo& info,
-                                const std::vector<std::unique_ptr<Executor>>& executors,
-                                double tolerance) {
+absl::StatusOr<Tensor> Assemble(
+    const Mesh& mesh, const ProgramTensorInfo& info,
+    const std::function<absl::StatusOr<Tensor>(int processor)>& slice_of, double tolerance) {
   Tensor whole(info.dtype, info.shape);
   std::vector<bool> used_axis(mesh.ndims(), false);
   for (int a : info.layout.mesh_axis) {
@@ -103,7 +105,7 @@ absl::StatusOr<Tensor> Assemble(const Mesh& mesh, const ProgramTensorInfo& info,
       if (!used_axis[d]) owner_coord[d] = 0;
     }
     const int owner = mesh.ProcessorNumber(owner_coord);
-    auto slice = executors[p]->OutputSlice(info.name);
+    auto slice = slice_of(p);
     if (!slice.ok()) {
       return absl::InternalError(absl::StrCat(
           "output '", info.name, "' at ", ProcessorName(mesh, p), ": ", slice.status().message()));
@@ -135,34 +137,104 @@ absl::StatusOr<Tensor> Assemble(const Mesh& mesh, const ProgramTensorInfo& info,
 absl::StatusOr<std::map<std::string, Tensor>> RunOnSimulatedMesh(
     const v1::Program& program, const std::map<std::string, Tensor>& whole_feeds,
     const SimulatedMeshOptions& options) {
-  auto mesh_or = Mesh::FromProto(program.mesh());
-  if (!mesh_or.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("program mesh: ", mesh_or.status().message()));
+  ASSIGN_OR_RETURN(std::unique_ptr<SimulatedMesh> mesh, SimulatedMesh::Create(program, options));
+  return mesh->Step(whole_feeds);
+}
+
+SimulatedMesh::SimulatedMesh(const v1::Program& program, Mesh mesh,
+                             const SimulatedMeshOptions& options)
+    : program_(program),
+      mesh_(std::move(mesh)),
+      options_(options),
+      hub_(std::make_unique<LocalCollectiveHub>(mesh_,
+                                                LocalCollectiveHub::Options{options.timeout})) {
+  for (int p = 0; p < mesh_.num_processors(); ++p) {
+    executors_.push_back(std::make_unique<Executor>(program_, mesh_.Coordinate(p),
+                                                    options.kernels, hub_->communicator(p)));
   }
-  const Mesh mesh = *std::move(mesh_or);
+}
+
+SimulatedMesh::~SimulatedMesh() = default;
+
+absl::StatusOr<std::unique_ptr<SimulatedMesh>> SimulatedMesh::Create(
+    const v1::Program& program, const SimulatedMeshOptions& options) {
+  auto mesh = Mesh::FromProto(program.mesh());
+  if (!mesh.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("program mesh: ", mesh.status().message()));
+  }
+  return std::unique_ptr<SimulatedMesh>(new SimulatedMesh(program, *std::move(mesh), options));
+}
+
+absl::StatusOr<std::map<std::string, Tensor>> SimulatedMesh::Step(
+    const std::map<std::string, Tensor>& whole_feeds, const std::vector<std::string>& fetches) {
   std::vector<ProgramTensorInfo> outputs;
-  for (const v1::ProgramTensor& output : program.outputs()) {
+  for (const v1::ProgramTensor& output : program_.outputs()) {
+    if (!fetches.empty() &&
+        std::find(fetches.begin(), fetches.end(), output.name()) == fetches.end()) {
+      continue;
+    }
     ASSIGN_OR_RETURN(ProgramTensorInfo info,
-                     ParseProgramTensor(output, mesh, program.num_buffers(),
+                     ParseProgramTensor(output, mesh_, program_.num_buffers(),
                                         absl::StrCat("output '", output.name(), "'")));
     outputs.push_back(std::move(info));
   }
-  ASSIGN_OR_RETURN(const auto feeds, SliceFeeds(program, mesh, whole_feeds));
-
-  LocalCollectiveHub hub(mesh, LocalCollectiveHub::Options{options.timeout});
-  std::vector<std::unique_ptr<Executor>> executors;
-  for (int p = 0; p < mesh.num_processors(); ++p) {
-    executors.push_back(std::make_unique<Executor>(program, mesh.Coordinate(p), options.kernels,
-                                                   hub.communicator(p)));
-  }
-  RETURN_IF_ERROR(RunAll(mesh, hub, feeds, executors));
+  ASSIGN_OR_RETURN(const auto feeds, SliceFeeds(program_, mesh_, whole_feeds));
+  RETURN_IF_ERROR(RunAll(mesh_, *hub_, feeds, executors_));
 
   std::map<std::string, Tensor> result;
   for (const ProgramTensorInfo& info : outputs) {
-    ASSIGN_OR_RETURN(Tensor whole, Assemble(mesh, info, executors, options.replica_tolerance));
+    ASSIGN_OR_RETURN(
+        Tensor whole,
+        Assemble(
+            mesh_, info, [&](int p) { return executors_[p]->OutputSlice(info.name); },
+            options_.replica_tolerance));
     result[info.name] = std::move(whole);
   }
   return result;
+}
+
+absl::StatusOr<std::map<std::string, Tensor>> SimulatedMesh::Variables() const {
+  std::map<std::string, Tensor> result;
+  for (const v1::ProgramVariable& var : program_.variables()) {
+    v1::ProgramTensor t;
+    t.set_name(var.name());
+    t.set_buffer(var.buffer());
+    *t.mutable_shape() = var.shape();
+    t.set_dtype(var.dtype());
+    *t.mutable_layout() = var.layout();
+    ASSIGN_OR_RETURN(ProgramTensorInfo info,
+                     ParseProgramTensor(t, mesh_, program_.num_buffers(),
+                                        absl::StrCat("variable '", var.name(), "'")));
+    auto slice_of = [&](int p) -> absl::StatusOr<Tensor> {
+      const auto& vars = executors_[p]->variables();
+      auto it = vars.find(var.name());
+      if (it == vars.end()) {
+        return absl::FailedPreconditionError("has no slice yet (run a step first)");
+      }
+      return it->second;
+    };
+    ASSIGN_OR_RETURN(Tensor whole, Assemble(mesh_, info, slice_of, options_.replica_tolerance));
+    result[var.name()] = std::move(whole);
+  }
+  return result;
+}
+
+absl::Status SimulatedMesh::SetVariables(const std::map<std::string, Tensor>& whole) {
+  for (const auto& [name, value] : whole) {
+    const v1::ProgramVariable* var = nullptr;
+    for (const v1::ProgramVariable& v : program_.variables()) {
+      if (v.name() == name) var = &v;
+    }
+    if (var == nullptr) {
+      return absl::NotFoundError(absl::StrCat("'", name, "' is not a variable of the program"));
+    }
+    const TensorLayout layout = TensorLayout::FromProto(var->layout());
+    for (int p = 0; p < mesh_.num_processors(); ++p) {
+      RETURN_IF_ERROR(executors_[p]->SetVariable(
+          name, ExtractSlice(value, layout, mesh_, mesh_.Coordinate(p))));
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace meshrt

@@ -6,13 +6,18 @@
 #define MESHRT_RUNTIME_SIMULATED_MESH_H_
 
 #include <map>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "core/kernel_runner.h"
+#include "core/mesh.h"
 #include "core/tensor.h"
 #include "proto/program.pb.h"
+#include "runtime/executor.h"
+#include "runtime/local_communicator.h"
 
 namespace meshrt {
 
@@ -46,6 +51,37 @@ struct SimulatedMeshOptions {
 absl::StatusOr<std::map<std::string, Tensor>> RunOnSimulatedMesh(
     const v1::Program& program, const std::map<std::string, Tensor>& whole_feeds,
     const SimulatedMeshOptions& options);
+
+// A simulated mesh that lives across steps, so variables (core/ops_state.h) keep their slices on
+// its processors between them. Step's errors are RunOnSimulatedMesh's. Not thread-safe.
+class SimulatedMesh {
+ public:
+  // `program` is borrowed and must outlive the mesh. InvalidArgument for a bad mesh.
+  static absl::StatusOr<std::unique_ptr<SimulatedMesh>> Create(
+      const v1::Program& program, const SimulatedMeshOptions& options);
+  ~SimulatedMesh();
+
+  // Runs one step; returns the whole program outputs named in `fetches` (every output if empty).
+  absl::StatusOr<std::map<std::string, Tensor>> Step(
+      const std::map<std::string, Tensor>& whole_feeds, const std::vector<std::string>& fetches = {});
+
+  // Every variable as a whole tensor (assembled from the processors' slices, replicas checked).
+  // FailedPrecondition (in Internal) before the first step initialises them.
+  absl::StatusOr<std::map<std::string, Tensor>> Variables() const;
+
+  // Replaces variables' values: each processor takes its slice of the whole tensor. NotFound for a
+  // name that is not a variable; the executor's InvalidArgument for a wrong shape.
+  absl::Status SetVariables(const std::map<std::string, Tensor>& whole);
+
+ private:
+  SimulatedMesh(const v1::Program& program, Mesh mesh, const SimulatedMeshOptions& options);
+
+  const v1::Program& program_;
+  const Mesh mesh_;
+  const SimulatedMeshOptions options_;
+  std::unique_ptr<LocalCollectiveHub> hub_;
+  std::vector<std::unique_ptr<Executor>> executors_;
+};
 
 }  // namespace meshrt
 
