@@ -1,7 +1,8 @@
 // Lowering of the random and fill ops (core/ops_random.h): each processor computes its own slice
 // in the output's rule layout. Random values are keyed on global element indices (the executor
 // tells the kernel where the slice sits), so no processor needs another's data and nothing
-// communicates; dropout's input is already in that layout, since it has the output's dims.
+// communicates; dropout's input is already in that layout, since it has the output's dims, and
+// random_uniform/normal's optional step is a replicated scalar.
 #include "core/lower_ops.h"
 #include "core/ops_random.h"
 
@@ -11,7 +12,11 @@ namespace rng {
 LaidOutTensor LowerRandom(LoweringContext& ctx, const v1::Op& op,
                           const std::vector<LaidOutTensor>& inputs) {
   const TensorType& type = ctx.graph.type(op.name());
-  return ctx.builder.EmitLocal(op, inputs, type.shape, type.dtype, ctx.RuleLayout(type.shape));
+  // The random ops' step is a scalar: resharding it to its (replicated) rule layout only resolves a
+  // partial sum. Dropout's input already has the output's rule layout.
+  std::vector<LaidOutTensor> in = inputs;
+  for (LaidOutTensor& t : in) t = ctx.builder.Reshard(t, ctx.RuleLayout(t.shape), op.name());
+  return ctx.builder.EmitLocal(op, in, type.shape, type.dtype, ctx.RuleLayout(type.shape));
 }
 
 }  // namespace rng

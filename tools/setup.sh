@@ -24,6 +24,10 @@ PACKAGES=(
   iproute2
   shellcheck
   util-linux
+  # Training data: plain English text (fortune cookies, one file per theme, under
+  # /usr/share/games/fortunes/). The Transformer trains on /usr/share/games/fortunes/cookie
+  # (245,093 bytes of ASCII), read by the text_windows op (core/ops_dataset.h) on the workers.
+  fortunes
 )
 
 missing=()

@@ -1,0 +1,72 @@
+// Internal to //core: the dataset op family (ops_dataset.cc, lower_dataset.cc) — worker-side input.
+// Training steps read their data on the workers: every processor reads only the bytes of its own
+// slice of the batch from a local file, so the coordinator is never in the per-step data path.
+//
+//   text_windows(step)  step: scalar (shape []) float32 or int32, the training step s;
+//                       shape [batch, length] (exactly two dims, any names); dtype int32 (or unset);
+//                       attrs {path: s (a byte file), offset: i = 0 (0 = inputs, 1 = targets)}.
+//                       With n = file_size - (length + 1) (must be > 0), global row r of step s is
+//                       the `length` bytes (0..255 each) starting at byte
+//                           ((s * batch + r) * length) mod n + offset
+//                       (mod is non-negative; computed without overflow). offset 0 gives a language
+//                       model's inputs and offset 1 its next-byte targets: the first and last
+//                       `length` bytes of the window of length + 1 bytes at that start — exactly
+//                       ../shared/peers/transformer_bench.py's make_batches (starts =
+//                       (arange(nsteps * B) * L) % n).
+//
+// The step input (also the optional input of random_uniform / random_normal, core/ops_random.h) is
+// a scalar float32 or int32; a float32 step must be a finite whole number (float32 counts exactly
+// up to 2^24 steps; use int32 beyond). It is the graph's `global_step` or any scalar tensor.
+//
+// Reading: the kernel reads only its slice's rows and columns (`_slice_begin`/`_global_sizes`, set
+// by the executor since needs_slice_begin; absent = the whole tensor, as in the interpreter), one
+// pread per row, on a file descriptor cached per path in the process (thread-safe; pread shares the
+// descriptor). The path is stat()ed every step: a file replaced on disk (new inode) is reopened.
+// Nothing is loaded whole; the page cache keeps a hot file in memory.
+//
+// Errors, each naming the op and the path: a missing file is NotFound; an unreadable file, a
+// directory, or a file too short for one window (n <= 0) is InvalidArgument. They come from the
+// kernel, on the processor that reads: shape inference (Graph::Build) runs on the coordinator,
+// which need not hold the workers' data files, so it checks only the attributes.
+//
+// Lowering: one local op on every processor in the output's rule layout (like the random ops); the
+// step is resharded to the replicated layout (resolving a partial sum if it is one). No
+// communication.
+//
+// Thread-safe (the descriptor cache is guarded by a mutex).
+#ifndef MESHRT_CORE_OPS_DATASET_H_
+#define MESHRT_CORE_OPS_DATASET_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/ops.h"
+#include "core/program_builder.h"
+#include "core/tensor.h"
+#include "proto/graph.pb.h"
+
+namespace meshrt {
+
+struct LoweringContext;
+
+namespace dataset {
+
+// OK when `step` is a scalar float32 or int32; else InvalidArgument naming the op.
+absl::Status CheckStepType(const v1::Op& op, const TensorType& step);
+// The step's value: an int32 as is, a float32 when it is a finite whole number in int64's range;
+// else InvalidArgument naming the op.
+absl::StatusOr<int64_t> StepValue(const v1::Op& op, const Tensor& step);
+
+// Start of global row `row` of step `step` in a file with n = file_size - (length + 1) > 0:
+// ((step * batch + row) * length) mod n, in [0, n).
+int64_t WindowStart(int64_t step, int64_t batch, int64_t row, int64_t length, int64_t n);
+
+// text_windows' lowering (lower_dataset.cc).
+LaidOutTensor LowerTextWindows(LoweringContext& ctx, const v1::Op& op,
+                               const std::vector<LaidOutTensor>& inputs);
+
+}  // namespace dataset
+}  // namespace meshrt
+
+#endif  // MESHRT_CORE_OPS_DATASET_H_
