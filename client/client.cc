@@ -1,5 +1,7 @@
 #include "client/client.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "core/logging.h"
 #include "proto/coordinator.grpc.pb.h"
@@ -113,14 +115,20 @@ Session::~Session() {
 
 absl::StatusOr<TensorMap> Session::Run(const TensorMap& feeds,
                                        const std::vector<std::string>& fetches) {
+  return RunSteps(1, feeds, fetches);
+}
+
+absl::StatusOr<TensorMap> Session::RunSteps(int64_t num_steps, const TensorMap& feeds,
+                                            const std::vector<std::string>& fetches) {
   Client::Impl& impl = *client_->impl_;
   grpc::ClientContext ctx;
-  impl.Prepare(&ctx, impl.options.rpc_timeout);
+  impl.Prepare(&ctx, impl.options.rpc_timeout * std::max<int64_t>(num_steps, 1));
   // Send the call's metadata with the header message: one write less per step.
   ctx.set_initial_metadata_corked(true);
   auto stream = impl.stub->RunStep(&ctx);
   v1::RunStepRequest header;
   header.set_session(id_);
+  header.set_num_steps(num_steps);
   for (const std::string& f : fetches) header.add_fetches(f);
   absl::StatusOr<TensorMap> result = CallStep(stream.get(), header, feeds);
   if (!result.ok()) return impl.Annotate(result.status());

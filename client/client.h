@@ -51,6 +51,10 @@ class Session {
   // Runs one step. `fetches` empty = the graph's outputs. Feeds are whole (logical) tensors; the
   // coordinator slices them per layout. Returns whole tensors by name.
   absl::StatusOr<TensorMap> Run(const TensorMap& feeds, const std::vector<std::string>& fetches);
+  // Runs `num_steps` steps on the workers in one request (same feeds each time; a training loop
+  // whose data the workers read themselves) and returns the last step's fetches.
+  absl::StatusOr<TensorMap> RunSteps(int64_t num_steps, const TensorMap& feeds,
+                                     const std::vector<std::string>& fetches);
   absl::Status Close();
 
  private:

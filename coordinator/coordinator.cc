@@ -398,7 +398,8 @@ absl::StatusOr<v1::CreateSessionResponse> Coordinator::CreateSession(
 }
 
 absl::StatusOr<TensorMap> Coordinator::RunStep(const std::string& id, const TensorMap& feeds,
-                                               const std::vector<std::string>& requested) {
+                                               const std::vector<std::string>& requested,
+                                               int64_t num_steps) {
   std::shared_ptr<Session> session;
   {
     absl::MutexLock lock(&mu_);
@@ -423,7 +424,13 @@ absl::StatusOr<TensorMap> Coordinator::RunStep(const std::string& id, const Tens
     }
   }
   RETURN_IF_ERROR(CheckFeeds(graph, feeds));
-  const int64_t step = ++session->step;
+  if (num_steps < 0 || num_steps > 1000000) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("num_steps ", num_steps, " is out of range [0, 1000000]"));
+  }
+  num_steps = std::max<int64_t>(num_steps, 1);
+  const int64_t step = session->step + 1;
+  session->step += num_steps;
   const int n = mesh.num_processors();
 
   // Slices per worker; each distinct slice of a fetched tensor comes from one worker only (the one
@@ -466,7 +473,8 @@ absl::StatusOr<TensorMap> Coordinator::RunStep(const std::string& id, const Tens
   for (int p = 0; p < n; ++p) {
     threads.emplace_back([&, p] {
       absl::StatusOr<TensorMap> r = session->clients[p]->RunStep(
-          id, step, slices[p], worker_fetches[p], options_.step_timeout, cancel.get());
+          id, step, slices[p], worker_fetches[p], num_steps, options_.step_timeout * num_steps,
+          cancel.get());
       absl::MutexLock lock(&done_mu);
       failures += !r.ok();
       results[p] = std::move(r);

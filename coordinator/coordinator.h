@@ -72,7 +72,8 @@ class Coordinator {
   // FailedPrecondition for a session that failed earlier (repeating why); InvalidArgument for bad
   // feeds or fetches (naming them); a worker's failure, naming the worker and the step.
   absl::StatusOr<TensorMap> RunStep(const std::string& session, const TensorMap& feeds,
-                                    const std::vector<std::string>& fetches);
+                                    const std::vector<std::string>& fetches,
+                                    int64_t num_steps = 1);
 
   absl::Status CloseSession(const std::string& session);
 

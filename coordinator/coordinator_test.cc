@@ -197,3 +197,41 @@ TEST_F(CoordinatorTest, SilentWorkerIsDroppedAfterHeartbeatTimeout) {
 
 }  // namespace
 }  // namespace meshrt
+
+namespace meshrt {
+namespace {
+
+// Variables stay on the workers between steps; one request can run several steps there.
+TEST_F(CoordinatorTest, VariablesLiveOnTheWorkersAcrossSteps) {
+  Register(4);
+  GraphBuilder b;
+  TensorRef x = b.Placeholder("x", Shape({{"batch", 4}, {"d", 4}}));
+  TensorRef acc = b.Variable("acc", Shape({{"batch", 4}, {"d", 4}}));
+  TensorRef n = b.Variable("n", Shape({}));
+  b.AssignAdd(acc, x, "acc_next");
+  b.AssignAdd(n, b.Apply([] {
+    v1::Op op;
+    op.set_type("ones");
+    return op;
+  }(), {}), "n_next");
+  v1::CreateSessionRequest r = Request("rows:2,cols:2", "batch:rows,d:cols");
+  *r.mutable_graph() = b.proto();
+  ASSERT_OK_AND_ASSIGN(v1::CreateSessionResponse s, coordinator_.CreateSession(r));
+  const Graph g = Graph::Build(b.proto()).value();
+  const TensorMap feeds = RandomFeeds(g, 5);
+  ASSERT_OK_AND_ASSIGN(TensorMap one, coordinator_.RunStep(s.session(), feeds, {"acc", "n"}));
+  EXPECT_EQ(one.at("n").f32()[0], 0);  // the value at the start of step 1
+  ASSERT_OK_AND_ASSIGN(TensorMap got,
+                       coordinator_.RunStep(s.session(), feeds, {"acc", "n_next"}, 6));
+  EXPECT_EQ(got.at("n_next").f32()[0], 7);  // 1 + 6 steps
+  for (int i = 0; i < 16; ++i) {
+    // acc at the start of the 7th step holds 6 additions of x.
+    EXPECT_NEAR(got.at("acc").f32()[i], 6 * feeds.at("x").f32()[i], 1e-5) << i;
+  }
+  EXPECT_TRUE(StatusIs(coordinator_.RunStep(s.session(), feeds, {}, -1).status(),
+                       absl::StatusCode::kInvalidArgument, {"num_steps -1"}));
+  ASSERT_OK(coordinator_.CloseSession(s.session()));
+}
+
+}  // namespace
+}  // namespace meshrt

@@ -76,7 +76,7 @@ grpc::Status GrpcCoordinatorService::RunStep(
   absl::StatusOr<TensorMap> fed = ReadStep(stream, &header);
   if (!fed.ok()) return ToGrpcStatus(fed.status());
   std::vector<std::string> fetches(header.fetches().begin(), header.fetches().end());
-  absl::StatusOr<TensorMap> out = coordinator_->RunStep(header.session(), *fed, fetches);
+  absl::StatusOr<TensorMap> out = coordinator_->RunStep(header.session(), *fed, fetches, header.num_steps());
   if (!out.ok()) return ToGrpcStatus(out.status());
   return ToGrpcStatus(WriteStepResult(stream, *out, 0));
 }

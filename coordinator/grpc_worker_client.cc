@@ -22,12 +22,13 @@ class GrpcWorkerClient : public WorkerClient {
 
   absl::StatusOr<TensorMap> RunStep(const std::string& session, int64_t step,
                                     const TensorMap& feeds, const std::vector<std::string>& fetches,
-                                    absl::Duration timeout, Cancellation* cancel) override {
+                                    int64_t num_steps, absl::Duration timeout,
+                                    Cancellation* cancel) override {
     grpc::ClientContext ctx;
     SetTimeout(&ctx, timeout);
     AttachToken(&ctx, security_);
     int id = cancel != nullptr ? cancel->Register([&ctx] { ctx.TryCancel(); }) : -1;
-    absl::StatusOr<TensorMap> result = RunStepOn(&ctx, session, step, feeds, fetches);
+    absl::StatusOr<TensorMap> result = RunStepOn(&ctx, session, step, feeds, fetches, num_steps);
     if (cancel != nullptr) cancel->Unregister(id);
     return result;
   }
@@ -45,13 +46,14 @@ class GrpcWorkerClient : public WorkerClient {
  private:
   absl::StatusOr<TensorMap> RunStepOn(grpc::ClientContext* ctx, const std::string& session,
                                       int64_t step, const TensorMap& feeds,
-                                      const std::vector<std::string>& fetches) {
+                                      const std::vector<std::string>& fetches, int64_t num_steps) {
     // Send the call's metadata with the header message: one write less per step.
     ctx->set_initial_metadata_corked(true);
     auto stream = stub_->RunStep(ctx);
     v1::RunStepRequest header;
     header.set_session(session);
     header.set_step(step);
+    header.set_num_steps(num_steps);
     for (const std::string& f : fetches) header.add_fetches(f);
     return CallStep(stream.get(), header, feeds);
   }

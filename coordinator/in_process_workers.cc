@@ -59,7 +59,8 @@ class InProcessWorkers::Client : public WorkerClient {
 
   absl::StatusOr<TensorMap> RunStep(const std::string& session, int64_t step,
                                     const TensorMap& feeds, const std::vector<std::string>& fetches,
-                                    absl::Duration, Cancellation* cancel) override {
+                                    int64_t num_steps, absl::Duration,
+                                    Cancellation* cancel) override {
     Worker* w;
     LocalCollectiveHub* hub = nullptr;
     {
@@ -77,7 +78,7 @@ class InProcessWorkers::Client : public WorkerClient {
     int id = cancel->Register([hub] {
       if (hub != nullptr) hub->Abort(absl::CancelledError("step cancelled"));
     });
-    auto result = w->RunStep(session, step, feeds, fetches);
+    auto result = w->RunStep(session, step, feeds, fetches, num_steps);
     cancel->Unregister(id);
     return result;
   }

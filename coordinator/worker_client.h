@@ -41,12 +41,14 @@ class WorkerClient {
  public:
   virtual ~WorkerClient() = default;
   virtual absl::Status LoadSession(const v1::SessionSpec& spec, absl::Duration timeout) = 0;
-  // Sends this worker's feed slices, returns the slices it was asked to fetch. Returns soon with
+  // Sends this worker's feed slices, runs `num_steps` steps (Worker::RunStep), returns the slices
+  // it was asked to fetch. Returns soon with
   // Cancelled once `cancel` (borrowed, may be null) is cancelled.
   virtual absl::StatusOr<TensorMap> RunStep(const std::string& session, int64_t step,
                                             const TensorMap& feeds,
                                             const std::vector<std::string>& fetches,
-                                            absl::Duration timeout, Cancellation* cancel) = 0;
+                                            int64_t num_steps, absl::Duration timeout,
+                                            Cancellation* cancel) = 0;
   virtual absl::Status CloseSession(const std::string& session, absl::Duration timeout) = 0;
 };
 

@@ -55,7 +55,8 @@ grpc::Status GrpcWorkerService::RunStep(
                                      "steps"));
   }
   std::vector<std::string> fetches(header.fetches().begin(), header.fetches().end());
-  absl::StatusOr<TensorMap> out = worker_->RunStep(header.session(), header.step(), *fed, fetches);
+  absl::StatusOr<TensorMap> out = worker_->RunStep(header.session(), header.step(), *fed, fetches,
+                                                       header.num_steps());
   grpc::Status status = out.ok() ? ToGrpcStatus(WriteStepResult(stream, *out, header.step()))
                                  : ToGrpcStatus(out.status());
   Done();

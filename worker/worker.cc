@@ -80,7 +80,8 @@ absl::Status Worker::LoadSession(const v1::SessionSpec& spec) {
 
 absl::StatusOr<TensorMap> Worker::RunStep(const std::string& session, int64_t step,
                                           const TensorMap& feeds,
-                                          const std::vector<std::string>& fetches) {
+                                          const std::vector<std::string>& fetches,
+                                          int64_t num_steps) {
   std::shared_ptr<SessionState> state;
   {
     absl::MutexLock lock(&mu_);
@@ -94,7 +95,15 @@ absl::StatusOr<TensorMap> Worker::RunStep(const std::string& session, int64_t st
     return absl::FailedPreconditionError(
         absl::StrCat("session ", session, ": step ", step, " arrived while another step runs"));
   }
-  absl::Status status = state->executor->Run(feeds);
+  absl::Status status;
+  int64_t done = 0;
+  for (; status.ok() && done < std::max<int64_t>(num_steps, 1); ++done) {
+    status = state->executor->Run(feeds);
+  }
+  if (!status.ok() && num_steps > 1) {
+    status = absl::Status(status.code(), absl::StrCat("(repetition ", done, " of ", num_steps,
+                                                      ") ", status.message()));
+  }
   TensorMap out;
   if (status.ok()) {
     for (const std::string& f : fetches) {

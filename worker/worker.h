@@ -48,11 +48,13 @@ class Worker {
   // communicator (e.g. DeadlineExceeded when peers never join).
   absl::Status LoadSession(const v1::SessionSpec& spec);
 
-  // Runs one step with this worker's feed slices; returns the slices of `fetches`. NotFound for an
+  // Runs `num_steps` steps (at least one) with this worker's feed slices; returns the slices of
+  // `fetches` after the last. Variables keep their slices between steps and calls. NotFound for an
   // unknown session; the executor's errors (naming the instruction, op and collective) prefixed
   // with the step.
   absl::StatusOr<TensorMap> RunStep(const std::string& session, int64_t step,
-                                    const TensorMap& feeds, const std::vector<std::string>& fetches);
+                                    const TensorMap& feeds, const std::vector<std::string>& fetches,
+                                    int64_t num_steps = 1);
 
   // Frees the session (a step still running finishes first, in its own thread). NotFound if
   // unknown.
