@@ -1,0 +1,49 @@
+#include "models/train.h"
+
+namespace meshrt {
+namespace models {
+
+std::vector<std::string> VariableNames(const Graph& graph) {
+  std::vector<std::string> names;
+  for (const v1::Op& op : graph.proto().ops()) {
+    if (op.type() == "variable") names.push_back(op.name());
+  }
+  return names;
+}
+
+absl::StatusOr<TrainGraph> BuildTrainGraph(
+    const std::function<absl::StatusOr<ModelOutputs>(GraphBuilder&)>& build,
+    const TrainOptions& train) {
+  GraphBuilder b;
+  absl::StatusOr<ModelOutputs> m = build(b);
+  if (!m.ok()) return m.status();
+  absl::StatusOr<TrainOps> ops = Minimize(b, m->loss, m->variables, train);
+  if (!ops.ok()) return ops.status();
+  b.MarkOutput(ops->loss);
+  b.MarkOutput(ops->learning_rate);
+  b.MarkOutput(ops->global_step);
+  absl::StatusOr<Graph> g = b.Build();
+  if (!g.ok()) return g.status();
+  TrainGraph t{std::move(*g)};
+  t.loss = ops->loss.name;
+  t.learning_rate = ops->learning_rate.name;
+  t.global_step = ops->global_step.name;
+  t.global_norm = ops->global_norm.name;
+  t.data_step = m->data_step.name;
+  t.output = m->output.name;
+  for (const TensorRef& v : m->variables) t.trainable.push_back(v.name);
+  t.variables = VariableNames(t.graph);
+  return t;
+}
+
+absl::StatusOr<TrainGraph> BuildMlpTrainGraph(const MlpOptions& model, const TrainOptions& train) {
+  return BuildTrainGraph([&](GraphBuilder& b) { return BuildMlp(b, model); }, train);
+}
+
+absl::StatusOr<TrainGraph> BuildTransformerTrainGraph(const TransformerOptions& model,
+                                                      const TrainOptions& train) {
+  return BuildTrainGraph([&](GraphBuilder& b) { return BuildTransformer(b, model); }, train);
+}
+
+}  // namespace models
+}  // namespace meshrt

@@ -1,0 +1,92 @@
+// The Mesh-TensorFlow paper's decoder-only Transformer language model, byte level — the same model
+// as ../shared/peers/transformer_bench.py (pre-LayerNorm residual blocks, learned positions, no
+// biases in the dense layers, untied output, vocab 256):
+//
+//   ids, targets = text_windows(data_step) offsets 0 and 1 [batch, length] (int32 bytes of
+//                  data_path read on the workers), or random_uniform ids in [0, vocab) keyed by
+//                  the step when data_path is empty (synthetic, for benchmarks)
+//   x  = one_hot(ids, vocab) · embedding [vocab, d_model] + positions [length, d_model]
+//   per layer i (variables "layer_<i>/..."):
+//     h  = norm(x)                                    ln1/scale, ln1/bias [d_model]
+//     q, k, v = h · attention/{q,k,v} [d_model, heads, d_kv]  (k, v over `memory`, the renamed
+//                                                     `length`); q scaled by d_kv^-1/2
+//     x += softmax_memory(q·k + causal mask) · v · attention/o [heads, d_kv, d_model]
+//     h  = norm(x)                                    ln2/scale, ln2/bias
+//     x += relu(h · ffn/w1 [d_model, d_ff]) · ffn/w2 [d_ff, d_model]
+//   logits = norm(x) · output [d_model, vocab]        final_ln/scale, final_ln/bias
+//   loss   = mean over batch and length of softmax_cross_entropy_vocab(logits, one_hot(targets))
+//
+// norm is layer_norm (scale and bias) or rms_norm (scale only; no bias variables), epsilon 1e-5
+// (torch's). The causal mask adds -1e9 where memory > length (exp underflows to exactly 0).
+// Initializers follow the peer: embedding N(0, 1), positions N(0, 0.1²), q/k/v and w1 and output
+// N(0, 1/d_model), o N(0, 1/(heads·d_kv)), w2 N(0, 1/d_ff) (times init_scale), norm scales ones,
+// biases zeros.
+//
+// Dim names are exactly batch, length, memory, d_model, heads, d_kv, d_ff, vocab, so the paper's
+// layouts are `batch:rows` (data parallel), `heads:cols,d_ff:cols,vocab:cols` (model parallel),
+// and both together on mesh `rows:2,cols:2`.
+#ifndef MESHRT_MODELS_TRANSFORMER_H_
+#define MESHRT_MODELS_TRANSFORMER_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "core/builder.h"
+#include "models/model.h"
+
+namespace meshrt {
+namespace models {
+
+struct TransformerOptions {
+  // Defaults: small enough to train in minutes on 2 cores; batch, heads, d_ff and vocab divide
+  // by 4 (every paper layout on rows:2,cols:2).
+  int64_t batch = 16;
+  int64_t length = 64;
+  int64_t d_model = 128;
+  int64_t heads = 4;
+  int64_t d_kv = 32;
+  int64_t d_ff = 512;
+  int64_t layers = 2;
+  int64_t vocab = 256;
+  std::string norm = "layer";  // layer | rms
+  float epsilon = 1e-5f;       // of the norms
+  std::string data_path;       // a byte file read by text_windows; empty: synthetic ids
+  int64_t seed = 1;            // initializers (and the synthetic data stream)
+  float embedding_stddev = 1.0f;
+  float position_stddev = 0.1f;
+  float init_scale = 1.0f;  // multiplies the dense layers' fan-in stddevs
+};
+
+// The peer's default (transformer_bench.py): batch 32, length 128, d_model 256, heads 8, d_kv 32,
+// d_ff 1024, 2 layers, vocab 256 (1.74M parameters).
+TransformerOptions BenchConfig();
+
+// Checks sizes (positive; vocab <= 256 with a data file, since ids are bytes) and the norm.
+absl::Status CheckTransformerOptions(const TransformerOptions& options);
+
+// Adds the training forward pass and loss to `b`: `inputs` = ids, `targets` = next-byte ids
+// (int32 [batch, length]), `output` = logits [batch, length, vocab]. Variables in creation order:
+// embedding, positions, layer_<i>/{ln1/scale, ln1/bias, attention/q, attention/k, attention/v,
+// attention/o, ln2/scale, ln2/bias, ffn/w1, ffn/w2}, final_ln/{scale, bias}, output.
+absl::StatusOr<ModelOutputs> BuildTransformer(GraphBuilder& b, const TransformerOptions& options);
+
+// The greedy-sampling graph: the same variables (names, shapes) without a batch dim.
+//   placeholders  "prompt" int32 [length] (ids; entries after `position` do not matter: causal),
+//                 "position" int32 scalar (0 <= position < length)
+//   outputs       logits [length, vocab], "next_logits" [vocab] (the logits at `position`, i.e.
+//                 the prediction of the byte at position + 1), "next_token" int32 scalar (argmax)
+// A CLI samples greedily by loading the trained variables and running it once per new byte,
+// writing next_token into prompt[position + 1].
+struct SamplerOutputs {
+  TensorRef prompt, position;
+  TensorRef logits, next_logits, next_token;
+  std::vector<TensorRef> variables;
+};
+absl::StatusOr<SamplerOutputs> BuildTransformerSampler(GraphBuilder& b,
+                                                       const TransformerOptions& options);
+
+}  // namespace models
+}  // namespace meshrt
+
+#endif  // MESHRT_MODELS_TRANSFORMER_H_
