@@ -3,10 +3,31 @@
 // an einsum over a split `batch` dim is an einsum reducing `batch`, whose allreduce is the
 // data-parallel gradient synchronisation, with nothing special-cased.
 //
-// Gradient rules so far: einsum; add sub mul div (broadcast by name; the scalar-operand forms of
-// add, sub and mul); neg scale relu exp log sqrt square tanh sigmoid; reduce_sum reduce_mean;
-// softmax log_softmax softmax_cross_entropy; reshape rename_dim. Other ops on the path from the variables to the loss give Unimplemented
-// naming the op (`meshrt ops` shows which ops have a gradient).
+// Every op the registry marks differentiable has a rule (core/autodiff.cc), written with existing
+// ops so it lowers like any op:
+//   elementwise  add sub mul div pow maximum minimum (broadcast by name; every scalar-operand form,
+//                scalar_first too; maximum/minimum ties go to x), neg scale relu abs exp log sqrt
+//                rsqrt reciprocal square tanh sigmoid gelu (tanh and erf forms), cast (float ->
+//                float: identity), where (x and y; not the condition), dropout (the forward op's
+//                mask: a dropout of dy with attrs.stream = the forward op's stream, ops_random.h)
+//   reductions   einsum; reduce_sum reduce_mean reduce_logsumexp; reduce_max reduce_min (dy shared
+//                by the elements equal to the extreme); softmax log_softmax softmax_cross_entropy;
+//                layer_norm (x, scale, bias) rms_norm (x, scale), from reductions and elementwise ops
+//   data         reshape rename_dim replace_dims (a reshape back); slice and split (pad back), pad
+//                (slice), concat (a slice per input), stack (unstack) and unstack (an einsum with a
+//                basis vector)
+//   indexing     gather (weights: einsum(one_hot(indices), dy), or equal(indices, row_ids)),
+//                top_k and sort values (einsum of dy with one_hot of the indices output), cumsum
+//                (total - the cumsum of dy of the other exclusivity; carry: the total)
+//   spatial      shift (by -offset), halo_exchange (slices of dy, the halos shifted one block back,
+//                padded), conv1d conv2d (per filter tap: shifts, slices/pads and strided
+//                replace_dims + unstack of x, einsums with dy; dx the transpose), avg_pool (dy
+//                broadcast over the window by an einsum, reshaped), max_pool (that, masked by
+//                x == upsampled max and shared among ties)
+// Integer tensors (indices, conditions, int casts) take no gradient; comparisons, sign, one_hot,
+// argmax and reduce_any/all pass back zero. An op on the path from the variables to the loss
+// without a rule (while_loop) gives Unimplemented naming the op (`meshrt ops` shows which ops have
+// a gradient).
 #ifndef MESHRT_CORE_AUTODIFF_H_
 #define MESHRT_CORE_AUTODIFF_H_
 

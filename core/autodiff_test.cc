@@ -169,16 +169,45 @@ TEST(AutodiffTest, SoftmaxFamilyMatchesFiniteDifferences) {
   }
 }
 
+// while_loop is the one op on a float path without a rule (it is not marked differentiable).
 TEST(AutodiffTest, OpsWithoutARuleAreNamed) {
+  GraphBuilder body;
+  body.MarkOutput(body.Scale(body.Placeholder("s", Shape({{"a", 4}})), 2.0f, "next"));
+  v1::Op loop;
+  loop.set_type("while_loop");
+  *loop.mutable_body() = body.proto();
+  (*loop.mutable_attrs())["trip_count"].set_i(2);
+  (*loop.mutable_attrs())["carried"].mutable_strings()->add_values("s");
+  (*loop.mutable_attrs())["output"].set_i(0);
   GraphBuilder b;
   TensorRef x = b.Placeholder("x", Shape({{"a", 4}}));
-  v1::Op sort;
-  sort.set_type("sort");
-  sort.add_dims("a");
-  TensorRef s = b.Apply(sort, {x}, "sorted");
-  TensorRef loss = b.ReduceSum(s, {}, "loss");
+  TensorRef loss = b.ReduceSum(b.Apply(loop, {x}, "looped"), {}, "loss");
   EXPECT_TRUE(StatusIs(Gradients(b, loss, {x}).status(), absl::StatusCode::kUnimplemented,
-                       {"op 'sorted' (sort)"}));
+                       {"op 'looped' (while_loop)"}));
+}
+
+// Comparisons and other piecewise-constant ops pass back zero, and integer tensors nothing: the
+// gradient of sum(x * greater(x, 0) * cast(argmax(x))) is the mask times the argmax.
+TEST(AutodiffTest, PiecewiseConstantOpsAndIntegersPassNoGradient) {
+  GraphBuilder b;
+  TensorRef x = b.Placeholder("x", Shape({{"a", 4}}));
+  v1::Op greater;
+  greater.set_type("greater");
+  (*greater.mutable_attrs())["scalar"].set_f(0);
+  v1::Op argmax;
+  argmax.set_type("argmax");
+  argmax.add_dims("a");
+  v1::Op cast;
+  cast.set_type("cast");
+  (*cast.mutable_attrs())["dtype"].set_s("float32");
+  TensorRef k = b.Apply(cast, {b.Apply(argmax, {x})});
+  TensorRef loss = b.ReduceSum(b.Mul(b.Mul(x, b.Apply(greater, {x})), k), {}, "loss");
+  ASSERT_OK_AND_ASSIGN(std::vector<TensorRef> grads, Gradients(b, loss, {x}));
+  ASSERT_OK_AND_ASSIGN(Graph graph, b.Build());
+  TensorMap feeds = {{"x", Tensor::Float(Shape({{"a", 4}}), {0.5f, -1.0f, 2.0f, 0.25f})}};
+  ASSERT_OK_AND_ASSIGN(TensorMap out, Interpret(graph, feeds, {grads[0].name}));
+  EXPECT_EQ(out.at(grads[0].name).floats(),
+            absl::MakeConstSpan(std::vector<float>{2.0f, 0.0f, 2.0f, 2.0f}));
 }
 
 }  // namespace
