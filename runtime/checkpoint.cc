@@ -1,0 +1,526 @@
+#include "runtime/checkpoint.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstring>
+#include <set>
+#include <tuple>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "core/mesh.h"
+#include "core/shape.h"
+#include "core/slicing.h"
+#include "core/status_macros.h"
+#include "google/protobuf/text_format.h"
+
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+              "shard files hold the slices' bytes as they are in memory: little-endian only");
+
+namespace meshrt {
+namespace {
+
+std::string JoinPath(const std::string& dir, const std::string& file) {
+  if (!dir.empty() && dir.back() == '/') return dir + file;
+  return absl::StrCat(dir, "/", file);
+}
+
+absl::Status ErrnoError(int err, const std::string& what) {
+  return absl::ErrnoToStatus(err, what);
+}
+
+// Closes a file descriptor when it goes out of scope.
+struct Fd {
+  int fd = -1;
+  ~Fd() {
+    if (fd >= 0) close(fd);
+  }
+};
+
+absl::Status CheckDirectory(const std::string& dir) {
+  struct stat st;
+  if (stat(dir.c_str(), &st) != 0) {
+    const int err = errno;
+    return ErrnoError(err, absl::StrCat("checkpoint directory ", dir,
+                                        " is not accessible here (it must be on a filesystem "
+                                        "shared by the coordinator and every worker)"));
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    return absl::FailedPreconditionError(absl::StrCat("checkpoint path ", dir, " is not a directory"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
+  Fd f;
+  f.fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (f.fd < 0) {
+    const int err = errno;
+    return ErrnoError(err, absl::StrCat("cannot open ", path));
+  }
+  struct stat st;
+  if (fstat(f.fd, &st) != 0) {
+    const int err = errno;
+    return ErrnoError(err, absl::StrCat("cannot stat ", path));
+  }
+  std::string data(static_cast<size_t>(st.st_size), '\0');
+  size_t done = 0;
+  while (done < data.size()) {
+    ssize_t r = pread(f.fd, data.data() + done, data.size() - done, static_cast<off_t>(done));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) {
+      const int err = errno;
+      return ErrnoError(err, absl::StrCat("reading ", path));
+    }
+    if (r == 0) break;
+    done += static_cast<size_t>(r);
+  }
+  data.resize(done);
+  return data;
+}
+
+// The processor at `coord` writes the slice when it sits at 0 on every mesh axis the layout does
+// not split over (the other copies of its slice are replicas).
+bool OwnsSlice(const TensorLayout& layout, const std::vector<int64_t>& coord) {
+  for (size_t a = 0; a < coord.size(); ++a) {
+    if (coord[a] != 0 && std::find(layout.mesh_axis.begin(), layout.mesh_axis.end(),
+                                   static_cast<int>(a)) == layout.mesh_axis.end()) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// Copies the intersection of box `src` (sizes src_sizes, starting at global src_begin) and box
+// `dst` from src to dst; returns the number of elements copied.
+int64_t CopyOverlap(const char* src, const std::vector<int64_t>& src_begin,
+                    const std::vector<int64_t>& src_sizes, char* dst,
+                    const std::vector<int64_t>& dst_begin, const std::vector<int64_t>& dst_sizes,
+                    int64_t elem) {
+  const int rank = static_cast<int>(src_sizes.size());
+  if (rank == 0) {
+    std::memcpy(dst, src, elem);
+    return 1;
+  }
+  std::vector<int64_t> lo(rank), hi(rank);
+  for (int d = 0; d < rank; ++d) {
+    lo[d] = std::max(src_begin[d], dst_begin[d]);
+    hi[d] = std::min(src_begin[d] + src_sizes[d], dst_begin[d] + dst_sizes[d]);
+    if (lo[d] >= hi[d]) return 0;
+  }
+  std::vector<int64_t> src_stride(rank, 1), dst_stride(rank, 1);
+  for (int d = rank - 2; d >= 0; --d) {
+    src_stride[d] = src_stride[d + 1] * src_sizes[d + 1];
+    dst_stride[d] = dst_stride[d + 1] * dst_sizes[d + 1];
+  }
+  const int64_t run = hi[rank - 1] - lo[rank - 1];
+  std::vector<int64_t> idx(lo);  // global index of the current run's first element
+  int64_t copied = 0;
+  while (true) {
+    int64_t so = 0, doff = 0;
+    for (int d = 0; d < rank; ++d) {
+      so += (idx[d] - src_begin[d]) * src_stride[d];
+      doff += (idx[d] - dst_begin[d]) * dst_stride[d];
+    }
+    std::memcpy(dst + doff * elem, src + so * elem, run * elem);
+    copied += run;
+    int d = rank - 2;
+    for (; d >= 0; --d) {
+      if (++idx[d] < hi[d]) break;
+      idx[d] = lo[d];
+    }
+    if (d < 0) break;
+  }
+  return copied;
+}
+
+bool BoxesOverlap(const v1::CheckpointShard& a, const v1::CheckpointShard& b) {
+  for (int d = 0; d < a.begin_size(); ++d) {
+    if (std::max(a.begin(d), b.begin(d)) >=
+        std::min(a.begin(d) + a.slice_shape(d), b.begin(d) + b.slice_shape(d))) {
+      return false;
+    }
+  }
+  return true;
+}
+
+std::string BeginString(const v1::CheckpointShard& s) {
+  return absl::StrCat("[", absl::StrJoin(s.begin(), ","), "]");
+}
+
+// The manifest's own consistency: known format, valid variables, shards inside their variables
+// tiling each exactly once, with sizes that match and plain relative file names.
+absl::Status CheckConsistent(const v1::CheckpointManifest& m) {
+  if (m.format_version() != kCheckpointFormatVersion) {
+    return absl::InvalidArgumentError(absl::StrCat("checkpoint format version ",
+                                                   m.format_version(), " is not supported (this "
+                                                   "build reads version ",
+                                                   kCheckpointFormatVersion, ")"));
+  }
+  std::map<std::string, std::pair<Shape, DType>> vars;
+  for (const v1::CheckpointVariable& v : m.variables()) {
+    ASSIGN_OR_RETURN(Shape shape, Shape::FromProto(v.shape(), absl::StrCat("variable '", v.name(), "'")));
+    ASSIGN_OR_RETURN(DType dtype, DTypeFromProto(v.dtype()));
+    if (v.name().empty() || !vars.emplace(v.name(), std::make_pair(shape, dtype)).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("variable '", v.name(), "' is listed twice or has no name"));
+    }
+  }
+  std::map<std::string, std::vector<const v1::CheckpointShard*>> by_var;
+  std::set<std::string> files;
+  for (const v1::CheckpointShard& s : m.shards()) {
+    auto it = vars.find(s.variable());
+    if (it == vars.end()) {
+      return absl::InvalidArgumentError(absl::StrCat("shard '", s.file(), "' belongs to variable '",
+                                                     s.variable(), "', which is not listed"));
+    }
+    if (s.file().empty() || s.file().find('/') != std::string::npos || s.file() == "." ||
+        s.file() == ".." || !files.insert(s.file()).second) {
+      return absl::InvalidArgumentError(absl::StrCat("shard of variable '", s.variable(),
+                                                     "' has a bad or repeated file name '",
+                                                     s.file(), "'"));
+    }
+    const Shape& shape = it->second.first;
+    if (s.begin_size() != shape.rank() || s.slice_shape_size() != shape.rank()) {
+      return absl::InvalidArgumentError(absl::StrCat("shard '", s.file(), "' of variable '",
+                                                     s.variable(), "' has the wrong rank"));
+    }
+    int64_t n = 1;
+    for (int d = 0; d < shape.rank(); ++d) {
+      if (s.begin(d) < 0 || s.slice_shape(d) < 1 ||
+          s.begin(d) + s.slice_shape(d) > shape.dim(d).size) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("shard '", s.file(), "' of variable '", s.variable(), "' (begin ",
+                         BeginString(s), ", shape [", absl::StrJoin(s.slice_shape(), ","),
+                         "]) lies outside its shape ", shape.ToString()));
+      }
+      n *= s.slice_shape(d);
+    }
+    if (s.byte_size() != n * DTypeSize(it->second.second)) {
+      return absl::InvalidArgumentError(absl::StrCat("shard '", s.file(), "' of variable '",
+                                                     s.variable(), "' says ", s.byte_size(),
+                                                     " bytes for ", n, " elements"));
+    }
+    by_var[s.variable()].push_back(&s);
+  }
+  for (const auto& [name, sv] : vars) {
+    const std::vector<const v1::CheckpointShard*>& shards = by_var[name];
+    int64_t covered = 0;
+    for (size_t i = 0; i < shards.size(); ++i) {
+      covered += shards[i]->byte_size() / DTypeSize(sv.second);
+      for (size_t j = 0; j < i; ++j) {
+        if (BoxesOverlap(*shards[i], *shards[j])) {
+          return absl::InvalidArgumentError(absl::StrCat("shards '", shards[j]->file(), "' and '",
+                                                         shards[i]->file(), "' of variable '",
+                                                         name, "' overlap"));
+        }
+      }
+    }
+    if (covered != sv.first.num_elements()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the shards of variable '", name, "' cover ", covered, " of its ",
+          sv.first.num_elements(), " elements"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+struct VariableInfo {
+  Shape shape;
+  DType dtype = DType::kFloat32;
+  TensorLayout layout;
+};
+
+absl::StatusOr<VariableInfo> ParseVariable(const v1::ProgramVariable& v) {
+  VariableInfo info;
+  ASSIGN_OR_RETURN(info.shape, Shape::FromProto(v.shape(), absl::StrCat("variable '", v.name(), "'")));
+  ASSIGN_OR_RETURN(info.dtype, DTypeFromProto(v.dtype()));
+  info.layout = TensorLayout::FromProto(v.layout());
+  if (static_cast<int>(info.layout.mesh_axis.size()) != info.shape.rank()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("variable '", v.name(), "' has a layout of the wrong rank"));
+  }
+  return info;
+}
+
+}  // namespace
+
+uint64_t Fnv1a64(const void* data, size_t n, uint64_t hash) {
+  const unsigned char* p = static_cast<const unsigned char*>(data);
+  for (size_t i = 0; i < n; ++i) {
+    hash ^= p[i];
+    hash *= 0x100000001b3ULL;
+  }
+  return hash;
+}
+
+std::string ShardFileName(const std::string& variable, const std::vector<int64_t>& begin) {
+  std::string name;
+  for (unsigned char c : variable) {
+    if (std::isalnum(c) || c == '_' || c == '-') {
+      name.push_back(static_cast<char>(c));
+    } else {
+      name += absl::StrFormat("%%%02X", c);  // '/', '.', '%' and the rest
+    }
+  }
+  return absl::StrCat(name, ".", absl::StrJoin(begin, "_"), ".shard");
+}
+
+absl::Status WriteFileAtomically(const std::string& path, absl::string_view data) {
+  const std::string tmp = path + ".tmp";
+  {
+    Fd f;
+    f.fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (f.fd < 0) {
+      const int err = errno;
+      return ErrnoError(err, absl::StrCat("cannot create ", tmp));
+    }
+    size_t done = 0;
+    while (done < data.size()) {
+      ssize_t w = write(f.fd, data.data() + done, data.size() - done);
+      if (w < 0 && errno == EINTR) continue;
+      if (w < 0) {
+        const int err = errno;
+        unlink(tmp.c_str());
+        return ErrnoError(err, absl::StrCat("writing ", tmp));
+      }
+      done += static_cast<size_t>(w);
+    }
+    if (fsync(f.fd) != 0) {
+      const int err = errno;
+      unlink(tmp.c_str());
+      return ErrnoError(err, absl::StrCat("fsync of ", tmp));
+    }
+  }
+  if (rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    unlink(tmp.c_str());
+    return ErrnoError(err, absl::StrCat("renaming ", tmp, " to ", path));
+  }
+  const size_t slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash + 1);
+  Fd d;
+  d.fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (d.fd >= 0) fsync(d.fd);  // best effort: some filesystems refuse fsync of a directory
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<v1::CheckpointShard>> SaveShards(
+    const v1::Program& program, const std::vector<int64_t>& coordinate,
+    const std::map<std::string, Tensor>& variables, const std::string& directory) {
+  ASSIGN_OR_RETURN(Mesh mesh, Mesh::FromProto(program.mesh()));
+  if (static_cast<int>(coordinate.size()) != mesh.ndims()) {
+    return absl::InvalidArgumentError("coordinate does not fit the program's mesh");
+  }
+  RETURN_IF_ERROR(CheckDirectory(directory));
+  // Check everything before writing anything.
+  std::vector<std::tuple<const v1::ProgramVariable*, VariableInfo, const Tensor*>> owned;
+  for (const v1::ProgramVariable& v : program.variables()) {
+    ASSIGN_OR_RETURN(VariableInfo info, ParseVariable(v));
+    auto it = variables.find(v.name());
+    if (it == variables.end()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("variable '", v.name(), "' has no value yet: run a step before saving"));
+    }
+    const Shape want = SliceShape(info.shape, info.layout, mesh);
+    if (it->second.shape() != want || it->second.dtype() != info.dtype) {
+      return absl::InternalError(absl::StrCat("variable '", v.name(), "' holds a slice of shape ",
+                                              it->second.shape().ToString(), ", expected ",
+                                              want.ToString()));
+    }
+    if (OwnsSlice(info.layout, coordinate)) owned.emplace_back(&v, info, &it->second);
+  }
+  std::vector<v1::CheckpointShard> shards;
+  for (const auto& [v, info, slice] : owned) {
+    const std::vector<int64_t> begin = SliceBegin(info.shape, info.layout, mesh, coordinate);
+    v1::CheckpointShard shard;
+    shard.set_variable(v->name());
+    shard.set_file(ShardFileName(v->name(), begin));
+    for (int64_t b : begin) shard.add_begin(b);
+    for (const Dim& d : slice->shape().dims()) shard.add_slice_shape(d.size);
+    const int64_t bytes = TensorBytes(*slice);
+    shard.set_byte_size(bytes);
+    shard.set_checksum(Fnv1a64(TensorData(*slice), static_cast<size_t>(bytes)));
+    RETURN_IF_ERROR(WriteFileAtomically(
+        JoinPath(directory, shard.file()),
+        absl::string_view(static_cast<const char*>(TensorData(*slice)), bytes)));
+    shards.push_back(std::move(shard));
+  }
+  return shards;
+}
+
+absl::StatusOr<v1::CheckpointManifest> BuildManifest(const v1::Program& program, int64_t step,
+                                                     std::vector<v1::CheckpointShard> shards) {
+  v1::CheckpointManifest m;
+  m.set_format_version(kCheckpointFormatVersion);
+  *m.mutable_mesh() = program.mesh();
+  *m.mutable_rules() = program.rules();
+  m.set_step(step);
+  std::vector<const v1::ProgramVariable*> vars;
+  for (const v1::ProgramVariable& v : program.variables()) vars.push_back(&v);
+  std::sort(vars.begin(), vars.end(),
+            [](const auto* a, const auto* b) { return a->name() < b->name(); });
+  for (const v1::ProgramVariable* v : vars) {
+    v1::CheckpointVariable* cv = m.add_variables();
+    cv->set_name(v->name());
+    *cv->mutable_shape() = v->shape();
+    cv->set_dtype(v->dtype());
+    *cv->mutable_layout() = v->layout();
+  }
+  std::sort(shards.begin(), shards.end(), [](const auto& a, const auto& b) {
+    if (a.variable() != b.variable()) return a.variable() < b.variable();
+    return std::lexicographical_compare(a.begin().begin(), a.begin().end(), b.begin().begin(),
+                                        b.begin().end());
+  });
+  for (v1::CheckpointShard& s : shards) *m.add_shards() = std::move(s);
+  if (absl::Status s = CheckConsistent(m); !s.ok()) {
+    return absl::InternalError(absl::StrCat("the workers' shards make no checkpoint: ", s.message()));
+  }
+  return m;
+}
+
+absl::Status WriteManifest(const std::string& directory, const v1::CheckpointManifest& manifest) {
+  std::string text;
+  if (!google::protobuf::TextFormat::PrintToString(manifest, &text)) {
+    return absl::InternalError("cannot print the checkpoint manifest");
+  }
+  text = absl::StrCat("# meshrt checkpoint manifest (proto meshrt.v1.CheckpointManifest)\n", text);
+  return WriteFileAtomically(JoinPath(directory, kCheckpointManifestFile), text);
+}
+
+absl::StatusOr<v1::CheckpointManifest> ReadManifest(const std::string& directory) {
+  RETURN_IF_ERROR(CheckDirectory(directory));
+  const std::string path = JoinPath(directory, kCheckpointManifestFile);
+  absl::StatusOr<std::string> text = ReadWholeFile(path);
+  if (!text.ok()) {
+    if (text.status().code() == absl::StatusCode::kNotFound) {
+      return absl::NotFoundError(absl::StrCat(
+          directory, " holds no ", kCheckpointManifestFile,
+          ": it is not a checkpoint, or an incomplete one (its save did not finish)"));
+    }
+    return text.status();
+  }
+  v1::CheckpointManifest m;
+  if (!google::protobuf::TextFormat::ParseFromString(*text, &m)) {
+    return absl::DataLossError(absl::StrCat(path, " does not parse as a checkpoint manifest"));
+  }
+  if (absl::Status s = CheckConsistent(m); !s.ok()) {
+    return absl::DataLossError(absl::StrCat(path, ": ", s.message()));
+  }
+  return m;
+}
+
+absl::Status CheckManifestForProgram(const v1::CheckpointManifest& manifest,
+                                     const v1::Program& program) {
+  std::map<std::string, const v1::CheckpointVariable*> saved;
+  for (const v1::CheckpointVariable& v : manifest.variables()) saved[v.name()] = &v;
+  std::vector<std::string> missing, mismatched;
+  for (const v1::ProgramVariable& v : program.variables()) {
+    auto it = saved.find(v.name());
+    if (it == saved.end()) {
+      missing.push_back(absl::StrCat("'", v.name(), "'"));
+      continue;
+    }
+    ASSIGN_OR_RETURN(VariableInfo want, ParseVariable(v));
+    absl::StatusOr<Shape> got = Shape::FromProto(it->second->shape());
+    absl::StatusOr<DType> got_dtype = DTypeFromProto(it->second->dtype());
+    if (!got.ok() || !got_dtype.ok() || *got != want.shape || *got_dtype != want.dtype) {
+      mismatched.push_back(absl::StrCat(
+          "'", v.name(), "' is ", DTypeName(want.dtype), " ", want.shape.ToString(),
+          " in the session but ", got_dtype.ok() ? DTypeName(*got_dtype) : "?", " ",
+          got.ok() ? got->ToString() : "?", " in the checkpoint"));
+    }
+    saved.erase(it);
+  }
+  if (missing.empty() && mismatched.empty() && saved.empty()) return absl::OkStatus();
+  std::vector<std::string> parts;
+  if (!missing.empty()) {
+    parts.push_back(absl::StrCat("variables missing from the checkpoint: ",
+                                 absl::StrJoin(missing, ", ")));
+  }
+  if (!saved.empty()) {
+    std::vector<std::string> extra;
+    for (const auto& [name, v] : saved) extra.push_back(absl::StrCat("'", name, "'"));
+    parts.push_back(absl::StrCat("variables in the checkpoint that the session does not have: ",
+                                 absl::StrJoin(extra, ", ")));
+  }
+  if (!mismatched.empty()) {
+    parts.push_back(absl::StrCat("variables that differ: ", absl::StrJoin(mismatched, "; ")));
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "the checkpoint does not fit the session's variables (the mesh and layout may differ, the "
+      "variables may not): ", absl::StrJoin(parts, "; ")));
+}
+
+absl::StatusOr<std::map<std::string, Tensor>> LoadSlices(const v1::CheckpointManifest& manifest,
+                                                         const std::string& directory,
+                                                         const v1::Program& program,
+                                                         const std::vector<int64_t>& coordinate) {
+  RETURN_IF_ERROR(CheckConsistent(manifest));
+  RETURN_IF_ERROR(CheckManifestForProgram(manifest, program));
+  ASSIGN_OR_RETURN(Mesh mesh, Mesh::FromProto(program.mesh()));
+  if (static_cast<int>(coordinate.size()) != mesh.ndims()) {
+    return absl::InvalidArgumentError("coordinate does not fit the program's mesh");
+  }
+  RETURN_IF_ERROR(CheckDirectory(directory));
+  std::map<std::string, Tensor> out;
+  for (const v1::ProgramVariable& v : program.variables()) {
+    ASSIGN_OR_RETURN(VariableInfo info, ParseVariable(v));
+    const Shape slice_shape = SliceShape(info.shape, info.layout, mesh);
+    const std::vector<int64_t> begin = SliceBegin(info.shape, info.layout, mesh, coordinate);
+    const std::vector<int64_t> sizes = slice_shape.Sizes();
+    Tensor slice(info.dtype, slice_shape);
+    int64_t covered = 0;
+    for (const v1::CheckpointShard& s : manifest.shards()) {
+      if (s.variable() != v.name()) continue;
+      const std::vector<int64_t> sb(s.begin().begin(), s.begin().end());
+      const std::vector<int64_t> ss(s.slice_shape().begin(), s.slice_shape().end());
+      bool overlaps = true;
+      for (int d = 0; d < info.shape.rank(); ++d) {
+        if (std::max(sb[d], begin[d]) >= std::min(sb[d] + ss[d], begin[d] + sizes[d])) {
+          overlaps = false;
+        }
+      }
+      if (!overlaps) continue;
+      const std::string path = JoinPath(directory, s.file());
+      const std::string what =
+          absl::StrCat("shard file '", s.file(), "' of variable '", v.name(), "' in ", directory);
+      absl::StatusOr<std::string> data = ReadWholeFile(path);
+      if (!data.ok()) {
+        if (data.status().code() == absl::StatusCode::kNotFound) {
+          return absl::NotFoundError(absl::StrCat(what, " is missing"));
+        }
+        return absl::Status(data.status().code(),
+                            absl::StrCat(what, ": ", data.status().message()));
+      }
+      if (static_cast<int64_t>(data->size()) != s.byte_size()) {
+        return absl::DataLossError(absl::StrCat(what, " has ", data->size(),
+                                                " bytes, the manifest says ", s.byte_size(),
+                                                " (truncated or corrupted)"));
+      }
+      const uint64_t sum = Fnv1a64(data->data(), data->size());
+      if (sum != s.checksum()) {
+        return absl::DataLossError(absl::StrFormat(
+            "%s is corrupted: its checksum is %016x, the manifest says %016x", what, sum,
+            s.checksum()));
+      }
+      covered += CopyOverlap(data->data(), sb, ss, static_cast<char*>(TensorData(&slice)), begin,
+                             sizes, DTypeSize(info.dtype));
+    }
+    if (covered != slice.num_elements()) {
+      return absl::DataLossError(absl::StrCat("the shards of variable '", v.name(), "' cover ",
+                                              covered, " of the ", slice.num_elements(),
+                                              " elements of this processor's slice"));
+    }
+    out.emplace(v.name(), std::move(slice));
+  }
+  return out;
+}
+
+}  // namespace meshrt

@@ -1,0 +1,91 @@
+// Checkpoints that move between meshes: the transport-free logic of saving and restoring a
+// session's variables (format: proto/checkpoint.proto).
+//
+// The checkpoint directory must be visible at the same path to the coordinator and every worker
+// (a shared filesystem; on Kubernetes a shared volume). Workers never create it: a worker that does
+// not see the directory the coordinator created fails with NotFound saying so.
+//
+// Saving: each worker calls SaveShards with its executor's variable slices. Only the processor
+// owning a distinct slice writes it — the one at coordinate 0 on every mesh axis the variable's
+// layout does not use — one raw little-endian file per slice, written atomically. The coordinator
+// gathers the shard entries of every worker (BuildManifest) and writes `manifest.pbtxt` atomically
+// LAST (WriteManifest), so a directory without a manifest is an incomplete checkpoint.
+//
+// Restoring: the coordinator reads the manifest (ReadManifest), checks it against the session's
+// program (CheckManifestForProgram: same variable names, logical shapes and dtypes; mesh and
+// layout may differ) and sends it to every worker. Each worker computes its slice of every
+// variable under the NEW mesh and layout and reads every shard overlapping it (LoadSlices),
+// verifying each shard's size and checksum, then installs all slices or none.
+//
+// Everything here is thread-compatible; functions touching files do blocking I/O.
+#ifndef MESHRT_RUNTIME_CHECKPOINT_H_
+#define MESHRT_RUNTIME_CHECKPOINT_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "core/tensor.h"
+#include "proto/checkpoint.pb.h"
+#include "proto/program.pb.h"
+
+namespace meshrt {
+
+inline constexpr int kCheckpointFormatVersion = 1;
+inline constexpr char kCheckpointManifestFile[] = "manifest.pbtxt";
+
+// 64-bit FNV-1a of `n` bytes (continuing from `hash`).
+uint64_t Fnv1a64(const void* data, size_t n, uint64_t hash = 0xcbf29ce484222325ULL);
+
+// "<variable, percent-encoded>.<begin joined by '_'>.shard", e.g. "layer%2Fw.0_16.shard".
+std::string ShardFileName(const std::string& variable, const std::vector<int64_t>& begin);
+
+// Writes `data` to `path` atomically: `path`.tmp in the same directory, fsync, rename, fsync of the
+// directory. Errors keep errno's meaning (NotFound for a missing directory, ...) and name the file.
+absl::Status WriteFileAtomically(const std::string& path, absl::string_view data);
+
+// Worker side of a save: writes the slices of `variables` (this processor's, by name) that the
+// processor at `coordinate` owns into `directory` and returns their manifest entries.
+// FailedPrecondition when a variable of the program has no slice yet (no step has run);
+// NotFound when the directory does not exist here (not a shared filesystem?); I/O errors naming
+// the file.
+absl::StatusOr<std::vector<v1::CheckpointShard>> SaveShards(
+    const v1::Program& program, const std::vector<int64_t>& coordinate,
+    const std::map<std::string, Tensor>& variables, const std::string& directory);
+
+// Coordinator side of a save: the manifest of `program`'s variables with the shards every worker
+// reported (in any order). Internal when the shards do not tile every variable exactly once.
+absl::StatusOr<v1::CheckpointManifest> BuildManifest(const v1::Program& program, int64_t step,
+                                                     std::vector<v1::CheckpointShard> shards);
+
+// Writes `manifest` as `directory`/manifest.pbtxt (text format), atomically.
+absl::Status WriteManifest(const std::string& directory, const v1::CheckpointManifest& manifest);
+
+// Reads and checks the manifest of `directory`: NotFound when there is none (not a checkpoint, or
+// an incomplete one); DataLoss when it does not parse or is inconsistent (unknown format version,
+// shards outside their variable or not tiling it).
+absl::StatusOr<v1::CheckpointManifest> ReadManifest(const std::string& directory);
+
+// Checks that `manifest` (already consistent, e.g. from ReadManifest) can restore `program`: every
+// program variable is saved with the same logical shape and dtype, and no other variable is.
+// InvalidArgument naming every missing, extra and mismatched variable.
+absl::Status CheckManifestForProgram(const v1::CheckpointManifest& manifest,
+                                     const v1::Program& program);
+
+// Worker side of a restore: this processor's slice of every variable of `program` under the
+// program's mesh and layout, assembled from the shards of `manifest` in `directory` that overlap
+// it. Only overlapping shards are read; each is verified (size and checksum). NotFound for a
+// missing shard file, DataLoss for a corrupted one — both naming the file and the variable.
+absl::StatusOr<std::map<std::string, Tensor>> LoadSlices(const v1::CheckpointManifest& manifest,
+                                                         const std::string& directory,
+                                                         const v1::Program& program,
+                                                         const std::vector<int64_t>& coordinate);
+
+}  // namespace meshrt
+
+#endif  // MESHRT_RUNTIME_CHECKPOINT_H_

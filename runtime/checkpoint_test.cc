@@ -1,0 +1,279 @@
+// Checkpoints without transport: every processor of a 2x2 mesh saves its slices, the coordinator's
+// half builds the manifest, and every processor of another mesh/layout restores its slices from
+// the shards overlapping them. Corrupted, truncated and missing shards and incomplete directories
+// are refused, naming the file.
+#include "runtime/checkpoint.h"
+
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "core/builder.h"
+#include "core/lowering.h"
+#include "core/slicing.h"
+#include "core/test_util.h"
+#include "gtest/gtest.h"
+
+namespace meshrt {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string MakeTempDir() {
+  const char* base = std::getenv("TEST_TMPDIR");
+  std::string tmpl = std::string(base != nullptr ? base : "/tmp") + "/ckptXXXXXX";
+  EXPECT_NE(mkdtemp(tmpl.data()), nullptr);
+  return tmpl;
+}
+
+v1::Graph ModelGraph() {
+  GraphBuilder b;
+  Initializer init;
+  init.kind = "uniform";
+  TensorRef w1 = b.Variable("layer/w1", Shape({{"d_in", 8}, {"hidden", 12}}), init);
+  TensorRef w2 = b.Variable("w2", Shape({{"hidden", 12}, {"d_out", 4}}), init);
+  b.Variable("step", Shape({}));
+  b.Variable("ids", Shape({{"hidden", 12}}), {}, DType::kInt32);
+  b.MarkOutput(b.Einsum({w1, w2}, Shape({{"d_in", 8}, {"d_out", 4}}), "y"));
+  return b.proto();
+}
+
+v1::Program LowerOn(const std::string& mesh_text, const std::string& rules_text) {
+  auto graph = Graph::Build(ModelGraph());
+  EXPECT_TRUE(graph.ok()) << graph.status();
+  auto mesh = Mesh::Parse(mesh_text);
+  EXPECT_TRUE(mesh.ok()) << mesh.status();
+  auto rules = LayoutRules::Parse(rules_text, *mesh);
+  EXPECT_TRUE(rules.ok()) << rules.status();
+  auto program = Lower(*graph, *mesh, *rules);
+  EXPECT_TRUE(program.ok()) << program.status();
+  return *program;
+}
+
+// Whole values of the model's variables, distinct per element.
+std::map<std::string, Tensor> WholeValues() {
+  std::map<std::string, Tensor> whole;
+  Tensor w1(DType::kFloat32, Shape({{"d_in", 8}, {"hidden", 12}}));
+  for (int64_t i = 0; i < w1.num_elements(); ++i) w1.f32()[i] = 0.5f * i - 3;
+  Tensor w2(DType::kFloat32, Shape({{"hidden", 12}, {"d_out", 4}}));
+  for (int64_t i = 0; i < w2.num_elements(); ++i) w2.f32()[i] = -0.25f * i + 1;
+  Tensor step = Tensor::Float(Shape({}), {3});
+  Tensor ids(DType::kInt32, Shape({{"hidden", 12}}));
+  for (int64_t i = 0; i < ids.num_elements(); ++i) ids.i32()[i] = 100 + static_cast<int>(i);
+  whole.emplace("layer/w1", w1);
+  whole.emplace("w2", w2);
+  whole.emplace("step", step);
+  whole.emplace("ids", ids);
+  return whole;
+}
+
+// Processor `coord`'s slices of `whole` under `program`'s layouts.
+std::map<std::string, Tensor> SlicesAt(const v1::Program& program,
+                                       const std::map<std::string, Tensor>& whole,
+                                       const std::vector<int64_t>& coord) {
+  Mesh mesh = *Mesh::FromProto(program.mesh());
+  std::map<std::string, Tensor> out;
+  for (const v1::ProgramVariable& v : program.variables()) {
+    out.emplace(v.name(), ExtractSlice(whole.at(v.name()), TensorLayout::FromProto(v.layout()),
+                                       mesh, coord));
+  }
+  return out;
+}
+
+// Saves `whole` from every processor of `program` into `dir` and writes the manifest.
+void SaveAll(const v1::Program& program, const std::map<std::string, Tensor>& whole,
+             const std::string& dir, int64_t step = 3) {
+  Mesh mesh = *Mesh::FromProto(program.mesh());
+  std::vector<v1::CheckpointShard> shards;
+  for (int p = 0; p < mesh.num_processors(); ++p) {
+    const std::vector<int64_t> coord = mesh.Coordinate(p);
+    ASSERT_OK_AND_ASSIGN(std::vector<v1::CheckpointShard> mine,
+                         SaveShards(program, coord, SlicesAt(program, whole, coord), dir));
+    shards.insert(shards.end(), mine.begin(), mine.end());
+  }
+  ASSERT_OK_AND_ASSIGN(v1::CheckpointManifest manifest,
+                       BuildManifest(program, step, std::move(shards)));
+  ASSERT_OK(WriteManifest(dir, manifest));
+}
+
+// Restores on every processor of `program` and checks each slice equals the expected one.
+void ExpectRestores(const v1::Program& program, const std::string& dir,
+                    const std::map<std::string, Tensor>& whole) {
+  ASSERT_OK_AND_ASSIGN(v1::CheckpointManifest manifest, ReadManifest(dir));
+  ASSERT_OK(CheckManifestForProgram(manifest, program));
+  Mesh mesh = *Mesh::FromProto(program.mesh());
+  for (int p = 0; p < mesh.num_processors(); ++p) {
+    const std::vector<int64_t> coord = mesh.Coordinate(p);
+    SCOPED_TRACE(absl::StrCat("processor ", p));
+    ASSERT_OK_AND_ASSIGN(auto got, LoadSlices(manifest, dir, program, coord));
+    const auto want = SlicesAt(program, whole, coord);
+    ASSERT_EQ(got.size(), want.size());
+    for (const auto& [name, t] : want) {
+      ASSERT_EQ(got.at(name).shape(), t.shape()) << name;
+      ASSERT_EQ(got.at(name).dtype(), t.dtype()) << name;
+      EXPECT_EQ(std::memcmp(TensorData(got.at(name)), TensorData(t), TensorBytes(t)), 0) << name;
+    }
+  }
+}
+
+const char kSaveMesh[] = "rows:2,cols:2";
+const char kSaveRules[] = "d_in:rows,hidden:cols";
+
+TEST(CheckpointTest, SavedOnTwoByTwoRestoresUnderOtherMeshesAndLayouts) {
+  const std::string dir = MakeTempDir();
+  const v1::Program saved = LowerOn(kSaveMesh, kSaveRules);
+  const auto whole = WholeValues();
+  SaveAll(saved, whole, dir);
+
+  ASSERT_OK_AND_ASSIGN(v1::CheckpointManifest manifest, ReadManifest(dir));
+  EXPECT_EQ(manifest.step(), 3);
+  EXPECT_EQ(manifest.variables_size(), 4);
+  // Distinct slices only: w1 split both ways (4), w2 and ids split over cols (2 each), step (1).
+  EXPECT_EQ(manifest.shards_size(), 4 + 2 + 2 + 1);
+  int files = 0;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    EXPECT_EQ(e.path().extension() == ".tmp", false) << e.path();
+    ++files;
+  }
+  EXPECT_EQ(files, manifest.shards_size() + 1);
+  EXPECT_TRUE(fs::exists(fs::path(dir) / "layer%2Fw1.4_6.shard"));
+  EXPECT_TRUE(fs::exists(fs::path(dir) / "step..shard"));
+
+  for (const auto& [mesh, rules] : std::vector<std::pair<std::string, std::string>>{
+           {"x:4", "hidden:x"},
+           {"x:4", "d_in:x"},
+           {"x:2", "d_out:x"},
+           {"x:1", ""},
+           {"rows:2,cols:2", "hidden:rows,d_out:cols"},
+           {"a:2,b:3", "d_in:a,hidden:b"},
+           {kSaveMesh, kSaveRules}}) {
+    SCOPED_TRACE(mesh + " / " + rules);
+    ExpectRestores(LowerOn(mesh, rules), dir, whole);
+  }
+}
+
+TEST(CheckpointTest, CorruptedShardIsRefusedNamingTheFileWhereItIsNeeded) {
+  const std::string dir = MakeTempDir();
+  const v1::Program saved = LowerOn(kSaveMesh, kSaveRules);
+  SaveAll(saved, WholeValues(), dir);
+  ASSERT_OK_AND_ASSIGN(v1::CheckpointManifest manifest, ReadManifest(dir));
+  const std::string file = "layer%2Fw1.0_6.shard";  // rows 0-3, hidden 6-11
+  {
+    std::fstream f(fs::path(dir) / file, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(5);
+    char c;
+    f.get(c);
+    f.seekp(5);
+    f.put(static_cast<char>(c ^ 0x01));
+  }
+  // Under x:4 with hidden split, processors 2 and 3 (hidden 6-11) need it; 0 and 1 do not.
+  const v1::Program target = LowerOn("x:4", "hidden:x");
+  for (int64_t p = 0; p < 4; ++p) {
+    auto got = LoadSlices(manifest, dir, target, {p});
+    if (p < 2) {
+      EXPECT_TRUE(got.ok()) << got.status();
+    } else {
+      EXPECT_TRUE(StatusIs(got.status(), absl::StatusCode::kDataLoss,
+                           {file, "layer/w1", "checksum"}));
+    }
+  }
+  // On one processor every shard is needed.
+  EXPECT_TRUE(StatusIs(LoadSlices(manifest, dir, LowerOn("x:1", ""), {0}).status(),
+                       absl::StatusCode::kDataLoss, {file, "layer/w1"}));
+
+  // A truncated shard (processor 0 of x:4 needs it, not the corrupted one).
+  fs::resize_file(fs::path(dir) / "w2.0_0.shard", 8);
+  EXPECT_TRUE(StatusIs(LoadSlices(manifest, dir, target, {0}).status(),
+                       absl::StatusCode::kDataLoss, {"w2.0_0.shard", "'w2'", "bytes"}));
+}
+
+TEST(CheckpointTest, MissingShardIsNotFoundNamingTheFile) {
+  const std::string dir = MakeTempDir();
+  SaveAll(LowerOn(kSaveMesh, kSaveRules), WholeValues(), dir);
+  ASSERT_OK_AND_ASSIGN(v1::CheckpointManifest manifest, ReadManifest(dir));
+  ASSERT_TRUE(fs::remove(fs::path(dir) / "ids.6.shard"));
+  EXPECT_TRUE(StatusIs(LoadSlices(manifest, dir, LowerOn("x:2", "d_in:x"), {1}).status(),
+                       absl::StatusCode::kNotFound, {"ids.6.shard", "'ids'", "missing"}));
+  // A processor whose slice lies elsewhere does not read it.
+  EXPECT_TRUE(LoadSlices(manifest, dir, LowerOn("x:2", "hidden:x"), {0}).ok());
+}
+
+TEST(CheckpointTest, DirectoryWithoutManifestIsAnIncompleteCheckpoint) {
+  const std::string dir = MakeTempDir();
+  const v1::Program saved = LowerOn(kSaveMesh, kSaveRules);
+  const auto whole = WholeValues();
+  // Shards written, manifest never: what a save that died half way leaves.
+  for (int p = 0; p < 4; ++p) {
+    const std::vector<int64_t> coord = Mesh::Parse(kSaveMesh)->Coordinate(p);
+    ASSERT_TRUE(SaveShards(saved, coord, SlicesAt(saved, whole, coord), dir).ok());
+  }
+  EXPECT_TRUE(StatusIs(ReadManifest(dir).status(), absl::StatusCode::kNotFound,
+                       {"manifest.pbtxt", "incomplete"}));
+  EXPECT_TRUE(StatusIs(ReadManifest(dir + "/nope").status(), absl::StatusCode::kNotFound,
+                       {"nope", "shared"}));
+  // A manifest that does not parse.
+  ASSERT_OK(WriteFileAtomically(dir + "/manifest.pbtxt", "format_version: \"x\""));
+  EXPECT_TRUE(StatusIs(ReadManifest(dir).status(), absl::StatusCode::kDataLoss, {"manifest"}));
+}
+
+TEST(CheckpointTest, ManifestMustMatchTheProgramsVariables) {
+  const std::string dir = MakeTempDir();
+  SaveAll(LowerOn(kSaveMesh, kSaveRules), WholeValues(), dir);
+  ASSERT_OK_AND_ASSIGN(v1::CheckpointManifest manifest, ReadManifest(dir));
+
+  GraphBuilder b;
+  b.Variable("layer/w1", Shape({{"d_in", 8}, {"hidden", 10}}));  // other shape
+  b.Variable("w3", Shape({{"other", 12}}));                        // not saved
+  TensorRef s = b.Variable("step", Shape({}), {}, DType::kInt32);  // other dtype
+  b.MarkOutput(s);
+  ASSERT_OK_AND_ASSIGN(Graph g, b.Build());
+  ASSERT_OK_AND_ASSIGN(v1::Program program, Lower(g, *Mesh::Parse("x:1"), LayoutRules()));
+  EXPECT_TRUE(StatusIs(CheckManifestForProgram(manifest, program),
+                       absl::StatusCode::kInvalidArgument,
+                       {"missing from the checkpoint: 'w3'", "does not have: 'ids', 'w2'",
+                        "'layer/w1' is float32 [d_in:8, hidden:10]", "'step' is int32"}));
+  EXPECT_TRUE(StatusIs(LoadSlices(manifest, dir, program, {0}).status(),
+                       absl::StatusCode::kInvalidArgument, {"w3"}));
+}
+
+TEST(CheckpointTest, SavingBeforeTheFirstStepIsRefused) {
+  const std::string dir = MakeTempDir();
+  const v1::Program saved = LowerOn(kSaveMesh, kSaveRules);
+  EXPECT_TRUE(StatusIs(SaveShards(saved, {0, 0}, {}, dir).status(),
+                       absl::StatusCode::kFailedPrecondition, {"no value yet"}));
+  EXPECT_TRUE(fs::is_empty(dir));
+  const auto whole = WholeValues();
+  EXPECT_TRUE(StatusIs(SaveShards(saved, {0, 0}, SlicesAt(saved, whole, {0, 0}), dir + "/absent")
+                           .status(),
+                       absl::StatusCode::kNotFound, {"absent", "shared"}));
+}
+
+TEST(CheckpointTest, BrokenManifestsAreRefused) {
+  const v1::Program saved = LowerOn(kSaveMesh, kSaveRules);
+  const auto whole = WholeValues();
+  // Shards of one processor only do not tile the variables.
+  const std::string dir = MakeTempDir();
+  ASSERT_OK_AND_ASSIGN(auto shards, SaveShards(saved, {0, 0}, SlicesAt(saved, whole, {0, 0}), dir));
+  EXPECT_TRUE(StatusIs(BuildManifest(saved, 0, shards).status(), absl::StatusCode::kInternal,
+                       {"cover"}));
+  // A file name escaping the directory.
+  SaveAll(saved, whole, dir);
+  ASSERT_OK_AND_ASSIGN(v1::CheckpointManifest m, ReadManifest(dir));
+  m.mutable_shards(0)->set_file("../x.shard");
+  ASSERT_OK(WriteManifest(dir, m));
+  EXPECT_TRUE(StatusIs(ReadManifest(dir).status(), absl::StatusCode::kDataLoss, {"../x.shard"}));
+}
+
+TEST(CheckpointTest, FileNamesAndChecksum) {
+  EXPECT_EQ(ShardFileName("a/b.c%", {0, 16}), "a%2Fb%2Ec%25.0_16.shard");
+  EXPECT_EQ(ShardFileName("step", {}), "step..shard");
+  EXPECT_EQ(Fnv1a64("", 0), 0xcbf29ce484222325ULL);
+  EXPECT_EQ(Fnv1a64("a", 1), 0xaf63dc4c8601ec8cULL);
+}
+
+}  // namespace
+}  // namespace meshrt
