@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "client/cli_commands.h"
+#include "client/cli_train.h"
 #include "coordinator/coordinator_main.h"
 #include "worker/worker_main.h"
 
@@ -65,7 +66,9 @@ std::string TopLevelHelp() {
       "workers\n"
       "  health   ask a daemon's gRPC health service, as a Kubernetes probe does\n"
       "  ops      list every op: family, inputs, gradient, collectives its lowering may emit\n"
-      "  demo     run the MLP on a local 4-worker cluster under two layouts vs the reference\n"
+      "  train    train the Transformer LM or the MLP: progress bar, loss CSV, greedy sample\n"
+      "  demo     train the Transformer on a local 4-worker cluster (2x2 mesh, data x model "
+      "parallel)\n"
       "  help     this help; `meshrt help COMMAND` is `meshrt COMMAND --help`\n\n"
       "quick start:\n  ",
       kQuickStart,
@@ -103,11 +106,13 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
     status = StatusCommand(rest, io);
   } else if (command == "local") {
     status = LocalCommand(rest, io);
+  } else if (command == "train") {
+    status = TrainCommand(rest, io);
   } else if (command == "demo") {
     status = DemoCommand(rest, io);
   } else {
     status = UsageError(absl::StrCat("unknown command '", command,
-                                     "'; the commands are run, explain, local, status, health, ops, demo, help "
+                                     "'; the commands are run, train, explain, local, status, health, ops, demo, help "
                                      "(see meshrt --help)"));
   }
   if (status.ok()) return 0;

@@ -1,0 +1,358 @@
+// `meshrt train`: trains a model of //models (the MLP regression or the Transformer LM) on a mesh
+// — in process on one processor (--reference), on an embedded local cluster (--local N) or on a
+// running coordinator — with a progress bar, a loss CSV and a greedy sample at the end.
+// `meshrt demo` runs it with the paper's 2x2 layout.
+#include "client/cli_train.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "client/client.h"
+#include "client/local_cluster.h"
+#include "core/interpreter.h"
+#include "core/lowering.h"
+#include "core/status_macros.h"
+#include "kernels/cpu_kernels.h"
+#include "models/train.h"
+#include "util/flags.h"
+
+namespace meshrt {
+namespace {
+
+// Where training runs, step by step: in process or through a client session.
+class Trainer {
+ public:
+  virtual ~Trainer() = default;
+  // Runs `n` steps; returns the last one's `fetches`.
+  virtual absl::StatusOr<TensorMap> Steps(int64_t n, const std::vector<std::string>& fetches) = 0;
+};
+
+class InProcessTrainer : public Trainer {
+ public:
+  explicit InProcessTrainer(const Graph& graph) : graph_(graph) {}
+  absl::StatusOr<TensorMap> Steps(int64_t n, const std::vector<std::string>& fetches) override {
+    TensorMap out;
+    for (int64_t i = 0; i < n; ++i) {
+      ASSIGN_OR_RETURN(out, InterpretStep(graph_, {}, fetches, &variables_, CpuKernels()));
+    }
+    return out;
+  }
+
+ private:
+  const Graph& graph_;
+  TensorMap variables_;
+};
+
+class SessionTrainer : public Trainer {
+ public:
+  explicit SessionTrainer(Session* session) : session_(session) {}
+  absl::StatusOr<TensorMap> Steps(int64_t n, const std::vector<std::string>& fetches) override {
+    return session_->RunSteps(n, {}, fetches);
+  }
+
+ private:
+  Session* session_;
+};
+
+absl::StatusOr<float> ParseFloat(const std::string& flag, const std::string& text) {
+  float v;
+  if (!absl::SimpleAtof(text, &v) || !std::isfinite(v)) {
+    return UsageError(absl::StrCat("--", flag, " needs a number, not '", text, "'"));
+  }
+  return v;
+}
+
+std::string Duration(double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0) return "?";
+  const int s = static_cast<int>(seconds + 0.5);
+  if (s >= 3600) return absl::StrFormat("%dh%02dm", s / 3600, s / 60 % 60);
+  if (s >= 60) return absl::StrFormat("%dm%02ds", s / 60, s % 60);
+  return absl::StrFormat("%ds", s);
+}
+
+// Greedy decoding with the sampler graph in process: `variables` are the trained values.
+absl::StatusOr<std::string> GreedySample(const models::TransformerOptions& model,
+                                         TensorMap variables, const std::string& prompt,
+                                         int64_t bytes) {
+  GraphBuilder b;
+  ASSIGN_OR_RETURN(models::SamplerOutputs s, models::BuildTransformerSampler(b, model));
+  ASSIGN_OR_RETURN(Graph graph, b.Build());
+  std::string text = prompt.empty() ? std::string("\n") : prompt;
+  std::string out;
+  for (int64_t i = 0; i < bytes; ++i) {
+    // The last `length` bytes are the window; the next byte is predicted at its last position.
+    const std::string window = text.size() > static_cast<size_t>(model.length)
+                                   ? text.substr(text.size() - model.length)
+                                   : text;
+    std::vector<int32_t> ids(model.length, 0);
+    for (size_t j = 0; j < window.size(); ++j) ids[j] = static_cast<unsigned char>(window[j]);
+    TensorMap feeds;
+    feeds[s.prompt.name] = Tensor::Int(s.prompt.shape, ids);
+    feeds[s.position.name] =
+        Tensor::Int(s.position.shape, {static_cast<int32_t>(window.size()) - 1});
+    ASSIGN_OR_RETURN(TensorMap got,
+                     InterpretStep(graph, feeds, {s.next_token.name}, &variables, CpuKernels()));
+    const char next = static_cast<char>(got.at(s.next_token.name).i32()[0]);
+    text.push_back(next);
+    out.push_back(next);
+  }
+  return out;
+}
+
+}  // namespace
+
+void AddTrainFlags(FlagSet& flags, TrainFlags* f) {
+  flags.String("model", &f->model, "transformer (byte-level LM on a text file) or mlp "
+                                   "(regression on synthetic data)");
+  flags.String("mesh", &f->mesh, "mesh shape, e.g. rows:2,cols:2 (default: one processor)");
+  flags.String("layout", &f->layout,
+               "layout rules, e.g. batch:rows (data parallel), heads:cols,d_ff:cols,vocab:cols "
+               "(model parallel), or both");
+  flags.Int("local", &f->local, "start a local cluster with N worker processes, train, stop it");
+  flags.String("coordinator", &f->coordinator, "train on the coordinator at HOST:PORT");
+  flags.Bool("reference", &f->reference,
+             "train in this process on one processor (the single-process reference)");
+  flags.Int("steps", &f->steps, "training steps (default 200)");
+  flags.Int("seed", &f->seed, "seed of the initial weights (and synthetic data)");
+  flags.String("loss_csv", &f->loss_csv, "write the loss curve here: step,loss,learning_rate,"
+                                         "tokens_per_s,elapsed_s");
+  flags.Int("log_every", &f->log_every,
+            "steps the workers run per request; the loss is reported every N steps (default 1)");
+  flags.String("optimizer", &f->optimizer, "sgd, momentum, adam, adamw or adafactor");
+  flags.String("lr", &f->lr, "base learning rate (default: 0.01 for adam/adamw/adafactor, 0.1 else)");
+  flags.String("schedule", &f->schedule, "constant, linear_warmup or rsqrt_decay");
+  flags.Int("warmup", &f->warmup, "warm-up steps of the schedule");
+  flags.String("clip", &f->clip, "clip gradients to this global norm (0: off)");
+  flags.Int("microbatches", &f->microbatches, "accumulate N steps' gradients per update");
+  flags.String("data", &f->data,
+               "transformer: the text file to train on (default /usr/share/games/fortunes/cookie, "
+               "from Debian's fortunes package); 'synthetic' for random bytes");
+  flags.Int("batch", &f->batch, "batch size (0: the model's default)");
+  flags.Int("length", &f->length, "transformer: sequence length (0: default)");
+  flags.Int("d_model", &f->d_model, "model width (0: default)");
+  flags.Int("heads", &f->heads, "transformer: attention heads (0: default)");
+  flags.Int("d_ff", &f->d_ff, "feed-forward width (0: default)");
+  flags.Int("layers", &f->layers, "transformer: layers (0: default)");
+  flags.Int("sample", &f->sample, "transformer: print a greedy sample of N bytes at the end");
+  flags.String("prompt", &f->prompt, "transformer: the sample's prompt");
+  flags.Int("max_seconds", &f->max_seconds, "stop early after this many seconds (0: no limit)");
+  flags.String("log_dir", &f->log_dir, "with --local: the daemons' logs (default: a temp dir)");
+}
+
+absl::Status RunTraining(const TrainFlags& f, CliIo io) {
+  const int targets = (f.reference ? 1 : 0) + (f.local > 0 ? 1 : 0) + (f.coordinator.empty() ? 0 : 1);
+  if (targets != 1) {
+    return UsageError("meshrt train needs exactly one of --reference, --local N and "
+                      "--coordinator HOST:PORT");
+  }
+  if (f.steps < 1) return UsageError("--steps needs N >= 1");
+  if (f.log_every < 1) return UsageError("--log_every needs N >= 1");
+  if (f.model != "transformer" && f.model != "mlp") {
+    return UsageError(absl::StrCat("--model '", f.model, "' is not transformer or mlp"));
+  }
+  TrainOptions train;
+  train.optimizer = f.optimizer;
+  const bool adaptive = f.optimizer == "adam" || f.optimizer == "adamw" || f.optimizer == "adafactor";
+  train.learning_rate.base = adaptive ? 0.01f : 0.1f;
+  if (!f.lr.empty()) {
+    ASSIGN_OR_RETURN(train.learning_rate.base, ParseFloat("lr", f.lr));
+  }
+  train.learning_rate.kind = f.schedule;
+  train.learning_rate.warmup_steps = f.warmup;
+  if (!f.clip.empty()) {
+    ASSIGN_OR_RETURN(train.clip_global_norm, ParseFloat("clip", f.clip));
+  }
+  train.microbatches = static_cast<int>(f.microbatches);
+
+  models::TransformerOptions tmodel;
+  models::MlpOptions mmodel;
+  int64_t tokens_per_step = 0;
+  absl::StatusOr<models::TrainGraph> tg;
+  if (f.model == "transformer") {
+    if (f.batch > 0) tmodel.batch = f.batch;
+    if (f.length > 0) tmodel.length = f.length;
+    if (f.d_model > 0) tmodel.d_model = f.d_model;
+    if (f.heads > 0) tmodel.heads = f.heads;
+    if (f.d_ff > 0) tmodel.d_ff = f.d_ff;
+    if (f.layers > 0) tmodel.layers = f.layers;
+    tmodel.seed = f.seed;
+    tmodel.data_path = f.data == "synthetic" ? "" : f.data;
+    if (!tmodel.data_path.empty() && ::access(tmodel.data_path.c_str(), R_OK) != 0) {
+      return absl::NotFoundError(absl::StrCat(
+          "cannot read the training text ", tmodel.data_path,
+          " (install Debian's fortunes package: tools/setup.sh does; or pass --data FILE)"));
+    }
+    tokens_per_step = tmodel.batch * tmodel.length;
+    tg = models::BuildTransformerTrainGraph(tmodel, train);
+  } else {
+    if (f.batch > 0) mmodel.batch = f.batch;
+    if (f.d_model > 0) mmodel.d_model = f.d_model;
+    if (f.d_ff > 0) mmodel.d_ff = f.d_ff;
+    mmodel.seed = f.seed;
+    tokens_per_step = mmodel.batch;
+    tg = models::BuildMlpTrainGraph(mmodel, train);
+  }
+  if (!tg.ok()) return WithContext(tg.status(), absl::StrCat("building the ", f.model));
+  ASSIGN_OR_RETURN(MeshAndRules layout, ParseMeshAndRules(f.mesh, f.layout));
+  // Refuse a bad layout here, before any daemon starts.
+  RETURN_IF_ERROR(ValidateLayouts(tg->graph, layout.mesh, layout.rules));
+
+  std::unique_ptr<LocalCluster> cluster;
+  std::unique_ptr<Client> client;
+  std::unique_ptr<Session> session;
+  std::unique_ptr<Trainer> trainer;
+  std::string where;
+  if (f.reference) {
+    trainer = std::make_unique<InProcessTrainer>(tg->graph);
+    where = "in process (reference interpreter, 1 processor)";
+  } else {
+    std::string address = f.coordinator;
+    if (f.local > 0) {
+      if (f.local < layout.mesh.num_processors()) {
+        return UsageError(absl::StrCat("--local ", f.local, " starts too few workers for mesh ",
+                                       layout.mesh.ToString()));
+      }
+      LocalClusterOptions options;
+      options.workers = static_cast<int>(f.local);
+      std::string log_dir = f.log_dir;
+      if (log_dir.empty()) {
+        char pattern[] = "/tmp/meshrt-train-XXXXXX";
+        if (::mkdtemp(pattern) == nullptr) return absl::InternalError("cannot make a log dir");
+        log_dir = pattern;
+      } else {
+        RETURN_IF_ERROR(MakeDirs(log_dir));
+      }
+      options.log_dir = log_dir;
+      io.out << "starting a local cluster: 1 coordinator + " << f.local
+             << " worker processes (logs in " << log_dir << ")\n";
+      absl::StatusOr<std::unique_ptr<LocalCluster>> started = LocalCluster::Start(options);
+      if (!started.ok()) return WithContext(started.status(), "cannot start the local cluster");
+      cluster = *std::move(started);
+      address = cluster->address();
+    }
+    ClientOptions options;
+    options.address = address;
+    ASSIGN_OR_RETURN(client, Client::Connect(options));
+    ASSIGN_OR_RETURN(session, client->CreateSession(tg->graph.proto(), layout.mesh, layout.rules));
+    trainer = std::make_unique<SessionTrainer>(session.get());
+    where = absl::StrCat(layout.mesh.num_processors(), " worker processes, mesh ",
+                         layout.mesh.ToString(), ", layout '",
+                         f.layout.empty() ? "(replicated)" : f.layout, "'");
+  }
+  io.out << "training " << f.model;
+  if (f.model == "transformer") {
+    io.out << absl::StrFormat(" (batch %d, length %d, d_model %d, heads %d, d_ff %d, layers %d, "
+                              "vocab %d; data %s)",
+                              tmodel.batch, tmodel.length, tmodel.d_model, tmodel.heads,
+                              tmodel.d_ff, tmodel.layers, tmodel.vocab,
+                              tmodel.data_path.empty() ? "synthetic" : tmodel.data_path);
+  }
+  io.out << " with " << train.optimizer << " lr " << train.learning_rate.base << " for "
+         << f.steps << " steps on " << where << "\n";
+
+  std::ofstream csv;
+  if (!f.loss_csv.empty()) {
+    csv.open(f.loss_csv);
+    if (!csv) return absl::PermissionDeniedError(absl::StrCat("cannot write --loss_csv ", f.loss_csv));
+    csv << "step,loss,learning_rate,tokens_per_s,elapsed_s\n";
+  }
+  const bool tty = ::isatty(STDOUT_FILENO) && &io.out == &std::cout;
+  const absl::Time start = absl::Now();
+  int64_t done = 0;
+  float loss = NAN;
+  TensorMap final_vars;
+  const int64_t report_every = std::max<int64_t>(1, f.steps / 20);
+  int64_t next_report = report_every;
+  while (done < f.steps) {
+    const int64_t n = std::min(f.log_every, f.steps - done);
+    std::vector<std::string> fetches = {tg->loss, tg->learning_rate};
+    const bool last = done + n >= f.steps ||
+                      (f.max_seconds > 0 && absl::Now() - start > absl::Seconds(f.max_seconds));
+    if (last && f.sample > 0 && f.model == "transformer") {
+      // The weights the last step starts from: the ones its reported loss is computed with.
+      for (const std::string& v : tg->trainable) fetches.push_back(v);
+    }
+    absl::StatusOr<TensorMap> out = trainer->Steps(n, fetches);
+    if (!out.ok()) {
+      return WithContext(out.status(), absl::StrCat("training step ", done + 1, "..", done + n));
+    }
+    done += n;
+    loss = out->at(tg->loss).f32()[0];
+    if (!std::isfinite(loss)) {
+      return absl::InternalError(absl::StrCat("the loss is ", loss, " at step ", done,
+                                              "; try a smaller --lr or --clip"));
+    }
+    const double elapsed = absl::ToDoubleSeconds(absl::Now() - start);
+    const double tps = tokens_per_step * done / std::max(elapsed, 1e-9);
+    if (csv.is_open()) {
+      csv << done << "," << loss << "," << out->at(tg->learning_rate).f32()[0] << ","
+          << absl::StrFormat("%.1f", tps) << "," << absl::StrFormat("%.3f", elapsed) << "\n";
+    }
+    const double eta = elapsed / done * (f.steps - done);
+    const int width = 24;
+    const int filled = static_cast<int>(width * done / f.steps);
+    const std::string line = absl::StrFormat(
+        "[%s%s] step %d/%d  loss %.4f  %s/s %.0f  elapsed %s  ETA %s", std::string(filled, '#'),
+        std::string(width - filled, '.'), done, f.steps, loss,
+        f.model == "transformer" ? "tokens" : "examples", tps, Duration(elapsed), Duration(eta));
+    if (tty) {
+      io.out << "\r" << line << std::flush;
+    } else if (done >= next_report || done == f.steps || last) {
+      io.out << line << "\n" << std::flush;
+      while (next_report <= done) next_report += report_every;
+    }
+    if (last) {
+      for (const std::string& v : tg->trainable) {
+        if (out->count(v)) final_vars[v] = out->at(v);
+      }
+      break;
+    }
+  }
+  if (tty) io.out << "\n";
+  const double elapsed = absl::ToDoubleSeconds(absl::Now() - start);
+  io.out << absl::StrFormat("final loss %.4f after %d steps in %s (%.0f %s/s)\n", loss, done,
+                            Duration(elapsed), tokens_per_step * done / std::max(elapsed, 1e-9),
+                            f.model == "transformer" ? "tokens" : "examples");
+  if (f.sample > 0 && f.model == "transformer") {
+    ASSIGN_OR_RETURN(std::string text, GreedySample(tmodel, final_vars, f.prompt, f.sample));
+    io.out << "greedy sample (prompt \"" << f.prompt << "\"):\n" << f.prompt << text << "\n";
+  }
+  if (session != nullptr) RETURN_IF_ERROR(session->Close());
+  return absl::OkStatus();
+}
+
+absl::Status TrainCommand(const std::vector<std::string>& args, CliIo io) {
+  TrainFlags f;
+  FlagSet flags(
+      "meshrt train (--reference | --local N | --coordinator HOST:PORT) [--model transformer|mlp] "
+      "[--mesh MESH --layout RULES] [--steps N] [flags]",
+      "Trains a model: the paper's decoder-only Transformer LM on bytes of an English text "
+      "(reading its batches on the workers) or an MLP regression on synthetic data. Shows a "
+      "progress bar (step, loss, tokens/s, ETA), writes the loss curve with --loss_csv, and "
+      "prints a greedy sample with --sample N.\n\n"
+      "examples:\n"
+      "  meshrt train --model transformer --mesh rows:2,cols:2 "
+      "--layout batch:rows,heads:cols,d_ff:cols,vocab:cols --local 4 --steps 300 --seed 1 "
+      "--loss_csv loss.csv --sample 120\n"
+      "  meshrt train --model mlp --mesh x:2 --layout batch:x --local 2 --steps 50");
+  AddTrainFlags(flags, &f);
+  ASSIGN_OR_RETURN(std::vector<std::string> positional, ParseCommandFlags(flags, args, "train"));
+  if (flags.help()) {
+    io.out << flags.Help();
+    return absl::OkStatus();
+  }
+  if (!positional.empty()) return UsageError("train takes no positional arguments");
+  return RunTraining(f, io);
+}
+
+}  // namespace meshrt

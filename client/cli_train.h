@@ -1,0 +1,47 @@
+// Internal to the `meshrt` CLI: `meshrt train` and what `meshrt demo` shares with it.
+#ifndef MESHRT_CLIENT_CLI_TRAIN_H_
+#define MESHRT_CLIENT_CLI_TRAIN_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "client/cli_commands.h"
+#include "util/flags.h"
+
+namespace meshrt {
+
+struct TrainFlags {
+  std::string model = "transformer";
+  std::string mesh;
+  std::string layout;
+  int64_t local = 0;
+  std::string coordinator;
+  bool reference = false;
+  int64_t steps = 200;
+  int64_t seed = 1;
+  std::string loss_csv;
+  int64_t log_every = 1;
+  std::string optimizer = "adam";
+  std::string lr;
+  std::string schedule = "constant";
+  int64_t warmup = 0;
+  std::string clip;
+  int64_t microbatches = 1;
+  std::string data = "/usr/share/games/fortunes/cookie";
+  int64_t batch = 0, length = 0, d_model = 0, heads = 0, d_ff = 0, layers = 0;
+  int64_t sample = 0;
+  std::string prompt;
+  int64_t max_seconds = 0;
+  std::string log_dir;
+};
+
+void AddTrainFlags(FlagSet& flags, TrainFlags* f);
+// Trains as `f` says, writing progress to io.out. Usage errors are UsageError.
+absl::Status RunTraining(const TrainFlags& f, CliIo io);
+absl::Status TrainCommand(const std::vector<std::string>& args, CliIo io);
+
+}  // namespace meshrt
+
+#endif  // MESHRT_CLIENT_CLI_TRAIN_H_
