@@ -486,11 +486,7 @@ class Differentiator {
       rev.add_dims(d);
       (*rev.mutable_attrs())["exclusive"].set_b(!BoolAttrOr(op, "exclusive", false));
       grad(0, b_.Neg(b_.Sub(b_.Apply(rev, {dy}), total)));
-      if (in.size() > 1 && in[1].dtype == DType::kFloat32) {
-        const Shape carry = in[1].shape;
-        const TensorRef c = SumTo(total, WithoutDim(carry, d));
-        AddGrad(op.inputs(1), carry.Contains(d) ? b_.Reshape(c, carry) : c);
-      }
+      if (in.size() > 1) grad(1, total);
     } else if (t == "shift") {
       grad(0, Shift(dy, op.dims(0), -IntAttrOr(op, "offset", 0), BoolAttrOr(op, "wrap", false)));
     } else if (t == "halo_exchange") {

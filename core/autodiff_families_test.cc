@@ -404,6 +404,15 @@ TEST(AutodiffFamiliesTest, Indexing) {
              return b.Apply(Op("gather", {"v"}), {params->back(), i});
            },
            {{"i", IntFill(0, 4)}}},
+      // row_ids name the weights' rows 3..6; indices 2 and 7 select nothing.
+      Case{"gather_row_ids",
+           [](GraphBuilder& b, std::vector<TensorRef>* params) {
+             params->push_back(b.Placeholder("w", Shape({{"v", 4}, {"d", 2}})));
+             TensorRef i = b.Placeholder("i", Shape({{"n", 6}}), DType::kInt32);
+             TensorRef ids = b.Constant(Tensor::Int(Shape({{"v", 4}}), {3, 4, 5, 6}));
+             return b.Apply(Op("gather", {"v"}), {params->back(), i, ids});
+           },
+           {{"i", IntFill(2, 7)}}},
       Unary("top_k", Op("top_k", {"b"}, {{"k", I(3)}, {"new_dim", S("kk")}}),
             {{"a", 3}, {"b", 6}}, Distinct()),
       Unary("sort_descending", Op("sort", {"b"}, {{"descending", B(true)}}), {{"a", 3}, {"b", 5}},
