@@ -10,7 +10,8 @@ namespace models {
 absl::StatusOr<ModelOutputs> BuildMlp(GraphBuilder& b, const MlpOptions& o) {
   if (o.batch <= 0 || o.d_model <= 0 || o.d_ff <= 0) {
     return absl::InvalidArgumentError(absl::StrCat("mlp: sizes must be positive (batch ", o.batch,
-                                                   ", d_model ", o.d_model, ", d_ff ", o.d_ff, ")"));
+                                                   ", d_model ", o.d_model, ", d_ff ", o.d_ff,
+                                                   ")"));
   }
   if (o.teacher_noise < 0) {
     return absl::InvalidArgumentError(
@@ -32,8 +33,8 @@ absl::StatusOr<ModelOutputs> BuildMlp(GraphBuilder& b, const MlpOptions& o) {
     teacher_init.seed = o.seed;
     TensorRef teacher =
         b.Variable("teacher", Shape({d_model, {"d_teacher", o.d_model}}), teacher_init);
-    TensorRef t = b.Einsum({m.inputs, teacher}, Shape({batch, {"d_teacher", o.d_model}}),
-                           "teacher/einsum");
+    TensorRef t =
+        b.Einsum({m.inputs, teacher}, Shape({batch, {"d_teacher", o.d_model}}), "teacher/einsum");
     if (o.teacher_tanh) t = Elementwise(b, "tanh", {t}, "teacher/tanh");
     t = b.RenameDim(t, "d_teacher", "d_model", "teacher/out");
     if (o.teacher_noise > 0) {

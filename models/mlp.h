@@ -5,7 +5,8 @@
 //   target  = tanh(x · teacher) (or without tanh), teacher a fixed random [d_model, d_teacher]
 //             matrix (a non-trainable variable "teacher", N(0, 1/d_model), renamed back to
 //             d_model), plus optional N(0, teacher_noise²) noise keyed by the step
-//   y       = relu(x · w1 [+ b1]) · w2 [+ b2]   variables "w1" [d_model, d_ff], "w2" [d_ff, d_model]
+//   y       = relu(x · w1 [+ b1]) · w2 [+ b2]   variables "w1" [d_model, d_ff], "w2" [d_ff,
+//   d_model]
 //             (glorot_uniform), optional "b1" [d_ff], "b2" [d_model] (zeros)
 //   loss    = mean((y - target)²) over every element (scalar)
 //

@@ -2,8 +2,8 @@
 //
 // A model is a function `absl::StatusOr<ModelOutputs> BuildX(GraphBuilder& b, const XOptions&)`
 // that adds its forward pass and loss to `b`: variables (core/ops_state.h), the worker-side data
-// source (core/ops_dataset.h: text_windows, or random ops keyed by a step) and a scalar loss. It adds
-// no optimizer: models/train.h puts a model and core/optimizers.h's Minimize together.
+// source (core/ops_dataset.h: text_windows, or random ops keyed by a step) and a scalar loss. It
+// adds no optimizer: models/train.h puts a model and core/optimizers.h's Minimize together.
 //
 // The data stream position is the model's own variable "data_step" (float32 scalar, +1 per step by
 // assign_add), so it is saved in checkpoints and a resumed run continues the stream where it was;

@@ -12,6 +12,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "core/builder.h"
 #include "core/interpreter.h"
 #include "core/lowering.h"
@@ -35,9 +37,9 @@ const std::string& TextFile() {
   static const std::string* path = [] {
     const char* dir = std::getenv("TEST_TMPDIR");
     auto* p = new std::string(absl::StrCat(dir ? dir : "/tmp", "/models_test_text.txt"));
-    const char* words[] = {"the",  "mesh", "of",     "processors", "splits", "every", "tensor",
-                           "along", "its", "batch",  "and",        "heads",  "a",     "layout",
-                           "rule", "maps", "names",  "to",         "axes",   "while", "data"};
+    const char* words[] = {"the",   "mesh", "of",    "processors", "splits", "every", "tensor",
+                           "along", "its",  "batch", "and",        "heads",  "a",     "layout",
+                           "rule",  "maps", "names", "to",         "axes",   "while", "data"};
     std::string text;
     uint32_t state = 12345;
     while (text.size() < 24000) {
@@ -178,6 +180,18 @@ TEST(TransformerTest, RmsNormAndSyntheticDataTrainOnDpMp) {
   EXPECT_GT(want[0], 0.9 * std::log(256.0));
 }
 
+// Adam's slots live under the same layouts as their variables.
+TEST(TransformerTest, AdamTrainingIsLayoutInvariant) {
+  TrainOptions adam;
+  adam.optimizer = "adam";
+  adam.learning_rate.base = 1e-2f;
+  ASSERT_OK_AND_ASSIGN(TrainGraph t, BuildTransformerTrainGraph(TinyTransformer(), adam));
+  TensorMap state;
+  const std::vector<float> want = InterpreterLosses(t, 8, &state);
+  EXPECT_LT(want.back(), want.front());
+  ExpectSameLosses(MeshLosses(t, kDpMp.mesh, kDpMp.rules, 8), want, 1e-4);
+}
+
 // (b) MLP regression: the loss goes down, the same on two layouts.
 TEST(MlpTest, RegressionLearnsAndIsLayoutInvariant) {
   ASSERT_OK_AND_ASSIGN(TrainGraph t, BuildMlpTrainGraph(TinyMlp(), Sgd(0.2f)));
@@ -187,8 +201,8 @@ TEST(MlpTest, RegressionLearnsAndIsLayoutInvariant) {
   std::printf("mlp losses: %s\n", absl::StrJoin(want, " ").c_str());
   EXPECT_LT(Mean(want, kSteps - 5, kSteps), 0.8 * Mean(want, 0, 5))
       << "losses " << absl::StrJoin(want, " ");
-  for (const Layout& l : {Layout{"rows:2,cols:2", "batch:rows,d_ff:cols"},
-                          Layout{"x:4", "d_ff:x"}}) {
+  for (const Layout& l :
+       {Layout{"rows:2,cols:2", "batch:rows,d_ff:cols"}, Layout{"x:4", "d_ff:x"}}) {
     SCOPED_TRACE(l.mesh + " " + l.rules);
     ExpectSameLosses(MeshLosses(t, l.mesh, l.rules, kSteps), want, 1e-4);
   }
@@ -260,8 +274,8 @@ TEST(TransformerTest, LoweringsHoldThePaperLayoutsCollectives) {
   // DP x MP: both; w1's gradient slice is [d_model, d_ff / 2].
   ASSERT_OK_AND_ASSIGN(v1::Program dpmp, LowerLayout(t.graph, kDpMp));
   EXPECT_TRUE(HasAllReduce(dpmp, kCols, "layer_0/ffn/output"));
-  EXPECT_TRUE(HasAllReduceOfShape(
-      dpmp, kRows, Shape({{"d_model", o.d_model}, {"d_ff", o.d_ff / 2}})));
+  EXPECT_TRUE(
+      HasAllReduceOfShape(dpmp, kRows, Shape({{"d_model", o.d_model}, {"d_ff", o.d_ff / 2}})));
 }
 
 // (d) The sampler's argmax equals the training graph's logits' argmax for the same variables.
@@ -326,12 +340,12 @@ TEST(TransformerTest, OptionsAreChecked) {
   EXPECT_EQ(bench.d_ff, 1024);
   o.norm = "batch";
   GraphBuilder b;
-  EXPECT_TRUE(StatusIs(BuildTransformer(b, o).status(), absl::StatusCode::kInvalidArgument,
-                       {"norm"}));
+  EXPECT_TRUE(
+      StatusIs(BuildTransformer(b, o).status(), absl::StatusCode::kInvalidArgument, {"norm"}));
   o = TinyTransformer();
   o.heads = 0;
-  EXPECT_TRUE(StatusIs(BuildTransformer(b, o).status(), absl::StatusCode::kInvalidArgument,
-                       {"heads"}));
+  EXPECT_TRUE(
+      StatusIs(BuildTransformer(b, o).status(), absl::StatusCode::kInvalidArgument, {"heads"}));
 }
 
 // The peer's configuration builds, and has the peer's parameter count (1.74M, with LayerNorm
@@ -344,6 +358,52 @@ TEST(TransformerTest, BenchConfigHasThePeersParameterCount) {
   const int64_t D = 256, HK = 8 * 32, F = 1024, V = 256, L = 128;
   EXPECT_EQ(n, V * D + L * D + 2 * (4 * D + 3 * D * HK + HK * D + 2 * D * F) + 2 * D + D * V);
   ASSERT_OK(b.Build().status());
+}
+
+}  // namespace
+}  // namespace models
+}  // namespace meshrt
+
+namespace meshrt {
+namespace models {
+namespace {
+
+// Manual: step times and losses of the default configuration on the fortunes text
+// (bazel run //models:models_test -- --gtest_also_run_disabled_tests --gtest_filter='*Default*').
+TEST(TransformerTest, DISABLED_DefaultConfigTrains) {
+  TransformerOptions o;
+  o.data_path = "/usr/share/games/fortunes/cookie";
+  ASSERT_OK_AND_ASSIGN(TrainGraph t, BuildTransformerTrainGraph(o, Sgd(0.1f)));
+  const int steps = std::atoi(std::getenv("STEPS") ? std::getenv("STEPS") : "30");
+  std::map<std::string, Tensor> trained;
+  for (const Layout& l : {kDpMp, Layout{"x:1", ""}}) {
+    const absl::Time start = absl::Now();
+    std::vector<float> losses = MeshLosses(t, l.mesh, l.rules, steps, &trained);
+    std::printf("%s %s: %.1f ms/step; losses %s\n", l.mesh.c_str(), l.rules.c_str(),
+                absl::ToDoubleMilliseconds(absl::Now() - start) / steps,
+                absl::StrJoin(losses, " ").c_str());
+  }
+  // A greedy sample with the trained variables.
+  GraphBuilder b;
+  ASSERT_OK_AND_ASSIGN(SamplerOutputs s, BuildTransformerSampler(b, o));
+  ASSERT_OK_AND_ASSIGN(Graph g, b.Build());
+  TensorMap vars;
+  for (const TensorRef& v : s.variables) vars[v.name] = trained.at(v.name);
+  std::string text = "The ";
+  std::vector<int32_t> prompt(o.length, 0);
+  for (size_t i = 0; i < text.size(); ++i) prompt[i] = static_cast<unsigned char>(text[i]);
+  for (int64_t pos = text.size() - 1; pos + 1 < o.length; ++pos) {
+    TensorMap held = vars;
+    ASSERT_OK_AND_ASSIGN(
+        TensorMap out,
+        InterpretStep(g,
+                      {{"prompt", Tensor::Int(Shape({{"length", o.length}}), prompt)},
+                       {"position", Tensor::Int(Shape({}), {static_cast<int32_t>(pos)})}},
+                      {"next_token"}, &held, CpuKernels()));
+    prompt[pos + 1] = out.at("next_token").i32()[0];
+    text += static_cast<char>(prompt[pos + 1]);
+  }
+  std::printf("greedy sample: %s\n", text.c_str());
 }
 
 }  // namespace

@@ -88,18 +88,18 @@ TensorRef Logits(GraphBuilder& b, const TransformerOptions& o, const Weights& w,
   const Dim d_model{"d_model", o.d_model}, heads{"heads", o.heads}, d_kv{"d_kv", o.d_kv},
       d_ff{"d_ff", o.d_ff}, vocab{"vocab", o.vocab}, length{"length", o.length},
       memory{"memory", o.length};
-  const Shape& p = ids.shape;                          // e.g. [batch, length]
-  const Shape pm = RenameIn(p, "length", "memory");    // [batch, memory]
-  const Shape outer = Drop(p, "length");               // [batch]
-  const Shape xs = Concat(p, {d_model});               // [batch, length, d_model]
+  const Shape& p = ids.shape;                        // e.g. [batch, length]
+  const Shape pm = RenameIn(p, "length", "memory");  // [batch, memory]
+  const Shape outer = Drop(p, "length");             // [batch]
+  const Shape xs = Concat(p, {d_model});             // [batch, length, d_model]
 
   TensorRef x = b.Einsum({OneHot(b, ids, vocab, "embed/one_hot"), w.embedding}, xs, "embed");
   x = b.Add(x, w.positions, "embed/positions");
 
   // Causal mask [memory, length]: -1e9 where memory > length (a future position).
-  TensorRef future = Elementwise(
-      b, "greater", {Range(b, memory, "mask/memory"), Range(b, length, "mask/length")},
-      "mask/future");
+  TensorRef future =
+      Elementwise(b, "greater", {Range(b, memory, "mask/memory"), Range(b, length, "mask/length")},
+                  "mask/future");
   TensorRef mask = ScalarOp(b, "mul", future, -1e9f, "mask");
 
   for (int64_t i = 0; i < o.layers; ++i) {
@@ -120,8 +120,7 @@ TensorRef Logits(GraphBuilder& b, const TransformerOptions& o, const Weights& w,
     x = b.Add(x, b.Einsum({att, l.o}, xs, n + "attention/output"), n + "attention/residual");
     // Dense-relu-dense.
     h = Norm(b, o, x, l.ln2_scale, l.ln2_bias, n + "ln2");
-    TensorRef f = b.Relu(b.Einsum({h, l.w1}, Concat(p, {d_ff}), n + "ffn/hidden"),
-                         n + "ffn/relu");
+    TensorRef f = b.Relu(b.Einsum({h, l.w1}, Concat(p, {d_ff}), n + "ffn/hidden"), n + "ffn/relu");
     x = b.Add(x, b.Einsum({f, l.w2}, xs, n + "ffn/output"), n + "ffn/residual");
   }
   TensorRef h = Norm(b, o, x, w.final_scale, w.final_bias, "final_ln");
@@ -156,13 +155,13 @@ TransformerOptions BenchConfig() {
 absl::Status CheckTransformerOptions(const TransformerOptions& o) {
   for (const auto& [name, value] :
        std::vector<std::pair<const char*, int64_t>>{{"batch", o.batch},
-                                                   {"length", o.length},
-                                                   {"d_model", o.d_model},
-                                                   {"heads", o.heads},
-                                                   {"d_kv", o.d_kv},
-                                                   {"d_ff", o.d_ff},
-                                                   {"layers", o.layers},
-                                                   {"vocab", o.vocab}}) {
+                                                    {"length", o.length},
+                                                    {"d_model", o.d_model},
+                                                    {"heads", o.heads},
+                                                    {"d_kv", o.d_kv},
+                                                    {"d_ff", o.d_ff},
+                                                    {"layers", o.layers},
+                                                    {"vocab", o.vocab}}) {
     if (value <= 0) {
       return absl::InvalidArgumentError(
           absl::StrCat("transformer: ", name, " must be positive, not ", value));
@@ -173,8 +172,8 @@ absl::Status CheckTransformerOptions(const TransformerOptions& o) {
         absl::StrCat("transformer: norm must be 'layer' or 'rms', not '", o.norm, "'"));
   }
   if (!o.data_path.empty() && o.vocab < 256) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "transformer: ids are bytes of ", o.data_path, ", so vocab must be >= 256, not ", o.vocab));
+    return absl::InvalidArgumentError(absl::StrCat("transformer: ids are bytes of ", o.data_path,
+                                                   ", so vocab must be >= 256, not ", o.vocab));
   }
   if (!(o.epsilon > 0)) {
     return absl::InvalidArgumentError(
@@ -195,9 +194,8 @@ absl::StatusOr<ModelOutputs> BuildTransformer(GraphBuilder& b, const Transformer
     const float v = static_cast<float>(o.vocab);
     m.inputs = Cast(b, RandomUniform(b, tokens, m.data_step, o.seed, 0, v, "inputs/uniform"),
                     "int32", "inputs");
-    m.targets =
-        Cast(b, RandomUniform(b, tokens, m.data_step, o.seed + 1, 0, v, "targets/uniform"),
-             "int32", "targets");
+    m.targets = Cast(b, RandomUniform(b, tokens, m.data_step, o.seed + 1, 0, v, "targets/uniform"),
+                     "int32", "targets");
   }
   Weights w = AddWeights(b, o);
   m.variables = w.all;
