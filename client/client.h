@@ -55,6 +55,16 @@ class Session {
   // whose data the workers read themselves) and returns the last step's fetches.
   absl::StatusOr<TensorMap> RunSteps(int64_t num_steps, const TensorMap& feeds,
                                      const std::vector<std::string>& fetches);
+  // Checkpoints of the session's variables (proto/checkpoint.proto). `directory` must be visible
+  // at the same path to the coordinator and every worker (a shared filesystem; on Kubernetes a
+  // volume mounted into every pod); a relative path is made absolute here, against this
+  // process's working directory. SaveCheckpoint writes the shards and then manifest.pbtxt (with
+  // the session's step count); it fails before the first step (variables have no values yet).
+  // RestoreCheckpoint loads a checkpoint saved by a session with the same variables (names,
+  // shapes, dtypes) on any mesh and layout, and returns the restored step count; a missing or
+  // corrupted shard fails it (NotFound / DataLoss naming the file) and changes nothing.
+  absl::Status SaveCheckpoint(const std::string& directory);
+  absl::StatusOr<int64_t> RestoreCheckpoint(const std::string& directory);
   absl::Status Close();
 
  private:

@@ -1,7 +1,10 @@
 #include "coordinator/coordinator.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <random>
+#include <set>
+#include <system_error>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -13,6 +16,7 @@
 #include "core/lowering.h"
 #include "core/slicing.h"
 #include "core/status_macros.h"
+#include "runtime/checkpoint.h"
 
 namespace meshrt {
 
@@ -575,6 +579,196 @@ absl::Status Coordinator::CloseSession(const std::string& id) {
   ReleaseSession(session);
   LogInfo("coordinator: session ", id, " closed");
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<Coordinator::Session>> Coordinator::FindSession(
+    const std::string& id) {
+  absl::MutexLock lock(&mu_);
+  auto it = sessions_.find(id);
+  if (it == sessions_.end()) return absl::NotFoundError(absl::StrCat("no session '", id, "'"));
+  return it->second;
+}
+
+absl::Status Coordinator::CheckUsable(Session* session) {
+  absl::MutexLock lock(&mu_);
+  if (!session->failed.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat("session ", session->id,
+                                                      " has failed and must be closed: ",
+                                                      session->failed.message()));
+  }
+  return absl::OkStatus();
+}
+
+namespace {
+
+absl::Status CheckCheckpointDirectory(const std::string& directory) {
+  if (directory.empty() || directory[0] != '/') {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "checkpoint directory '", directory,
+        "' must be an absolute path on a filesystem shared by the coordinator and every worker"));
+  }
+  return absl::OkStatus();
+}
+
+// The first failure's code, with every failure in the message.
+absl::Status JoinFailures(const std::string& what, const std::vector<absl::Status>& results,
+                          const std::function<std::string(int)>& who) {
+  std::vector<std::string> errors;
+  absl::StatusCode code = absl::StatusCode::kOk;
+  for (size_t p = 0; p < results.size(); ++p) {
+    if (results[p].ok()) continue;
+    if (code == absl::StatusCode::kOk) code = results[p].code();
+    errors.push_back(absl::StrCat(who(static_cast<int>(p)), ": ", results[p].message()));
+  }
+  if (errors.empty()) return absl::OkStatus();
+  return absl::Status(code, absl::StrCat(what, ": ", absl::StrJoin(errors, "; ")));
+}
+
+}  // namespace
+
+absl::StatusOr<v1::SaveCheckpointResponse> Coordinator::SaveCheckpoint(
+    const std::string& id, const std::string& directory) {
+  RETURN_IF_ERROR(CheckCheckpointDirectory(directory));
+  ASSIGN_OR_RETURN(std::shared_ptr<Session> session, FindSession(id));
+  absl::MutexLock step_lock(&session->step_mu);
+  RETURN_IF_ERROR(CheckUsable(session.get()));
+  const std::string what = absl::StrCat("saving a checkpoint of session ", id, " to ", directory);
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::create_directories(directory, ec);
+  if (ec) {
+    return absl::ErrnoToStatus(ec.value(), absl::StrCat(what, ": cannot create the directory"));
+  }
+  // From here on the directory is an incomplete checkpoint until the new manifest is written.
+  fs::remove(fs::path(directory) / kCheckpointManifestFile, ec);
+  if (ec) {
+    return absl::ErrnoToStatus(ec.value(),
+                               absl::StrCat(what, ": cannot remove the earlier manifest"));
+  }
+  const Mesh& mesh = session->mesh;
+  const int n = mesh.num_processors();
+  auto who = [&](int p) {
+    return absl::StrCat("worker ", session->worker_ids[p], " (", session->addresses[p],
+                        ", mesh coordinate ", CoordString(mesh.Coordinate(p)), ")");
+  };
+  std::vector<absl::StatusOr<v1::WorkerSaveCheckpointResponse>> saved(
+      n, absl::UnknownError("not run"));
+  ParallelFor(n, [&](int p) {
+    v1::WorkerSaveCheckpointRequest request;
+    request.set_session(id);
+    request.set_directory(directory);
+    saved[p] = session->clients[p]->SaveCheckpoint(request, options_.checkpoint_timeout);
+  });
+  std::vector<absl::Status> statuses;
+  std::vector<v1::CheckpointShard> shards;
+  for (auto& r : saved) {
+    statuses.push_back(r.status());
+    if (r.ok()) {
+      for (v1::CheckpointShard& s : *r->mutable_shards()) shards.push_back(std::move(s));
+    }
+  }
+  RETURN_IF_ERROR(JoinFailures(what, statuses, who));
+  absl::StatusOr<v1::CheckpointManifest> manifest =
+      BuildManifest(session->program, session->step, std::move(shards));
+  if (!manifest.ok()) {
+    return absl::Status(manifest.status().code(),
+                        absl::StrCat(what, ": ", manifest.status().message()));
+  }
+  if (absl::Status s = WriteManifest(directory, *manifest); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat(what, ": ", s.message()));
+  }
+  // Shard files of an earlier save into this directory that the manifest does not list.
+  std::set<std::string> listed;
+  v1::SaveCheckpointResponse response;
+  response.set_step(manifest->step());
+  response.set_num_shards(manifest->shards_size());
+  for (const v1::CheckpointShard& s : manifest->shards()) {
+    listed.insert(s.file());
+    response.set_num_bytes(response.num_bytes() + s.byte_size());
+  }
+  for (const auto& entry : fs::directory_iterator(directory, ec)) {
+    const std::string name = entry.path().filename().string();
+    if ((absl::EndsWith(name, ".shard") || absl::EndsWith(name, ".shard.tmp")) &&
+        !listed.count(name)) {
+      std::error_code ignored;
+      fs::remove(entry.path(), ignored);
+    }
+  }
+  LogInfo("coordinator: session ", id, " saved a checkpoint at step ", manifest->step(), " to ",
+          directory, " (", manifest->shards_size(), " shards, ", response.num_bytes(), " bytes)");
+  return response;
+}
+
+absl::StatusOr<v1::RestoreCheckpointResponse> Coordinator::RestoreCheckpoint(
+    const std::string& id, const std::string& directory) {
+  RETURN_IF_ERROR(CheckCheckpointDirectory(directory));
+  ASSIGN_OR_RETURN(std::shared_ptr<Session> session, FindSession(id));
+  absl::MutexLock step_lock(&session->step_mu);
+  RETURN_IF_ERROR(CheckUsable(session.get()));
+  const std::string what =
+      absl::StrCat("restoring the checkpoint in ", directory, " into session ", id);
+  absl::StatusOr<v1::CheckpointManifest> manifest = ReadManifest(directory);
+  if (!manifest.ok()) {
+    return absl::Status(manifest.status().code(),
+                        absl::StrCat(what, ": ", manifest.status().message()));
+  }
+  if (absl::Status s = CheckManifestForProgram(*manifest, session->program); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat(what, ": ", s.message()));
+  }
+  const Mesh& mesh = session->mesh;
+  const int n = mesh.num_processors();
+  auto who = [&](int p) {
+    return absl::StrCat("worker ", session->worker_ids[p], " (", session->addresses[p],
+                        ", mesh coordinate ", CoordString(mesh.Coordinate(p)), ")");
+  };
+  auto fan_out = [&](v1::WorkerRestoreCheckpointRequest::Phase phase,
+                     const std::vector<bool>& to) {
+    std::vector<absl::Status> results(n);
+    ParallelFor(n, [&](int p) {
+      if (!to[p]) return;
+      v1::WorkerRestoreCheckpointRequest request;
+      request.set_session(id);
+      request.set_directory(directory);
+      request.set_phase(phase);
+      if (phase == v1::WorkerRestoreCheckpointRequest::PREPARE) {
+        *request.mutable_manifest() = *manifest;
+      }
+      results[p] = session->clients[p]->RestoreCheckpoint(request, options_.checkpoint_timeout);
+    });
+    return results;
+  };
+  const std::vector<bool> all(n, true);
+  std::vector<absl::Status> prepared = fan_out(v1::WorkerRestoreCheckpointRequest::PREPARE, all);
+  absl::Status failed = JoinFailures(what, prepared, who);
+  if (!failed.ok()) {
+    std::vector<bool> abort(n);
+    for (int p = 0; p < n; ++p) abort[p] = prepared[p].ok();
+    fan_out(v1::WorkerRestoreCheckpointRequest::ABORT, abort);  // best effort
+    return failed;
+  }
+  std::vector<absl::Status> committed = fan_out(v1::WorkerRestoreCheckpointRequest::COMMIT, all);
+  failed = JoinFailures(absl::StrCat(what, " (some workers installed the checkpoint, others "
+                                           "did not: the session is unusable)"),
+                        committed, who);
+  if (!failed.ok()) {
+    {
+      absl::MutexLock lock(&mu_);
+      FailSessionLocked(session.get(), failed);
+    }
+    ReleaseSession(session);
+    return failed;
+  }
+  session->step = manifest->step();
+  LogInfo("coordinator: session ", id, " restored the checkpoint in ", directory, " (step ",
+          manifest->step(), ", saved on mesh ",
+          [&] {
+            absl::StatusOr<Mesh> m = Mesh::FromProto(manifest->mesh());
+            return m.ok() ? m->ToString() : std::string("?");
+          }(),
+          ")");
+  v1::RestoreCheckpointResponse response;
+  response.set_step(manifest->step());
+  return response;
 }
 
 }  // namespace meshrt

@@ -5,6 +5,8 @@
 //     unreachable. A re-registration from the same address with a new incarnation replaces the old
 //     entry (the process restarted).
 //   - Key-value store with blocking get: Gloo's rendezvous runs on it.
+//   - Checkpoints: SaveCheckpoint / RestoreCheckpoint fan out to a session's workers; a checkpoint
+//     saved on one mesh and layout restores on any other (runtime/checkpoint.h).
 //   - Sessions: CreateSession validates the graph, the mesh and the layout, lowers the graph, picks
 //     free workers (processor p -> the p-th free worker by id), and loads the program on every one
 //     of them; RunStep checks the feeds, slices them per layout, fans out to the workers, and
@@ -47,6 +49,8 @@ struct CoordinatorOptions {
   absl::Duration step_timeout = absl::Minutes(10);
   // After a worker fails a step, how long the others may take to report before being cancelled.
   absl::Duration failure_grace = absl::Seconds(2);
+  // Deadline of one worker's part of a checkpoint save or restore.
+  absl::Duration checkpoint_timeout = absl::Minutes(10);
 };
 
 class Coordinator {
@@ -77,6 +81,30 @@ class Coordinator {
 
   absl::Status CloseSession(const std::string& session);
 
+  // Checkpoints (proto/checkpoint.proto, runtime/checkpoint.h). `directory` must be absolute and
+  // on a filesystem shared by the coordinator and every worker of the session at the same path
+  // (on Kubernetes a shared volume). Both wait for a step in flight and run between steps.
+  //
+  // SaveCheckpoint creates the directory if needed, removes an earlier manifest in it, has every
+  // worker write the shards it owns, then writes manifest.pbtxt (with the session's step count)
+  // last, and removes shard files of an earlier save that the new manifest does not list. Errors:
+  // NotFound / FailedPrecondition for the session; InvalidArgument for a relative path; the
+  // workers' errors, naming each worker by id, address and mesh coordinate (FailedPrecondition
+  // before the first step: variables have no values yet). A failed save changes no variable.
+  absl::StatusOr<v1::SaveCheckpointResponse> SaveCheckpoint(const std::string& session,
+                                                            const std::string& directory);
+  // RestoreCheckpoint reads the manifest and checks it against the session's program before
+  // dispatching anything (InvalidArgument naming missing, extra and mismatched variables; the
+  // mesh and layout may differ; NotFound when the directory holds no manifest, i.e. is not a
+  // complete checkpoint). Then every worker prepares its slices under the session's mesh and
+  // layout (reading and verifying the shards overlapping them) and, only when all succeeded,
+  // installs them; the session's step count becomes the saved one. A shard missing or corrupted
+  // fails the restore with NotFound / DataLoss naming the file, the variable and every worker that
+  // needed it, and no variable of the session changes. Only a worker lost between preparing and
+  // installing fails the session.
+  absl::StatusOr<v1::RestoreCheckpointResponse> RestoreCheckpoint(const std::string& session,
+                                                                  const std::string& directory);
+
  private:
   struct WorkerEntry;
   struct Session;
@@ -91,6 +119,10 @@ class Coordinator {
   std::string DescribeWorkersLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Which of the `n` lowest ranks a waiting session still misses, and why.
   std::string DescribeMissingLocked(int n) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The session `id` ready for a checkpoint: its step lock is taken by the caller. NotFound,
+  // FailedPrecondition (failed earlier).
+  absl::StatusOr<std::shared_ptr<Session>> FindSession(const std::string& id);
+  absl::Status CheckUsable(Session* session);
 
   const CoordinatorOptions options_;
   WorkerClientFactory* const factory_;

@@ -88,4 +88,19 @@ grpc::Status GrpcCoordinatorService::CloseSession(grpc::ServerContext* ctx,
   return ToGrpcStatus(coordinator_->CloseSession(request->session()));
 }
 
+grpc::Status GrpcCoordinatorService::SaveCheckpoint(grpc::ServerContext* ctx,
+                                                    const v1::SaveCheckpointRequest* request,
+                                                    v1::SaveCheckpointResponse* response) {
+  if (grpc::Status auth = CheckToken(*ctx, security_); !auth.ok()) return auth;
+  return Reply(coordinator_->SaveCheckpoint(request->session(), request->directory()), response);
+}
+
+grpc::Status GrpcCoordinatorService::RestoreCheckpoint(grpc::ServerContext* ctx,
+                                                       const v1::RestoreCheckpointRequest* request,
+                                                       v1::RestoreCheckpointResponse* response) {
+  if (grpc::Status auth = CheckToken(*ctx, security_); !auth.ok()) return auth;
+  return Reply(coordinator_->RestoreCheckpoint(request->session(), request->directory()),
+               response);
+}
+
 }  // namespace meshrt

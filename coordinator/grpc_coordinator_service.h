@@ -35,6 +35,10 @@ class GrpcCoordinatorService final : public v1::Coordinator::Service {
       grpc::ServerReaderWriter<v1::RunStepResponse, v1::RunStepRequest>* stream) override;
   grpc::Status CloseSession(grpc::ServerContext*, const v1::CloseSessionRequest* request,
                             v1::CloseSessionResponse* response) override;
+  grpc::Status SaveCheckpoint(grpc::ServerContext*, const v1::SaveCheckpointRequest* request,
+                              v1::SaveCheckpointResponse* response) override;
+  grpc::Status RestoreCheckpoint(grpc::ServerContext*, const v1::RestoreCheckpointRequest* request,
+                                 v1::RestoreCheckpointResponse* response) override;
 
  private:
   Coordinator* coordinator_;

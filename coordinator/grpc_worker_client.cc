@@ -33,6 +33,26 @@ class GrpcWorkerClient : public WorkerClient {
     return result;
   }
 
+  absl::StatusOr<v1::WorkerSaveCheckpointResponse> SaveCheckpoint(
+      const v1::WorkerSaveCheckpointRequest& request, absl::Duration timeout) override {
+    grpc::ClientContext ctx;
+    SetTimeout(&ctx, timeout);
+    AttachToken(&ctx, security_);
+    v1::WorkerSaveCheckpointResponse response;
+    absl::Status s = FromGrpcStatus(stub_->SaveCheckpoint(&ctx, request, &response));
+    if (!s.ok()) return s;
+    return response;
+  }
+
+  absl::Status RestoreCheckpoint(const v1::WorkerRestoreCheckpointRequest& request,
+                                 absl::Duration timeout) override {
+    grpc::ClientContext ctx;
+    SetTimeout(&ctx, timeout);
+    AttachToken(&ctx, security_);
+    v1::WorkerRestoreCheckpointResponse response;
+    return FromGrpcStatus(stub_->RestoreCheckpoint(&ctx, request, &response));
+  }
+
   absl::Status CloseSession(const std::string& session, absl::Duration timeout) override {
     grpc::ClientContext ctx;
     SetTimeout(&ctx, timeout);

@@ -83,6 +83,35 @@ class InProcessWorkers::Client : public WorkerClient {
     return result;
   }
 
+  absl::StatusOr<v1::WorkerSaveCheckpointResponse> SaveCheckpoint(
+      const v1::WorkerSaveCheckpointRequest& request, absl::Duration) override {
+    Worker* w;
+    {
+      absl::MutexLock lock(&owner_->mu_);
+      Entry& e = owner_->workers_.at(address_);
+      if (!e.broken.ok()) return e.broken;
+      w = e.worker.get();
+    }
+    absl::StatusOr<std::vector<v1::CheckpointShard>> shards =
+        w->SaveCheckpoint(request.session(), request.directory());
+    if (!shards.ok()) return shards.status();
+    v1::WorkerSaveCheckpointResponse response;
+    for (v1::CheckpointShard& s : *shards) *response.add_shards() = std::move(s);
+    return response;
+  }
+
+  absl::Status RestoreCheckpoint(const v1::WorkerRestoreCheckpointRequest& request,
+                                 absl::Duration) override {
+    Worker* w;
+    {
+      absl::MutexLock lock(&owner_->mu_);
+      Entry& e = owner_->workers_.at(address_);
+      if (!e.broken.ok()) return e.broken;
+      w = e.worker.get();
+    }
+    return w->RestoreCheckpoint(request);
+  }
+
   absl::Status CloseSession(const std::string& session, absl::Duration) override {
     Worker* w;
     {

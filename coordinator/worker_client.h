@@ -1,4 +1,5 @@
-// The coordinator's view of one worker: load a session, run a step, close a session. The gRPC
+// The coordinator's view of one worker: load a session, run a step, save or restore a checkpoint,
+// close a session. The gRPC
 // implementation is in grpc_worker_client.h; tests plug in-process Workers in instead.
 #ifndef MESHRT_COORDINATOR_WORKER_CLIENT_H_
 #define MESHRT_COORDINATOR_WORKER_CLIENT_H_
@@ -14,6 +15,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "core/interpreter.h"
+#include "proto/checkpoint.pb.h"
 #include "proto/session.pb.h"
 
 namespace meshrt {
@@ -50,6 +52,11 @@ class WorkerClient {
                                             int64_t num_steps, absl::Duration timeout,
                                             Cancellation* cancel) = 0;
   virtual absl::Status CloseSession(const std::string& session, absl::Duration timeout) = 0;
+  // Checkpoints (Worker::SaveCheckpoint / Worker::RestoreCheckpoint).
+  virtual absl::StatusOr<v1::WorkerSaveCheckpointResponse> SaveCheckpoint(
+      const v1::WorkerSaveCheckpointRequest& request, absl::Duration timeout) = 0;
+  virtual absl::Status RestoreCheckpoint(const v1::WorkerRestoreCheckpointRequest& request,
+                                         absl::Duration timeout) = 0;
 };
 
 class WorkerClientFactory {

@@ -70,4 +70,35 @@ grpc::Status GrpcWorkerService::CloseSession(grpc::ServerContext* ctx,
   return ToGrpcStatus(worker_->CloseSession(request->session()));
 }
 
+grpc::Status GrpcWorkerService::SaveCheckpoint(grpc::ServerContext* ctx,
+                                               const v1::WorkerSaveCheckpointRequest* request,
+                                               v1::WorkerSaveCheckpointResponse* response) {
+  if (grpc::Status auth = CheckToken(*ctx, security_); !auth.ok()) return auth;
+  if (!Admit()) {
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                        absl::StrCat("saving a checkpoint of session ", request->session(),
+                                     ": this worker is shutting down (SIGTERM)"));
+  }
+  absl::StatusOr<std::vector<v1::CheckpointShard>> shards =
+      worker_->SaveCheckpoint(request->session(), request->directory());
+  Done();
+  if (!shards.ok()) return ToGrpcStatus(shards.status());
+  for (v1::CheckpointShard& s : *shards) *response->add_shards() = std::move(s);
+  return grpc::Status::OK;
+}
+
+grpc::Status GrpcWorkerService::RestoreCheckpoint(grpc::ServerContext* ctx,
+                                                  const v1::WorkerRestoreCheckpointRequest* request,
+                                                  v1::WorkerRestoreCheckpointResponse*) {
+  if (grpc::Status auth = CheckToken(*ctx, security_); !auth.ok()) return auth;
+  if (!Admit()) {
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                        absl::StrCat("restoring a checkpoint into session ", request->session(),
+                                     ": this worker is shutting down (SIGTERM)"));
+  }
+  grpc::Status status = ToGrpcStatus(worker_->RestoreCheckpoint(*request));
+  Done();
+  return status;
+}
+
 }  // namespace meshrt

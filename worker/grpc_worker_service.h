@@ -26,9 +26,15 @@ class GrpcWorkerService final : public v1::Worker::Service {
       grpc::ServerReaderWriter<v1::RunStepResponse, v1::RunStepRequest>* stream) override;
   grpc::Status CloseSession(grpc::ServerContext* context, const v1::CloseSessionRequest* request,
                             v1::CloseSessionResponse* response) override;
+  grpc::Status SaveCheckpoint(grpc::ServerContext* context,
+                              const v1::WorkerSaveCheckpointRequest* request,
+                              v1::WorkerSaveCheckpointResponse* response) override;
+  grpc::Status RestoreCheckpoint(grpc::ServerContext* context,
+                                 const v1::WorkerRestoreCheckpointRequest* request,
+                                 v1::WorkerRestoreCheckpointResponse* response) override;
 
-  // For a graceful shutdown: from now on refuses new sessions and steps (Unavailable, "shutting
-  // down"), then waits up to `timeout` for the LoadSession and RunStep calls in flight. Returns
+  // For a graceful shutdown: from now on refuses new sessions, steps and checkpoint saves and
+  // restores (Unavailable, "shutting down"), then waits up to `timeout` for those calls in flight. Returns
   // whether none is left. Thread-safe; call once.
   bool Drain(absl::Duration timeout);
 

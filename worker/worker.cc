@@ -1,12 +1,14 @@
 #include "worker/worker.h"
 
 #include <algorithm>
+#include <optional>
 #include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/logging.h"
 #include "core/status_macros.h"
+#include "runtime/checkpoint.h"
 #include "runtime/executor.h"
 
 namespace meshrt {
@@ -15,7 +17,9 @@ struct Worker::SessionState {
   v1::SessionSpec spec;
   std::unique_ptr<Communicator> communicator;
   std::unique_ptr<Executor> executor;
-  absl::Mutex step_mu;  // held while a step runs
+  absl::Mutex step_mu;  // held while a step, a save or a restore runs
+  // Slices of a prepared restore, installed by its COMMIT. Guarded by step_mu.
+  std::optional<std::map<std::string, Tensor>> restore;
 };
 
 std::vector<std::vector<int>> CollectiveGroups(const v1::Program& program) {
@@ -120,6 +124,86 @@ absl::StatusOr<TensorMap> Worker::RunStep(const std::string& session, int64_t st
     return absl::Status(status.code(), absl::StrCat("step ", step, ": ", status.message()));
   }
   return out;
+}
+
+absl::StatusOr<std::vector<v1::CheckpointShard>> Worker::SaveCheckpoint(
+    const std::string& session, const std::string& directory) {
+  std::shared_ptr<SessionState> state;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = sessions_.find(session);
+    if (it == sessions_.end()) {
+      return absl::NotFoundError(absl::StrCat("session ", session, " is not loaded on this worker"));
+    }
+    state = it->second;
+  }
+  if (!state->step_mu.TryLock()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("session ", session, ": a checkpoint save arrived while a step runs"));
+  }
+  absl::StatusOr<std::vector<v1::CheckpointShard>> shards =
+      SaveShards(state->spec.program(), state->executor->coordinate(),
+                 state->executor->variables(), directory);
+  state->step_mu.Unlock();
+  return shards;
+}
+
+absl::Status Worker::RestoreCheckpoint(const v1::WorkerRestoreCheckpointRequest& request) {
+  std::shared_ptr<SessionState> state;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = sessions_.find(request.session());
+    if (it == sessions_.end()) {
+      return absl::NotFoundError(
+          absl::StrCat("session ", request.session(), " is not loaded on this worker"));
+    }
+    state = it->second;
+  }
+  if (!state->step_mu.TryLock()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "session ", request.session(), ": a checkpoint restore arrived while a step runs"));
+  }
+  absl::Status status;
+  switch (request.phase()) {
+    case v1::WorkerRestoreCheckpointRequest::PREPARE: {
+      state->restore.reset();
+      absl::StatusOr<std::map<std::string, Tensor>> slices =
+          LoadSlices(request.manifest(), request.directory(), state->spec.program(),
+                     state->executor->coordinate());
+      if (slices.ok()) {
+        state->restore = *std::move(slices);
+      } else {
+        status = slices.status();
+      }
+      break;
+    }
+    case v1::WorkerRestoreCheckpointRequest::COMMIT:
+      if (!state->restore.has_value()) {
+        status = absl::FailedPreconditionError(
+            absl::StrCat("session ", request.session(), ": no prepared checkpoint restore to commit"));
+        break;
+      }
+      // LoadSlices made every slice in the shape the executor expects, so no SetVariable fails
+      // half way; check anyway before changing anything.
+      for (const v1::ProgramVariable& v : state->spec.program().variables()) {
+        if (!state->restore->count(v.name())) {
+          status = absl::InternalError(absl::StrCat("prepared restore lacks '", v.name(), "'"));
+        }
+      }
+      if (!status.ok()) break;
+      for (auto& [name, slice] : *state->restore) {
+        status.Update(state->executor->SetVariable(name, std::move(slice)));
+      }
+      state->restore.reset();
+      break;
+    case v1::WorkerRestoreCheckpointRequest::ABORT:
+      state->restore.reset();
+      break;
+    default:
+      status = absl::InvalidArgumentError("checkpoint restore without a phase");
+  }
+  state->step_mu.Unlock();
+  return status;
 }
 
 absl::Status Worker::CloseSession(const std::string& session) {

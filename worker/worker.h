@@ -18,6 +18,7 @@
 #include "absl/synchronization/mutex.h"
 #include "core/interpreter.h"
 #include "core/kernel_runner.h"
+#include "proto/checkpoint.pb.h"
 #include "proto/session.pb.h"
 #include "runtime/communicator.h"
 
@@ -55,6 +56,19 @@ class Worker {
   absl::StatusOr<TensorMap> RunStep(const std::string& session, int64_t step,
                                     const TensorMap& feeds, const std::vector<std::string>& fetches,
                                     int64_t num_steps = 1);
+
+  // Checkpoints (runtime/checkpoint.h; the directory is on a filesystem shared with the
+  // coordinator). SaveCheckpoint writes the shards of the variable slices this worker owns and
+  // returns their manifest entries: FailedPrecondition before the first step (no values yet) or
+  // while a step runs; NotFound when the directory is not visible here.
+  absl::StatusOr<std::vector<v1::CheckpointShard>> SaveCheckpoint(const std::string& session,
+                                                                  const std::string& directory);
+  // Restores in two phases so a session changes on every worker or on none: PREPARE reads and
+  // verifies the shards overlapping this worker's slices (under the session's own mesh and layout)
+  // and keeps the slices aside — NotFound / DataLoss naming the shard file and variable, and
+  // nothing kept; COMMIT installs the prepared slices (FailedPrecondition when none are); ABORT
+  // drops them.
+  absl::Status RestoreCheckpoint(const v1::WorkerRestoreCheckpointRequest& request);
 
   // Frees the session (a step still running finishes first, in its own thread). NotFound if
   // unknown.
