@@ -17,7 +17,8 @@ demo: setup
 	$(BAZEL) run $(BAZEL_FLAGS) //client:meshrt -- demo
 
 # Benchmarks print tables (never timed in tests): kernels vs raw OpenBLAS, collectives vs raw Gloo
-# and PyTorch+gloo, per-step overhead and feed/fetch throughput on a local cluster.
+# and PyTorch+gloo, per-step overhead and feed/fetch throughput on a local cluster, training steps
+# (MLP, Transformer LM) vs the PyTorch peers.
 bench: setup
 	@bash tools/setup_bench.sh
 	$(BAZEL) build $(BAZEL_FLAGS) -c opt //bench:all
@@ -25,6 +26,7 @@ bench: setup
 	$(BAZEL) run $(BAZEL_FLAGS) -c opt //bench:collectives_bench
 	$(BAZEL) run $(BAZEL_FLAGS) -c opt //bench:cluster_bench
 	$(BAZEL) run $(BAZEL_FLAGS) -c opt //bench:reshard_bench
+	$(BAZEL) run $(BAZEL_FLAGS) -c opt //bench:train_bench
 
 clean:
 	$(BAZEL) clean
