@@ -115,7 +115,7 @@ absl::Status OpsCommand(const std::vector<std::string>& args, CliIo io) {
     return absl::OkStatus();
   }
   if (!positional.empty()) return UsageError("meshrt ops takes no arguments");
-  // Autodiff is not implemented yet: no op has a gradient, differentiable or not.
+  // GRADIENT: whether core/autodiff.cc has a rule for a differentiable op.
   auto row = [](absl::string_view type, absl::string_view family, absl::string_view arity,
                 absl::string_view differentiable, absl::string_view gradient,
                 absl::string_view collectives, absl::string_view summary) {

@@ -24,6 +24,7 @@
 #include "core/status_macros.h"
 #include "kernels/cpu_kernels.h"
 #include "models/train.h"
+#include "runtime/checkpoint.h"
 #include "util/flags.h"
 
 namespace meshrt {
@@ -35,8 +36,14 @@ class Trainer {
   virtual ~Trainer() = default;
   // Runs `n` steps; returns the last one's `fetches`.
   virtual absl::StatusOr<TensorMap> Steps(int64_t n, const std::vector<std::string>& fetches) = 0;
+  // Checkpoints (proto/checkpoint.proto): every variable, optimizer slot and counter.
+  virtual absl::Status Save(const std::string& dir) = 0;
+  // Returns the number of steps the checkpoint had run.
+  virtual absl::StatusOr<int64_t> Restore(const std::string& dir) = 0;
 };
 
+// The single-process reference: the interpreter with the CPU kernels. Its checkpoints are those
+// of a one-processor mesh, so they restore onto any mesh and any mesh's restore here.
 class InProcessTrainer : public Trainer {
  public:
   explicit InProcessTrainer(const Graph& graph) : graph_(graph) {}
@@ -44,13 +51,38 @@ class InProcessTrainer : public Trainer {
     TensorMap out;
     for (int64_t i = 0; i < n; ++i) {
       ASSIGN_OR_RETURN(out, InterpretStep(graph_, {}, fetches, &variables_, CpuKernels()));
+      ++step_;
     }
     return out;
   }
+  absl::Status Save(const std::string& dir) override {
+    ASSIGN_OR_RETURN(const v1::Program program, OneProcessorProgram());
+    RETURN_IF_ERROR(MakeDirs(dir));
+    ASSIGN_OR_RETURN(std::vector<v1::CheckpointShard> shards,
+                     SaveShards(program, {0}, variables_, dir));
+    ASSIGN_OR_RETURN(v1::CheckpointManifest manifest,
+                     BuildManifest(program, step_, std::move(shards)));
+    return WriteManifest(dir, manifest);
+  }
+  absl::StatusOr<int64_t> Restore(const std::string& dir) override {
+    ASSIGN_OR_RETURN(const v1::Program program, OneProcessorProgram());
+    ASSIGN_OR_RETURN(const v1::CheckpointManifest manifest, ReadManifest(dir));
+    RETURN_IF_ERROR(CheckManifestForProgram(manifest, program));
+    ASSIGN_OR_RETURN(variables_, LoadSlices(manifest, dir, program, {0}));
+    step_ = manifest.step();
+    return step_;
+  }
 
  private:
+  absl::StatusOr<v1::Program> OneProcessorProgram() const {
+    ASSIGN_OR_RETURN(Mesh mesh, Mesh::Parse("x:1"));
+    ASSIGN_OR_RETURN(LayoutRules rules, LayoutRules::Parse("", mesh));
+    return Lower(graph_, mesh, rules);
+  }
+
   const Graph& graph_;
   TensorMap variables_;
+  int64_t step_ = 0;
 };
 
 class SessionTrainer : public Trainer {
@@ -58,6 +90,10 @@ class SessionTrainer : public Trainer {
   explicit SessionTrainer(Session* session) : session_(session) {}
   absl::StatusOr<TensorMap> Steps(int64_t n, const std::vector<std::string>& fetches) override {
     return session_->RunSteps(n, {}, fetches);
+  }
+  absl::Status Save(const std::string& dir) override { return session_->SaveCheckpoint(dir); }
+  absl::StatusOr<int64_t> Restore(const std::string& dir) override {
+    return session_->RestoreCheckpoint(dir);
   }
 
  private:
@@ -145,11 +181,17 @@ void AddTrainFlags(FlagSet& flags, TrainFlags* f) {
   flags.Int("layers", &f->layers, "transformer: layers (0: default)");
   flags.Int("sample", &f->sample, "transformer: print a greedy sample of N bytes at the end");
   flags.String("prompt", &f->prompt, "transformer: the sample's prompt");
+  flags.String("save", &f->save, "save a checkpoint (every variable and optimizer slot) into "
+                                 "this directory at the end; with a cluster it must be visible to "
+                                 "the coordinator and every worker");
+  flags.String("restore", &f->restore,
+               "start from the checkpoint in this directory (saved on any mesh or layout); "
+               "--steps more steps run from there");
   flags.Int("max_seconds", &f->max_seconds, "stop early after this many seconds (0: no limit)");
   flags.String("log_dir", &f->log_dir, "with --local: the daemons' logs (default: a temp dir)");
 }
 
-absl::Status RunTraining(const TrainFlags& f, CliIo io) {
+absl::Status RunTraining(const TrainFlags& f, CliIo io, float* final_loss) {
   const int targets = (f.reference ? 1 : 0) + (f.local > 0 ? 1 : 0) + (f.coordinator.empty() ? 0 : 1);
   if (targets != 1) {
     return UsageError("meshrt train needs exactly one of --reference, --local N and "
@@ -260,6 +302,15 @@ absl::Status RunTraining(const TrainFlags& f, CliIo io) {
   io.out << " with " << train.optimizer << " lr " << train.learning_rate.base << " for "
          << f.steps << " steps on " << where << "\n";
 
+  int64_t first_step = 0;  // steps the run starts after (a restored checkpoint's)
+  if (!f.restore.empty()) {
+    absl::StatusOr<int64_t> restored = trainer->Restore(f.restore);
+    if (!restored.ok()) {
+      return WithContext(restored.status(), absl::StrCat("restoring ", f.restore));
+    }
+    first_step = *restored;
+    io.out << "restored " << f.restore << " (after step " << first_step << ")\n";
+  }
   std::ofstream csv;
   if (!f.loss_csv.empty()) {
     csv.open(f.loss_csv);
@@ -295,7 +346,7 @@ absl::Status RunTraining(const TrainFlags& f, CliIo io) {
     const double elapsed = absl::ToDoubleSeconds(absl::Now() - start);
     const double tps = tokens_per_step * done / std::max(elapsed, 1e-9);
     if (csv.is_open()) {
-      csv << done << "," << loss << "," << out->at(tg->learning_rate).f32()[0] << ","
+      csv << first_step + done << "," << loss << "," << out->at(tg->learning_rate).f32()[0] << ","
           << absl::StrFormat("%.1f", tps) << "," << absl::StrFormat("%.3f", elapsed) << "\n";
     }
     const double eta = elapsed / done * (f.steps - done);
@@ -323,6 +374,11 @@ absl::Status RunTraining(const TrainFlags& f, CliIo io) {
   io.out << absl::StrFormat("final loss %.4f after %d steps in %s (%.0f %s/s)\n", loss, done,
                             Duration(elapsed), tokens_per_step * done / std::max(elapsed, 1e-9),
                             f.model == "transformer" ? "tokens" : "examples");
+  if (final_loss != nullptr) *final_loss = loss;
+  if (!f.save.empty()) {
+    RETURN_IF_ERROR(WithContext(trainer->Save(f.save), absl::StrCat("saving ", f.save)));
+    io.out << "saved a checkpoint of step " << first_step + done << " in " << f.save << "\n";
+  }
   if (f.sample > 0 && f.model == "transformer") {
     ASSIGN_OR_RETURN(std::string text, GreedySample(tmodel, final_vars, f.prompt, f.sample));
     io.out << "greedy sample (prompt \"" << f.prompt << "\"):\n" << f.prompt << text << "\n";

@@ -33,13 +33,16 @@ struct TrainFlags {
   int64_t batch = 0, length = 0, d_model = 0, heads = 0, d_ff = 0, layers = 0;
   int64_t sample = 0;
   std::string prompt;
+  std::string save;
+  std::string restore;
   int64_t max_seconds = 0;
   std::string log_dir;
 };
 
 void AddTrainFlags(FlagSet& flags, TrainFlags* f);
 // Trains as `f` says, writing progress to io.out. Usage errors are UsageError.
-absl::Status RunTraining(const TrainFlags& f, CliIo io);
+// `final_loss` (may be null) receives the last step's loss.
+absl::Status RunTraining(const TrainFlags& f, CliIo io, float* final_loss = nullptr);
 absl::Status TrainCommand(const std::vector<std::string>& args, CliIo io);
 
 }  // namespace meshrt
