@@ -321,6 +321,7 @@ absl::Status RunTraining(const TrainFlags& f, CliIo io, float* final_loss) {
   const absl::Time start = absl::Now();
   int64_t done = 0;
   float loss = NAN;
+  std::vector<std::pair<int64_t, float>> logged;  // (step, loss) of every request
   TensorMap final_vars;
   const int64_t report_every = std::max<int64_t>(1, f.steps / 20);
   int64_t next_report = report_every;
@@ -339,6 +340,7 @@ absl::Status RunTraining(const TrainFlags& f, CliIo io, float* final_loss) {
     }
     done += n;
     loss = out->at(tg->loss).f32()[0];
+    logged.emplace_back(done, loss);
     if (!std::isfinite(loss)) {
       return absl::InternalError(absl::StrCat("the loss is ", loss, " at step ", done,
                                               "; try a smaller --lr or --clip"));
@@ -371,10 +373,22 @@ absl::Status RunTraining(const TrainFlags& f, CliIo io, float* final_loss) {
   }
   if (tty) io.out << "\n";
   const double elapsed = absl::ToDoubleSeconds(absl::Now() - start);
-  io.out << absl::StrFormat("final loss %.4f after %d steps in %s (%.0f %s/s)\n", loss, done,
-                            Duration(elapsed), tokens_per_step * done / std::max(elapsed, 1e-9),
-                            f.model == "transformer" ? "tokens" : "examples");
-  if (final_loss != nullptr) *final_loss = loss;
+  // One batch's loss is noisy: also report the mean over the last 50 steps' logged losses.
+  double sum = 0;
+  int count = 0;
+  for (const auto& [step, l] : logged) {
+    if (step > done - 50) {
+      sum += l;
+      ++count;
+    }
+  }
+  const float smoothed = static_cast<float>(sum / std::max(count, 1));
+  io.out << absl::StrFormat(
+      "final loss %.4f after %d steps in %s (%.0f %s/s); mean of the losses logged over the "
+      "last 50 steps %.4f\n",
+      loss, first_step + done, Duration(elapsed), tokens_per_step * done / std::max(elapsed, 1e-9),
+      f.model == "transformer" ? "tokens" : "examples", smoothed);
+  if (final_loss != nullptr) *final_loss = smoothed;
   if (!f.save.empty()) {
     RETURN_IF_ERROR(WithContext(trainer->Save(f.save), absl::StrCat("saving ", f.save)));
     io.out << "saved a checkpoint of step " << first_step + done << " in " << f.save << "\n";

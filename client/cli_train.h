@@ -41,7 +41,7 @@ struct TrainFlags {
 
 void AddTrainFlags(FlagSet& flags, TrainFlags* f);
 // Trains as `f` says, writing progress to io.out. Usage errors are UsageError.
-// `final_loss` (may be null) receives the last step's loss.
+// `final_loss` (may be null) receives the mean of the losses logged over the last 50 steps.
 absl::Status RunTraining(const TrainFlags& f, CliIo io, float* final_loss = nullptr);
 absl::Status TrainCommand(const std::vector<std::string>& args, CliIo io);
 
