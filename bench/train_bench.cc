@@ -141,8 +141,10 @@ absl::StatusOr<models::TrainGraph> BuildGraph(const std::string& model) {
 pid_t StartPerf(const std::vector<pid_t>& pids, const std::string& out) {
   std::vector<std::string> pid_text;
   for (pid_t p : pids) pid_text.push_back(absl::StrCat(p));
-  std::vector<std::string> argv = {"perf", "record", "-q", "-F", "999", "-g", "-o", out,
-                                   "-p", absl::StrJoin(pid_text, ",")};
+  // DWARF unwinding: the binaries have no frame pointers; callers (e.g. of Tensor's zero fill)
+  // are then visible with `perf report -i FILE --no-children -G`.
+  std::vector<std::string> argv = {"perf", "record", "-q", "-F", "250", "--call-graph",
+                                   "dwarf,16384", "-o", out, "-p", absl::StrJoin(pid_text, ",")};
   pid_t pid = fork();
   if (pid == 0) {
     int fd = open("/dev/null", O_WRONLY);
@@ -283,8 +285,8 @@ std::string Range(const std::vector<double>& v) {
 std::string PerfTop(const std::string& data, int lines) {
   const std::string cmd = absl::StrCat(
       "perf report -i ", data,
-      " --no-children --sort comm,symbol --stdio -q --percent-limit 0.7 -g none 2>/dev/null | "
-      "grep -v '^$' | head -n ",
+      " --no-children --sort symbol --stdio -q --percent-limit 0.7 -g none 2>/dev/null | "
+      "sed -e 's/[ -]*$//' | grep -v '^$' | head -n ",
       lines);
   FILE* pipe = popen(cmd.c_str(), "r");
   if (pipe == nullptr) return "";
@@ -471,7 +473,7 @@ int Main(int argc, char** argv) {
 
   if (!f.perf_dir.empty()) {
     mkdir(f.perf_dir.c_str(), 0755);
-    std::printf("\n## Profiles of ours (perf record -F 999 -g on every worker during %lld timed "
+    std::printf("\n## Profiles of ours (perf record -F 250 --call-graph dwarf on every worker during %lld timed "
                 "steps; self time by symbol)\n",
                 static_cast<long long>(f.steps));
     for (const Config& c : configs) {
