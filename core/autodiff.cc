@@ -307,8 +307,15 @@ class Differentiator {
       grad(1, b_.Neg(dy));
     } else if (t == "mul") {
       if (in[0].dtype == DType::kFloat32) {
-        AddGrad(op.inputs(0), b_.Einsum({dy, in[1]}, in[0].shape));
-        AddGrad(op.inputs(1), b_.Einsum({dy, in[0]}, in[1].shape));
+        for (int i = 0; i < 2; ++i) {
+          // An input with every dim of the output takes dy * other elementwise; a broadcast one
+          // sums that product over the dims it lacks, which is an einsum.
+          if (in[i].shape.rank() == dy.shape.rank()) {
+            grad(i, b_.Mul(dy, in[1 - i]));
+          } else {
+            AddGrad(op.inputs(i), b_.Einsum({dy, in[1 - i]}, in[i].shape));
+          }
+        }
       }
     } else if (t == "div") {  // d/dx = 1/y, d/dy = -x/y^2 = -out/y
       grad(0, b_.Div(dy, in[1]));

@@ -17,7 +17,8 @@ class KernelRunner {
   virtual ~KernelRunner() = default;
 
   // Computes `op` (a "local" op: any type in core/ops.h except placeholder) from `inputs` into
-  // `*output`, whose dtype and shape are already set and storage allocated. Inputs are in the op's
+  // `*output`, whose dtype and shape are already set and storage allocated; its contents are
+  // unspecified (Tensor::Uninitialized) and every element must be written. Inputs are in the op's
   // input order; dims are matched by name, so slices work as whole tensors do. Returns
   // Unimplemented for an op type this runner lacks, InvalidArgument for shapes that do not fit.
   // Thread-safe: one runner may serve several threads.

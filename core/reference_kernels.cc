@@ -222,10 +222,19 @@ absl::Status RunOp(const v1::Op& op, absl::Span<const Tensor* const> inputs, Ten
   return absl::UnimplementedError("no reference kernel for this op type");
 }
 
+void ZeroFill(Tensor* t) {
+  if (t->dtype() == DType::kFloat32) {
+    std::fill(t->f32(), t->f32() + t->num_elements(), 0.0f);
+  } else {
+    std::fill(t->i32(), t->i32() + t->num_elements(), 0);
+  }
+}
+
 class ReferenceRunner : public KernelRunner {
  public:
   absl::Status Run(const v1::Op& op, absl::Span<const Tensor* const> inputs,
                    Tensor* output) const override {
+    if (output != nullptr) ZeroFill(output);  // the naive kernels may write only some elements
     absl::Status s = output == nullptr ? absl::InvalidArgumentError("output is null")
                                        : RunOp(op, inputs, output);
     if (s.ok()) return s;

@@ -1,4 +1,7 @@
 #include "core/tensor.h"
+#include <climits>
+#include <cstdlib>
+#include <algorithm>
 
 #include <cmath>
 #include <cstring>
@@ -33,12 +36,33 @@ Tensor::Tensor(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape
   }
 }
 
+Tensor Tensor::Uninitialized(DType dtype, Shape shape) {
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  // Tests set MESHRT_POISON_UNINITIALIZED=1 (.bazelrc): then these elements are NaN / INT32_MIN,
+  // so a kernel that leaves any of them unwritten fails its comparison instead of passing on
+  // memory that happened to be zero.
+  static const bool poison = [] {
+    const char* v = std::getenv("MESHRT_POISON_UNINITIALIZED");
+    return v != nullptr && std::string(v) == "1";
+  }();
+  if (dtype == DType::kFloat32) {
+    t.f32_.resize(t.shape_.num_elements());
+    if (poison) std::fill(t.f32_.begin(), t.f32_.end(), std::nanf(""));
+  } else {
+    t.i32_.resize(t.shape_.num_elements());
+    if (poison) std::fill(t.i32_.begin(), t.i32_.end(), INT32_MIN);
+  }
+  return t;
+}
+
 Tensor Tensor::Float(Shape shape, std::vector<float> values) {
   MESHRT_CHECK(static_cast<int64_t>(values.size()) == shape.num_elements(), shape.ToString());
   Tensor t;
   t.dtype_ = DType::kFloat32;
   t.shape_ = std::move(shape);
-  t.f32_ = std::move(values);
+  t.f32_.assign(values.begin(), values.end());
   return t;
 }
 
@@ -47,7 +71,7 @@ Tensor Tensor::Int(Shape shape, std::vector<int32_t> values) {
   Tensor t;
   t.dtype_ = DType::kInt32;
   t.shape_ = std::move(shape);
-  t.i32_ = std::move(values);
+  t.i32_.assign(values.begin(), values.end());
   return t;
 }
 

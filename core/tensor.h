@@ -6,6 +6,8 @@
 #define MESHRT_CORE_TENSOR_H_
 
 #include <cstdint>
+#include <memory>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -18,6 +20,29 @@ namespace meshrt {
 
 enum class DType { kFloat32, kInt32 };
 
+namespace internal {
+// An allocator whose value-less construct leaves elements default-initialised (for float and
+// int: uninitialised), so a buffer a kernel overwrites anyway is not zero-filled first.
+template <typename T>
+struct DefaultInitAllocator : std::allocator<T> {
+  template <typename U>
+  struct rebind {
+    using other = DefaultInitAllocator<U>;
+  };
+  DefaultInitAllocator() = default;
+  template <typename U>
+  DefaultInitAllocator(const DefaultInitAllocator<U>&) noexcept {}
+  template <typename U>
+  void construct(U* p) noexcept {
+    ::new (static_cast<void*>(p)) U;
+  }
+  template <typename U, typename... Args>
+  void construct(U* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
+};
+}  // namespace internal
+
 std::string DTypeName(DType t);
 absl::StatusOr<DType> DTypeFromProto(v1::DType t);
 v1::DType DTypeToProto(DType t);
@@ -27,6 +52,9 @@ class Tensor {
   Tensor() = default;
   // Zero-filled tensor.
   Tensor(DType dtype, Shape shape);
+  // A tensor whose elements are unspecified until written: for outputs a kernel overwrites whole
+  // (KernelRunner::Run's contract), saving the zero-fill and its page faults.
+  static Tensor Uninitialized(DType dtype, Shape shape);
   static Tensor Float(Shape shape, std::vector<float> values);  // CHECKs the element count
   static Tensor Int(Shape shape, std::vector<int32_t> values);  // CHECKs the element count
 
@@ -55,8 +83,8 @@ class Tensor {
  private:
   DType dtype_ = DType::kFloat32;
   Shape shape_;
-  std::vector<float> f32_;
-  std::vector<int32_t> i32_;
+  std::vector<float, internal::DefaultInitAllocator<float>> f32_;
+  std::vector<int32_t, internal::DefaultInitAllocator<int32_t>> i32_;
 };
 
 // Largest |a-b| / max(1, |b|) over elements, or +inf when shapes or dtypes differ. For tests and the

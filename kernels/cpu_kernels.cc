@@ -1,5 +1,7 @@
 #include "kernels/cpu_kernels.h"
 
+#include <algorithm>
+
 #include <map>
 #include <optional>
 #include <string>
@@ -164,6 +166,17 @@ class CpuRunner : public KernelRunner {
   absl::Status Run(const v1::Op& op, absl::Span<const Tensor* const> inputs,
                    Tensor* output) const override {
     if (output == nullptr) return ReferenceKernels().Run(op, inputs, output);
+    for (const Tensor* in : inputs) {
+      // Reductions of empty tensors write nothing: their sums are the zeros of the fill.
+      if (in != nullptr && in->num_elements() == 0) {
+        if (output->dtype() == DType::kFloat32) {
+          std::fill(output->f32(), output->f32() + output->num_elements(), 0.0f);
+        } else {
+          std::fill(output->i32(), output->i32() + output->num_elements(), 0);
+        }
+        break;
+      }
+    }
     std::optional<absl::Status> s = RunFast(op, inputs, output);
     if (!s.has_value()) return ReferenceKernels().Run(op, inputs, output);
     if (s->ok()) return *s;

@@ -209,7 +209,11 @@ absl::Status Softmax(const Tensor& x, const std::vector<std::string>& dims, bool
   ReduceInOrder<MaxOp>(p, xs, stat.data(), kept);
   std::vector<float> buf = Broadcast(stat.data(), kept, xs);
   if (!log) {
-    for (int64_t i = 0; i < n; ++i) o[i] = std::exp(p[i] - buf[i]);
+    for (int64_t i = 0; i < n; ++i) {
+      // Masked logits (-1e9) underflow to exactly 0: skip expf's slow underflow path.
+      const float d = p[i] - buf[i];
+      o[i] = d < -104.0f ? 0.0f : std::exp(d);
+    }
     ReduceInOrder<SumOp>(o, xs, stat.data(), kept);
     PermuteCopy(stat.data(), kept, buf.data(), xs);
     for (int64_t i = 0; i < n; ++i) o[i] /= buf[i];
@@ -217,7 +221,7 @@ absl::Status Softmax(const Tensor& x, const std::vector<std::string>& dims, bool
   }
   for (int64_t i = 0; i < n; ++i) {
     o[i] = p[i] - buf[i];
-    buf[i] = std::exp(o[i]);
+    buf[i] = o[i] < -104.0f ? 0.0f : std::exp(o[i]);
   }
   ReduceInOrder<SumOp>(buf.data(), xs, stat.data(), kept);
   for (float& v : stat) v = std::log(v);

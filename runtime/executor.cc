@@ -260,7 +260,7 @@ absl::Status Executor::RunInstruction(const v1::Instruction& instr, Tensor* out)
 
   if (instr.kind_case() == v1::Instruction::kLocal) {
     if (kernels_ == nullptr) return absl::FailedPreconditionError("the executor has no kernels");
-    *out = Tensor(*dtype, shape);
+    *out = Tensor::Uninitialized(*dtype, shape);  // the kernel writes every element
     const OpInfo* info = FindOp(instr.local().type());
     if (info != nullptr && info->needs_slice_begin && instr.has_global_shape()) {
       // The kernel computes values from global positions (e.g. random numbers by global index):
