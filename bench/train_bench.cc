@@ -125,6 +125,7 @@ absl::StatusOr<models::TrainGraph> BuildGraph(const std::string& model) {
   if (model == "mlp") {
     models::MlpOptions m;  // batch 256, d_model 1024, d_ff 4096
     m.biases = true;       // as the peer's b1, b2
+    m.fixed_data = true;   // one batch drawn once, as the peer's
     train.learning_rate.base = 1e-3f;
     return models::BuildMlpTrainGraph(m, train);
   }

@@ -24,6 +24,15 @@ absl::StatusOr<ModelOutputs> BuildMlp(GraphBuilder& b, const MlpOptions& o) {
   if (o.feed_data) {
     m.inputs = b.Placeholder("x", xs);
     m.targets = b.Placeholder("target", xs);
+  } else if (o.fixed_data) {
+    // One batch drawn once on the workers and kept (non-trainable variables), as the PyTorch
+    // peer's benchmark reuses one batch.
+    Initializer normal;
+    normal.kind = "normal";
+    normal.seed = o.seed;
+    m.inputs = b.Variable("x", xs, normal);
+    normal.seed = o.seed + 1;
+    m.targets = b.Variable("target", xs, normal);
   } else {
     m.data_step = DataStep(b);
     m.inputs = RandomNormal(b, xs, m.data_step, o.seed, 0, 1, "x");

@@ -10,7 +10,8 @@
 //             (glorot_uniform), optional "b1" [d_ff], "b2" [d_model] (zeros)
 //   loss    = mean((y - target)²) over every element (scalar)
 //
-// With `feed_data`, x and the target are placeholders "x" and "target" [batch, d_model] instead
+// With `fixed_data`, x and the target are non-trainable variables "x", "target" drawn once from
+// N(0, 1) (the peer benchmark's fixed batch). With `feed_data`, x and the target are placeholders "x" and "target" [batch, d_model] instead
 // (no data_step, no teacher), for benchmarks that feed their data.
 //
 // Dim names: batch, d_model, d_ff (d_teacher only inside the teacher). Layouts: `batch:rows` (DP),
@@ -36,6 +37,8 @@ struct MlpOptions {
   float teacher_noise = 0.0f;  // stddev of noise added to the target (0: none)
   bool biases = false;         // b1, b2
   bool feed_data = false;      // x and target are placeholders
+  bool fixed_data = false;     // x and target are N(0, 1) variables drawn once (not trained):
+                               // the same batch every step, like the PyTorch peer's benchmark
 };
 
 // Adds the MLP and its loss to `b`. `output` = y; `inputs` = x; `targets` = the target.

@@ -218,6 +218,27 @@ TEST(MlpTest, FedDataHasPlaceholdersAndNoDataStep) {
   EXPECT_EQ(g.Placeholders(), (std::vector<std::string>{"x", "target"}));
 }
 
+TEST(MlpTest, FixedDataIsTheSameBatchEveryStepAndLearns) {
+  MlpOptions o = TinyMlp();
+  o.fixed_data = true;
+  TrainOptions train;
+  train.optimizer = "sgd";
+  train.learning_rate.base = 0.1f;
+  ASSERT_OK_AND_ASSIGN(TrainGraph t, BuildMlpTrainGraph(o, train));
+  TensorMap state;
+  std::vector<float> losses;
+  Tensor first_x;
+  for (int s = 0; s < 5; ++s) {
+    ASSERT_OK_AND_ASSIGN(TensorMap out, InterpretStep(t.graph, {}, {t.loss, "x"}, &state));
+    losses.push_back(out.at(t.loss).f32()[0]);
+    if (s == 0) first_x = out.at("x");
+    EXPECT_EQ(MaxRelativeError(out.at("x"), first_x), 0) << "step " << s;
+  }
+  EXPECT_LT(losses.back(), losses.front());
+  // x and target are not trained.
+  EXPECT_EQ(std::count(t.trainable.begin(), t.trainable.end(), "x"), 0);
+}
+
 // (c) The collectives the paper's layouts imply.
 bool HasAllReduce(const v1::Program& p, int mesh_axis, const std::string& source_op) {
   for (const v1::Instruction& in : p.instructions()) {
