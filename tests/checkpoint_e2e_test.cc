@@ -17,6 +17,7 @@
 #include "core/builder.h"
 #include "core/test_util.h"
 #include "gtest/gtest.h"
+#include "tests/cluster_fixture.h"
 
 namespace meshrt {
 namespace {
@@ -59,30 +60,8 @@ TensorMap Feeds(int s) {
   return {{"x", x}, {"y", y}};
 }
 
-class CheckpointEndToEndTest : public ::testing::Test {
+class CheckpointEndToEndTest : public LocalClusterTest {
  protected:
-  static void SetUpTestSuite() {
-    LocalClusterOptions o;
-    o.workers = 4;
-    o.coordinator_command = {"coordinator/meshrt-coordinator"};
-    o.worker_command = {"worker/meshrt-worker"};
-    o.coordinator_flags = {"--heartbeat_interval_ms=200", "--heartbeat_timeout_ms=2000",
-                           "--collective_timeout_ms=5000"};
-    if (const char* dir = std::getenv("TEST_UNDECLARED_OUTPUTS_DIR")) o.log_dir = dir;
-    auto cluster = LocalCluster::Start(o);
-    ASSERT_TRUE(cluster.ok()) << cluster.status();
-    cluster_ = cluster->release();
-    ClientOptions co;
-    co.address = cluster_->address();
-    auto client = Client::Connect(co);
-    ASSERT_TRUE(client.ok()) << client.status();
-    client_ = client->release();
-  }
-  static void TearDownTestSuite() {
-    delete client_;
-    delete cluster_;
-  }
-
   static std::string TempDir() {
     const char* base = std::getenv("TEST_TMPDIR");
     std::string tmpl = std::string(base != nullptr ? base : "/tmp") + "/ckpt_e2eXXXXXX";
@@ -109,12 +88,8 @@ class CheckpointEndToEndTest : public ::testing::Test {
     return out->at("loss").f32()[0];
   }
 
-  static LocalCluster* cluster_;
-  static Client* client_;
 };
 
-LocalCluster* CheckpointEndToEndTest::cluster_ = nullptr;
-Client* CheckpointEndToEndTest::client_ = nullptr;
 
 TEST_F(CheckpointEndToEndTest, TrainingResumesOnOtherMeshesWithTheSameLosses) {
   const std::string root = TempDir();

@@ -18,6 +18,7 @@
 #include "core/test_util.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "gtest/gtest.h"
+#include "tests/cluster_fixture.h"
 #include "rpc/grpc_util.h"
 #include "tests/graph_generator.h"
 
@@ -38,30 +39,8 @@ v1::Graph MlpGraph() {
   return b.proto();
 }
 
-class EndToEndTest : public ::testing::Test {
+class EndToEndTest : public LocalClusterTest {
  protected:
-  static void SetUpTestSuite() {
-    LocalClusterOptions o;
-    o.workers = 4;
-    o.coordinator_command = {"coordinator/meshrt-coordinator"};
-    o.worker_command = {"worker/meshrt-worker"};
-    o.coordinator_flags = {"--heartbeat_interval_ms=200", "--heartbeat_timeout_ms=2000",
-                           "--collective_timeout_ms=5000"};
-    if (const char* dir = std::getenv("TEST_UNDECLARED_OUTPUTS_DIR")) o.log_dir = dir;
-    auto cluster = LocalCluster::Start(o);
-    ASSERT_TRUE(cluster.ok()) << cluster.status();
-    cluster_ = cluster->release();
-    ClientOptions co;
-    co.address = cluster_->address();
-    auto client = Client::Connect(co);
-    ASSERT_TRUE(client.ok()) << client.status();
-    client_ = client->release();
-  }
-  static void TearDownTestSuite() {
-    delete client_;
-    delete cluster_;
-  }
-
   // Runs `graph` on `mesh`/`layout` and checks every output against the interpreter.
   void ExpectMatchesReference(const v1::Graph& proto, const std::string& mesh_text,
                               const std::string& layout_text) {
@@ -81,12 +60,8 @@ class EndToEndTest : public ::testing::Test {
     ASSERT_OK(session->Close());
   }
 
-  static LocalCluster* cluster_;
-  static Client* client_;
 };
 
-LocalCluster* EndToEndTest::cluster_ = nullptr;
-Client* EndToEndTest::client_ = nullptr;
 
 TEST_F(EndToEndTest, MlpOnTwoByTwoMeshUnderManyLayouts) {
   for (const char* layout : {"", "batch:rows,hidden:cols", "d_in:rows,hidden:cols",

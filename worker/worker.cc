@@ -82,19 +82,21 @@ absl::Status Worker::LoadSession(const v1::SessionSpec& spec) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::shared_ptr<Worker::SessionState>> Worker::FindSession(
+    const std::string& session) const {
+  absl::MutexLock lock(&mu_);
+  auto it = sessions_.find(session);
+  if (it == sessions_.end()) {
+    return absl::NotFoundError(absl::StrCat("session ", session, " is not loaded on this worker"));
+  }
+  return it->second;
+}
+
 absl::StatusOr<TensorMap> Worker::RunStep(const std::string& session, int64_t step,
                                           const TensorMap& feeds,
                                           const std::vector<std::string>& fetches,
                                           int64_t num_steps) {
-  std::shared_ptr<SessionState> state;
-  {
-    absl::MutexLock lock(&mu_);
-    auto it = sessions_.find(session);
-    if (it == sessions_.end()) {
-      return absl::NotFoundError(absl::StrCat("session ", session, " is not loaded on this worker"));
-    }
-    state = it->second;
-  }
+  ASSIGN_OR_RETURN(std::shared_ptr<SessionState> state, FindSession(session));
   if (!state->step_mu.TryLock()) {
     return absl::FailedPreconditionError(
         absl::StrCat("session ", session, ": step ", step, " arrived while another step runs"));
@@ -128,15 +130,7 @@ absl::StatusOr<TensorMap> Worker::RunStep(const std::string& session, int64_t st
 
 absl::StatusOr<std::vector<v1::CheckpointShard>> Worker::SaveCheckpoint(
     const std::string& session, const std::string& directory) {
-  std::shared_ptr<SessionState> state;
-  {
-    absl::MutexLock lock(&mu_);
-    auto it = sessions_.find(session);
-    if (it == sessions_.end()) {
-      return absl::NotFoundError(absl::StrCat("session ", session, " is not loaded on this worker"));
-    }
-    state = it->second;
-  }
+  ASSIGN_OR_RETURN(std::shared_ptr<SessionState> state, FindSession(session));
   if (!state->step_mu.TryLock()) {
     return absl::FailedPreconditionError(
         absl::StrCat("session ", session, ": a checkpoint save arrived while a step runs"));
@@ -149,16 +143,7 @@ absl::StatusOr<std::vector<v1::CheckpointShard>> Worker::SaveCheckpoint(
 }
 
 absl::Status Worker::RestoreCheckpoint(const v1::WorkerRestoreCheckpointRequest& request) {
-  std::shared_ptr<SessionState> state;
-  {
-    absl::MutexLock lock(&mu_);
-    auto it = sessions_.find(request.session());
-    if (it == sessions_.end()) {
-      return absl::NotFoundError(
-          absl::StrCat("session ", request.session(), " is not loaded on this worker"));
-    }
-    state = it->second;
-  }
+  ASSIGN_OR_RETURN(std::shared_ptr<SessionState> state, FindSession(request.session()));
   if (!state->step_mu.TryLock()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "session ", request.session(), ": a checkpoint restore arrived while a step runs"));

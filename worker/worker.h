@@ -79,6 +79,9 @@ class Worker {
  private:
   struct SessionState;
 
+  // The loaded session `session`, or NotFound.
+  absl::StatusOr<std::shared_ptr<SessionState>> FindSession(const std::string& session) const;
+
   const KernelRunner* const kernels_;
   CommunicatorFactory* const communicators_;
   mutable absl::Mutex mu_;
