@@ -141,6 +141,44 @@ absl::StatusOr<Shape> KeptForNormalize(const Tensor& x, const std::vector<std::s
   return Shape(std::move(kept));
 }
 
+// True when `dims` are exactly the innermost dims of `x` (in any order): then each normalised
+// group is one contiguous row.
+bool TrailingDims(const Shape& x, const std::vector<std::string>& dims) {
+  const int r = static_cast<int>(dims.size());
+  if (r > x.rank()) return false;
+  for (int i = x.rank() - r; i < x.rank(); ++i) {
+    if (std::find(dims.begin(), dims.end(), x.dim(i).name) == dims.end()) return false;
+  }
+  return true;
+}
+
+// Softmax (or log-softmax) of each contiguous row of `row` elements: max, exp and sum, scale —
+// no scratch tensors.
+void SoftmaxRows(const float* p, int64_t n, int64_t row, bool log, float* o) {
+  if (row == 0) return;
+  for (int64_t start = 0; start < n; start += row) {
+    const float* x = p + start;
+    float* y = o + start;
+    float m = x[0];
+    for (int64_t j = 1; j < row; ++j) m = std::max(m, x[j]);
+    float sum = 0;
+    for (int64_t j = 0; j < row; ++j) {
+      // Masked logits (-1e9) underflow to exactly 0: skip expf's slow underflow path.
+      const float d = x[j] - m;
+      const float e = d < -104.0f ? 0.0f : std::exp(d);
+      sum += e;
+      if (!log) y[j] = e;
+    }
+    if (log) {
+      const float lse = std::log(sum);
+      for (int64_t j = 0; j < row; ++j) y[j] = x[j] - m - lse;
+    } else {
+      const float inv = 1.0f / sum;
+      for (int64_t j = 0; j < row; ++j) y[j] *= inv;
+    }
+  }
+}
+
 }  // namespace
 
 void ReduceRaw(ReduceKind kind, const float* in, const Shape& in_shape, float* out,
@@ -205,6 +243,10 @@ absl::Status Softmax(const Tensor& x, const std::vector<std::string>& dims, bool
   const int64_t n = x.num_elements();
   const float* p = x.f32();
   float* o = out->f32();
+  if (TrailingDims(xs, dims)) {
+    SoftmaxRows(p, n, kept.num_elements() == 0 ? 0 : n / kept.num_elements(), log, o);
+    return absl::OkStatus();
+  }
   std::vector<float> stat(kept.num_elements());
   ReduceInOrder<MaxOp>(p, xs, stat.data(), kept);
   std::vector<float> buf = Broadcast(stat.data(), kept, xs);
