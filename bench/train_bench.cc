@@ -5,14 +5,16 @@
 //     each of our steps is one request (Session::RunSteps(1, {}, {loss})), timed at the client;
 //     also the same steps run in one request (RunSteps(steps)), per step = total / steps, which
 //     shows what the per-request path (client -> coordinator -> workers) costs.
-//   - the Transformer LM at models::BenchConfig() (batch 32 x 128 tokens, synthetic ids, SGD lr 0.1)
+//   - the Transformer LM at models::BenchConfig() (batch 32 x 128 tokens, synthetic ids, SGD lr
+//   0.1)
 //     under dp (x:2, batch:x), mp (x:2, heads:x,d_ff:x,vocab:x) and dpmp (rows:2,cols:2 on 4
 //     workers) vs transformer_bench.py --mode dp / mp / dpmp; tokens/s = batch*length / step time.
-// Interleaved: for each configuration, ours (a fresh cluster, stopped afterwards) then the peer, and
-// the whole sequence `--reps` times. Reported: the median over reps of each run's median step time.
-// Peers run as `OPENBLAS_CORETYPE=SkylakeX /usr/bin/python3 <peer> ...` (OpenBLAS 0.3.21 falls back
-// to its slow Prescott kernel on this CPU otherwise, ../shared/PLATFORM.md); our workers choose
-// their kernel themselves (kernels/blas.h) and the table header shows the one their logs name.
+// Interleaved: for each configuration, ours (a fresh cluster, stopped afterwards) then the peer,
+// and the whole sequence `--reps` times. Reported: the median over reps of each run's median step
+// time. Peers run as `OPENBLAS_CORETYPE=SkylakeX /usr/bin/python3 <peer> ...` (OpenBLAS 0.3.21
+// falls back to its slow Prescott kernel on this CPU otherwise, ../shared/PLATFORM.md); our workers
+// choose their kernel themselves (kernels/blas.h) and the table header shows the one their logs
+// name.
 //
 //   bazel run -c opt //bench:train_bench [-- --reps 2 --steps 30 --warmup 5 --only mlp|transformer
 //                                           --skip_peers --perf_dir /tmp/prof]
@@ -81,13 +83,13 @@ struct Flags {
   bool explain = false;
 };
 
-// One run of ours: per-step times (RunSteps(1) each) and, for the MLP, the per-step time of the
+// One run of ours: per-step times (RunSteps(1) each) and the per-step time of the
 // same number of steps in one request.
 struct OursRun {
   double median_ms = -1;
   double batched_ms = -1;  // RunSteps(steps) total / steps; -1 when not measured
   float loss = 0;
-  std::string blas;        // the worker log's OpenBLAS line
+  std::string blas;  // the worker log's OpenBLAS line
 };
 
 struct PeerRun {
@@ -107,8 +109,8 @@ std::string ReadFile(const std::string& path) {
 // The "... OpenBLAS kernel (...)" line of a worker log in `log_dir`.
 std::string BlasLine(const std::string& log_dir, int workers) {
   for (int i = 0; i < workers; ++i) {
-    for (const std::string& name : {absl::StrCat("worker_", i), absl::StrCat("worker", i),
-                                    absl::StrCat("worker-", i)}) {
+    for (const std::string& name :
+         {absl::StrCat("worker_", i), absl::StrCat("worker", i), absl::StrCat("worker-", i)}) {
       std::string text = ReadFile(absl::StrCat(log_dir, "/", name, ".log"));
       size_t p = text.find("meshrt-worker: ");
       if (p == std::string::npos) continue;
@@ -144,8 +146,17 @@ pid_t StartPerf(const std::vector<pid_t>& pids, const std::string& out) {
   for (pid_t p : pids) pid_text.push_back(absl::StrCat(p));
   // DWARF unwinding: the binaries have no frame pointers; callers (e.g. of Tensor's zero fill)
   // are then visible with `perf report -i FILE --no-children -G`.
-  std::vector<std::string> argv = {"perf", "record", "-q", "-F", "250", "--call-graph",
-                                   "dwarf,16384", "-o", out, "-p", absl::StrJoin(pid_text, ",")};
+  std::vector<std::string> argv = {"perf",
+                                   "record",
+                                   "-q",
+                                   "-F",
+                                   "250",
+                                   "--call-graph",
+                                   "dwarf,16384",
+                                   "-o",
+                                   out,
+                                   "-p",
+                                   absl::StrJoin(pid_text, ",")};
   pid_t pid = fork();
   if (pid == 0) {
     int fd = open("/dev/null", O_WRONLY);
@@ -192,8 +203,9 @@ OursRun RunOurs(const Config& c, const models::TrainGraph& tg, const Flags& f,
   if (!rules.ok()) Fail("layout " + c.layout, rules.status());
   auto session = (*client)->CreateSession(tg.graph.proto(), mesh, *rules);
   if (!session.ok()) Fail(absl::StrCat(c.model, " ", c.name, ": session"), session.status());
-  if (f.explain) std::printf("%s %s layout report:\n%s\n", c.model.c_str(), c.name.c_str(),
-                             (*session)->explain().c_str());
+  if (f.explain)
+    std::printf("%s %s layout report:\n%s\n", c.model.c_str(), c.name.c_str(),
+                (*session)->explain().c_str());
 
   OursRun run;
   run.blas = BlasLine(pattern, c.workers);
@@ -217,7 +229,7 @@ OursRun RunOurs(const Config& c, const models::TrainGraph& tg, const Flags& f,
   }
   StopPerf(perf);
   run.median_ms = Median(ms);
-  if (c.model == "mlp" && perf_out.empty()) {
+  if (perf_out.empty()) {
     const absl::Time t0 = absl::Now();
     step(f.steps);
     run.batched_ms = absl::ToDoubleMilliseconds(absl::Now() - t0) / f.steps;
@@ -300,10 +312,11 @@ std::string PerfTop(const std::string& data, int lines) {
 
 int Main(int argc, char** argv) {
   Flags f;
-  FlagSet flags("train_bench [--reps N] [--steps N] [--warmup N] [--only mlp|transformer] "
-                "[--skip_peers] [--perf_dir DIR] [--explain]",
-                "Training steps of the MLP and the Transformer LM on a local cluster vs the "
-                "PyTorch peers, interleaved.");
+  FlagSet flags(
+      "train_bench [--reps N] [--steps N] [--warmup N] [--only mlp|transformer] "
+      "[--skip_peers] [--perf_dir DIR] [--explain]",
+      "Training steps of the MLP and the Transformer LM on a local cluster vs the "
+      "PyTorch peers, interleaved.");
   flags.Int("reps", &f.reps, "runs of every configuration (ours then the peer), default 2");
   flags.Int("steps", &f.steps, "timed steps per run (also passed to the peers)");
   flags.Int("warmup", &f.warmup, "warmup steps per run (also passed to the peers)");
@@ -340,8 +353,9 @@ int Main(int argc, char** argv) {
     peers_skipped = absl::StrCat("no peer scripts in ", f.peers_dir);
   }
   const bool peers = peers_skipped.empty();
-  if (!peers) std::printf("NOTE: the PyTorch peers are SKIPPED (%s); peer columns say n/a\n\n",
-                          peers_skipped.c_str());
+  if (!peers)
+    std::printf("NOTE: the PyTorch peers are SKIPPED (%s); peer columns say n/a\n\n",
+                peers_skipped.c_str());
 
   std::vector<Config> configs;
   if (f.only.empty() || f.only == "mlp") {
@@ -349,13 +363,13 @@ int Main(int argc, char** argv) {
     configs.push_back({"mlp", "mp", "x:2", "d_ff:x", 2, "--mode mp --world 2", "torch mp", 0.9});
   }
   if (f.only.empty() || f.only == "transformer") {
-    configs.push_back({"transformer", "dp", "x:2", "batch:x", 2, "--mode dp --world 2", "torch dp",
-                       1.0});
+    configs.push_back(
+        {"transformer", "dp", "x:2", "batch:x", 2, "--mode dp --world 2", "torch dp", 1.0});
     configs.push_back({"transformer", "mp", "x:2", "heads:x,d_ff:x,vocab:x", 2,
                        "--mode mp --world 2", "torch mp", 1.0});
     configs.push_back({"transformer", "dpmp", "rows:2,cols:2",
-                       "batch:rows,heads:cols,d_ff:cols,vocab:cols", 4,
-                       "--mode dpmp --dp 2 --mp 2", "torch dpmp", 1.0});
+                       "batch:rows,heads:cols,d_ff:cols,vocab:cols", 4, "--mode dpmp --dp 2 --mp 2",
+                       "torch dpmp", 1.0});
   }
   std::map<std::string, models::TrainGraph> graphs;
   for (const Config& c : configs) {
@@ -383,8 +397,9 @@ int Main(int argc, char** argv) {
       loss[i] = o.loss;
       blas = o.blas;
       std::fprintf(stderr, "  ours: median %.1f ms/step%s, loss %.4f\n", o.median_ms,
-                   o.batched_ms >= 0 ? absl::StrFormat(", %.1f ms/step in one request",
-                                                       o.batched_ms).c_str() : "",
+                   o.batched_ms >= 0
+                       ? absl::StrFormat(", %.1f ms/step in one request", o.batched_ms).c_str()
+                       : "",
                    o.loss);
       if (!peers) continue;
       PeerRun p = RunPeer(c, f);
@@ -402,23 +417,27 @@ int Main(int argc, char** argv) {
   const double minutes = absl::ToDoubleMinutes(absl::Now() - start);
 
   std::printf("## Training steps: meshrt (local cluster, worker processes) vs PyTorch peers\n\n");
-  std::printf("%lld reps x (%lld warmup + %lld timed steps), ours then the peer per "
-              "configuration; medians over reps of each run's median (range over reps in "
-              "parentheses). %.1f min.\n",
-              static_cast<long long>(f.reps), static_cast<long long>(f.warmup),
-              static_cast<long long>(f.steps), minutes);
-  std::printf("ours: workers' BLAS: %s. peers: OPENBLAS_CORETYPE=SkylakeX, OpenBLAS core %s, 1 "
-              "thread/rank.\n\n",
-              blas.c_str(), peers ? peer_core.c_str() : "n/a (skipped)");
+  std::printf(
+      "%lld reps x (%lld warmup + %lld timed steps), ours then the peer per "
+      "configuration; medians over reps of each run's median (range over reps in "
+      "parentheses). %.1f min.\n",
+      static_cast<long long>(f.reps), static_cast<long long>(f.warmup),
+      static_cast<long long>(f.steps), minutes);
+  std::printf(
+      "ours: workers' BLAS: %s. peers: OPENBLAS_CORETYPE=SkylakeX, OpenBLAS core %s, 1 "
+      "thread/rank.\n\n",
+      blas.c_str(), peers ? peer_core.c_str() : "n/a (skipped)");
 
   bool any_mlp = false, any_tr = false;
   for (const Config& c : configs) (c.model == "mlp" ? any_mlp : any_tr) = true;
   if (any_mlp) {
-    std::printf("### MLP (batch 256, d_model 1024, d_ff 4096, biases, SGD lr 1e-3, fp32), 2 "
-                "workers\n\n");
-    std::printf("| mode | layout | ours ms/step (1 step/request) | ours ms/step (%lld steps in 1 "
-                "request) | peer | peer ms/step | peer comm ms | ours/peer | goal |\n",
-                static_cast<long long>(f.steps));
+    std::printf(
+        "### MLP (batch 256, d_model 1024, d_ff 4096, biases, SGD lr 1e-3, fp32), 2 "
+        "workers\n\n");
+    std::printf(
+        "| mode | layout | ours ms/step (1 step/request) | ours ms/step (%lld steps in 1 "
+        "request) | peer | peer ms/step | peer comm ms | ours/peer | goal |\n",
+        static_cast<long long>(f.steps));
     std::printf("|---|---|---|---|---|---|---|---|---|\n");
     for (size_t i = 0; i < n; ++i) {
       const Config& c = configs[i];
@@ -430,23 +449,26 @@ int Main(int argc, char** argv) {
       std::printf("| %s | %s | %s%s | %s%s | %s | %s%s | %s | %s | <= %.1f (%s) |\n",
                   c.name.c_str(), c.layout.c_str(), Ms(o).c_str(), Range(ours[i]).c_str(),
                   Ms(Median(batched[i])).c_str(), Range(batched[i]).c_str(),
-                  (c.peer_name + (peer_err[i].empty() ? "" : " (failed)")).c_str(),
-                  Ms(p).c_str(), Range(peer[i]).c_str(),
-                  Ms(comm[i].empty() ? -1 : Median(comm[i])).c_str(), ratio.c_str(), c.goal,
-                  verdict.c_str());
+                  (c.peer_name + (peer_err[i].empty() ? "" : " (failed)")).c_str(), Ms(p).c_str(),
+                  Range(peer[i]).c_str(), Ms(comm[i].empty() ? -1 : Median(comm[i])).c_str(),
+                  ratio.c_str(), c.goal, verdict.c_str());
     }
     std::printf("\n");
   }
   if (any_tr) {
     const models::TransformerOptions t = models::BenchConfig();
     const double tokens = static_cast<double>(t.batch * t.length);
-    std::printf("### Transformer LM (batch %lld x length %lld, d_model %lld, %lld heads x %lld, "
-                "d_ff %lld, %lld layers, vocab %lld, SGD lr 0.1, synthetic ids)\n\n",
-                (long long)t.batch, (long long)t.length, (long long)t.d_model, (long long)t.heads,
-                (long long)t.d_kv, (long long)t.d_ff, (long long)t.layers, (long long)t.vocab);
-    std::printf("| mode | workers | layout | ours ms/step | ours tokens/s | peer | peer ms/step | "
-                "peer tokens/s | peer comm ms | ours/peer tokens/s | goal |\n");
-    std::printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
+    std::printf(
+        "### Transformer LM (batch %lld x length %lld, d_model %lld, %lld heads x %lld, "
+        "d_ff %lld, %lld layers, vocab %lld, SGD lr 0.1, synthetic ids)\n\n",
+        (long long)t.batch, (long long)t.length, (long long)t.d_model, (long long)t.heads,
+        (long long)t.d_kv, (long long)t.d_ff, (long long)t.layers, (long long)t.vocab);
+    std::printf(
+        "| mode | workers | layout | ours ms/step | ours tokens/s | ours tokens/s (%lld "
+        "steps in 1 request) | peer | peer ms/step | peer tokens/s | peer comm ms | "
+        "ours/peer tokens/s | goal |\n",
+        (long long)f.steps);
+    std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     for (size_t i = 0; i < n; ++i) {
       const Config& c = configs[i];
       if (c.model != "transformer") continue;
@@ -454,14 +476,15 @@ int Main(int argc, char** argv) {
       const double ot = tokens / (o / 1e3), pt = p > 0 ? tokens / (p / 1e3) : -1;
       std::string verdict = "n/a";
       if (pt > 0) verdict = ot / pt >= c.goal ? "met" : "MISSED";
-      std::printf("| %s | %d | %s | %s%s | %.0f | %s | %s%s | %s | %s | %s | >= %.1f (%s) |\n",
+      const double ob = batched[i].empty() ? -1 : Median(batched[i]);
+      std::printf("| %s | %d | %s | %s%s | %.0f | %s | %s | %s%s | %s | %s | %s | >= %.1f (%s) |\n",
                   c.name.c_str(), c.workers, c.layout.c_str(), Ms(o).c_str(),
                   Range(ours[i]).c_str(), ot,
-                  (c.peer_name + (peer_err[i].empty() ? "" : " (failed)")).c_str(),
-                  Ms(p).c_str(), Range(peer[i]).c_str(),
-                  pt > 0 ? absl::StrFormat("%.0f", pt).c_str() : "n/a",
-                  Ms(comm[i].empty() ? -1 : Median(comm[i])).c_str(), Ratio(ot, pt).c_str(),
-                  c.goal, verdict.c_str());
+                  ob > 0 ? absl::StrFormat("%.0f", tokens / (ob / 1e3)).c_str() : "n/a",
+                  (c.peer_name + (peer_err[i].empty() ? "" : " (failed)")).c_str(), Ms(p).c_str(),
+                  Range(peer[i]).c_str(), pt > 0 ? absl::StrFormat("%.0f", pt).c_str() : "n/a",
+                  Ms(comm[i].empty() ? -1 : Median(comm[i])).c_str(), Ratio(ot, pt).c_str(), c.goal,
+                  verdict.c_str());
     }
     std::printf("\n");
   }
@@ -474,14 +497,16 @@ int Main(int argc, char** argv) {
 
   if (!f.perf_dir.empty()) {
     mkdir(f.perf_dir.c_str(), 0755);
-    std::printf("\n## Profiles of ours (perf record -F 250 --call-graph dwarf on every worker during %lld timed "
-                "steps; self time by symbol)\n",
-                static_cast<long long>(f.steps));
+    std::printf(
+        "\n## Profiles of ours (perf record -F 250 --call-graph dwarf on every worker during %lld "
+        "timed "
+        "steps; self time by symbol)\n",
+        static_cast<long long>(f.steps));
     for (const Config& c : configs) {
       const std::string data = absl::StrCat(f.perf_dir, "/", c.model, "_", c.name, ".data");
       OursRun o = RunOurs(c, graphs.at(c.model), f, data);
-      std::printf("\n### %s %s (%s), %.1f ms/step under perf — %s\n\n```\n%s```\n",
-                  c.model.c_str(), c.name.c_str(), c.layout.c_str(), o.median_ms, data.c_str(),
+      std::printf("\n### %s %s (%s), %.1f ms/step under perf — %s\n\n```\n%s```\n", c.model.c_str(),
+                  c.name.c_str(), c.layout.c_str(), o.median_ms, data.c_str(),
                   PerfTop(data, 40).c_str());
     }
   }

@@ -19,8 +19,8 @@ absl::Status DemoCommand(const std::vector<std::string>& args, CliIo io) {
   f.mesh = "rows:2,cols:2";
   f.layout = "batch:rows,heads:cols,d_ff:cols,vocab:cols";
   f.local = 4;
-  f.steps = 1500;
-  f.max_seconds = 300;
+  f.steps = 2500;
+  f.max_seconds = 420;
   f.log_every = 10;  // the workers run 10 steps per request; the loss comes back every 10
   f.optimizer = "adam";
   f.lr = "0.003";
@@ -29,7 +29,7 @@ absl::Status DemoCommand(const std::vector<std::string>& args, CliIo io) {
   f.sample = 160;
   f.prompt = "The ";
   f.loss_csv = "";
-  std::string target_text = "2.3";
+  std::string target_text = "2.0";
   FlagSet flags(
       "meshrt demo [--steps N] [--max_seconds S] [--loss_csv FILE]",
       "Starts a local cluster (coordinator + 4 worker processes) and trains the paper's "
@@ -37,10 +37,11 @@ absl::Status DemoCommand(const std::vector<std::string>& args, CliIo io) {
       "parallel over rows and model parallel over cols (heads, d_ff and vocab split), for a few "
       "minutes; prints the final loss and a greedy sample. Fails unless the final loss is below "
       "--target.");
-  flags.Int("steps", &f.steps, "training steps (default 1500)");
-  flags.Int("max_seconds", &f.max_seconds, "stop early after this many seconds (default 300)");
+  flags.Int("steps", &f.steps, "training steps (default 2500)");
+  flags.Int("max_seconds", &f.max_seconds, "stop early after this many seconds (default 420)");
   flags.String("loss_csv", &f.loss_csv, "write the loss curve here");
-  flags.String("target", &target_text, "mean loss (nats per byte) over the last 50 steps the run must reach (default 2.3)");
+  flags.String("target", &target_text,
+               "mean loss (nats per byte) over the last 50 steps the run must reach (default 2.0)");
   flags.Int("sample", &f.sample, "bytes of greedy sample to print (default 160)");
   ASSIGN_OR_RETURN(std::vector<std::string> positional, ParseCommandFlags(flags, args, "demo"));
   if (flags.help()) {

@@ -148,8 +148,9 @@ absl::StatusOr<std::string> GreedySample(const models::TransformerOptions& model
 }  // namespace
 
 void AddTrainFlags(FlagSet& flags, TrainFlags* f) {
-  flags.String("model", &f->model, "transformer (byte-level LM on a text file) or mlp "
-                                   "(regression on synthetic data)");
+  flags.String("model", &f->model,
+               "transformer (byte-level LM on a text file) or mlp "
+               "(regression on synthetic data)");
   flags.String("mesh", &f->mesh, "mesh shape, e.g. rows:2,cols:2 (default: one processor)");
   flags.String("layout", &f->layout,
                "layout rules, e.g. batch:rows (data parallel), heads:cols,d_ff:cols,vocab:cols "
@@ -160,12 +161,14 @@ void AddTrainFlags(FlagSet& flags, TrainFlags* f) {
              "train in this process on one processor (the single-process reference)");
   flags.Int("steps", &f->steps, "training steps (default 200)");
   flags.Int("seed", &f->seed, "seed of the initial weights (and synthetic data)");
-  flags.String("loss_csv", &f->loss_csv, "write the loss curve here: step,loss,learning_rate,"
-                                         "tokens_per_s,elapsed_s");
+  flags.String("loss_csv", &f->loss_csv,
+               "write the loss curve here: step,loss,learning_rate,"
+               "tokens_per_s,elapsed_s");
   flags.Int("log_every", &f->log_every,
             "steps the workers run per request; the loss is reported every N steps (default 1)");
   flags.String("optimizer", &f->optimizer, "sgd, momentum, adam, adamw or adafactor");
-  flags.String("lr", &f->lr, "base learning rate (default: 0.01 for adam/adamw/adafactor, 0.1 else)");
+  flags.String("lr", &f->lr,
+               "base learning rate (default: 0.01 for adam/adamw/adafactor, 0.1 else)");
   flags.String("schedule", &f->schedule, "constant, linear_warmup or rsqrt_decay");
   flags.Int("warmup", &f->warmup, "warm-up steps of the schedule");
   flags.String("clip", &f->clip, "clip gradients to this global norm (0: off)");
@@ -181,9 +184,10 @@ void AddTrainFlags(FlagSet& flags, TrainFlags* f) {
   flags.Int("layers", &f->layers, "transformer: layers (0: default)");
   flags.Int("sample", &f->sample, "transformer: print a greedy sample of N bytes at the end");
   flags.String("prompt", &f->prompt, "transformer: the sample's prompt");
-  flags.String("save", &f->save, "save a checkpoint (every variable and optimizer slot) into "
-                                 "this directory at the end; with a cluster it must be visible to "
-                                 "the coordinator and every worker");
+  flags.String("save", &f->save,
+               "save a checkpoint (every variable and optimizer slot) into "
+               "this directory at the end; with a cluster it must be visible to "
+               "the coordinator and every worker");
   flags.String("restore", &f->restore,
                "start from the checkpoint in this directory (saved on any mesh or layout); "
                "--steps more steps run from there");
@@ -192,10 +196,12 @@ void AddTrainFlags(FlagSet& flags, TrainFlags* f) {
 }
 
 absl::Status RunTraining(const TrainFlags& f, CliIo io, float* final_loss) {
-  const int targets = (f.reference ? 1 : 0) + (f.local > 0 ? 1 : 0) + (f.coordinator.empty() ? 0 : 1);
+  const int targets =
+      (f.reference ? 1 : 0) + (f.local > 0 ? 1 : 0) + (f.coordinator.empty() ? 0 : 1);
   if (targets != 1) {
-    return UsageError("meshrt train needs exactly one of --reference, --local N and "
-                      "--coordinator HOST:PORT");
+    return UsageError(
+        "meshrt train needs exactly one of --reference, --local N and "
+        "--coordinator HOST:PORT");
   }
   if (f.steps < 1) return UsageError("--steps needs N >= 1");
   if (f.log_every < 1) return UsageError("--log_every needs N >= 1");
@@ -204,7 +210,8 @@ absl::Status RunTraining(const TrainFlags& f, CliIo io, float* final_loss) {
   }
   TrainOptions train;
   train.optimizer = f.optimizer;
-  const bool adaptive = f.optimizer == "adam" || f.optimizer == "adamw" || f.optimizer == "adafactor";
+  const bool adaptive =
+      f.optimizer == "adam" || f.optimizer == "adamw" || f.optimizer == "adafactor";
   train.learning_rate.base = adaptive ? 0.01f : 0.1f;
   if (!f.lr.empty()) {
     ASSIGN_OR_RETURN(train.learning_rate.base, ParseFloat("lr", f.lr));
@@ -293,14 +300,14 @@ absl::Status RunTraining(const TrainFlags& f, CliIo io, float* final_loss) {
   }
   io.out << "training " << f.model;
   if (f.model == "transformer") {
-    io.out << absl::StrFormat(" (batch %d, length %d, d_model %d, heads %d, d_ff %d, layers %d, "
-                              "vocab %d; data %s)",
-                              tmodel.batch, tmodel.length, tmodel.d_model, tmodel.heads,
-                              tmodel.d_ff, tmodel.layers, tmodel.vocab,
-                              tmodel.data_path.empty() ? "synthetic" : tmodel.data_path);
+    io.out << absl::StrFormat(
+        " (batch %d, length %d, d_model %d, heads %d, d_ff %d, layers %d, "
+        "vocab %d; data %s)",
+        tmodel.batch, tmodel.length, tmodel.d_model, tmodel.heads, tmodel.d_ff, tmodel.layers,
+        tmodel.vocab, tmodel.data_path.empty() ? "synthetic" : tmodel.data_path);
   }
-  io.out << " with " << train.optimizer << " lr " << train.learning_rate.base << " for "
-         << f.steps << " steps on " << where << "\n";
+  io.out << " with " << train.optimizer << " lr " << train.learning_rate.base << " for " << f.steps
+         << " steps on " << where << "\n";
 
   int64_t first_step = 0;  // steps the run starts after (a restored checkpoint's)
   if (!f.restore.empty()) {
@@ -314,7 +321,8 @@ absl::Status RunTraining(const TrainFlags& f, CliIo io, float* final_loss) {
   std::ofstream csv;
   if (!f.loss_csv.empty()) {
     csv.open(f.loss_csv);
-    if (!csv) return absl::PermissionDeniedError(absl::StrCat("cannot write --loss_csv ", f.loss_csv));
+    if (!csv)
+      return absl::PermissionDeniedError(absl::StrCat("cannot write --loss_csv ", f.loss_csv));
     csv << "step,loss,learning_rate,tokens_per_s,elapsed_s\n";
   }
   const bool tty = ::isatty(STDOUT_FILENO) && &io.out == &std::cout;
@@ -342,8 +350,8 @@ absl::Status RunTraining(const TrainFlags& f, CliIo io, float* final_loss) {
     loss = out->at(tg->loss).f32()[0];
     logged.emplace_back(done, loss);
     if (!std::isfinite(loss)) {
-      return absl::InternalError(absl::StrCat("the loss is ", loss, " at step ", done,
-                                              "; try a smaller --lr or --clip"));
+      return absl::InternalError(
+          absl::StrCat("the loss is ", loss, " at step ", done, "; try a smaller --lr or --clip"));
     }
     const double elapsed = absl::ToDoubleSeconds(absl::Now() - start);
     const double tps = tokens_per_step * done / std::max(elapsed, 1e-9);
