@@ -405,8 +405,12 @@ class Differentiator {
     } else if (t == "reduce_logsumexp") {  // dy softmax(x) = dy exp(x - y)
       grad(0, b_.Mul(b_.Exp(b_.Sub(in[0], y)), dy));
     } else if (t == "softmax") {  // y (dy - sum_D(dy y))
-      TensorRef s = OnDims("reduce_sum", op, b_.Mul(dy, y));
-      grad(0, b_.Mul(y, b_.Sub(dy, s)));
+      if (dy.shape == y.shape) {  // one fused op (softmax_grad)
+        grad(0, b_.Apply(WithDims("softmax_grad", op), {y, dy}));
+      } else {
+        TensorRef s = OnDims("reduce_sum", op, b_.Mul(dy, y));
+        grad(0, b_.Mul(y, b_.Sub(dy, s)));
+      }
     } else if (t == "log_softmax") {  // dy - exp(y) sum_D(dy)
       TensorRef s = OnDims("reduce_sum", op, dy);
       grad(0, b_.Sub(dy, b_.Mul(b_.Exp(y), s)));

@@ -10,6 +10,7 @@
 //   logsumexp(x)  m = allreduce_max(local max x); s = allreduce_sum(local sum exp(x - m));
 //                 log(s) + m
 //   softmax       e = exp(x - m) with m as above; e / allreduce_sum(local sum e)
+//   softmax_grad  y * (dy - allreduce_sum(local sum dy * y))
 //   log_softmax   z = x - m; z - log(allreduce_sum(local sum exp(z)))
 //   layer_norm    mean = allreduce_sum(local sum x) / n; c = x - mean;
 //                 var = allreduce_sum(local sum c^2) / n; c * rsqrt(var + eps) [* scale] [+ bias]
@@ -138,6 +139,19 @@ LaidOutTensor LowerSoftmax(LoweringContext& ctx, const v1::Op& op,
   const Shifted s = ShiftAndSum(p, inputs[0], dims, axes);
   if (op.type() == "softmax") return p.Binary("div", s.exp, s.sum);
   return p.Binary("sub", s.z, p.Unary("log", s.sum));
+}
+
+LaidOutTensor LowerSoftmaxGrad(LoweringContext& ctx, const v1::Op& op,
+                               const std::vector<LaidOutTensor>& inputs) {
+  Pieces p(ctx, op);
+  const std::set<std::string> dims = OpDims(op);
+  const std::vector<int> axes = p.SplitAxes(inputs[0], dims);
+  if (axes.empty()) return p.Whole(inputs);
+  const LaidOutTensor& y = inputs[0];
+  const LaidOutTensor& dy = inputs[1];
+  const LaidOutTensor s =
+      p.AllReduce(p.Reduce("reduce_sum", p.Binary("mul", dy, y), dims), axes, v1::REDUCE_SUM);
+  return p.Binary("mul", y, p.Binary("sub", dy, s));
 }
 
 LaidOutTensor LowerNorm(LoweringContext& ctx, const v1::Op& op,

@@ -118,6 +118,8 @@ LaidOutTensor LowerLogSumExp(LoweringContext& ctx, const v1::Op& op,
                              const std::vector<LaidOutTensor>& inputs);
 LaidOutTensor LowerSoftmax(LoweringContext& ctx, const v1::Op& op,
                            const std::vector<LaidOutTensor>& inputs);  // and log_softmax
+LaidOutTensor LowerSoftmaxGrad(LoweringContext& ctx, const v1::Op& op,
+                               const std::vector<LaidOutTensor>& inputs);
 LaidOutTensor LowerNorm(LoweringContext& ctx, const v1::Op& op,
                         const std::vector<LaidOutTensor>& inputs);  // layer_norm and rms_norm
 LaidOutTensor LowerCrossEntropy(LoweringContext& ctx, const v1::Op& op,

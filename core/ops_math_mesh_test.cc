@@ -135,6 +135,8 @@ Graph NormGraph() {
   g.In("logits", "b:4,s:4,v:8").In("t_raw", "b:4,s:4,v:8").In("gain", "v:8").In("bias", "v:8");
   g.In("gain_s", "s:4");
   g.Op("sm", "softmax", {"logits"}, {"v"}).Op("sm_sv", "softmax", {"logits"}, {"s", "v"});
+  g.Op("smg", "softmax_grad", {"sm", "t_raw"}, {"v"});
+  g.Op("smg_sv", "softmax_grad", {"sm_sv", "t_raw"}, {"s", "v"});
   g.Op("lsm", "log_softmax", {"logits"}, {"v"}).Op("lsm_b", "log_softmax", {"logits"}, {"b"});
   g.Op("ln", "layer_norm", {"logits", "gain", "bias"}, {"v"});
   g.Op("ln_sv", "layer_norm", {"logits"}, {"s", "v"});

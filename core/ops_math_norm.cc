@@ -47,6 +47,18 @@ absl::StatusOr<TensorType> InferSoftmax(const v1::Op& op, const std::vector<Tens
   return in[0];
 }
 
+// softmax_grad(y, dy): dy must have y's shape exactly (autodiff makes it so).
+absl::StatusOr<TensorType> InferSoftmaxGrad(const v1::Op& op, const std::vector<TensorType>& in) {
+  RETURN_IF_ERROR(NeedFloat(op, in));
+  RETURN_IF_ERROR(ReducedDims(op, in[0].shape, /*need_one=*/true).status());
+  if (in[1].shape != in[0].shape) {
+    return OpError(op, absl::StrCat("dy '", op.inputs(1), "' ", in[1].shape.ToString(),
+                                    " must have the shape of y '", op.inputs(0), "' ",
+                                    in[0].shape.ToString()));
+  }
+  return in[0];
+}
+
 absl::StatusOr<TensorType> InferNorm(const v1::Op& op, const std::vector<TensorType>& in) {
   RETURN_IF_ERROR(NeedFloat(op, in));
   RETURN_IF_ERROR(ReducedDims(op, in[0].shape, /*need_one=*/true).status());
@@ -142,6 +154,35 @@ absl::Status SoftmaxKernel(const v1::Op& op, absl::Span<const Tensor* const> inp
   return absl::OkStatus();
 }
 
+// y * (dy - sum over dims of dy * y), row by row (y and dy share one shape).
+absl::Status SoftmaxGradKernel(const v1::Op& op, absl::Span<const Tensor* const> inputs,
+                               Tensor* out) {
+  RETURN_IF_ERROR(CheckInputs(inputs, 2, 2));
+  RETURN_IF_ERROR(CheckSameDims(inputs, *out));
+  const Tensor& y = *inputs[0];
+  const Tensor& dy = *inputs[1];
+  if (dy.shape() != y.shape()) {
+    return absl::InvalidArgumentError(absl::StrCat("dy ", dy.shape().ToString(),
+                                                   " must have the shape of y ",
+                                                   y.shape().ToString()));
+  }
+  Shape kept, norm;
+  RETURN_IF_ERROR(NormalisedSplit(op, y.shape(), &kept, &norm));
+  const Rows yr(y.shape(), kept, norm), orows(out->shape(), kept, norm);
+  const float* py = y.f32();
+  const float* pd = dy.f32();
+  float* o = out->f32();
+  for (size_t r = 0; r < yr.outer.size(); ++r) {
+    double s = 0;
+    for (int64_t i : yr.inner) s += static_cast<double>(py[yr.outer[r] + i]) * pd[yr.outer[r] + i];
+    for (size_t i = 0; i < yr.inner.size(); ++i) {
+      const int64_t at = yr.outer[r] + yr.inner[i];
+      o[orows.outer[r] + orows.inner[i]] = static_cast<float>(py[at] * (pd[at] - s));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status NormKernel(const v1::Op& op, absl::Span<const Tensor* const> inputs, Tensor* out) {
   const bool rms = op.type() == "rms_norm";
   RETURN_IF_ERROR(CheckInputs(inputs, 1, rms ? 2 : 3));
@@ -230,7 +271,19 @@ OpInfo Norm(const char* type, int min_inputs, int max_inputs, const char* summar
   return info;
 }
 
+// The gradient of softmax, one op (autodiff emits it): fused, it reads y and dy once per row
+// instead of four passes over the whole tensor.
+OpInfo SoftmaxGrad() {
+  OpInfo info = Norm("softmax_grad", 2, 2,
+                     "y * (dy - sum over `dims` of dy * y): softmax's gradient for y = softmax(x) "
+                     "and upstream dy (emitted by autodiff); inputs y, dy (same shape)",
+                     "allreduce(sum)", InferSoftmaxGrad, SoftmaxGradKernel, LowerSoftmaxGrad);
+  info.differentiable = false;  // a gradient op; second derivatives are not supported
+  return info;
+}
+
 const bool kRegistered = RegisterOps({
+    SoftmaxGrad(),
     Norm("softmax", 1, 1, "exp(x) / sum of exp(x) over `dims`",
          "allreduce(max) then allreduce(sum)", InferSoftmax, SoftmaxKernel, LowerSoftmax),
     Norm("log_softmax", 1, 1, "x - logsumexp(x) over `dims`", "allreduce(max) then allreduce(sum)",

@@ -155,6 +155,9 @@ std::optional<absl::Status> RunFast(const v1::Op& op, absl::Span<const Tensor* c
     return kernels::Normalize(*inputs[0], inputs.size() > 1 ? inputs[1] : nullptr,
                               inputs.size() > 2 ? inputs[2] : nullptr, Dims(op), epsilon, rms, out);
   }
+  if (type == "softmax_grad" && inputs.size() == 2) {
+    return kernels::SoftmaxGrad(*inputs[0], *inputs[1], Dims(op), out);
+  }
   if (type == "softmax_cross_entropy" && inputs.size() == 2) {
     return kernels::SoftmaxCrossEntropy(*inputs[0], *inputs[1], out);
   }

@@ -272,6 +272,38 @@ absl::Status Softmax(const Tensor& x, const std::vector<std::string>& dims, bool
   return absl::OkStatus();
 }
 
+absl::Status SoftmaxGrad(const Tensor& y, const Tensor& dy, const std::vector<std::string>& dims,
+                         Tensor* out) {
+  ASSIGN_OR_RETURN(Shape kept, KeptForNormalize(y, dims, *out));
+  RETURN_IF_ERROR(CheckFloat(dy, "dy"));
+  if (dy.shape() != y.shape()) {
+    return absl::InvalidArgumentError(absl::StrCat("dy ", dy.shape().ToString(),
+                                                   " must have the shape of y ",
+                                                   y.shape().ToString()));
+  }
+  const Shape& ys = y.shape();
+  const int64_t n = y.num_elements();
+  const float* py = y.f32();
+  const float* pd = dy.f32();
+  float* o = out->f32();
+  if (TrailingDims(ys, dims)) {  // each row contiguous: one dot, one pass
+    const int64_t row = kept.num_elements() == 0 ? 0 : n / kept.num_elements();
+    for (int64_t start = 0; row > 0 && start < n; start += row) {
+      float s = 0;
+      for (int64_t j = start; j < start + row; ++j) s += py[j] * pd[j];
+      for (int64_t j = start; j < start + row; ++j) o[j] = py[j] * (pd[j] - s);
+    }
+    return absl::OkStatus();
+  }
+  std::vector<float> prod(n);
+  for (int64_t i = 0; i < n; ++i) prod[i] = py[i] * pd[i];
+  std::vector<float> stat(kept.num_elements());
+  ReduceInOrder<SumOp>(prod.data(), ys, stat.data(), kept);
+  std::vector<float> s = Broadcast(stat.data(), kept, ys);
+  for (int64_t i = 0; i < n; ++i) o[i] = py[i] * (pd[i] - s[i]);
+  return absl::OkStatus();
+}
+
 absl::Status Normalize(const Tensor& x, const Tensor* scale, const Tensor* bias,
                        const std::vector<std::string>& dims, float epsilon, bool rms, Tensor* out) {
   ASSIGN_OR_RETURN(Shape kept, KeptForNormalize(x, dims, *out));

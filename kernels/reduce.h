@@ -49,6 +49,10 @@ absl::Status Normalize(const Tensor& x, const Tensor* scale, const Tensor* bias,
 // -sum of targets * log_softmax(logits) over the logits' dims that `*out` lacks. targets has the
 // logits' dims (any order); out's dims are logits' other dims (any order). All float32.
 // InvalidArgument otherwise.
+// softmax_grad: y * (dy - sum over `dims` of dy * y). y, dy and out share one shape.
+absl::Status SoftmaxGrad(const Tensor& y, const Tensor& dy, const std::vector<std::string>& dims,
+                         Tensor* out);
+
 absl::Status SoftmaxCrossEntropy(const Tensor& logits, const Tensor& targets, Tensor* out);
 
 }  // namespace kernels

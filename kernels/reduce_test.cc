@@ -134,6 +134,15 @@ TEST(ReduceKernelTest, SoftmaxAndNormsMatchReference) {
       ASSERT_OK(kernels::Softmax(x, s.reduced, std::string(type) == "log_softmax", &fast));
       EXPECT_LE(MaxRelativeError(fast, Reference(MakeOp(type, s.reduced), {&x}, xs)), 1e-5);
     }
+    {
+      SCOPED_TRACE(absl::StrCat("softmax_grad over ", dims));
+      const Tensor dy = Random(xs, 8);
+      Tensor y(DType::kFloat32, xs), fast(DType::kFloat32, xs);
+      ASSERT_OK(kernels::Softmax(x, s.reduced, false, &y));
+      ASSERT_OK(kernels::SoftmaxGrad(y, dy, s.reduced, &fast));
+      EXPECT_LE(MaxRelativeError(fast, Reference(MakeOp("softmax_grad", s.reduced), {&y, &dy}, xs)),
+                1e-5);
+    }
     for (const char* type : {"layer_norm", "rms_norm"}) {
       const bool rms = std::string(type) == "rms_norm";
       for (const std::string& ss : scale_shapes) {
