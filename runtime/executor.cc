@@ -98,11 +98,12 @@ Executor::Executor(const v1::Program& program, std::vector<int64_t> coordinate,
 absl::Status Executor::Run(const std::map<std::string, Tensor>& input_slices) {
   state_buffers_.clear();
   RETURN_IF_ERROR(Prepare(input_slices));
+  ComputeLiveness();
   absl::Status s = LoadVariables();
   for (int i = 0; s.ok() && i < program_.instructions_size(); ++i) {
     const v1::Instruction& instr = program_.instructions(i);
     Tensor out;
-    s = RunInstruction(instr, &out);
+    s = RunInstruction(instr, &out, i);
     if (!s.ok()) {
       s = absl::Status(s.code(),
                        absl::StrCat("instruction ", i, " (source_op '", instr.source_op(), "', ",
@@ -111,9 +112,40 @@ absl::Status Executor::Run(const std::map<std::string, Tensor>& input_slices) {
       break;
     }
     buffers_[instr.output()] = std::move(out);
+    // Free internal buffers nothing reads any more (fetchable tensors, inputs and variables stay).
+    for (int b : instr.inputs()) {
+      if (Dead(b, i) && b != instr.output()) buffers_[b].reset();
+    }
   }
   StoreVariables(/*step_succeeded=*/s.ok());
   return s;
+}
+
+void Executor::ComputeLiveness() {
+  if (liveness_ready_) return;
+  const int n = std::max(program_.num_buffers(), 0);
+  last_reader_.assign(n, -1);
+  pinned_.assign(n, false);
+  auto pin = [&](int b) {
+    if (b >= 0 && b < n) pinned_[b] = true;
+  };
+  for (const v1::ProgramTensor& t : program_.inputs()) pin(t.buffer());
+  for (const v1::ProgramTensor& t : program_.outputs()) pin(t.buffer());
+  for (const v1::ProgramVariable& v : program_.variables()) {
+    pin(v.buffer());
+    pin(v.update_buffer());
+  }
+  for (int i = 0; i < program_.instructions_size(); ++i) {
+    for (int b : program_.instructions(i).inputs()) {
+      if (b >= 0 && b < n) last_reader_[b] = i;
+    }
+  }
+  liveness_ready_ = true;
+}
+
+bool Executor::Dead(int buffer, int instruction) const {
+  return buffer >= 0 && buffer < static_cast<int>(last_reader_.size()) && !pinned_[buffer] &&
+         last_reader_[buffer] == instruction;
 }
 
 absl::Status Executor::LoadVariables() {
@@ -131,7 +163,7 @@ absl::Status Executor::LoadVariables() {
       continue;
     }
     Tensor init;
-    absl::Status s = RunInstruction(var.initializer(), &init);
+    absl::Status s = RunInstruction(var.initializer(), &init, /*index=*/-1);
     if (!s.ok()) {
       return absl::Status(s.code(), absl::StrCat("initializing variable '", var.name(),
                                                  "' at processor ", CoordinateString(coordinate_),
@@ -240,7 +272,7 @@ absl::Status Executor::Prepare(const std::map<std::string, Tensor>& input_slices
   return absl::OkStatus();
 }
 
-absl::Status Executor::RunInstruction(const v1::Instruction& instr, Tensor* out) {
+absl::Status Executor::RunInstruction(const v1::Instruction& instr, Tensor* out, int index) {
   if (instr.output() < 0 || instr.output() >= program_.num_buffers()) {
     return Invalid(absl::StrCat("writes buffer ", instr.output(), " but the program has ",
                                 program_.num_buffers()));
@@ -292,7 +324,10 @@ absl::Status Executor::RunInstruction(const v1::Instruction& instr, Tensor* out)
     if (instr.kind_case() == v1::Instruction::kLocalSlice) {
       RETURN_IF_ERROR(RunLocalSlice(instr.local_slice(), *inputs[0], out));
     } else {
-      RETURN_IF_ERROR(RunCollective(instr.collective(), *inputs[0], out));
+      // An input read for the last time may be reduced in place instead of copied first.
+      const int b = instr.inputs(0);
+      Tensor* stealable = index >= 0 && Dead(b, index) ? &*buffers_[b] : nullptr;
+      RETURN_IF_ERROR(RunCollective(instr.collective(), *inputs[0], out, stealable));
     }
   }
   if (out->dtype() != *dtype || out->shape() != shape) {
@@ -314,7 +349,8 @@ absl::Status Executor::RunLocalSlice(const v1::LocalSlice& slice, const Tensor& 
   return absl::OkStatus();
 }
 
-absl::Status Executor::RunCollective(const v1::Collective& c, const Tensor& in, Tensor* out) {
+absl::Status Executor::RunCollective(const v1::Collective& c, const Tensor& in, Tensor* out,
+                                     Tensor* stealable) {
   std::vector<int> axes;
   RETURN_IF_ERROR(
       NormalizeMeshAxes(mesh_, "collective", {c.mesh_axes().begin(), c.mesh_axes().end()}, &axes));
@@ -334,7 +370,12 @@ absl::Status Executor::RunCollective(const v1::Collective& c, const Tensor& in, 
   const int64_t bytes = TensorBytes(in);
   switch (c.kind()) {
     case v1::Collective::ALLREDUCE:
-      *out = in;
+      // `in` is *stealable when given: read n, dtype and bytes above, before the move.
+      if (stealable != nullptr) {
+        *out = std::move(*stealable);
+      } else {
+        *out = in;
+      }
       if (g == 1) return absl::OkStatus();
       return communicator_->AllReduce(axes, c.reduce_op(), dtype, TensorData(out), n);
     case v1::Collective::ALLGATHER: {

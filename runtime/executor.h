@@ -52,7 +52,8 @@ class Executor {
   // first. On error, buffers hold whatever the steps before the failing one wrote.
   absl::Status Run(const std::map<std::string, Tensor>& input_slices);
 
-  // Buffer `index` after Run, or null when it is out of range or was never written.
+  // Buffer `index` after Run, or null when it is out of range, was never written, or was internal
+  // (bound to no output, input or variable) and freed after its last reader.
   const Tensor* Buffer(int index) const;
 
   // A copy of this processor's slice of program output `name`. NotFound for a name that is not a
@@ -73,14 +74,21 @@ class Executor {
  private:
   // Checks the program's structure and the feeds; fills buffers_ with the feeds.
   absl::Status Prepare(const std::map<std::string, Tensor>& input_slices);
-  absl::Status RunInstruction(const v1::Instruction& instr, Tensor* out);
+  // `index`: the instruction's position in the program (-1 for a variable's initializer).
+  absl::Status RunInstruction(const v1::Instruction& instr, Tensor* out, int index);
+  // Which buffers later instructions, fetches or variables still need (once per program).
+  void ComputeLiveness();
+  // True when instruction `instruction` is the last reader of internal buffer `buffer`.
+  bool Dead(int buffer, int instruction) const;
   // Moves each variable's slice into its buffer (initialising missing ones).
   absl::Status LoadVariables();
   // Moves the next values back into variables_: the updates after a successful step, the values
   // read at its start after a failed one.
   void StoreVariables(bool step_succeeded);
   absl::Status RunLocalSlice(const v1::LocalSlice& slice, const Tensor& in, Tensor* out);
-  absl::Status RunCollective(const v1::Collective& c, const Tensor& in, Tensor* out);
+  // `stealable`: `in` itself, when nothing reads it afterwards (allreduce then works in place).
+  absl::Status RunCollective(const v1::Collective& c, const Tensor& in, Tensor* out,
+                             Tensor* stealable);
 
   const v1::Program& program_;
   const std::vector<int64_t> coordinate_;
@@ -91,6 +99,9 @@ class Executor {
   std::vector<std::optional<Tensor>> buffers_;
   std::map<std::string, Tensor> variables_;
   std::map<int, std::string> state_buffers_;  // buffer -> variable its value moved into
+  bool liveness_ready_ = false;
+  std::vector<int> last_reader_;  // buffer -> last instruction reading it (-1: none)
+  std::vector<bool> pinned_;      // inputs, outputs and variables' buffers: never freed early
 };
 
 // A program input or output with its wire fields parsed and checked.
