@@ -18,6 +18,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "client/client.h"
+#include "client/graph_io.h"
 #include "client/local_cluster.h"
 #include "core/interpreter.h"
 #include "core/lowering.h"
@@ -193,6 +194,10 @@ void AddTrainFlags(FlagSet& flags, TrainFlags* f) {
                "--steps more steps run from there");
   flags.Int("max_seconds", &f->max_seconds, "stop early after this many seconds (0: no limit)");
   flags.String("log_dir", &f->log_dir, "with --local: the daemons' logs (default: a temp dir)");
+  flags.String("export_graph", &f->export_graph,
+               "also write the training graph (model, gradients, optimizer) to this .pbtxt or .pb "
+               "file, e.g. for `meshrt explain`");
+  AddClientSecurityFlags(flags, &f->security);
 }
 
 absl::Status RunTraining(const TrainFlags& f, CliIo io, float* final_loss) {
@@ -252,6 +257,11 @@ absl::Status RunTraining(const TrainFlags& f, CliIo io, float* final_loss) {
     tg = models::BuildMlpTrainGraph(mmodel, train);
   }
   if (!tg.ok()) return WithContext(tg.status(), absl::StrCat("building the ", f.model));
+  if (!f.export_graph.empty()) {
+    RETURN_IF_ERROR(SaveGraph(tg->graph.proto(), f.export_graph));
+    io.out << "wrote the training graph (" << tg->graph.proto().ops_size() << " ops, "
+           << tg->variables.size() << " variables) to " << f.export_graph << "\n";
+  }
   ASSIGN_OR_RETURN(MeshAndRules layout, ParseMeshAndRules(f.mesh, f.layout));
   // Refuse a bad layout here, before any daemon starts.
   RETURN_IF_ERROR(ValidateLayouts(tg->graph, layout.mesh, layout.rules));
@@ -291,6 +301,7 @@ absl::Status RunTraining(const TrainFlags& f, CliIo io, float* final_loss) {
     }
     ClientOptions options;
     options.address = address;
+    if (cluster == nullptr) options.security = f.security;  // the local cluster is plaintext
     ASSIGN_OR_RETURN(client, Client::Connect(options));
     ASSIGN_OR_RETURN(session, client->CreateSession(tg->graph.proto(), layout.mesh, layout.rules));
     trainer = std::make_unique<SessionTrainer>(session.get());

@@ -37,6 +37,8 @@ struct TrainFlags {
   std::string restore;
   int64_t max_seconds = 0;
   std::string log_dir;
+  std::string export_graph;
+  SecurityOptions security;  // --coordinator: TLS and bearer token (rpc/grpc_util.h)
 };
 
 void AddTrainFlags(FlagSet& flags, TrainFlags* f);

@@ -99,6 +99,20 @@ l = [float(r["loss"]) for r in csv.DictReader(open(sys.argv[1]))]
 assert len(l) == 30 and sum(l[-5:]) < 0.9 * sum(l[:5]), l
 PY
 
+# The training graph can be written out and explained like any graph.
+$meshrt train "${small[@]}" --steps 1 --reference --export_graph "$tmp/train.pbtxt" > /dev/null
+$meshrt explain "$tmp/train.pbtxt" --mesh rows:2,cols:2 \
+  --layout batch:rows,heads:cols,d_ff:cols,vocab:cols > "$tmp/explain.out"
+grep -q "layer_0/ffn/w1" "$tmp/explain.out"
+
+# Exactly one place to train: two are a usage error (exit 2).
+set +e
+$meshrt train "${small[@]}" --reference --local 4 > "$tmp/usage.out" 2>&1
+code=$?
+set -e
+test "$code" -eq 2 || { cat "$tmp/usage.out"; exit 1; }
+grep -q "exactly one of" "$tmp/usage.out"
+
 # A layout that does not fit is refused before any daemon starts, naming the dim.
 if $meshrt train "${small[@]}" --mesh rows:3 --layout heads:rows --local 3 > "$tmp/bad.out" 2>&1; then
   echo "a bad layout was accepted"; exit 1
