@@ -22,12 +22,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string MakeTempDir() {
-  const char* base = std::getenv("TEST_TMPDIR");
-  std::string tmpl = std::string(base != nullptr ? base : "/tmp") + "/ckptXXXXXX";
-  EXPECT_NE(mkdtemp(tmpl.data()), nullptr);
-  return tmpl;
-}
+std::string MakeTempDir() { return MakeTestTempDir("ckpt"); }
 
 const Shape kX({{"batch", 8}, {"d_in", 16}});
 const Shape kY({{"batch", 8}, {"d_out", 4}});

@@ -2,6 +2,9 @@
 #ifndef MESHRT_CORE_TEST_UTIL_H_
 #define MESHRT_CORE_TEST_UTIL_H_
 
+#include <stdlib.h>
+
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -26,6 +29,14 @@ inline ::testing::AssertionResult StatusIs(const absl::Status& status, absl::Sta
     }
   }
   return ::testing::AssertionSuccess();
+}
+
+// A new empty directory under the test's TEST_TMPDIR (or /tmp), named `prefix` + a random suffix.
+inline std::string MakeTestTempDir(const std::string& prefix = "meshrt") {
+  const char* base = std::getenv("TEST_TMPDIR");
+  std::string tmpl = std::string(base != nullptr ? base : "/tmp") + "/" + prefix + "XXXXXX";
+  EXPECT_NE(mkdtemp(tmpl.data()), nullptr) << tmpl;
+  return tmpl;
 }
 
 }  // namespace meshrt

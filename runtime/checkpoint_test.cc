@@ -23,12 +23,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string MakeTempDir() {
-  const char* base = std::getenv("TEST_TMPDIR");
-  std::string tmpl = std::string(base != nullptr ? base : "/tmp") + "/ckptXXXXXX";
-  EXPECT_NE(mkdtemp(tmpl.data()), nullptr);
-  return tmpl;
-}
+std::string MakeTempDir() { return MakeTestTempDir("ckpt"); }
 
 v1::Graph ModelGraph() {
   GraphBuilder b;

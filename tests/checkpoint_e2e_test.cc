@@ -62,12 +62,7 @@ TensorMap Feeds(int s) {
 
 class CheckpointEndToEndTest : public LocalClusterTest {
  protected:
-  static std::string TempDir() {
-    const char* base = std::getenv("TEST_TMPDIR");
-    std::string tmpl = std::string(base != nullptr ? base : "/tmp") + "/ckpt_e2eXXXXXX";
-    EXPECT_NE(mkdtemp(tmpl.data()), nullptr);
-    return tmpl;
-  }
+  static std::string TempDir() { return MakeTestTempDir("ckpt_e2e"); }
 
   std::unique_ptr<Session> Create(const std::string& mesh_text, const std::string& rules_text) {
     auto mesh = Mesh::Parse(mesh_text);
