@@ -56,8 +56,9 @@ constexpr size_t kReducePiece = 1 << 20;
 constexpr int kDefaultSpins = 2000;
 // Busy-waiting pays only when the peer runs on another core meanwhile. On a machine with two cores
 // or fewer, the workers (two or more) and their peers compete for them, and a spinning waiter
-// delays the very peer it waits for: sleep at once (measured with bench/train_bench: Transformer
-// dp and dp x mp steps 3-10% faster, mp within noise). MESHRT_SAME_HOST_SPINS overrides.
+// delays the very peer it waits for: sleep at once (bench/train_bench, two interleaved runs each
+// way on 2 cores: Transformer steps as fast or faster, within this machine's noise).
+// MESHRT_SAME_HOST_SPINS overrides.
 int Spins() {
   static const int spins = [] {
     if (const char* v = std::getenv("MESHRT_SAME_HOST_SPINS")) return std::atoi(v);
