@@ -57,6 +57,21 @@ absl::StatusOr<TensorMap> RunThroughClient(const std::string& address,
 
 }  // namespace
 
+absl::StatusOr<std::string> LogDirectory(const std::string& requested, absl::string_view command) {
+  if (!requested.empty()) {
+    RETURN_IF_ERROR(MakeDirs(requested));
+    return requested;
+  }
+  const char* tmp = std::getenv("TMPDIR");
+  std::string pattern =
+      absl::StrCat(tmp != nullptr && *tmp ? tmp : "/tmp", "/meshrt-", command, "-XXXXXX");
+  if (::mkdtemp(pattern.data()) == nullptr) {
+    const int err = errno;
+    return absl::ErrnoToStatus(err, absl::StrCat("cannot create a log directory ", pattern));
+  }
+  return pattern;
+}
+
 absl::StatusOr<TensorMap> RunOnCluster(const ClusterTarget& target, const Graph& graph,
                                        const MeshAndRules& layout, const TensorMap& feeds,
                                        const std::vector<std::string>& fetches) {
@@ -71,19 +86,8 @@ absl::StatusOr<TensorMap> RunOnCluster(const ClusterTarget& target, const Graph&
 
   // Daemon logs go to a directory, not to our stderr, so a failure stays one line long; the
   // line names the directory. A directory we made ourselves is removed after a clean run.
-  std::string log_dir = target.log_dir;
-  const bool own_log_dir = log_dir.empty();
-  if (own_log_dir) {
-    const char* tmp = std::getenv("TMPDIR");
-    std::string pattern = absl::StrCat(tmp != nullptr && *tmp ? tmp : "/tmp", "/meshrt-run-XXXXXX");
-    if (::mkdtemp(pattern.data()) == nullptr) {
-      const int err = errno;
-      return absl::ErrnoToStatus(err, absl::StrCat("cannot create a log directory ", pattern));
-    }
-    log_dir = pattern;
-  } else {
-    RETURN_IF_ERROR(MakeDirs(log_dir));
-  }
+  const bool own_log_dir = target.log_dir.empty();
+  ASSIGN_OR_RETURN(const std::string log_dir, LogDirectory(target.log_dir, "run"));
   absl::StatusOr<TensorMap> results;
   {
     LocalClusterOptions options;

@@ -54,6 +54,10 @@ absl::StatusOr<MeshAndRules> ParseMeshAndRules(absl::string_view mesh_text,
 // Creates `dir` and its missing parents (like mkdir -p). Errors name the directory.
 absl::Status MakeDirs(const std::string& dir);
 
+// The directory for a local cluster's daemon logs: `requested` (created if needed), or a new
+// $TMPDIR/meshrt-COMMAND-XXXXXX when it is empty. Errors name the directory.
+absl::StatusOr<std::string> LogDirectory(const std::string& requested, absl::string_view command);
+
 // Where `meshrt run` executes a graph on workers: exactly one of the two is set.
 struct ClusterTarget {
   std::string coordinator;  // address of a running coordinator

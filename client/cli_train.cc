@@ -283,14 +283,7 @@ absl::Status RunTraining(const TrainFlags& f, CliIo io, float* final_loss) {
       }
       LocalClusterOptions options;
       options.workers = static_cast<int>(f.local);
-      std::string log_dir = f.log_dir;
-      if (log_dir.empty()) {
-        char pattern[] = "/tmp/meshrt-train-XXXXXX";
-        if (::mkdtemp(pattern) == nullptr) return absl::InternalError("cannot make a log dir");
-        log_dir = pattern;
-      } else {
-        RETURN_IF_ERROR(MakeDirs(log_dir));
-      }
+      ASSIGN_OR_RETURN(const std::string log_dir, LogDirectory(f.log_dir, "train"));
       options.log_dir = log_dir;
       io.out << "starting a local cluster: 1 coordinator + " << f.local
              << " worker processes (logs in " << log_dir << ")\n";

@@ -404,21 +404,9 @@ absl::StatusOr<v1::CreateSessionResponse> Coordinator::CreateSession(
 absl::StatusOr<TensorMap> Coordinator::RunStep(const std::string& id, const TensorMap& feeds,
                                                const std::vector<std::string>& requested,
                                                int64_t num_steps) {
-  std::shared_ptr<Session> session;
-  {
-    absl::MutexLock lock(&mu_);
-    auto it = sessions_.find(id);
-    if (it == sessions_.end()) return absl::NotFoundError(absl::StrCat("no session '", id, "'"));
-    session = it->second;
-  }
+  ASSIGN_OR_RETURN(std::shared_ptr<Session> session, FindSession(id));
   absl::MutexLock step_lock(&session->step_mu);
-  {
-    absl::MutexLock lock(&mu_);
-    if (!session->failed.ok()) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("session ", id, " has failed and must be closed: ", session->failed.message()));
-    }
-  }
+  RETURN_IF_ERROR(CheckUsable(session.get()));
   const Graph& graph = session->graph;
   const Mesh& mesh = session->mesh;
   std::vector<std::string> fetches = requested.empty() ? graph.Outputs() : requested;
