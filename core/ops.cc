@@ -9,6 +9,13 @@
 #include "core/status_macros.h"
 
 namespace meshrt {
+
+std::string OpLabel(const v1::Op& op) { return absl::StrCat("op '", op.name(), "' (", op.type(), ")"); }
+
+absl::Status OpError(const v1::Op& op, absl::string_view msg) {
+  return absl::InvalidArgumentError(absl::StrCat(OpLabel(op), ": ", msg));
+}
+
 namespace {
 
 std::vector<OpInfo> BuiltinOps() {
@@ -45,12 +52,6 @@ absl::Mutex& RegistryMutex() {
 std::vector<OpInfo>& Registry() {
   static std::vector<OpInfo>* ops = new std::vector<OpInfo>(BuiltinOps());
   return *ops;
-}
-
-std::string OpLabel(const v1::Op& op) { return absl::StrCat("op '", op.name(), "' (", op.type(), ")"); }
-
-absl::Status OpError(const v1::Op& op, absl::string_view msg) {
-  return absl::InvalidArgumentError(absl::StrCat(OpLabel(op), ": ", msg));
 }
 
 absl::StatusOr<TensorType> InferEinsum(const v1::Op& op, const std::vector<TensorType>& in) {

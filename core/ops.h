@@ -92,6 +92,11 @@ struct TensorType {
 // dtypes or element counts, a bad attribute).
 absl::StatusOr<TensorType> InferOutputType(const v1::Op& op, const std::vector<TensorType>& inputs);
 
+// "op 'NAME' (TYPE)": how errors name an op.
+std::string OpLabel(const v1::Op& op);
+// InvalidArgument "op 'NAME' (TYPE): msg" — the error of every op family's checks.
+absl::Status OpError(const v1::Op& op, absl::string_view msg);
+
 // Attribute access with errors naming the op.
 absl::StatusOr<float> FloatAttr(const v1::Op& op, absl::string_view name);
 absl::StatusOr<std::string> StringAttr(const v1::Op& op, absl::string_view name);

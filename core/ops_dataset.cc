@@ -19,15 +19,6 @@
 
 namespace meshrt {
 namespace dataset {
-namespace {
-
-std::string Prefix(const v1::Op& op) { return absl::StrCat("op '", op.name(), "' (", op.type(), ")"); }
-
-absl::Status OpError(const v1::Op& op, absl::string_view msg) {
-  return absl::InvalidArgumentError(absl::StrCat(Prefix(op), ": ", msg));
-}
-
-}  // namespace
 
 absl::Status CheckStepType(const v1::Op& op, const TensorType& step) {
   if (step.shape.rank() != 0) {
@@ -81,7 +72,7 @@ std::map<std::string, OpenFile>& Cache() {
 
 absl::Status FileError(const v1::Op& op, const std::string& path, int err) {
   const std::string msg =
-      absl::StrCat(Prefix(op), ": cannot read data file '", path, "': ", std::strerror(err));
+      absl::StrCat(OpLabel(op), ": cannot read data file '", path, "': ", std::strerror(err));
   return err == ENOENT || err == ENOTDIR ? absl::NotFoundError(msg)
                                          : absl::InvalidArgumentError(msg);
 }
@@ -120,7 +111,7 @@ absl::Status ReadAt(const v1::Op& op, const std::string& path, int fd, int64_t p
       return FileError(op, path, errno);
     }
     if (got == 0) {
-      return absl::DataLossError(absl::StrCat(Prefix(op), ": data file '", path,
+      return absl::DataLossError(absl::StrCat(OpLabel(op), ": data file '", path,
                                               "' ended at byte ", pos, " (shrunk while read?)"));
     }
     buf += got;

@@ -64,8 +64,7 @@
 namespace meshrt {
 namespace math {
 
-// InvalidArgument "op 'NAME' (TYPE): msg".
-absl::Status OpError(const v1::Op& op, absl::string_view msg);
+// Errors: meshrt::OpError (core/ops.h), found from this namespace.
 
 // ---- attributes -------------------------------------------------------------------------------
 

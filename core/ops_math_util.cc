@@ -7,10 +7,6 @@
 namespace meshrt {
 namespace math {
 
-absl::Status OpError(const v1::Op& op, absl::string_view msg) {
-  return absl::InvalidArgumentError(absl::StrCat("op '", op.name(), "' (", op.type(), "): ", msg));
-}
-
 bool HasScalar(const v1::Op& op) {
   auto it = op.attrs().find("scalar");
   return it != op.attrs().end() && (it->second.value_case() == v1::AttrValue::kF ||

@@ -49,14 +49,6 @@ double Normal(uint64_t draw0, uint64_t draw1) {
   return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
 }
 
-namespace {
-
-absl::Status OpError(const v1::Op& op, absl::string_view msg) {
-  return absl::InvalidArgumentError(absl::StrCat("op '", op.name(), "' (", op.type(), "): ", msg));
-}
-
-}  // namespace
-
 absl::StatusOr<std::vector<uint64_t>> GlobalIndices(const v1::Op& op, const Shape& slice) {
   std::vector<int64_t> begin(slice.rank(), 0), global = slice.Sizes();
   if (op.attrs().count("_slice_begin")) {

@@ -76,8 +76,7 @@ struct LoweringContext;
 
 namespace spatial {
 
-// InvalidArgument "op 'NAME' (TYPE): msg".
-absl::Status OpError(const v1::Op& op, absl::string_view msg);
+// Errors: meshrt::OpError (core/ops.h), found from this namespace.
 
 // Geometry of a conv or pool over whole (global) tensors, from the op and its input shapes.
 struct WindowSpec {

@@ -12,10 +12,6 @@
 namespace meshrt {
 namespace spatial {
 
-absl::Status OpError(const v1::Op& op, absl::string_view msg) {
-  return absl::InvalidArgumentError(absl::StrCat("op '", op.name(), "' (", op.type(), "): ", msg));
-}
-
 v1::Op DimRangeOp(const std::string& source_op, const std::string& dim, int64_t begin,
                   int64_t size) {
   v1::Op op;

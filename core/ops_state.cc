@@ -13,10 +13,6 @@
 namespace meshrt {
 namespace {
 
-absl::Status OpError(const v1::Op& op, absl::string_view msg) {
-  return absl::InvalidArgumentError(absl::StrCat("op '", op.name(), "' (", op.type(), "): ", msg));
-}
-
 const std::set<std::string>& Initializers() {
   static const auto* names = new std::set<std::string>{
       "zeros",           "ones",         "constant",      "uniform",
