@@ -157,8 +157,14 @@ void Execute(const EinsumPlan& p, const float* a, Shape as, const float* b, Shap
   MESHRT_CHECK(la && lb && lc, "einsum plan does not fit its operands");
   std::vector<int64_t> batch_sizes;
   for (const std::string& n : p.batch) batch_sizes.push_back(sizes.at(n));
-  for (StridedIterator it(batch_sizes, {la->batch_strides, lb->batch_strides, lc->batch_strides});
-       !it.done(); it.Next()) {
+  StridedIterator it(batch_sizes, {la->batch_strides, lb->batch_strides, lc->batch_strides});
+  if (p.m_size == 1 && p.n_size == 1 && p.k_size == 1) {
+    // Every dim is a batch dim: an elementwise product (e.g. a gradient x * dy), not GEMMs.
+    for (; !it.done(); it.Next()) gemm_c[it.offset(2)] = a[it.offset(0)] * b[it.offset(1)];
+    if (p.copy_c) PermuteCopy(c_buf.data(), gemm_cs, c, cs);
+    return;
+  }
+  for (; !it.done(); it.Next()) {
     const float* pa = a + it.offset(0);
     const float* pb = b + it.offset(1);
     float* pc = gemm_c + it.offset(2);

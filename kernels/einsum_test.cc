@@ -124,6 +124,25 @@ TEST(EinsumStatsTest, GemmOrderAllocatesNothing) {
   EXPECT_EQ(s.scratch_bytes, 0);
 }
 
+TEST(EinsumStatsTest, AllBatchDimsIsAnElementwiseProductWithoutGemms) {
+  for (const char* b : {"a:8,c:16", "c:16,a:8"}) {
+    SCOPED_TRACE(b);
+    const Tensor ta = Random("a:8,c:16", 1), tb = Random(b, 2);
+    Tensor o(DType::kFloat32, S("a:8,c:16"));
+    EinsumStats stats;
+    const Tensor* inputs[] = {&ta, &tb};
+    ASSERT_TRUE(Einsum(inputs, &o, &stats).ok());
+    EXPECT_EQ(stats.gemm_calls, 0);
+    const bool transposed = std::string(b) == "c:16,a:8";
+    for (int i = 0; i < 8; ++i) {
+      for (int j = 0; j < 16; ++j) {
+        const float y = tb.f32()[transposed ? j * 8 + i : i * 16 + j];
+        EXPECT_FLOAT_EQ(o.f32()[i * 16 + j], ta.f32()[i * 16 + j] * y);
+      }
+    }
+  }
+}
+
 TEST(EinsumStatsTest, CopiesOnlyWhatDoesNotFit) {
   // A's M dims in the wrong order for C: A (2*3*32 floats) is permuted, nothing else.
   EinsumStats s = RunStats("m1:2,m2:3,k:32", "k:32,n:48", "m2:3,m1:2,n:48");
