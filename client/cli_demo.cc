@@ -3,7 +3,6 @@
 // data and model parallelism at once (batch:rows, heads:cols, d_ff:cols, vocab:cols), reading its
 // batches of English text on the workers, with a progress bar; then prints the final loss and a
 // greedy sample. Fails (exit 1) unless the loss falls below the documented target.
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "client/cli_commands.h"
@@ -23,13 +22,13 @@ absl::Status DemoCommand(const std::vector<std::string>& args, CliIo io) {
   f.max_seconds = 420;
   f.log_every = 10;  // the workers run 10 steps per request; the loss comes back every 10
   f.optimizer = "adam";
-  f.lr = "0.003";
+  f.lr = 0.003;
   f.schedule = "linear_warmup";
   f.warmup = 50;
   f.sample = 160;
   f.prompt = "The ";
   f.loss_csv = "";
-  std::string target_text = "2.0";
+  double target = 2.0;
   FlagSet flags(
       "meshrt demo [--steps N] [--max_seconds S] [--loss_csv FILE]",
       "Starts a local cluster (coordinator + 4 worker processes) and trains the paper's "
@@ -40,7 +39,7 @@ absl::Status DemoCommand(const std::vector<std::string>& args, CliIo io) {
   flags.Int("steps", &f.steps, "training steps (default 2500)");
   flags.Int("max_seconds", &f.max_seconds, "stop early after this many seconds (default 420)");
   flags.String("loss_csv", &f.loss_csv, "write the loss curve here");
-  flags.String("target", &target_text,
+  flags.Double("target", &target,
                "mean loss (nats per byte) over the last 50 steps the run must reach (default 2.0)");
   flags.Int("sample", &f.sample, "bytes of greedy sample to print (default 160)");
   ASSIGN_OR_RETURN(std::vector<std::string> positional, ParseCommandFlags(flags, args, "demo"));
@@ -49,8 +48,6 @@ absl::Status DemoCommand(const std::vector<std::string>& args, CliIo io) {
     return absl::OkStatus();
   }
   if (!positional.empty()) return UsageError("demo takes no arguments");
-  double target = 0;
-  if (!absl::SimpleAtod(target_text, &target)) return UsageError("--target needs a number");
   io.out << "meshrt demo: the Mesh-TensorFlow paper's Transformer LM, data x model parallel on a "
             "2x2 mesh of worker processes\n";
   io.out << "kernels: OpenBLAS core " << kernels::GetBlas().corename() << " ("

@@ -12,7 +12,6 @@
 #include <fstream>
 #include <memory>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
@@ -101,14 +100,6 @@ class SessionTrainer : public Trainer {
   Session* session_;
 };
 
-absl::StatusOr<float> ParseFloat(const std::string& flag, const std::string& text) {
-  float v;
-  if (!absl::SimpleAtof(text, &v) || !std::isfinite(v)) {
-    return UsageError(absl::StrCat("--", flag, " needs a number, not '", text, "'"));
-  }
-  return v;
-}
-
 std::string Duration(double seconds) {
   if (!std::isfinite(seconds) || seconds < 0) return "?";
   const int s = static_cast<int>(seconds + 0.5);
@@ -168,11 +159,10 @@ void AddTrainFlags(FlagSet& flags, TrainFlags* f) {
   flags.Int("log_every", &f->log_every,
             "steps the workers run per request; the loss is reported every N steps (default 1)");
   flags.String("optimizer", &f->optimizer, "sgd, momentum, adam, adamw or adafactor");
-  flags.String("lr", &f->lr,
-               "base learning rate (default: 0.01 for adam/adamw/adafactor, 0.1 else)");
+  flags.Double("lr", &f->lr, "base learning rate (0: 0.01 for adam/adamw/adafactor, 0.1 else)");
   flags.String("schedule", &f->schedule, "constant, linear_warmup or rsqrt_decay");
   flags.Int("warmup", &f->warmup, "warm-up steps of the schedule");
-  flags.String("clip", &f->clip, "clip gradients to this global norm (0: off)");
+  flags.Double("clip", &f->clip, "clip gradients to this global norm (0: off)");
   flags.Int("microbatches", &f->microbatches, "accumulate N steps' gradients per update");
   flags.String("data", &f->data,
                "transformer: the text file to train on (default /usr/share/games/fortunes/cookie, "
@@ -218,14 +208,10 @@ absl::Status RunTraining(const TrainFlags& f, CliIo io, float* final_loss) {
   const bool adaptive =
       f.optimizer == "adam" || f.optimizer == "adamw" || f.optimizer == "adafactor";
   train.learning_rate.base = adaptive ? 0.01f : 0.1f;
-  if (!f.lr.empty()) {
-    ASSIGN_OR_RETURN(train.learning_rate.base, ParseFloat("lr", f.lr));
-  }
+  if (f.lr != 0) train.learning_rate.base = static_cast<float>(f.lr);
   train.learning_rate.kind = f.schedule;
   train.learning_rate.warmup_steps = f.warmup;
-  if (!f.clip.empty()) {
-    ASSIGN_OR_RETURN(train.clip_global_norm, ParseFloat("clip", f.clip));
-  }
+  train.clip_global_norm = static_cast<float>(f.clip);
   train.microbatches = static_cast<int>(f.microbatches);
 
   models::TransformerOptions tmodel;

@@ -24,10 +24,10 @@ struct TrainFlags {
   std::string loss_csv;
   int64_t log_every = 1;
   std::string optimizer = "adam";
-  std::string lr;
+  double lr = 0;  // 0: the optimizer's default
   std::string schedule = "constant";
   int64_t warmup = 0;
-  std::string clip;
+  double clip = 0;  // 0: off
   int64_t microbatches = 1;
   std::string data = "/usr/share/games/fortunes/cookie";
   int64_t batch = 0, length = 0, d_model = 0, heads = 0, d_ff = 0, layers = 0;

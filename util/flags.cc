@@ -1,5 +1,7 @@
 #include "util/flags.h"
 
+#include <cmath>
+
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -21,6 +23,15 @@ void FlagSet::Int(const std::string& name, int64_t* target, const std::string& h
                     [target](const std::string& v) { return absl::SimpleAtoi(v, target); }});
 }
 
+void FlagSet::Double(const std::string& name, double* target, const std::string& help) {
+  flags_.push_back({name, help, absl::StrCat(*target), false, [target](const std::string& v) {
+                      double d;
+                      if (!absl::SimpleAtod(v, &d) || !std::isfinite(d)) return false;
+                      *target = d;
+                      return true;
+                    }});
+}
+
 void FlagSet::Bool(const std::string& name, bool* target, const std::string& help) {
   flags_.push_back({name, help, *target ? "true" : "false", true,
                     [target](const std::string& v) { return absl::SimpleAtob(v, target); }});
@@ -28,8 +39,7 @@ void FlagSet::Bool(const std::string& name, bool* target, const std::string& hel
 
 void FlagSet::Repeated(const std::string& name, std::vector<std::string>* target,
                        const std::string& help) {
-  flags_.push_back({name, help, absl::StrJoin(*target, ","), false,
-                    [target](const std::string& v) {
+  flags_.push_back({name, help, absl::StrJoin(*target, ","), false, [target](const std::string& v) {
                       target->push_back(v);
                       return true;
                     }});

@@ -29,6 +29,8 @@ class FlagSet {
   void String(const std::string& name, std::string* target, const std::string& help);
   void Int(const std::string& name, int64_t* target, const std::string& help);
   void Bool(const std::string& name, bool* target, const std::string& help);
+  // A finite number (NaN and infinities do not parse).
+  void Double(const std::string& name, double* target, const std::string& help);
   // May be given many times; each value is appended.
   void Repeated(const std::string& name, std::vector<std::string>* target, const std::string& help);
 

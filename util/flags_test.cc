@@ -11,17 +11,20 @@ TEST(FlagSetTest, ParsesEveryForm) {
   int64_t n = 3;
   bool b = false, c = true;
   std::vector<std::string> r;
+  double d = 0.5;
   f.String("name", &s, "a name");
   f.Int("count", &n, "a count");
+  f.Double("rate", &d, "a rate");
   f.Bool("verbose", &b, "talk more");
   f.Bool("color", &c, "use color");
   f.Repeated("feed", &r, "a feed");
-  auto pos = f.Parse({"in.pbtxt", "--name", "x", "--count=7", "--verbose", "--nocolor",
-                      "--feed", "a=1", "--feed=b=2", "--", "--literal"});
+  auto pos = f.Parse({"in.pbtxt", "--name", "x", "--count=7", "--rate=3e-3", "--verbose",
+                      "--nocolor", "--feed", "a=1", "--feed=b=2", "--", "--literal"});
   ASSERT_TRUE(pos.ok()) << pos.status();
   EXPECT_EQ(*pos, (std::vector<std::string>{"in.pbtxt", "--literal"}));
   EXPECT_EQ(s, "x");
   EXPECT_EQ(n, 7);
+  EXPECT_DOUBLE_EQ(d, 3e-3);
   EXPECT_TRUE(b);
   EXPECT_FALSE(c);
   EXPECT_EQ(r, (std::vector<std::string>{"a=1", "b=2"}));
@@ -37,6 +40,10 @@ TEST(FlagSetTest, ErrorsNameTheFlag) {
   EXPECT_NE(std::string(f.Parse({"--count", "many"}).status().message()).find("--count"),
             std::string::npos);
   EXPECT_NE(std::string(f.Parse({"--count"}).status().message()).find("needs a value"),
+            std::string::npos);
+  double d = 0;
+  f.Double("rate", &d, "a rate");
+  EXPECT_NE(std::string(f.Parse({"--rate=nan"}).status().message()).find("--rate"),
             std::string::npos);
 }
 
