@@ -121,13 +121,16 @@ std::string BlasLine(const std::string& log_dir, int workers) {
   return "?";
 }
 
-absl::StatusOr<models::TrainGraph> BuildGraph(const std::string& model) {
+absl::StatusOr<models::TrainGraph> BuildGraph(const std::string& model, const std::string& mode) {
   TrainOptions train;
   train.optimizer = "sgd";
   if (model == "mlp") {
     models::MlpOptions m;  // batch 256, d_model 1024, d_ff 4096
     m.biases = true;       // as the peer's b1, b2
     m.fixed_data = true;   // one batch drawn once, as the peer's
+    // The peer's mp mode computes (and allreduces) the input gradient dX as a layer inside a
+    // deeper network would; its DDP mode does not. Ours does the same work in each mode.
+    m.input_gradient = mode == "mp";
     train.learning_rate.base = 1e-3f;
     return models::BuildMlpTrainGraph(m, train);
   }
@@ -372,11 +375,12 @@ int Main(int argc, char** argv) {
                        "torch dpmp", 1.0});
   }
   std::map<std::string, models::TrainGraph> graphs;
+  // Keyed by model and mode: the MLP's mp graph also computes the input gradient.
+  auto graph_key = [](const Config& c) { return c.model + "/" + c.name; };
   for (const Config& c : configs) {
-    if (graphs.count(c.model)) continue;
-    auto tg = BuildGraph(c.model);
+    auto tg = BuildGraph(c.model, c.name);
     if (!tg.ok()) Fail("building the " + c.model, tg.status());
-    graphs.emplace(c.model, *std::move(tg));
+    graphs.emplace(graph_key(c), *std::move(tg));
   }
 
   const size_t n = configs.size();
@@ -391,7 +395,7 @@ int Main(int argc, char** argv) {
       std::fprintf(stderr, "rep %lld/%lld: %s %s (ours, %d workers, mesh %s, layout %s)\n",
                    static_cast<long long>(r + 1), static_cast<long long>(f.reps), c.model.c_str(),
                    c.name.c_str(), c.workers, c.mesh.c_str(), c.layout.c_str());
-      OursRun o = RunOurs(c, graphs.at(c.model), f);
+      OursRun o = RunOurs(c, graphs.at(graph_key(c)), f);
       ours[i].push_back(o.median_ms);
       if (o.batched_ms >= 0) batched[i].push_back(o.batched_ms);
       loss[i] = o.loss;
@@ -504,7 +508,7 @@ int Main(int argc, char** argv) {
         static_cast<long long>(f.steps));
     for (const Config& c : configs) {
       const std::string data = absl::StrCat(f.perf_dir, "/", c.model, "_", c.name, ".data");
-      OursRun o = RunOurs(c, graphs.at(c.model), f, data);
+      OursRun o = RunOurs(c, graphs.at(graph_key(c)), f, data);
       std::printf("\n### %s %s (%s), %.1f ms/step under perf — %s\n\n```\n%s```\n", c.model.c_str(),
                   c.name.c_str(), c.layout.c_str(), o.median_ms, data.c_str(),
                   PerfTop(data, 40).c_str());

@@ -465,7 +465,7 @@ absl::StatusOr<TensorMap> Coordinator::RunStep(const std::string& id, const Tens
   for (int p = 0; p < n; ++p) {
     threads.emplace_back([&, p] {
       absl::StatusOr<TensorMap> r = session->clients[p]->RunStep(
-          id, step, slices[p], worker_fetches[p], num_steps, options_.step_timeout * num_steps,
+          id, step, slices[p], worker_fetches[p], fetches, num_steps, options_.step_timeout * num_steps,
           cancel.get());
       absl::MutexLock lock(&done_mu);
       failures += !r.ok();

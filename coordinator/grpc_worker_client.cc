@@ -22,13 +22,14 @@ class GrpcWorkerClient : public WorkerClient {
 
   absl::StatusOr<TensorMap> RunStep(const std::string& session, int64_t step,
                                     const TensorMap& feeds, const std::vector<std::string>& fetches,
+                                    const std::vector<std::string>& step_fetches,
                                     int64_t num_steps, absl::Duration timeout,
                                     Cancellation* cancel) override {
     grpc::ClientContext ctx;
     SetTimeout(&ctx, timeout);
     AttachToken(&ctx, security_);
     int id = cancel != nullptr ? cancel->Register([&ctx] { ctx.TryCancel(); }) : -1;
-    absl::StatusOr<TensorMap> result = RunStepOn(&ctx, session, step, feeds, fetches, num_steps);
+    absl::StatusOr<TensorMap> result = RunStepOn(&ctx, session, step, feeds, fetches, step_fetches, num_steps);
     if (cancel != nullptr) cancel->Unregister(id);
     return result;
   }
@@ -66,7 +67,9 @@ class GrpcWorkerClient : public WorkerClient {
  private:
   absl::StatusOr<TensorMap> RunStepOn(grpc::ClientContext* ctx, const std::string& session,
                                       int64_t step, const TensorMap& feeds,
-                                      const std::vector<std::string>& fetches, int64_t num_steps) {
+                                      const std::vector<std::string>& fetches,
+                                      const std::vector<std::string>& step_fetches,
+                                      int64_t num_steps) {
     // Send the call's metadata with the header message: one write less per step.
     ctx->set_initial_metadata_corked(true);
     auto stream = stub_->RunStep(ctx);
@@ -75,6 +78,7 @@ class GrpcWorkerClient : public WorkerClient {
     header.set_step(step);
     header.set_num_steps(num_steps);
     for (const std::string& f : fetches) header.add_fetches(f);
+    for (const std::string& f : step_fetches) header.add_step_fetches(f);
     return CallStep(stream.get(), header, feeds);
   }
 

@@ -59,6 +59,7 @@ class InProcessWorkers::Client : public WorkerClient {
 
   absl::StatusOr<TensorMap> RunStep(const std::string& session, int64_t step,
                                     const TensorMap& feeds, const std::vector<std::string>& fetches,
+                                    const std::vector<std::string>& step_fetches,
                                     int64_t num_steps, absl::Duration,
                                     Cancellation* cancel) override {
     Worker* w;
@@ -78,7 +79,7 @@ class InProcessWorkers::Client : public WorkerClient {
     int id = cancel->Register([hub] {
       if (hub != nullptr) hub->Abort(absl::CancelledError("step cancelled"));
     });
-    auto result = w->RunStep(session, step, feeds, fetches, num_steps);
+    auto result = w->RunStep(session, step, feeds, fetches, num_steps, step_fetches);
     cancel->Unregister(id);
     return result;
   }

@@ -43,12 +43,14 @@ class WorkerClient {
  public:
   virtual ~WorkerClient() = default;
   virtual absl::Status LoadSession(const v1::SessionSpec& spec, absl::Duration timeout) = 0;
-  // Sends this worker's feed slices, runs `num_steps` steps (Worker::RunStep), returns the slices
-  // it was asked to fetch. Returns soon with
+  // Sends this worker's feed slices, runs `num_steps` steps (Worker::RunStep) computing what
+  // `step_fetches` (the step's whole fetch list, the same for every worker) and the variable
+  // updates need, returns the slices of `fetches` it was asked for. Returns soon with
   // Cancelled once `cancel` (borrowed, may be null) is cancelled.
   virtual absl::StatusOr<TensorMap> RunStep(const std::string& session, int64_t step,
                                             const TensorMap& feeds,
                                             const std::vector<std::string>& fetches,
+                                            const std::vector<std::string>& step_fetches,
                                             int64_t num_steps, absl::Duration timeout,
                                             Cancellation* cancel) = 0;
   virtual absl::Status CloseSession(const std::string& session, absl::Duration timeout) = 0;

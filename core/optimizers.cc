@@ -178,7 +178,8 @@ Shape Drop(const Shape& s, int i) {
 
 absl::StatusOr<TrainOps> Minimize(GraphBuilder& b, const TensorRef& loss,
                                   const std::vector<TensorRef>& variables,
-                                  const TrainOptions& options) {
+                                  const TrainOptions& options,
+                                  const std::vector<TensorRef>& also) {
   RETURN_IF_ERROR(CheckOptions(options));
   RETURN_IF_ERROR(b.status());
   const TrainOptions& o = options;
@@ -211,7 +212,17 @@ absl::StatusOr<TrainOps> Minimize(GraphBuilder& b, const TensorRef& loss,
     }
   }
 
-  ASSIGN_OR_RETURN(std::vector<TensorRef> grads, Gradients(b, loss, variables));
+  for (size_t i = 0; i < also.size(); ++i) {
+    if (also[i].dtype != DType::kFloat32 || FindOpIn(b.proto(), also[i].name) == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "also[", i, "] '", also[i].name, "' is not a float32 tensor of this builder"));
+    }
+  }
+  std::vector<TensorRef> wrt = variables;
+  wrt.insert(wrt.end(), also.begin(), also.end());
+  ASSIGN_OR_RETURN(std::vector<TensorRef> grads, Gradients(b, loss, wrt));
+  std::vector<TensorRef> other_gradients(grads.begin() + variables.size(), grads.end());
+  grads.resize(variables.size());
   Ops ops(b);
   const int k = o.microbatches;
 
@@ -348,6 +359,7 @@ absl::StatusOr<TrainOps> Minimize(GraphBuilder& b, const TensorRef& loss,
   out.loss = loss;
   out.gradients = grads;
   out.global_norm = global_norm;
+  out.other_gradients = other_gradients;
   out.learning_rate = lr;
   out.global_step = global_step;
   return out;

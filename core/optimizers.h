@@ -95,6 +95,7 @@ struct TrainOps {
   TensorRef global_norm;             // of the gradients before clipping (scalar)
   TensorRef learning_rate;           // this step's (scalar)
   TensorRef global_step;             // value at the start of the step (scalar)
+  std::vector<TensorRef> other_gradients;  // of Minimize's `also`, in order (not applied)
 };
 
 // Adds gradients of `loss` (a scalar) w.r.t. `variables` (Variable handles) and their updates.
@@ -105,9 +106,14 @@ struct TrainOps {
 // clip_global_norm < 0; adafactor_decay outside (0, 1]; microbatches < 1. Only the fields of the
 // chosen optimizer are checked. Unimplemented naming an op without a gradient. Options are
 // checked before anything is added to `b`.
+//
+// `also`: float32 tensors (not variables) whose gradients the same backward pass computes and
+// returns in TrainOps::other_gradients without applying them, e.g. a layer's input gradient that
+// a layer before it would take. Nothing is clipped or counted in the global norm for them.
 absl::StatusOr<TrainOps> Minimize(GraphBuilder& b, const TensorRef& loss,
                                   const std::vector<TensorRef>& variables,
-                                  const TrainOptions& options);
+                                  const TrainOptions& options,
+                                  const std::vector<TensorRef>& also = {});
 
 }  // namespace meshrt
 

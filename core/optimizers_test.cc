@@ -318,6 +318,56 @@ TrainOptions Options(const std::string& optimizer, float lr) {
 
 TEST(OptimizersTest, SgdMatchesReference) { CheckAgainstReference(Options("sgd", 0.1f), 4); }
 
+// Minimize's `also`: the input gradient comes out of the same backward pass, equal to the
+// hand-written one, and changes neither the update nor the global norm.
+TEST(OptimizersTest, AlsoReturnsOtherGradientsWithoutApplyingThem) {
+  GraphBuilder b;
+  TensorRef x = b.Placeholder("x", Shape({{"batch", kBatch}, {"d_in", kIn}}));
+  TensorRef y = b.Placeholder("y", Shape({{"batch", kBatch}, {"d_out", kOut}}));
+  TensorRef w = b.Variable("w", WShape());
+  const Shape out({{"batch", kBatch}, {"d_out", kOut}});
+  TensorRef err = b.Sub(b.Einsum({x, w}, out), y);
+  TensorRef loss = b.ReduceMean(b.Mul(err, err), {}, "loss");
+  ASSERT_OK_AND_ASSIGN(TrainOps train, Minimize(b, loss, {w}, Options("sgd", 0.1f), {x}));
+  ASSERT_EQ(train.other_gradients.size(), 1u);
+  b.MarkOutput(train.other_gradients[0]);
+  ASSERT_OK_AND_ASSIGN(Graph graph, b.Build());
+
+  TensorMap feeds = Feeds(0, 0, kBatch);
+  feeds.erase("x3");
+  TensorMap state = {{"w", InitialParams().at("w")}};
+  const std::vector<float> w0(state.at("w").floats().begin(), state.at("w").floats().end());
+  ASSERT_OK_AND_ASSIGN(TensorMap got,
+                       InterpretStep(graph, feeds, {train.other_gradients[0].name,
+                                                     "train/global_norm"}, &state));
+  const Tensor& gx = got.at(train.other_gradients[0].name);
+  ASSERT_EQ(gx.shape(), feeds.at("x").shape());
+  const float c = 2.0f / (kBatch * kOut);
+  double norm2 = 0;
+  std::vector<float> gw(kIn * kOut, 0.0f);
+  for (int r = 0; r < kBatch; ++r) {
+    std::vector<float> e(kOut);
+    for (int o = 0; o < kOut; ++o) {
+      float p = 0;
+      for (int i = 0; i < kIn; ++i) p += feeds.at("x").f32()[r * kIn + i] * w0[i * kOut + o];
+      e[o] = c * (p - feeds.at("y").f32()[r * kOut + o]);
+      for (int i = 0; i < kIn; ++i) gw[i * kOut + o] += feeds.at("x").f32()[r * kIn + i] * e[o];
+    }
+    for (int i = 0; i < kIn; ++i) {
+      float want = 0;
+      for (int o = 0; o < kOut; ++o) want += e[o] * w0[i * kOut + o];
+      EXPECT_NEAR(gx.f32()[r * kIn + i], want, 1e-5 + 1e-4 * std::abs(want)) << r << "," << i;
+    }
+  }
+  for (int k = 0; k < kIn * kOut; ++k) {
+    norm2 += gw[k] * gw[k];
+    EXPECT_NEAR(state.at("w").f32()[k], w0[k] - 0.1f * gw[k], 1e-5) << k;
+  }
+  EXPECT_NEAR(got.at("train/global_norm").f32()[0], std::sqrt(norm2), 1e-5 * std::sqrt(norm2));
+  EXPECT_TRUE(StatusIs(Minimize(b, loss, {w}, Options("sgd", 0.1f), {TensorRef{"nope", {}}}).status(),
+                       absl::StatusCode::kInvalidArgument, {"also[0] 'nope'"}));
+}
+
 TEST(OptimizersTest, MomentumMatchesReference) {
   TrainOptions o = Options("momentum", 0.05f);
   o.momentum = 0.8f;

@@ -73,6 +73,7 @@ absl::StatusOr<ModelOutputs> BuildMlp(GraphBuilder& b, const MlpOptions& o) {
     y = b.Add(y, b2, "layer2/bias");
   }
   m.output = y;
+  if (o.input_gradient) m.keep_gradients.push_back(m.inputs);
   TensorRef err = b.Sub(y, m.targets, "error");
   m.loss = b.ReduceMean(b.Mul(err, err, "squared_error"), {}, "loss");
   if (!b.status().ok()) return b.status();

@@ -39,6 +39,9 @@ struct MlpOptions {
   bool feed_data = false;      // x and target are placeholders
   bool fixed_data = false;     // x and target are N(0, 1) variables drawn once (not trained):
                                // the same batch every step, like the PyTorch peer's benchmark
+  bool input_gradient = false;  // training also computes d loss / d x and keeps it in "x/grad",
+                                // as a layer inside a deeper network passes it back (the
+                                // peer's model-parallel mode does)
 };
 
 // Adds the MLP and its loss to `b`. `output` = y; `inputs` = x; `targets` = the target.

@@ -30,6 +30,9 @@ struct ModelOutputs {
   TensorRef inputs;                  // the step's inputs (x, or the token ids)
   TensorRef targets;                 // the step's targets (regression targets, or next-byte ids)
   TensorRef output;                  // predictions (MLP) or logits (Transformer)
+  // Tensors whose loss gradients a training graph computes and keeps in a variable
+  // "<name>/grad" (not trainable), as a layer passes its input gradient back to the one before.
+  std::vector<TensorRef> keep_gradients;
 };
 
 // ---- op helpers (each adds one op through GraphBuilder::Apply) ---------------------------------

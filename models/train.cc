@@ -17,8 +17,13 @@ absl::StatusOr<TrainGraph> BuildTrainGraph(
   GraphBuilder b;
   absl::StatusOr<ModelOutputs> m = build(b);
   if (!m.ok()) return m.status();
-  absl::StatusOr<TrainOps> ops = Minimize(b, m->loss, m->variables, train);
+  absl::StatusOr<TrainOps> ops = Minimize(b, m->loss, m->variables, train, m->keep_gradients);
   if (!ops.ok()) return ops.status();
+  for (size_t i = 0; i < m->keep_gradients.size(); ++i) {
+    const TensorRef& x = m->keep_gradients[i];
+    TensorRef kept = b.Variable(x.name + "/grad", x.shape);
+    b.Assign(kept, ops->other_gradients[i], "train/keep/" + x.name);
+  }
   b.MarkOutput(ops->loss);
   b.MarkOutput(ops->learning_rate);
   b.MarkOutput(ops->global_step);

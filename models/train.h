@@ -40,8 +40,9 @@ struct TrainGraph {
                                        // trainable, data_step, global_step, optimizer slots, ...)
 };
 
-// Adds a model with `build`, then Minimize(loss, its variables, `train`), marks loss, learning
-// rate and global step as graph outputs, and builds the graph. Errors: the model's, Minimize's
+// Adds a model with `build`, then Minimize(loss, its variables, `train`), keeps the gradients of
+// the model's keep_gradients in variables "<name>/grad", marks loss, learning rate and global
+// step as graph outputs, and builds the graph. Errors: the model's, Minimize's
 // (e.g. Unimplemented naming an op without a gradient), Graph::Build's.
 absl::StatusOr<TrainGraph> BuildTrainGraph(
     const std::function<absl::StatusOr<ModelOutputs>(GraphBuilder&)>& build,

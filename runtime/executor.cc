@@ -96,11 +96,22 @@ Executor::Executor(const v1::Program& program, std::vector<int64_t> coordinate,
       communicator_(communicator) {}
 
 absl::Status Executor::Run(const std::map<std::string, Tensor>& input_slices) {
+  return RunPlan(input_slices, PlanFor(nullptr));
+}
+
+absl::Status Executor::Run(const std::map<std::string, Tensor>& input_slices,
+                           const std::vector<std::string>& fetches) {
+  return RunPlan(input_slices, PlanFor(&fetches));
+}
+
+absl::Status Executor::RunPlan(const std::map<std::string, Tensor>& input_slices,
+                               const Plan& plan) {
   state_buffers_.clear();
   RETURN_IF_ERROR(Prepare(input_slices));
-  ComputeLiveness();
+  plan_ = &plan;
   absl::Status s = LoadVariables();
   for (int i = 0; s.ok() && i < program_.instructions_size(); ++i) {
+    if (!plan.runs[i]) continue;
     const v1::Instruction& instr = program_.instructions(i);
     Tensor out;
     s = RunInstruction(instr, &out, i);
@@ -118,34 +129,64 @@ absl::Status Executor::Run(const std::map<std::string, Tensor>& input_slices) {
     }
   }
   StoreVariables(/*step_succeeded=*/s.ok());
+  plan_ = nullptr;
   return s;
 }
 
-void Executor::ComputeLiveness() {
-  if (liveness_ready_) return;
+const Executor::Plan& Executor::PlanFor(const std::vector<std::string>* fetches) {
+  std::vector<std::string> key = {"\x01all"};
+  if (fetches != nullptr) {
+    key = *fetches;
+    std::sort(key.begin(), key.end());
+    key.erase(std::unique(key.begin(), key.end()), key.end());
+  }
+  auto cached = plans_.find(key);
+  if (cached != plans_.end()) return cached->second;
+
   const int n = std::max(program_.num_buffers(), 0);
-  last_reader_.assign(n, -1);
-  pinned_.assign(n, false);
+  const int count = program_.instructions_size();
+  auto valid = [&](int b) { return b >= 0 && b < n; };
+  Plan plan;
+  plan.pinned.assign(n, false);
   auto pin = [&](int b) {
-    if (b >= 0 && b < n) pinned_[b] = true;
+    if (valid(b)) plan.pinned[b] = true;
   };
   for (const v1::ProgramTensor& t : program_.inputs()) pin(t.buffer());
-  for (const v1::ProgramTensor& t : program_.outputs()) pin(t.buffer());
+  for (const v1::ProgramTensor& t : program_.outputs()) {
+    if (fetches == nullptr || std::binary_search(key.begin(), key.end(), t.name())) pin(t.buffer());
+  }
+  std::vector<bool> needed = plan.pinned;  // buffers the step must produce
   for (const v1::ProgramVariable& v : program_.variables()) {
     pin(v.buffer());
     pin(v.update_buffer());
+    if (valid(v.update_buffer())) needed[v.update_buffer()] = true;
   }
-  for (int i = 0; i < program_.instructions_size(); ++i) {
-    for (int b : program_.instructions(i).inputs()) {
-      if (b >= 0 && b < n) last_reader_[b] = i;
+  // Backwards: an instruction runs when a later running one (or the step's result) needs what it
+  // writes. Conservative for a buffer written twice: every writer of a needed buffer runs.
+  plan.runs.assign(count, fetches == nullptr);
+  if (fetches != nullptr) {
+    for (int i = count - 1; i >= 0; --i) {
+      const v1::Instruction& instr = program_.instructions(i);
+      if (!valid(instr.output()) || !needed[instr.output()]) continue;
+      plan.runs[i] = true;
+      for (int b : instr.inputs()) {
+        if (valid(b)) needed[b] = true;
+      }
     }
   }
-  liveness_ready_ = true;
+  plan.last_reader.assign(n, -1);
+  for (int i = 0; i < count; ++i) {
+    if (!plan.runs[i]) continue;
+    for (int b : program_.instructions(i).inputs()) {
+      if (valid(b)) plan.last_reader[b] = i;
+    }
+  }
+  return plans_.emplace(std::move(key), std::move(plan)).first->second;
 }
 
 bool Executor::Dead(int buffer, int instruction) const {
-  return buffer >= 0 && buffer < static_cast<int>(last_reader_.size()) && !pinned_[buffer] &&
-         last_reader_[buffer] == instruction;
+  return plan_ != nullptr && buffer >= 0 && buffer < static_cast<int>(plan_->last_reader.size()) &&
+         !plan_->pinned[buffer] && plan_->last_reader[buffer] == instruction;
 }
 
 absl::Status Executor::LoadVariables() {

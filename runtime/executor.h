@@ -52,6 +52,16 @@ class Executor {
   // first. On error, buffers hold whatever the steps before the failing one wrote.
   absl::Status Run(const std::map<std::string, Tensor>& input_slices);
 
+  // Runs only the instructions that the outputs named in `fetches` and the variables' updates
+  // depend on (as TensorFlow prunes a step to its fetches): e.g. a training step that fetches the
+  // loss skips a gradient nobody reads and a global norm nobody clips with. Afterwards only those
+  // outputs (and variables) are readable; the others are FailedPrecondition in OutputSlice. Every
+  // processor of a step must get the same fetches, so that all run the same collectives (the
+  // coordinator sends one list to all). Names that are not outputs select nothing (OutputSlice
+  // reports them). The pruned schedule is computed once per distinct fetch list.
+  absl::Status Run(const std::map<std::string, Tensor>& input_slices,
+                   const std::vector<std::string>& fetches);
+
   // Buffer `index` after Run, or null when it is out of range, was never written, or was internal
   // (bound to no output, input or variable) and freed after its last reader.
   const Tensor* Buffer(int index) const;
@@ -76,8 +86,15 @@ class Executor {
   absl::Status Prepare(const std::map<std::string, Tensor>& input_slices);
   // `index`: the instruction's position in the program (-1 for a variable's initializer).
   absl::Status RunInstruction(const v1::Instruction& instr, Tensor* out, int index);
-  // Which buffers later instructions, fetches or variables still need (once per program).
-  void ComputeLiveness();
+  // Which instructions run and when their buffers die, for one set of fetches.
+  struct Plan {
+    std::vector<bool> runs;         // instruction -> part of the step
+    std::vector<int> last_reader;   // buffer -> last running instruction reading it (-1: none)
+    std::vector<bool> pinned;       // inputs, fetched outputs, variables: never freed early
+  };
+  // The plan for `fetches` (null: every instruction, every output pinned), made once and cached.
+  const Plan& PlanFor(const std::vector<std::string>* fetches);
+  absl::Status RunPlan(const std::map<std::string, Tensor>& input_slices, const Plan& plan);
   // True when instruction `instruction` is the last reader of internal buffer `buffer`.
   bool Dead(int buffer, int instruction) const;
   // Moves each variable's slice into its buffer (initialising missing ones).
@@ -99,9 +116,8 @@ class Executor {
   std::vector<std::optional<Tensor>> buffers_;
   std::map<std::string, Tensor> variables_;
   std::map<int, std::string> state_buffers_;  // buffer -> variable its value moved into
-  bool liveness_ready_ = false;
-  std::vector<int> last_reader_;  // buffer -> last instruction reading it (-1: none)
-  std::vector<bool> pinned_;      // inputs, outputs and variables' buffers: never freed early
+  std::map<std::vector<std::string>, Plan> plans_;  // by sorted fetches; {"\x01all"}: Run(feeds)
+  const Plan* plan_ = nullptr;                      // the running step's
 };
 
 // A program input or output with its wire fields parsed and checked.

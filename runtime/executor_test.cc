@@ -131,6 +131,44 @@ TEST_F(ExecutorTest, StepErrorsNameTheInstruction) {
                        {"instruction 0", "reads buffer 2", "not written"}));
 }
 
+TEST_F(ExecutorTest, FetchesPruneTheStepToWhatTheyNeed) {
+  // Add w = fail_if_negative(x), an output of its own: fetching only z must not run it.
+  v1::Instruction* w = program_.add_instructions();
+  *w = program_.instructions(0);
+  w->set_output(3);
+  w->clear_inputs();
+  w->add_inputs(0);
+  w->set_source_op("w");
+  w->mutable_local()->set_type("fail_if_negative");
+  program_.set_num_buffers(4);
+  v1::ProgramTensor* out = program_.add_outputs();
+  *out = program_.outputs(0);
+  out->set_name("w");
+  out->set_buffer(3);
+  const Tensor negative = Tensor::Float(Shape{{"n", 4}}, {1, -2, 3, 4});
+
+  ASSERT_OK(executor_.Run({{"x", negative}}, {"z"}));
+  EXPECT_THAT(executor_.OutputSlice("z")->floats(), ElementsAre(2, -4, 6, 8));
+  EXPECT_TRUE(StatusIs(executor_.OutputSlice("w").status(), absl::StatusCode::kFailedPrecondition,
+                       {"'w'"}));
+  // Fetching w runs it (and not the allreduce): its error surfaces.
+  EXPECT_TRUE(StatusIs(executor_.Run({{"x", negative}}, {"w"}),
+                       absl::StatusCode::kInvalidArgument, {"instruction 2", "source_op 'w'"}));
+  ASSERT_OK(executor_.Run({{"x", Tensor::Float(Shape{{"n", 4}}, {1, 2, 3, 4})}}, {"w", "w"}));
+  EXPECT_THAT(executor_.OutputSlice("w")->floats(), ElementsAre(1, 2, 3, 4));
+  EXPECT_TRUE(StatusIs(executor_.OutputSlice("z").status(), absl::StatusCode::kFailedPrecondition,
+                       {"'z'"}));
+  // No fetches: nothing but variable updates (there are none) runs; an unknown name selects
+  // nothing and OutputSlice names it.
+  ASSERT_OK(executor_.Run({{"x", negative}}, {}));
+  ASSERT_OK(executor_.Run({{"x", negative}}, {"nope"}));
+  EXPECT_TRUE(
+      StatusIs(executor_.OutputSlice("nope").status(), absl::StatusCode::kNotFound, {"'nope'"}));
+  // Run without fetches runs everything.
+  EXPECT_TRUE(StatusIs(executor_.Run({{"x", negative}}), absl::StatusCode::kInvalidArgument,
+                       {"source_op 'w'"}));
+}
+
 TEST_F(ExecutorTest, CoordinateMustBeInTheMesh) {
   Executor outside(program_, {1}, &kernels_, hub_.communicator(0));
   EXPECT_TRUE(StatusIs(outside.Run({{"x", Tensor(DType::kFloat32, Shape{{"n", 4}})}}),

@@ -65,13 +65,16 @@ absl::StatusOr<std::vector<std::map<std::string, Tensor>>> SliceFeeds(
 // hub so the others return instead of waiting for it; its error is the one returned.
 absl::Status RunAll(const Mesh& mesh, LocalCollectiveHub& hub,
                     const std::vector<std::map<std::string, Tensor>>& feeds,
-                    std::vector<std::unique_ptr<Executor>>& executors) {
+                    std::vector<std::unique_ptr<Executor>>& executors,
+                    const std::vector<std::string>& fetches) {
   absl::Mutex mu;
   absl::Status first_error;  // guarded by mu
   std::vector<std::thread> threads;
   for (int p = 0; p < mesh.num_processors(); ++p) {
     threads.emplace_back([&, p] {
-      absl::Status s = executors[p]->Run(feeds[p]);
+      // Like a worker, a step with fetches runs only what they and the variables need.
+      absl::Status s =
+          fetches.empty() ? executors[p]->Run(feeds[p]) : executors[p]->Run(feeds[p], fetches);
       if (s.ok()) return;
       s = absl::Status(s.code(), absl::StrCat(ProcessorName(mesh, p), ": ", s.message()));
       {
@@ -179,7 +182,7 @@ absl::StatusOr<std::map<std::string, Tensor>> SimulatedMesh::Step(
     outputs.push_back(std::move(info));
   }
   ASSIGN_OR_RETURN(const auto feeds, SliceFeeds(program_, mesh_, whole_feeds));
-  RETURN_IF_ERROR(RunAll(mesh_, *hub_, feeds, executors_));
+  RETURN_IF_ERROR(RunAll(mesh_, *hub_, feeds, executors_, fetches));
 
   std::map<std::string, Tensor> result;
   for (const ProgramTensorInfo& info : outputs) {

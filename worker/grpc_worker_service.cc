@@ -55,8 +55,10 @@ grpc::Status GrpcWorkerService::RunStep(
                                      "steps"));
   }
   std::vector<std::string> fetches(header.fetches().begin(), header.fetches().end());
+  std::vector<std::string> step_fetches(header.step_fetches().begin(),
+                                        header.step_fetches().end());
   absl::StatusOr<TensorMap> out = worker_->RunStep(header.session(), header.step(), *fed, fetches,
-                                                       header.num_steps());
+                                                       header.num_steps(), step_fetches);
   grpc::Status status = out.ok() ? ToGrpcStatus(WriteStepResult(stream, *out, header.step()))
                                  : ToGrpcStatus(out.status());
   Done();

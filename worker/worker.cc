@@ -95,7 +95,8 @@ absl::StatusOr<std::shared_ptr<Worker::SessionState>> Worker::FindSession(
 absl::StatusOr<TensorMap> Worker::RunStep(const std::string& session, int64_t step,
                                           const TensorMap& feeds,
                                           const std::vector<std::string>& fetches,
-                                          int64_t num_steps) {
+                                          int64_t num_steps,
+                                          const std::vector<std::string>& step_fetches) {
   ASSIGN_OR_RETURN(std::shared_ptr<SessionState> state, FindSession(session));
   if (!state->step_mu.TryLock()) {
     return absl::FailedPreconditionError(
@@ -104,7 +105,7 @@ absl::StatusOr<TensorMap> Worker::RunStep(const std::string& session, int64_t st
   absl::Status status;
   int64_t done = 0;
   for (; status.ok() && done < std::max<int64_t>(num_steps, 1); ++done) {
-    status = state->executor->Run(feeds);
+    status = state->executor->Run(feeds, step_fetches.empty() ? fetches : step_fetches);
   }
   if (!status.ok() && num_steps > 1) {
     status = absl::Status(status.code(), absl::StrCat("(repetition ", done, " of ", num_steps,

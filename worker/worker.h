@@ -50,12 +50,15 @@ class Worker {
   absl::Status LoadSession(const v1::SessionSpec& spec);
 
   // Runs `num_steps` steps (at least one) with this worker's feed slices; returns the slices of
-  // `fetches` after the last. Variables keep their slices between steps and calls. NotFound for an
+  // `fetches` after the last. Each step runs only what `step_fetches` (the step's whole fetch
+  // list, the same on every worker; empty: `fetches`) and the variable updates need
+  // (Executor::Run). Variables keep their slices between steps and calls. NotFound for an
   // unknown session; the executor's errors (naming the instruction, op and collective) prefixed
   // with the step.
   absl::StatusOr<TensorMap> RunStep(const std::string& session, int64_t step,
                                     const TensorMap& feeds, const std::vector<std::string>& fetches,
-                                    int64_t num_steps = 1);
+                                    int64_t num_steps = 1,
+                                    const std::vector<std::string>& step_fetches = {});
 
   // Checkpoints (runtime/checkpoint.h; the directory is on a filesystem shared with the
   // coordinator). SaveCheckpoint writes the shards of the variable slices this worker owns and
