@@ -3,6 +3,7 @@
 #include "core/ops.h"
 
 #include <algorithm>
+#include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -110,8 +111,18 @@ absl::Status Executor::RunPlan(const std::map<std::string, Tensor>& input_slices
   RETURN_IF_ERROR(Prepare(input_slices));
   plan_ = &plan;
   absl::Status s = LoadVariables();
-  for (int i = 0; s.ok() && i < program_.instructions_size(); ++i) {
+  std::vector<int> pending;  // deferred allreduces
+  const int count = program_.instructions_size();
+  for (int i = 0; s.ok() && i <= count; ++i) {
+    bool flush = false;
+    for (int p : pending) flush = flush || plan.due[p] <= i;
+    if (flush) s = FlushAllReduces(&pending);
+    if (!s.ok() || i == count) break;
     if (!plan.runs[i]) continue;
+    if (plan.due[i] >= 0) {
+      pending.push_back(i);
+      continue;
+    }
     const v1::Instruction& instr = program_.instructions(i);
     Tensor out;
     s = RunInstruction(instr, &out, i);
@@ -164,6 +175,7 @@ const Executor::Plan& Executor::PlanFor(const std::vector<std::string>* fetches)
   // Backwards: an instruction runs when a later running one (or the step's result) needs what it
   // writes. Conservative for a buffer written twice: every writer of a needed buffer runs.
   plan.runs.assign(count, fetches == nullptr);
+  plan.due.assign(count, -1);
   if (fetches != nullptr) {
     for (int i = count - 1; i >= 0; --i) {
       const v1::Instruction& instr = program_.instructions(i);
@@ -175,11 +187,28 @@ const Executor::Plan& Executor::PlanFor(const std::vector<std::string>* fetches)
     }
   }
   plan.last_reader.assign(n, -1);
+  std::vector<int> first_reader(n, count);  // of each buffer, among running instructions
   for (int i = 0; i < count; ++i) {
     if (!plan.runs[i]) continue;
     for (int b : program_.instructions(i).inputs()) {
       if (valid(b)) plan.last_reader[b] = i;
+      if (valid(b) && first_reader[b] == count) first_reader[b] = i;
     }
+  }
+  // Deferrable: small SUM/MAX/... allreduces of one valid input (malformed ones run in place
+  // and report their error there).
+  for (int i = 0; i < count; ++i) {
+    const v1::Instruction& instr = program_.instructions(i);
+    if (!plan.runs[i] || instr.kind_case() != v1::Instruction::kCollective ||
+        instr.collective().kind() != v1::Collective::ALLREDUCE || instr.inputs_size() != 1 ||
+        !valid(instr.inputs(0)) || !valid(instr.output()) ||
+        !IsReduceOp(instr.collective().reduce_op())) {
+      continue;
+    }
+    auto shape = Shape::FromProto(instr.slice_shape(), "slice_shape");
+    if (!shape.ok() || shape->num_elements() * 4 > kFuseBytes) continue;
+    plan.due[i] = first_reader[instr.output()];
+    plan.pinned[instr.inputs(0)] = true;  // read when the group runs, maybe after its last reader
   }
   return plans_.emplace(std::move(key), std::move(plan)).first->second;
 }
@@ -472,6 +501,95 @@ absl::Status Executor::RunCollective(const v1::Collective& c, const Tensor& in, 
       return Invalid(absl::StrCat("unknown collective kind ", static_cast<int>(c.kind())));
   }
   *out = in;  // a group of one: every collective is a copy
+  return absl::OkStatus();
+}
+
+absl::Status Executor::FlushAllReduces(std::vector<int>* pending) {
+  // Groups by (sorted mesh axes, op, dtype), in the order their first members appear.
+  struct Group {
+    std::vector<int> axes;
+    v1::ReduceOp op;
+    v1::DType dtype;
+    std::vector<int> members;
+  };
+  std::vector<Group> groups;
+  for (int i : *pending) {
+    const v1::Instruction& instr = program_.instructions(i);
+    std::vector<int> axes;
+    absl::Status valid = NormalizeMeshAxes(
+        mesh_, "collective",
+        {instr.collective().mesh_axes().begin(), instr.collective().mesh_axes().end()}, &axes);
+    if (!valid.ok()) axes = {-1 - i};  // a group of its own: RunInstruction reports it
+    std::sort(axes.begin(), axes.end());
+    auto g = std::find_if(groups.begin(), groups.end(), [&](const Group& x) {
+      return x.axes == axes && x.op == instr.collective().reduce_op() &&
+             x.dtype == instr.dtype();
+    });
+    if (g == groups.end()) {
+      groups.push_back({axes, instr.collective().reduce_op(), instr.dtype(), {}});
+      g = groups.end() - 1;
+    }
+    g->members.push_back(i);
+  }
+  pending->clear();
+  for (const Group& g : groups) {
+    const int first = g.members.front();
+    auto fail = [&](const absl::Status& s) {
+      const v1::Instruction& instr = program_.instructions(first);
+      return absl::Status(
+          s.code(), absl::StrCat("instruction ", first, " (source_op '", instr.source_op(), "', ",
+                                 DescribeInstructionKind(instr, mesh_), g.members.size() > 1
+                                     ? absl::StrCat(", fused with ", g.members.size() - 1,
+                                                    " later allreduce(s)")
+                                     : "",
+                                 ") at processor ", CoordinateString(coordinate_), ": ",
+                                 s.message()));
+    };
+    if (g.members.size() == 1) {  // nothing to fuse: the plain path
+      const v1::Instruction& instr = program_.instructions(first);
+      Tensor out;
+      absl::Status s = RunInstruction(instr, &out, first);
+      if (!s.ok()) return fail(s);
+      buffers_[instr.output()] = std::move(out);
+      continue;
+    }
+    // Pack, one allreduce, unpack. Each member's input was checked against its declaration.
+    std::vector<Tensor> outs;
+    int64_t total = 0;
+    for (int i : g.members) {
+      const v1::Instruction& instr = program_.instructions(i);
+      const int b = instr.inputs(0);
+      if (!buffers_[b].has_value()) {
+        return fail(Invalid(absl::StrCat("reads buffer ", b, ", which is not written yet")));
+      }
+      auto dtype = DTypeFromProto(instr.dtype());
+      auto shape = Shape::FromProto(instr.slice_shape(), "slice_shape");
+      if (!dtype.ok() || !shape.ok() || buffers_[b]->dtype() != *dtype ||
+          buffers_[b]->shape() != *shape) {
+        return fail(Invalid(absl::StrCat("instruction ", i, " (source_op '", instr.source_op(),
+                                         "') reads ", buffers_[b]->shape().ToString(),
+                                         " but declares another slice shape or dtype")));
+      }
+      outs.push_back(*buffers_[b]);
+      total += TensorBytes(outs.back());
+    }
+    std::vector<char> packed(total);
+    int64_t at = 0;
+    for (const Tensor& t : outs) {
+      std::memcpy(packed.data() + at, TensorData(t), TensorBytes(t));
+      at += TensorBytes(t);
+    }
+    const DType dtype = outs.front().dtype();
+    const int64_t elements = total / (dtype == DType::kFloat32 ? sizeof(float) : sizeof(int32_t));
+    absl::Status s = communicator_->AllReduce(g.axes, g.op, dtype, packed.data(), elements);
+    if (!s.ok()) return fail(s);
+    at = 0;
+    for (size_t k = 0; k < outs.size(); ++k) {
+      std::memcpy(TensorData(&outs[k]), packed.data() + at, TensorBytes(outs[k]));
+      at += TensorBytes(outs[k]);
+      buffers_[program_.instructions(g.members[k]).output()] = std::move(outs[k]);
+    }
+  }
   return absl::OkStatus();
 }
 

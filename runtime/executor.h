@@ -87,11 +87,25 @@ class Executor {
   // `index`: the instruction's position in the program (-1 for a variable's initializer).
   absl::Status RunInstruction(const v1::Instruction& instr, Tensor* out, int index);
   // Which instructions run and when their buffers die, for one set of fetches.
+  //
+  // Small allreduces are deferred and fused (as DDP buckets gradients): an ALLREDUCE of at most
+  // kFuseBytes waits until the first running instruction that reads its result (or the end of
+  // the step), and when one is due every waiting allreduce runs with it, those over the same
+  // mesh axes, op and dtype packed into one collective. The data-parallel gradient allreduces of
+  // a backward pass, each waiting for the optimizer, become one. Every processor derives the same
+  // plan from the same program and fetches, so all make the same calls.
   struct Plan {
     std::vector<bool> runs;         // instruction -> part of the step
+    std::vector<int> due;           // instruction -> -1, or (deferred) the position it must
+                                    // run before (instructions_size(): the end of the step)
     std::vector<int> last_reader;   // buffer -> last running instruction reading it (-1: none)
-    std::vector<bool> pinned;       // inputs, fetched outputs, variables: never freed early
+    std::vector<bool> pinned;       // inputs, fetched outputs, variables, deferred allreduces'
+                                    // inputs: never freed early
   };
+  static constexpr int64_t kFuseBytes = 1 << 20;
+  // Runs the deferred allreduces `pending` (instruction indices, in program order), fused by
+  // (mesh axes, op, dtype); clears it.
+  absl::Status FlushAllReduces(std::vector<int>* pending);
   // The plan for `fetches` (null: every instruction, every output pinned), made once and cached.
   const Plan& PlanFor(const std::vector<std::string>* fetches);
   absl::Status RunPlan(const std::map<std::string, Tensor>& input_slices, const Plan& plan);

@@ -71,8 +71,9 @@ TEST_F(ExecutorTest, RunsAndExposesBuffersAndOutputs) {
   EXPECT_TRUE(StatusIs(executor_.OutputSlice("z").status(), absl::StatusCode::kFailedPrecondition,
                        {"'z'"}));
   ASSERT_OK(executor_.Run({{"x", Tensor::Float(Shape{{"n", 4}}, {1, 2, 3, 4})}}));
-  // Buffer 1 is internal (no output, read last by the allreduce): reduced in place and freed.
-  EXPECT_EQ(executor_.Buffer(1), nullptr);
+  // Buffer 1 is internal (no output), read by a small allreduce, which waits for its first reader
+  // to be fused with others (here: the end of the step); the buffer stays until the next Run.
+  ASSERT_NE(executor_.Buffer(1), nullptr);
   ASSERT_NE(executor_.Buffer(2), nullptr);
   EXPECT_THAT(executor_.Buffer(2)->floats(), ElementsAre(2, 4, 6, 8));
   EXPECT_EQ(executor_.Buffer(3), nullptr);
@@ -238,6 +239,144 @@ TEST(ExecutorCollectivesTest, PerRankSlicesOfAllToAllAndReduceScatter) {
   // ReduceScatter MAX over the two processors' [r:2, c:4] slices, keeping columns 2p, 2p+1.
   EXPECT_THAT(executors[0]->Buffer(2)->ints(), ElementsAre(8, 9, 12, 13));
   EXPECT_THAT(executors[1]->Buffer(2)->ints(), ElementsAre(10, 11, 14, 15));
+}
+
+// Counts AllReduce calls and their element counts; forwards everything.
+class CountingCommunicator : public Communicator {
+ public:
+  explicit CountingCommunicator(Communicator* inner) : inner_(inner) {}
+  const Mesh& mesh() const override { return inner_->mesh(); }
+  const std::vector<int64_t>& coordinate() const override { return inner_->coordinate(); }
+  absl::Status AllReduce(const std::vector<int>& axes, v1::ReduceOp op, DType dtype, void* data,
+                         int64_t count) override {
+    counts.push_back(count);
+    return inner_->AllReduce(axes, op, dtype, data, count);
+  }
+  absl::Status AllGather(const std::vector<int>& a, const void* in, int64_t bytes,
+                         void* out) override {
+    return inner_->AllGather(a, in, bytes, out);
+  }
+  absl::Status AllToAll(const std::vector<int>& a, const void* in, void* out,
+                        int64_t bytes) override {
+    return inner_->AllToAll(a, in, out, bytes);
+  }
+  absl::Status ReduceScatter(const std::vector<int>& a, v1::ReduceOp op, DType dtype,
+                             const void* in, int64_t count, void* out) override {
+    return inner_->ReduceScatter(a, op, dtype, in, count, out);
+  }
+  absl::Status Broadcast(const std::vector<int>& a, int root, void* data,
+                         int64_t bytes) override {
+    return inner_->Broadcast(a, root, data, bytes);
+  }
+  absl::Status Permute(int axis, int shift, bool wrap, const void* in, void* out,
+                       int64_t bytes) override {
+    return inner_->Permute(axis, shift, wrap, in, out, bytes);
+  }
+  absl::Status Barrier(const std::vector<int>& a) override { return inner_->Barrier(a); }
+  std::vector<int64_t> counts;
+
+ private:
+  Communicator* inner_;
+};
+
+// Small allreduces wait for their first reader and run fused by (axes, op, dtype): two SUMs of
+// 4 and 2 elements become one call of 6; the MAX is a call of its own; results are unchanged.
+TEST(ExecutorCollectivesTest, SmallAllReducesWaitForTheirReaderAndFuse) {
+  const v1::Program program = ParseProgram(R"pb(
+    mesh { dims { name: "x" size: 2 } }
+    num_buffers: 7
+    inputs {
+      name: "a"
+      buffer: 0
+      dtype: DT_INT32
+      layout { mesh_axis: -1 }
+      shape { dims { name: "n" size: 4 } }
+    }
+    inputs {
+      name: "b"
+      buffer: 1
+      dtype: DT_INT32
+      layout { mesh_axis: -1 }
+      shape { dims { name: "m" size: 2 } }
+    }
+    instructions {
+      output: 2
+      inputs: 0
+      dtype: DT_INT32
+      source_op: "sa"
+      slice_shape { dims { name: "n" size: 4 } }
+      collective { kind: ALLREDUCE mesh_axes: 0 reduce_op: REDUCE_SUM }
+    }
+    instructions {
+      output: 3
+      inputs: 0
+      dtype: DT_INT32
+      source_op: "ma"
+      slice_shape { dims { name: "n" size: 4 } }
+      collective { kind: ALLREDUCE mesh_axes: 0 reduce_op: REDUCE_MAX }
+    }
+    instructions {
+      output: 4
+      inputs: 1
+      dtype: DT_INT32
+      source_op: "sb"
+      slice_shape { dims { name: "m" size: 2 } }
+      collective { kind: ALLREDUCE mesh_axes: 0 reduce_op: REDUCE_SUM }
+    }
+    instructions {
+      output: 5
+      inputs: [ 2, 3 ]
+      dtype: DT_INT32
+      source_op: "y"
+      slice_shape { dims { name: "n" size: 4 } }
+      local { type: "add" }
+    }
+    outputs {
+      name: "y"
+      buffer: 5
+      dtype: DT_INT32
+      layout { mesh_axis: -1 }
+      shape { dims { name: "n" size: 4 } }
+    }
+    outputs {
+      name: "sb"
+      buffer: 4
+      dtype: DT_INT32
+      layout { mesh_axis: -1 }
+      shape { dims { name: "m" size: 2 } }
+    }
+  )pb");
+  LocalCollectiveHub hub(*Mesh::Parse("x:2"), {absl::Seconds(10)});
+  TestKernels kernels;
+  std::vector<std::unique_ptr<CountingCommunicator>> comms;
+  std::vector<std::unique_ptr<Executor>> executors;
+  for (int p = 0; p < 2; ++p) {
+    comms.push_back(std::make_unique<CountingCommunicator>(hub.communicator(p)));
+    executors.push_back(std::make_unique<Executor>(program, std::vector<int64_t>{p}, &kernels,
+                                                   comms.back().get()));
+  }
+  const std::vector<std::vector<int32_t>> a = {{1, 2, 3, 4}, {10, 0, 30, 0}};
+  const std::vector<std::vector<int32_t>> b = {{5, 6}, {7, 8}};
+  std::vector<absl::Status> statuses(2);
+  std::vector<std::thread> threads;
+  for (int p = 0; p < 2; ++p) {
+    threads.emplace_back([&, p] {
+      statuses[p] = executors[p]->Run({{"a", Tensor::Int(Shape{{"n", 4}}, a[p])},
+                                       {"b", Tensor::Int(Shape{{"m", 2}}, b[p])}},
+                                      {"y", "sb"});
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  ASSERT_OK(statuses[0]);
+  ASSERT_OK(statuses[1]);
+  for (int p = 0; p < 2; ++p) {
+    // y = (a0 + a1) + max(a0, a1); sb = b0 + b1.
+    EXPECT_THAT(executors[p]->OutputSlice("y")->ints(), ElementsAre(21, 4, 63, 8));
+    EXPECT_THAT(executors[p]->OutputSlice("sb")->ints(), ElementsAre(12, 14));
+    // At y (the first reader of sa and ma) every waiting allreduce runs: SUM {sa, sb} fused (6
+    // elements), then MAX {ma} (4).
+    EXPECT_THAT(comms[p]->counts, ElementsAre(6, 4));
+  }
 }
 
 // PERMUTE along x of a 3-processor mesh (wrapping and zero-filling), and BROADCAST from rank 2.
