@@ -2,6 +2,8 @@
 // side by side with the PyTorch peers (../shared/peers/mlp_bench.py, transformer_bench.py):
 //   - MLP regression (batch 256, d_model 1024, d_ff 4096, biases, SGD lr 1e-3, fp32) on 2 workers:
 //     data parallel (mesh x:2, batch:x) vs torch DDP, model parallel (x:2, d_ff:x) vs torch mp;
+//     like the peer's mp mode (and unlike its DDP mode), our mp graph also computes and allreduces
+//     the input gradient dX (MlpOptions::input_gradient, kept in the variable "x/grad");
 //     each of our steps is one request (Session::RunSteps(1, {}, {loss})), timed at the client;
 //     also the same steps run in one request (RunSteps(steps)), per step = total / steps, which
 //     shows what the per-request path (client -> coordinator -> workers) costs.
