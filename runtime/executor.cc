@@ -1,7 +1,5 @@
 #include "runtime/executor.h"
 
-#include "core/ops.h"
-
 #include <algorithm>
 #include <cstring>
 #include <utility>
@@ -113,24 +111,24 @@ absl::Status Executor::RunPlan(const std::map<std::string, Tensor>& input_slices
   absl::Status s = LoadVariables();
   std::vector<int> pending;  // deferred allreduces
   const int count = program_.instructions_size();
+  int next_due = count + 1;  // the earliest due position among `pending`
   for (int i = 0; s.ok() && i <= count; ++i) {
-    bool flush = false;
-    for (int p : pending) flush = flush || plan.due[p] <= i;
-    if (flush) s = FlushAllReduces(&pending);
+    if (next_due <= i) {
+      s = FlushAllReduces(&pending);
+      next_due = count + 1;
+    }
     if (!s.ok() || i == count) break;
     if (!plan.runs[i]) continue;
     if (plan.due[i] >= 0) {
       pending.push_back(i);
+      next_due = std::min(next_due, plan.due[i]);
       continue;
     }
     const v1::Instruction& instr = program_.instructions(i);
     Tensor out;
     s = RunInstruction(instr, &out, i);
     if (!s.ok()) {
-      s = absl::Status(s.code(),
-                       absl::StrCat("instruction ", i, " (source_op '", instr.source_op(), "', ",
-                                    DescribeInstructionKind(instr, mesh_), ") at processor ",
-                                    CoordinateString(coordinate_), ": ", s.message()));
+      s = InstructionError(i, s);
       break;
     }
     buffers_[instr.output()] = std::move(out);
@@ -504,6 +502,15 @@ absl::Status Executor::RunCollective(const v1::Collective& c, const Tensor& in, 
   return absl::OkStatus();
 }
 
+absl::Status Executor::InstructionError(int index, const absl::Status& s,
+                                        const std::string& note) const {
+  const v1::Instruction& instr = program_.instructions(index);
+  return absl::Status(s.code(),
+                      absl::StrCat("instruction ", index, " (source_op '", instr.source_op(), "', ",
+                                   DescribeInstructionKind(instr, mesh_), note, ") at processor ",
+                                   CoordinateString(coordinate_), ": ", s.message()));
+}
+
 absl::Status Executor::FlushAllReduces(std::vector<int>* pending) {
   // Groups by (sorted mesh axes, op, dtype), in the order their first members appear.
   struct Group {
@@ -535,15 +542,11 @@ absl::Status Executor::FlushAllReduces(std::vector<int>* pending) {
   for (const Group& g : groups) {
     const int first = g.members.front();
     auto fail = [&](const absl::Status& s) {
-      const v1::Instruction& instr = program_.instructions(first);
-      return absl::Status(
-          s.code(), absl::StrCat("instruction ", first, " (source_op '", instr.source_op(), "', ",
-                                 DescribeInstructionKind(instr, mesh_), g.members.size() > 1
-                                     ? absl::StrCat(", fused with ", g.members.size() - 1,
-                                                    " later allreduce(s)")
-                                     : "",
-                                 ") at processor ", CoordinateString(coordinate_), ": ",
-                                 s.message()));
+      return InstructionError(
+          first, s,
+          g.members.size() > 1
+              ? absl::StrCat(", fused with ", g.members.size() - 1, " later allreduce(s)")
+              : "");
     };
     if (g.members.size() == 1) {  // nothing to fuse: the plain path
       const v1::Instruction& instr = program_.instructions(first);

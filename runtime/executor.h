@@ -106,6 +106,9 @@ class Executor {
   // Runs the deferred allreduces `pending` (instruction indices, in program order), fused by
   // (mesh axes, op, dtype); clears it.
   absl::Status FlushAllReduces(std::vector<int>* pending);
+  // `s` prefixed with instruction `index`, its source op and kind (plus `note`) and the processor.
+  absl::Status InstructionError(int index, const absl::Status& s,
+                                const std::string& note = "") const;
   // The plan for `fetches` (null: every instruction, every output pinned), made once and cached.
   const Plan& PlanFor(const std::vector<std::string>* fetches);
   absl::Status RunPlan(const std::map<std::string, Tensor>& input_slices, const Plan& plan);
