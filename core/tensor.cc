@@ -36,23 +36,38 @@ Tensor::Tensor(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape
   }
 }
 
-Tensor Tensor::Uninitialized(DType dtype, Shape shape) {
-  Tensor t;
-  t.dtype_ = dtype;
-  t.shape_ = std::move(shape);
-  // Tests set MESHRT_POISON_UNINITIALIZED=1 (.bazelrc): then these elements are NaN / INT32_MIN,
-  // so a kernel that leaves any of them unwritten fails its comparison instead of passing on
-  // memory that happened to be zero.
+namespace {
+
+// Tests set MESHRT_POISON_UNINITIALIZED=1 (.bazelrc): then uninitialized elements are NaN /
+// INT32_MIN, so a kernel that leaves any of them unwritten fails its comparison instead of passing
+// on memory that happened to be zero (or to hold a recycled buffer's old values).
+bool PoisonUninitialized() {
   static const bool poison = [] {
     const char* v = std::getenv("MESHRT_POISON_UNINITIALIZED");
     return v != nullptr && std::string(v) == "1";
   }();
+  return poison;
+}
+
+}  // namespace
+
+Tensor Tensor::Uninitialized(DType dtype, Shape shape) {
+  return UninitializedFrom(Tensor(), dtype, std::move(shape));
+}
+
+Tensor Tensor::UninitializedFrom(Tensor storage, DType dtype, Shape shape) {
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  const int64_t n = t.shape_.num_elements();
   if (dtype == DType::kFloat32) {
-    t.f32_.resize(t.shape_.num_elements());
-    if (poison) std::fill(t.f32_.begin(), t.f32_.end(), std::nanf(""));
+    if (storage.dtype_ == dtype) t.f32_ = std::move(storage.f32_);
+    t.f32_.resize(n);  // default-initialised: no fill
+    if (PoisonUninitialized()) std::fill(t.f32_.begin(), t.f32_.end(), std::nanf(""));
   } else {
-    t.i32_.resize(t.shape_.num_elements());
-    if (poison) std::fill(t.i32_.begin(), t.i32_.end(), INT32_MIN);
+    if (storage.dtype_ == dtype) t.i32_ = std::move(storage.i32_);
+    t.i32_.resize(n);
+    if (PoisonUninitialized()) std::fill(t.i32_.begin(), t.i32_.end(), INT32_MIN);
   }
   return t;
 }

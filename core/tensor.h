@@ -55,6 +55,9 @@ class Tensor {
   // A tensor whose elements are unspecified until written: for outputs a kernel overwrites whole
   // (KernelRunner::Run's contract), saving the zero-fill and its page faults.
   static Tensor Uninitialized(DType dtype, Shape shape);
+  // The same, reusing `storage`'s memory when it has `dtype` and room for the elements (else
+  // allocating): for recycling buffers without a fresh allocation and its page faults.
+  static Tensor UninitializedFrom(Tensor storage, DType dtype, Shape shape);
   static Tensor Float(Shape shape, std::vector<float> values);  // CHECKs the element count
   static Tensor Int(Shape shape, std::vector<int32_t> values);  // CHECKs the element count
 

@@ -134,12 +134,18 @@ absl::Status Executor::RunPlan(const std::map<std::string, Tensor>& input_slices
     buffers_[instr.output()] = std::move(out);
     // Free internal buffers nothing reads any more (fetchable tensors, inputs and variables stay).
     for (int b : instr.inputs()) {
-      if (Dead(b, i) && b != instr.output()) buffers_[b].reset();
+      if (Dead(b, i) && b != instr.output()) Recycle(b);
     }
   }
   StoreVariables(/*step_succeeded=*/s.ok());
   plan_ = nullptr;
   return s;
+}
+
+void Executor::Recycle(int b) {
+  if (!buffers_[b].has_value()) return;
+  pool_.Release(*std::move(buffers_[b]));
+  buffers_[b].reset();
 }
 
 const Executor::Plan& Executor::PlanFor(const std::vector<std::string>* fetches) {
@@ -287,6 +293,7 @@ absl::Status Executor::SetVariable(const std::string& name, Tensor slice) {
 }
 
 absl::Status Executor::Prepare(const std::map<std::string, Tensor>& input_slices) {
+  for (int b = 0; b < static_cast<int>(buffers_.size()); ++b) Recycle(b);  // the last step's
   buffers_.clear();
   auto mesh = Mesh::FromProto(program_.mesh());
   if (!mesh.ok()) return Invalid(absl::StrCat("program mesh: ", mesh.status().message()));
@@ -360,7 +367,7 @@ absl::Status Executor::RunInstruction(const v1::Instruction& instr, Tensor* out,
 
   if (instr.kind_case() == v1::Instruction::kLocal) {
     if (kernels_ == nullptr) return absl::FailedPreconditionError("the executor has no kernels");
-    *out = Tensor::Uninitialized(*dtype, shape);  // the kernel writes every element
+    *out = pool_.Take(*dtype, shape);  // uninitialized: the kernel writes every element
     const OpInfo* info = FindOp(instr.local().type());
     if (info != nullptr && info->needs_slice_begin && instr.has_global_shape()) {
       // The kernel computes values from global positions (e.g. random numbers by global index):

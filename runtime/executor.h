@@ -35,6 +35,7 @@
 #include "core/shape.h"
 #include "core/tensor.h"
 #include "proto/program.pb.h"
+#include "runtime/buffer_pool.h"
 #include "runtime/communicator.h"
 
 namespace meshrt {
@@ -112,6 +113,8 @@ class Executor {
   // The plan for `fetches` (null: every instruction, every output pinned), made once and cached.
   const Plan& PlanFor(const std::vector<std::string>* fetches);
   absl::Status RunPlan(const std::map<std::string, Tensor>& input_slices, const Plan& plan);
+  // Gives buffer `b`'s storage (if any) to pool_ and empties it.
+  void Recycle(int b);
   // True when instruction `instruction` is the last reader of internal buffer `buffer`.
   bool Dead(int buffer, int instruction) const;
   // Moves each variable's slice into its buffer (initialising missing ones).
@@ -132,7 +135,8 @@ class Executor {
   Mesh mesh_;  // parsed from the program by Run
   std::vector<std::optional<Tensor>> buffers_;
   std::map<std::string, Tensor> variables_;
-  std::map<int, std::string> state_buffers_;  // buffer -> variable its value moved into
+  std::map<int, std::string> state_buffers_;
+  BufferPool pool_;  // storage of dead buffers, for later outputs  // buffer -> variable its value moved into
   std::map<std::vector<std::string>, Plan> plans_;  // by sorted fetches; {"\x01all"}: Run(feeds)
   const Plan* plan_ = nullptr;                      // the running step's
 };
