@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/reference_kernels.h"
 #include "core/status_macros.h"
+#include "kernels/fast_math.h"
 #include "kernels/transpose.h"
 
 namespace meshrt {
@@ -257,7 +258,7 @@ absl::Status Unary(UnaryOp op, float scalar, const Tensor& x, Tensor* out) {
       apply([](float v) { return v > 0.0f ? v : 0.0f; });
       break;
     case UnaryOp::kExp:
-      apply([](float v) { return std::exp(v); });
+      ExpArray(in, 0.0f, o, n);
       break;
     case UnaryOp::kNeg:
       apply([](float v) { return -v; });
@@ -281,7 +282,7 @@ absl::Status Unary(UnaryOp op, float scalar, const Tensor& x, Tensor* out) {
       apply([](float v) { return std::tanh(v); });
       break;
     case UnaryOp::kSigmoid:
-      apply([](float v) { return 1.0f / (1.0f + std::exp(-v)); });
+      SigmoidArray(in, o, n);
       break;
     case UnaryOp::kGelu:
       apply([](float v) {

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/reference_kernels.h"
 #include "core/status_macros.h"
+#include "kernels/fast_math.h"
 #include "kernels/transpose.h"
 
 namespace meshrt {
@@ -159,21 +160,47 @@ void SoftmaxRows(const float* p, int64_t n, int64_t row, bool log, float* o) {
   for (int64_t start = 0; start < n; start += row) {
     const float* x = p + start;
     float* y = o + start;
-    float m = x[0];
-    for (int64_t j = 1; j < row; ++j) m = std::max(m, x[j]);
-    float sum = 0;
-    for (int64_t j = 0; j < row; ++j) {
-      // Masked logits (-1e9) underflow to exactly 0: skip expf's slow underflow path.
-      const float d = x[j] - m;
-      const float e = d < -104.0f ? 0.0f : std::exp(d);
-      sum += e;
-      if (!log) y[j] = e;
-    }
+    const float m = MaxArray(x, row);
+    ExpArray(x, m, y, row);  // masked logits (-1e9) give exactly 0
+    const float sum = SumArray(y, row);
     if (log) {
-      const float lse = std::log(sum);
-      for (int64_t j = 0; j < row; ++j) y[j] = x[j] - m - lse;
+      const float shift = m + std::log(sum);
+      for (int64_t j = 0; j < row; ++j) y[j] = x[j] - shift;
     } else {
       const float inv = 1.0f / sum;
+      for (int64_t j = 0; j < row; ++j) y[j] *= inv;
+    }
+  }
+}
+
+// True when `t` is absent or holds exactly x's last `r` dims in x's order: then element j of a
+// contiguous row of x pairs with t's element j.
+bool RowAligned(const Tensor* t, const Shape& x, int r) {
+  if (t == nullptr) return true;
+  if (t->shape().rank() != r) return false;
+  for (int i = 0; i < r; ++i) {
+    if (t->shape().dim(i) != x.dim(x.rank() - r + i)) return false;
+  }
+  return true;
+}
+
+// Layer / RMS norm of each contiguous row: mean, centred sum of squares, then one pass that
+// scales and shifts. Same arithmetic as the general path, without its scratch tensors.
+void NormalizeRows(const float* p, int64_t n, int64_t row, const float* scale, const float* bias,
+                   float epsilon, bool rms, float* o) {
+  for (int64_t start = 0; start < n; start += row) {
+    const float* x = p + start;
+    float* y = o + start;
+    const float mean = rms ? 0.0f : SumArray(x, row) / static_cast<float>(row);
+    for (int64_t j = 0; j < row; ++j) y[j] = x[j] - mean;
+    const float inv = 1.0f / std::sqrt(DotArray(y, y, row) / static_cast<float>(row) + epsilon);
+    if (scale != nullptr && bias != nullptr) {
+      for (int64_t j = 0; j < row; ++j) y[j] = y[j] * inv * scale[j] + bias[j];
+    } else if (scale != nullptr) {
+      for (int64_t j = 0; j < row; ++j) y[j] = y[j] * inv * scale[j];
+    } else if (bias != nullptr) {
+      for (int64_t j = 0; j < row; ++j) y[j] = y[j] * inv + bias[j];
+    } else {
       for (int64_t j = 0; j < row; ++j) y[j] *= inv;
     }
   }
@@ -216,7 +243,7 @@ void ReduceRaw(ReduceKind kind, const float* in, const Shape& in_shape, float* o
       ReduceInOrder<MaxOp>(in, in_shape, m.data(), kept);
       std::vector<float> e = Broadcast(m.data(), kept, in_shape);
       if (scratch_bytes != nullptr) *scratch_bytes += (in_n + 2 * m.size()) * sizeof(float);
-      for (int64_t i = 0; i < in_n; ++i) e[i] = std::exp(in[i] - e[i]);
+      ExpDiffArray(in, e.data(), e.data(), in_n);
       ReduceInOrder<SumOp>(e.data(), in_shape, s.data(), kept);
       for (size_t k = 0; k < s.size(); ++k) s[k] = std::log(s[k]) + m[k];
       PermuteCopy(s.data(), kept, out, out_shape);
@@ -251,20 +278,14 @@ absl::Status Softmax(const Tensor& x, const std::vector<std::string>& dims, bool
   ReduceInOrder<MaxOp>(p, xs, stat.data(), kept);
   std::vector<float> buf = Broadcast(stat.data(), kept, xs);
   if (!log) {
-    for (int64_t i = 0; i < n; ++i) {
-      // Masked logits (-1e9) underflow to exactly 0: skip expf's slow underflow path.
-      const float d = p[i] - buf[i];
-      o[i] = d < -104.0f ? 0.0f : std::exp(d);
-    }
+    ExpDiffArray(p, buf.data(), o, n);
     ReduceInOrder<SumOp>(o, xs, stat.data(), kept);
     PermuteCopy(stat.data(), kept, buf.data(), xs);
     for (int64_t i = 0; i < n; ++i) o[i] /= buf[i];
     return absl::OkStatus();
   }
-  for (int64_t i = 0; i < n; ++i) {
-    o[i] = p[i] - buf[i];
-    buf[i] = o[i] < -104.0f ? 0.0f : std::exp(o[i]);
-  }
+  for (int64_t i = 0; i < n; ++i) o[i] = p[i] - buf[i];
+  ExpArray(o, 0.0f, buf.data(), n);
   ReduceInOrder<SumOp>(buf.data(), xs, stat.data(), kept);
   for (float& v : stat) v = std::log(v);
   PermuteCopy(stat.data(), kept, buf.data(), xs);
@@ -318,6 +339,13 @@ absl::Status Normalize(const Tensor& x, const Tensor* scale, const Tensor* bias,
   const float count = static_cast<float>(n / kept.num_elements());
   const float* p = x.f32();
   float* o = out->f32();
+  const int r = static_cast<int>(dims.size());
+  if (TrailingDims(xs, dims) && out->shape() == xs && RowAligned(scale, xs, r) &&
+      RowAligned(bias, xs, r)) {
+    NormalizeRows(p, n, n / kept.num_elements(), scale != nullptr ? scale->f32() : nullptr,
+                  bias != nullptr ? bias->f32() : nullptr, epsilon, rms, o);
+    return absl::OkStatus();
+  }
   std::vector<float> stat(kept.num_elements());
   std::vector<float> buf(n);
   if (rms) {
@@ -360,10 +388,8 @@ absl::Status SoftmaxCrossEntropy(const Tensor& logits, const Tensor& targets, Te
   ReduceInOrder<MaxOp>(l, ls, stat.data(), kept);
   std::vector<float> z = Broadcast(stat.data(), kept, ls);
   std::vector<float> buf(n);
-  for (int64_t i = 0; i < n; ++i) {
-    z[i] = l[i] - z[i];
-    buf[i] = std::exp(z[i]);
-  }
+  for (int64_t i = 0; i < n; ++i) z[i] = l[i] - z[i];
+  ExpArray(z.data(), 0.0f, buf.data(), n);
   ReduceInOrder<SumOp>(buf.data(), ls, stat.data(), kept);
   for (float& v : stat) v = std::log(v);
   PermuteCopy(stat.data(), kept, buf.data(), ls);  // buf = log of the sum, per row
