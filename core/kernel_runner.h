@@ -24,6 +24,15 @@ class KernelRunner {
   // Thread-safe: one runner may serve several threads.
   virtual absl::Status Run(const v1::Op& op, absl::Span<const Tensor* const> inputs,
                            Tensor* output) const = 0;
+
+  // *output += alpha * einsum(inputs) for an "einsum" `op`, `output` holding the values to add to
+  // (the executor fuses w - lr * einsum(...) this way). Runners without such a path return
+  // Unimplemented, and the executor runs the ops one by one instead.
+  virtual absl::Status RunEinsumAccumulate(const v1::Op& op,
+                                           absl::Span<const Tensor* const> inputs, float alpha,
+                                           Tensor* output) const {
+    return absl::UnimplementedError("this kernel runner has no fused einsum-accumulate");
+  }
 };
 
 // The naive, obviously-correct kernels (core/reference_kernels.cc). Never null; lives forever.

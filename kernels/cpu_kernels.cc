@@ -186,6 +186,17 @@ class CpuRunner : public KernelRunner {
     return absl::Status(s->code(),
                         absl::StrCat("op '", op.name(), "' (", op.type(), "): ", s->message()));
   }
+
+  absl::Status RunEinsumAccumulate(const v1::Op& op, absl::Span<const Tensor* const> inputs,
+                                   float alpha, Tensor* output) const override {
+    if (op.type() != "einsum") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("op '", op.name(), "' is a ", op.type(), ", not an einsum"));
+    }
+    const absl::Status s = kernels::EinsumAccumulate(inputs, alpha, output);
+    if (s.ok()) return s;
+    return absl::Status(s.code(), absl::StrCat("op '", op.name(), "' (einsum): ", s.message()));
+  }
 };
 
 }  // namespace

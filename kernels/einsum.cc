@@ -108,19 +108,23 @@ Shape Canonical(const std::map<std::string, int64_t>& sizes,
   return Shape(std::move(dims));
 }
 
-void Gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
-          const float* b, int64_t ldb, float* c, int64_t ldc, EinsumStats* stats) {
+// C = alpha * op(A) . op(B) + beta * C.
+void Gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+          int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc,
+          EinsumStats* stats) {
   ++stats->gemm_calls;
   if (m * n * k <= kSmallGemm) {
-    LoopSgemm(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, ldc);
+    LoopSgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   } else {
-    GetBlas().Sgemm(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, ldc);
+    GetBlas().Sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   }
 }
 
-// Runs `plan` for shapes without size-1 dims (those PlanContraction planned).
+// Runs `plan` for shapes without size-1 dims (those PlanContraction planned): c = alpha * A.B +
+// beta * c. beta != 0 needs a plan without copy_c (CHECKed).
 void Execute(const EinsumPlan& p, const float* a, Shape as, const float* b, Shape bs, float* c,
-             const Shape& cs, EinsumStats* stats) {
+             const Shape& cs, EinsumStats* stats, float alpha = 1.0f, float beta = 0.0f) {
+  MESHRT_CHECK(beta == 0.0f || !p.copy_c, "einsum: accumulating through a permuted result");
   std::map<std::string, int64_t> sizes;
   for (const Shape* s : std::initializer_list<const Shape*>{&as, &bs, &cs}) {
     for (const Dim& d : s->dims()) sizes[d.name] = d.size;
@@ -160,7 +164,10 @@ void Execute(const EinsumPlan& p, const float* a, Shape as, const float* b, Shap
   StridedIterator it(batch_sizes, {la->batch_strides, lb->batch_strides, lc->batch_strides});
   if (p.m_size == 1 && p.n_size == 1 && p.k_size == 1) {
     // Every dim is a batch dim: an elementwise product (e.g. a gradient x * dy), not GEMMs.
-    for (; !it.done(); it.Next()) gemm_c[it.offset(2)] = a[it.offset(0)] * b[it.offset(1)];
+    for (; !it.done(); it.Next()) {
+      float& out = gemm_c[it.offset(2)];
+      out = alpha * a[it.offset(0)] * b[it.offset(1)] + (beta == 0.0f ? 0.0f : beta * out);
+    }
     if (p.copy_c) PermuteCopy(c_buf.data(), gemm_cs, c, cs);
     return;
   }
@@ -169,11 +176,11 @@ void Execute(const EinsumPlan& p, const float* a, Shape as, const float* b, Shap
     const float* pb = b + it.offset(1);
     float* pc = gemm_c + it.offset(2);
     if (!lc->trans) {
-      Gemm(la->trans, lb->trans, p.m_size, p.n_size, p.k_size, pa, la->ld, pb, lb->ld, pc, lc->ld,
-           stats);
+      Gemm(la->trans, lb->trans, p.m_size, p.n_size, p.k_size, alpha, pa, la->ld, pb, lb->ld, beta,
+           pc, lc->ld, stats);
     } else {  // C stored [N, M]: C^T = B^T . A^T
-      Gemm(!lb->trans, !la->trans, p.n_size, p.m_size, p.k_size, pb, lb->ld, pa, la->ld, pc, lc->ld,
-           stats);
+      Gemm(!lb->trans, !la->trans, p.n_size, p.m_size, p.k_size, alpha, pb, lb->ld, pa, la->ld,
+           beta, pc, lc->ld, stats);
     }
   }
   if (p.copy_c) PermuteCopy(c_buf.data(), gemm_cs, c, cs);
@@ -329,15 +336,16 @@ absl::StatusOr<EinsumPlan> PlanContraction(const Shape& a_in, const Shape& b_in,
   return p;
 }
 
-absl::Status Einsum(absl::Span<const Tensor* const> inputs, Tensor* out, EinsumStats* stats) {
-  EinsumStats local;
-  if (stats == nullptr) stats = &local;
+namespace {
+
+// The checks Einsum documents: float32 everywhere, one size per dim name.
+absl::Status CheckEinsum(absl::Span<const Tensor* const> inputs, const Tensor& out) {
   if (inputs.empty()) return absl::InvalidArgumentError("einsum needs at least one input");
-  if (out->dtype() != DType::kFloat32) {
+  if (out.dtype() != DType::kFloat32) {
     return absl::UnimplementedError("the fast einsum takes float32 only");
   }
   std::map<std::string, int64_t> sizes;
-  for (const Dim& d : out->shape().dims()) sizes[d.name] = d.size;
+  for (const Dim& d : out.shape().dims()) sizes[d.name] = d.size;
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (inputs[i]->dtype() != DType::kFloat32) {
       return absl::UnimplementedError(absl::StrCat("input ", i, " is ",
@@ -353,6 +361,15 @@ absl::Status Einsum(absl::Span<const Tensor* const> inputs, Tensor* out, EinsumS
       }
     }
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status Einsum(absl::Span<const Tensor* const> inputs, Tensor* out, EinsumStats* stats) {
+  EinsumStats local;
+  if (stats == nullptr) stats = &local;
+  RETURN_IF_ERROR(CheckEinsum(inputs, *out));
   std::vector<Operand> ops;
   for (const Tensor* t : inputs) ops.push_back(Operand{t->f32(), t->shape(), nullptr});
   if (ops.size() == 1) {
@@ -404,6 +421,41 @@ absl::Status Einsum(absl::Span<const Tensor* const> inputs, Tensor* out, EinsumS
     ops.push_back(Operand{buf->data(), std::move(best_result), buf});
   }
   Contract(ops[0].data, ops[0].shape, ops[1].data, ops[1].shape, out->f32(), out->shape(), stats);
+  return absl::OkStatus();
+}
+
+absl::Status EinsumAccumulate(absl::Span<const Tensor* const> inputs, float alpha, Tensor* out,
+                              EinsumStats* stats) {
+  EinsumStats local;
+  if (stats == nullptr) stats = &local;
+  RETURN_IF_ERROR(CheckEinsum(inputs, *out));
+  if (inputs.size() == 2) {
+    // A plain GEMM shape (nothing to pre-sum or broadcast, result written in place): beta = 1.
+    const Shape as = DropUnitDims(inputs[0]->shape()), bs = DropUnitDims(inputs[1]->shape());
+    const Shape cs = DropUnitDims(out->shape());
+    auto in_two = [&](const Shape& x, const Shape& y, const Shape& z) {
+      for (const Dim& d : x.dims()) {
+        if (!y.Contains(d.name) && !z.Contains(d.name)) return false;
+      }
+      return true;
+    };
+    if (in_two(as, bs, cs) && in_two(bs, as, cs) && in_two(cs, as, bs)) {
+      absl::StatusOr<EinsumPlan> plan = PlanContraction(as, bs, cs);
+      if (plan.ok() && !plan->copy_c) {
+        ++stats->contractions;
+        ++stats->accumulating_gemms;
+        Execute(*plan, inputs[0]->f32(), as, inputs[1]->f32(), bs, out->f32(), cs, stats, alpha,
+                1.0f);
+        return absl::OkStatus();
+      }
+    }
+  }
+  Tensor product = Tensor::Uninitialized(DType::kFloat32, out->shape());
+  RETURN_IF_ERROR(Einsum(inputs, &product, stats));
+  stats->scratch_bytes += 4 * product.num_elements();
+  float* o = out->f32();
+  const float* p = product.f32();
+  for (int64_t i = 0; i < out->num_elements(); ++i) o[i] += alpha * p[i];
   return absl::OkStatus();
 }
 

@@ -35,6 +35,7 @@ struct EinsumStats {
   int permute_copies = 0;     // operands or results copied into another dim order
   int presums = 0;            // operands with dims summed out before the contraction
   int gemm_calls = 0;         // GEMMs issued (one per batch element)
+  int accumulating_gemms = 0; // EinsumAccumulate calls that added inside the GEMM (beta = 1)
   int contractions = 0;       // pairwise contractions
 };
 
@@ -61,6 +62,14 @@ absl::StatusOr<EinsumPlan> PlanContraction(const Shape& a, const Shape& b, const
 // the dim otherwise). `stats` (optional, borrowed) accumulates what the call did.
 absl::Status Einsum(absl::Span<const Tensor* const> inputs, Tensor* out,
                     EinsumStats* stats = nullptr);
+
+// *out += alpha * einsum(inputs), `out` holding the values to add to: e.g. an SGD step,
+// w - lr * (x^T . dy), made by the gradient's GEMM with beta = 1 instead of writing the gradient
+// and reading it back twice. Two-input contractions whose result needs no permutation, pre-sum or
+// broadcast run that way; others compute the einsum into scratch and add it. Same checks and
+// errors as Einsum.
+absl::Status EinsumAccumulate(absl::Span<const Tensor* const> inputs, float alpha, Tensor* out,
+                              EinsumStats* stats = nullptr);
 
 }  // namespace kernels
 }  // namespace meshrt

@@ -176,3 +176,81 @@ TEST(EinsumTest, RejectsMismatchedSizesAndOtherDtypes) {
 }  // namespace
 }  // namespace kernels
 }  // namespace meshrt
+
+namespace meshrt {
+namespace kernels {
+namespace {
+
+// out + alpha * einsum(inputs), by Einsum and a plain loop.
+Tensor Expected(std::vector<const Tensor*> inputs, const Tensor& out, float alpha) {
+  Tensor product(DType::kFloat32, out.shape());
+  EXPECT_TRUE(Einsum(inputs, &product).ok());
+  Tensor want = out;
+  for (int64_t i = 0; i < want.num_elements(); ++i) want.f32()[i] += alpha * product.f32()[i];
+  return want;
+}
+
+TEST(EinsumAccumulateTest, GemmShapesAddInsideTheGemm) {
+  struct Case {
+    const char* a;
+    const char* b;
+    const char* out;
+  };
+  // Plain, transposed operands, C^T, batched, and an SGD-like weight update x^T . dy.
+  for (const Case& c : {Case{"m:64,k:32", "k:32,n:48", "m:64,n:48"},
+                        Case{"k:32,m:64", "n:48,k:32", "m:64,n:48"},
+                        Case{"m:64,k:32", "k:32,n:48", "n:48,m:64"},
+                        Case{"b:3,m:8,k:5", "b:3,k:5,n:7", "b:3,m:8,n:7"},
+                        Case{"b:3,m:8,k:5", "b:3,k:5,n:7", "n:7,b:3,m:8"},  // strided C^T
+                        Case{"batch:16,d_model:24", "batch:16,d_ff:40", "d_model:24,d_ff:40"},
+                        Case{"a:8,c:16", "c:16,a:8", "a:8,c:16"}}) {
+    SCOPED_TRACE(std::string(c.a) + " x " + c.b + " -> " + c.out);
+    const Tensor ta = Random(c.a, 1), tb = Random(c.b, 2);
+    Tensor out = Random(c.out, 3);
+    const Tensor want = Expected({&ta, &tb}, out, -0.25f);
+    EinsumStats stats;
+    const Tensor* inputs[] = {&ta, &tb};
+    ASSERT_TRUE(EinsumAccumulate(inputs, -0.25f, &out, &stats).ok());
+    EXPECT_LE(MaxRelativeError(out, want), 1e-5);
+    EXPECT_EQ(stats.accumulating_gemms, 1);
+    EXPECT_EQ(stats.scratch_bytes, 0);
+  }
+}
+
+TEST(EinsumAccumulateTest, OtherShapesGoThroughScratch) {
+  struct Case {
+    std::vector<const char*> in;
+    const char* out;
+  };
+  // A dim to pre-sum, a broadcast dim, three inputs, one input.
+  for (const Case& c : {Case{{"m:6,k:5,s:4", "k:5,n:7"}, "m:6,n:7"},
+                        Case{{"m:6,k:5", "k:5,n:7"}, "r:2,m:6,n:7"},
+                        Case{{"m:6,k:5", "k:5,j:4", "j:4,n:7"}, "m:6,n:7"},
+                        Case{{"m:6,k:5"}, "m:6"}}) {
+    SCOPED_TRACE(c.out);
+    std::vector<Tensor> tensors;
+    for (size_t i = 0; i < c.in.size(); ++i) tensors.push_back(Random(c.in[i], 10 + i));
+    std::vector<const Tensor*> inputs;
+    for (const Tensor& t : tensors) inputs.push_back(&t);
+    Tensor out = Random(c.out, 4);
+    const Tensor want = Expected(inputs, out, 0.5f);
+    EinsumStats stats;
+    ASSERT_TRUE(EinsumAccumulate(inputs, 0.5f, &out, &stats).ok());
+    EXPECT_LE(MaxRelativeError(out, want), 1e-5);
+    EXPECT_EQ(stats.accumulating_gemms, 0);
+    EXPECT_GT(stats.scratch_bytes, 0);
+  }
+}
+
+TEST(EinsumAccumulateTest, RejectsWhatEinsumRejects) {
+  const Tensor a = Random("m:4,k:3", 1), b = Random("k:5,n:2", 2);
+  Tensor out = Random("m:4,n:2", 3);
+  const Tensor* inputs[] = {&a, &b};
+  const absl::Status s = EinsumAccumulate(inputs, 1.0f, &out);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("'k'"), std::string::npos) << s;
+}
+
+}  // namespace
+}  // namespace kernels
+}  // namespace meshrt

@@ -126,14 +126,17 @@ absl::Status Executor::RunPlan(const std::map<std::string, Tensor>& input_slices
     }
     const v1::Instruction& instr = program_.instructions(i);
     Tensor out;
-    s = RunInstruction(instr, &out, i);
-    if (!s.ok()) {
-      s = InstructionError(i, s);
-      break;
+    auto fused = plan.fused.find(i);
+    if (fused == plan.fused.end()) {
+      s = RunInstruction(instr, &out, i);
+      if (!s.ok()) s = InstructionError(i, s);
+    } else {
+      s = RunFusedUpdate(i, fused->second, &out);  // names the failing instruction itself
     }
+    if (!s.ok()) break;
     buffers_[instr.output()] = std::move(out);
     // Free internal buffers nothing reads any more (fetchable tensors, inputs and variables stay).
-    for (int b : instr.inputs()) {
+    for (int b : ReadsOf(plan, i)) {
       if (Dead(b, i) && b != instr.output()) Recycle(b);
     }
   }
@@ -190,11 +193,12 @@ const Executor::Plan& Executor::PlanFor(const std::vector<std::string>* fetches)
       }
     }
   }
+  if (fetches != nullptr) FuseScaledEinsums(&plan);
   plan.last_reader.assign(n, -1);
   std::vector<int> first_reader(n, count);  // of each buffer, among running instructions
   for (int i = 0; i < count; ++i) {
     if (!plan.runs[i]) continue;
-    for (int b : program_.instructions(i).inputs()) {
+    for (int b : ReadsOf(plan, i)) {
       if (valid(b)) plan.last_reader[b] = i;
       if (valid(b) && first_reader[b] == count) first_reader[b] = i;
     }
@@ -215,6 +219,125 @@ const Executor::Plan& Executor::PlanFor(const std::vector<std::string>* fetches)
     plan.pinned[instr.inputs(0)] = true;  // read when the group runs, maybe after its last reader
   }
   return plans_.emplace(std::move(key), std::move(plan)).first->second;
+}
+
+void Executor::FuseScaledEinsums(Plan* plan) const {
+  const int n = std::max(program_.num_buffers(), 0);
+  const int count = program_.instructions_size();
+  auto valid = [&](int b) { return b >= 0 && b < n; };
+  std::vector<int> readers(n, 0), writer(n, -1);  // writer: -1 none, -2 several
+  for (int i = 0; i < count; ++i) {
+    if (!plan->runs[i]) continue;
+    const v1::Instruction& instr = program_.instructions(i);
+    for (int b : instr.inputs()) {
+      if (valid(b)) ++readers[b];
+    }
+    if (valid(instr.output())) writer[instr.output()] = writer[instr.output()] == -1 ? i : -2;
+  }
+  auto local = [&](int i, const char* type, int inputs) {
+    const v1::Instruction& instr = program_.instructions(i);
+    return plan->runs[i] && instr.kind_case() == v1::Instruction::kLocal &&
+           instr.local().type() == type && instr.inputs_size() == inputs;
+  };
+  // The one running writer of a buffer read once and not pinned, or -1.
+  auto single_use_writer = [&](int b) {
+    return valid(b) && readers[b] == 1 && !plan->pinned[b] && writer[b] >= 0 ? writer[b] : -1;
+  };
+  // Whether a running instruction in (from, to) writes buffer b.
+  auto written_between = [&](int b, int from, int to) {
+    for (int j = from + 1; j < to; ++j) {
+      if (plan->runs[j] && program_.instructions(j).output() == b) return true;
+    }
+    return false;
+  };
+  for (int s = 0; s < count; ++s) {
+    const bool sub = local(s, "sub", 2);
+    if (!sub && !local(s, "add", 2)) continue;
+    const v1::Instruction& si = program_.instructions(s);
+    for (int mul_input : {1, 0}) {
+      if (sub && mul_input == 0) continue;  // x - m only
+      const int m = single_use_writer(si.inputs(mul_input));
+      if (m < 0 || m >= s || !local(m, "mul", 2)) continue;
+      const v1::Instruction& mi = program_.instructions(m);
+      for (int einsum_input : {0, 1}) {
+        const int e = single_use_writer(mi.inputs(einsum_input));
+        if (e < 0 || e >= m || !plan->runs[e]) continue;
+        const v1::Instruction& ei = program_.instructions(e);
+        if (ei.kind_case() != v1::Instruction::kLocal || ei.local().type() != "einsum") continue;
+        // The einsum's inputs and the scalar are read at s instead: they must not change before.
+        bool stable = !written_between(mi.inputs(1 - einsum_input), m, s);
+        for (int b : ei.inputs()) stable = stable && !written_between(b, e, s);
+        if (!stable) continue;
+        plan->fused[s] = FusedUpdate{e, m, mul_input, einsum_input};
+        plan->runs[e] = plan->runs[m] = false;
+        break;
+      }
+      if (plan->fused.count(s) != 0) break;
+    }
+  }
+}
+
+std::vector<int> Executor::ReadsOf(const Plan& plan, int i) const {
+  const v1::Instruction& instr = program_.instructions(i);
+  std::vector<int> reads(instr.inputs().begin(), instr.inputs().end());
+  auto fused = plan.fused.find(i);
+  if (fused != plan.fused.end()) {
+    for (int op : {fused->second.einsum, fused->second.mul}) {
+      for (int b : program_.instructions(op).inputs()) reads.push_back(b);
+    }
+  }
+  return reads;
+}
+
+absl::Status Executor::RunFusedUpdate(int s_index, const FusedUpdate& f, Tensor* out) {
+  const v1::Instruction& si = program_.instructions(s_index);
+  const v1::Instruction& mi = program_.instructions(f.mul);
+  const v1::Instruction& ei = program_.instructions(f.einsum);
+  auto get = [&](int b) -> const Tensor* {
+    return b >= 0 && b < static_cast<int>(buffers_.size()) && buffers_[b].has_value()
+               ? &*buffers_[b]
+               : nullptr;
+  };
+  const Tensor* x = get(si.inputs(1 - f.mul_input));
+  const Tensor* scalar = get(mi.inputs(1 - f.einsum_input));
+  std::vector<const Tensor*> inputs;
+  bool fits = kernels_ != nullptr && x != nullptr && scalar != nullptr &&
+              x->dtype() == DType::kFloat32 && scalar->dtype() == DType::kFloat32 &&
+              scalar->shape().rank() == 0 && si.dtype() == v1::DT_FLOAT32;
+  for (int b : ei.inputs()) {
+    inputs.push_back(get(b));
+    fits = fits && inputs.back() != nullptr && inputs.back()->dtype() == DType::kFloat32;
+  }
+  auto shape = Shape::FromProto(si.slice_shape(), "slice_shape");
+  auto e_shape = Shape::FromProto(ei.slice_shape(), "slice_shape");
+  auto m_shape = Shape::FromProto(mi.slice_shape(), "slice_shape");
+  fits = fits && shape.ok() && e_shape.ok() && m_shape.ok() && *shape == *e_shape &&
+         *shape == *m_shape && x->shape() == *shape;
+  if (fits) {
+    const float s = scalar->f32()[0];
+    const bool sub = si.local().type() == "sub";
+    *out = pool_.Take(DType::kFloat32, *shape);
+    std::memcpy(out->f32(), x->f32(), sizeof(float) * x->num_elements());
+    absl::Status st = kernels_->RunEinsumAccumulate(ei.local(), inputs, sub ? -s : s, out);
+    if (st.ok()) {
+      ++fused_updates_;
+      return st;
+    }
+    if (st.code() != absl::StatusCode::kUnimplemented) return InstructionError(f.einsum, st);
+    pool_.Release(std::move(*out));
+  }
+  // One by one, as the program says.
+  for (int i : {f.einsum, f.mul}) {
+    const v1::Instruction& instr = program_.instructions(i);
+    Tensor t;
+    absl::Status st = RunInstruction(instr, &t, i);
+    if (!st.ok()) return InstructionError(i, st);
+    buffers_[instr.output()] = std::move(t);
+  }
+  absl::Status st = RunInstruction(si, out, s_index);
+  Recycle(ei.output());
+  Recycle(mi.output());
+  return st.ok() ? st : InstructionError(s_index, st);
 }
 
 bool Executor::Dead(int buffer, int instruction) const {

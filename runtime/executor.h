@@ -82,6 +82,9 @@ class Executor {
   // Forgets every slice: the next Run initialises them again.
   void ResetVariables() { variables_.clear(); }
 
+  // How many times an update x -/+ s * einsum(...) ran as one accumulating GEMM (see Plan).
+  int64_t fused_updates() const { return fused_updates_; }
+
  private:
   // Checks the program's structure and the feeds; fills buffers_ with the feeds.
   absl::Status Prepare(const std::map<std::string, Tensor>& input_slices);
@@ -95,6 +98,19 @@ class Executor {
   // mesh axes, op and dtype packed into one collective. The data-parallel gradient allreduces of
   // a backward pass, each waiting for the optimizer, become one. Every processor derives the same
   // plan from the same program and fetches, so all make the same calls.
+  //
+  // Scaled einsum updates are fused: an instruction S = sub(x, mul(einsum(...), s)) (or add, in
+  // either order; s a scalar), whose einsum and mul results nothing else reads, runs as
+  // out = x + alpha * einsum(...) in the einsum's GEMM (beta = 1), alpha = -s or s. That is SGD's
+  // w - lr * grad when the gradient needs no allreduce (model-parallel weights): the gradient is
+  // never written out and read back twice. The einsum and the mul do not run at their own
+  // positions; their inputs stay alive until S. Shapes are checked when S runs; anything unusual
+  // (or a KernelRunner without RunEinsumAccumulate) runs the three ops one by one there instead.
+  struct FusedUpdate {
+    int einsum = -1, mul = -1;  // instruction positions
+    int mul_input = 1;          // which input of S is the mul's result
+    int einsum_input = 0;       // which input of the mul is the einsum's result
+  };
   struct Plan {
     std::vector<bool> runs;         // instruction -> part of the step
     std::vector<int> due;           // instruction -> -1, or (deferred) the position it must
@@ -102,7 +118,15 @@ class Executor {
     std::vector<int> last_reader;   // buffer -> last running instruction reading it (-1: none)
     std::vector<bool> pinned;       // inputs, fetched outputs, variables, deferred allreduces'
                                     // inputs: never freed early
+    std::map<int, FusedUpdate> fused;  // S -> the einsum and mul it runs with
   };
+  // Finds the fusable updates among the running instructions of `plan` (before its buffers'
+  // readers are counted).
+  void FuseScaledEinsums(Plan* plan) const;
+  // The buffers instruction `i` reads under `plan`, including those of the ops fused into it.
+  std::vector<int> ReadsOf(const Plan& plan, int i) const;
+  // Runs update S with its fused einsum and mul into `out`.
+  absl::Status RunFusedUpdate(int s_index, const FusedUpdate& f, Tensor* out);
   static constexpr int64_t kFuseBytes = 1 << 20;
   // Runs the deferred allreduces `pending` (instruction indices, in program order), fused by
   // (mesh axes, op, dtype); clears it.
@@ -136,7 +160,8 @@ class Executor {
   std::vector<std::optional<Tensor>> buffers_;
   std::map<std::string, Tensor> variables_;
   std::map<int, std::string> state_buffers_;
-  BufferPool pool_;  // storage of dead buffers, for later outputs  // buffer -> variable its value moved into
+  BufferPool pool_;  // storage of dead buffers, for later outputs
+  int64_t fused_updates_ = 0;  // buffer -> variable its value moved into
   std::map<std::vector<std::string>, Plan> plans_;  // by sorted fetches; {"\x01all"}: Run(feeds)
   const Plan* plan_ = nullptr;                      // the running step's
 };

@@ -11,6 +11,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "runtime/local_communicator.h"
+#include "kernels/cpu_kernels.h"
 #include "runtime/test_kernels.h"
 
 namespace meshrt {
@@ -470,6 +471,86 @@ TEST(ExecutorCollectivesTest, PermuteNeedsOneAxisAndBroadcastAValidRoot) {
     Executor e(program, {0}, &kernels, hub.communicator(0));
     absl::Status s = e.Run({{"a", Tensor::Int(Shape{{"n", 2}}, {1, 2})}});
     EXPECT_TRUE(StatusIs(s, absl::StatusCode::kInvalidArgument, {message})) << collective;
+  }
+}
+
+}  // namespace
+}  // namespace meshrt
+
+namespace meshrt {
+namespace {
+
+// y = w - lr * einsum(a, b) (or w + lr * ..., `op` "add"), with g = einsum(a, b) an output too.
+v1::Program ScaledEinsumUpdate(const std::string& op) {
+  return ParseProgram(absl::StrReplaceAll(R"pb(
+    mesh { dims { name: "x" size: 1 } }
+    num_buffers: 7
+    inputs { name: "a" buffer: 0 dtype: DT_FLOAT32 layout { mesh_axis: [ -1, -1 ] }
+             shape { dims { name: "m" size: 3 } dims { name: "k" size: 2 } } }
+    inputs { name: "b" buffer: 1 dtype: DT_FLOAT32 layout { mesh_axis: [ -1, -1 ] }
+             shape { dims { name: "k" size: 2 } dims { name: "n" size: 4 } } }
+    inputs { name: "w" buffer: 2 dtype: DT_FLOAT32 layout { mesh_axis: [ -1, -1 ] }
+             shape { dims { name: "m" size: 3 } dims { name: "n" size: 4 } } }
+    inputs { name: "lr" buffer: 3 dtype: DT_FLOAT32 shape {} }
+    instructions { output: 4 inputs: [ 0, 1 ] dtype: DT_FLOAT32 source_op: "g"
+                   slice_shape { dims { name: "m" size: 3 } dims { name: "n" size: 4 } }
+                   local { type: "einsum" } }
+    instructions { output: 5 inputs: [ 4, 3 ] dtype: DT_FLOAT32 source_op: "scaled"
+                   slice_shape { dims { name: "m" size: 3 } dims { name: "n" size: 4 } }
+                   local { type: "mul" } }
+    instructions { output: 6 inputs: [ $IN ] dtype: DT_FLOAT32 source_op: "y"
+                   slice_shape { dims { name: "m" size: 3 } dims { name: "n" size: 4 } }
+                   local { type: "$OP" } }
+    outputs { name: "y" buffer: 6 dtype: DT_FLOAT32 layout { mesh_axis: [ -1, -1 ] }
+              shape { dims { name: "m" size: 3 } dims { name: "n" size: 4 } } }
+    outputs { name: "g" buffer: 4 dtype: DT_FLOAT32 layout { mesh_axis: [ -1, -1 ] }
+              shape { dims { name: "m" size: 3 } dims { name: "n" size: 4 } } }
+  )pb", {{"$OP", op}, {"$IN", op == "sub" ? "2, 5" : "5, 2"}}));
+}
+
+TEST(ExecutorFusionTest, ScaledEinsumUpdatesRunAsOneAccumulatingGemm) {
+  const Tensor a = Tensor::Float(Shape{{"m", 3}, {"k", 2}}, {1, 2, 3, 4, 5, 6});
+  const Tensor b = Tensor::Float(Shape{{"k", 2}, {"n", 4}}, {1, 0, -1, 2, 0.5, 1, 2, -3});
+  const Tensor w = Tensor::Float(Shape{{"m", 3}, {"n", 4}}, {10, 11, 12, 13, 14, 15, 16, 17, 18,
+                                                              19, 20, 21});
+  const Tensor lr = Tensor::Float(Shape{}, {0.5f});
+  const std::map<std::string, Tensor> feeds = {{"a", a}, {"b", b}, {"w", w}, {"lr", lr}};
+  for (const std::string op : {"sub", "add"}) {
+    SCOPED_TRACE(op);
+    const float sign = op == "sub" ? -1.0f : 1.0f;
+    std::vector<float> want(12);
+    for (int i = 0; i < 3; ++i) {
+      for (int j = 0; j < 4; ++j) {
+        float g = 0;
+        for (int k = 0; k < 2; ++k) g += a.f32()[i * 2 + k] * b.f32()[k * 4 + j];
+        want[i * 4 + j] = w.f32()[i * 4 + j] + sign * 0.5f * g;
+      }
+    }
+    const v1::Program program = ScaledEinsumUpdate(op);
+    LocalCollectiveHub hub(*Mesh::Parse("x:1"));
+    Executor fast(program, {0}, &CpuKernels(), hub.communicator(0));
+    ASSERT_OK(fast.Run(feeds, {"y"}));
+    EXPECT_EQ(fast.fused_updates(), 1);
+    EXPECT_THAT(fast.OutputSlice("y")->floats(), testing::Pointwise(testing::FloatEq(), want));
+    // The gradient itself is fetched: it must exist, so nothing is fused.
+    ASSERT_OK(fast.Run(feeds, {"y", "g"}));
+    EXPECT_EQ(fast.fused_updates(), 1);
+    EXPECT_THAT(fast.OutputSlice("y")->floats(), testing::Pointwise(testing::FloatEq(), want));
+    // A runner without RunEinsumAccumulate: the three ops run one by one at y, same result.
+    Executor plain(program, {0}, &ReferenceKernels(), hub.communicator(0));
+    ASSERT_OK(plain.Run(feeds, {"y"}));
+    EXPECT_EQ(plain.fused_updates(), 0);
+    EXPECT_THAT(plain.OutputSlice("y")->floats(), testing::Pointwise(testing::FloatEq(), want));
+    // A non-scalar "learning rate" does not fit the fused path: one by one.
+    std::map<std::string, Tensor> bad = feeds;
+    bad["lr"] = Tensor::Float(Shape{{"m", 3}, {"n", 4}}, std::vector<float>(12, 0.5f));
+    v1::Program wide = program;
+    wide.mutable_inputs(3)->mutable_shape()->CopyFrom(program.inputs(2).shape());
+    wide.mutable_inputs(3)->mutable_layout()->CopyFrom(program.inputs(2).layout());
+    Executor widened(wide, {0}, &CpuKernels(), hub.communicator(0));
+    ASSERT_OK(widened.Run(bad, {"y"}));
+    EXPECT_EQ(widened.fused_updates(), 0);
+    EXPECT_THAT(widened.OutputSlice("y")->floats(), testing::Pointwise(testing::FloatEq(), want));
   }
 }
 
