@@ -13,7 +13,8 @@
 //     workers) vs transformer_bench.py --mode dp / mp / dpmp; tokens/s = batch*length / step time.
 // Interleaved: for each configuration, ours (a fresh cluster, stopped afterwards) then the peer,
 // and the whole sequence `--reps` times. Reported: the median over reps of each run's median step
-// time. Peers run as `OPENBLAS_CORETYPE=SkylakeX /usr/bin/python3 <peer> ...` (OpenBLAS 0.3.21
+// time. Peers run as `OPENBLAS_CORETYPE=SkylakeX /usr/bin/python3 <peer> ...` (--peer_coretype
+// changes the core; OpenBLAS 0.3.21
 // falls back to its slow Prescott kernel on this CPU otherwise, ../shared/PLATFORM.md); our workers
 // choose their kernel themselves (kernels/blas.h) and the table header shows the one their logs
 // name.
@@ -83,6 +84,7 @@ struct Flags {
   std::string peers_dir = "/work/shared/peers";
   std::string perf_dir;
   bool explain = false;
+  std::string peer_coretype = "SkylakeX";
 };
 
 // One run of ours: per-step times (RunSteps(1) each) and the per-step time of the
@@ -258,7 +260,7 @@ double Field(const std::string& line, const std::string& key) {
 PeerRun RunPeer(const Config& c, const Flags& f) {
   const std::string script = absl::StrCat(f.peers_dir, "/", c.model, "_bench.py");
   const std::string cmd =
-      absl::StrCat("OPENBLAS_CORETYPE=SkylakeX ", kPython, " ", script, " ", c.peer_args,
+      absl::StrCat("OPENBLAS_CORETYPE=", f.peer_coretype, " ", kPython, " ", script, " ", c.peer_args,
                    " --steps ", f.steps, " --warmup ", f.warmup, " 2>&1");
   std::fprintf(stderr, "  peer: %s\n", cmd.c_str());
   PeerRun run;
@@ -319,7 +321,7 @@ int Main(int argc, char** argv) {
   Flags f;
   FlagSet flags(
       "train_bench [--reps N] [--steps N] [--warmup N] [--only mlp|transformer] "
-      "[--skip_peers] [--perf_dir DIR] [--explain]",
+      "[--skip_peers] [--perf_dir DIR] [--explain] [--peer_coretype CORE]",
       "Training steps of the MLP and the Transformer LM on a local cluster vs the "
       "PyTorch peers, interleaved.");
   flags.Int("reps", &f.reps, "runs of every configuration (ours then the peer), default 2");
@@ -331,6 +333,9 @@ int Main(int argc, char** argv) {
   flags.String("perf_dir", &f.perf_dir,
                "profile ours with perf record (one more run per configuration) into DIR");
   flags.Bool("explain", &f.explain, "print each session's layout report");
+  flags.String("peer_coretype", &f.peer_coretype,
+               "OPENBLAS_CORETYPE for the peers (default SkylakeX, as ../shared/PLATFORM.md "
+               "prescribes; set it to our workers' core for a same-kernel comparison)");
   auto parsed = flags.Parse(argc, argv);
   if (!parsed.ok() || flags.help()) {
     if (!parsed.ok()) std::fprintf(stderr, "%s\n", parsed.status().ToString().c_str());
@@ -430,9 +435,9 @@ int Main(int argc, char** argv) {
       static_cast<long long>(f.reps), static_cast<long long>(f.warmup),
       static_cast<long long>(f.steps), minutes);
   std::printf(
-      "ours: workers' BLAS: %s. peers: OPENBLAS_CORETYPE=SkylakeX, OpenBLAS core %s, 1 "
+      "ours: workers' BLAS: %s. peers: OPENBLAS_CORETYPE=%s, OpenBLAS core %s, 1 "
       "thread/rank.\n\n",
-      blas.c_str(), peers ? peer_core.c_str() : "n/a (skipped)");
+      blas.c_str(), f.peer_coretype.c_str(), peers ? peer_core.c_str() : "n/a (skipped)");
 
   bool any_mlp = false, any_tr = false;
   for (const Config& c : configs) (c.model == "mlp" ? any_mlp : any_tr) = true;

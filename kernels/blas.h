@@ -10,7 +10,11 @@
 //   MESHRT_BLAS_CORETYPE=default  leave OPENBLAS_CORETYPE and OpenBLAS's own detection alone
 //   MESHRT_BLAS_CORETYPE=<name>   sets OPENBLAS_CORETYPE=<name> (e.g. Haswell)
 //   unset, OPENBLAS_CORETYPE set  respected
-//   otherwise                     AVX-512 F+DQ+BW+VL -> SkylakeX; AVX2+FMA -> Haswell; else none
+//   otherwise                     AMD with AVX2+FMA -> Haswell; AVX-512 F+DQ+BW+VL -> SkylakeX;
+//                                 AVX2+FMA -> Haswell; else none
+// Why Haswell on AMD even with AVX-512: Zen 4 runs 512-bit FMAs as two 256-bit halves, and
+// OpenBLAS 0.3.21's AVX2 kernel measured faster than its SkylakeX one there (sgemm 256x1024x2048:
+// ~105 vs ~97 GFLOP/s, one thread; the MLP training step of //bench:train_bench 4-6% faster).
 // Threads: MESHRT_BLAS_THREADS (>= 1), default 1 (workers run one process per core).
 //
 // Thread-safety: GetBlas() initialises once (std::call_once) and may be called from any thread;
@@ -39,6 +43,7 @@ struct CpuFeatures {
   bool avx512vl = false;
   bool avx2 = false;
   bool fma = false;
+  bool amd = false;  // vendor AuthenticAMD
 
   static CpuFeatures Detect();
   bool HasAvx512() const { return avx512f && avx512dq && avx512bw && avx512vl; }

@@ -19,6 +19,12 @@ CpuFeatures Avx512() {
   return f;
 }
 
+CpuFeatures AmdAvx512() {
+  CpuFeatures f = Avx512();
+  f.amd = true;
+  return f;
+}
+
 CpuFeatures Avx2() {
   CpuFeatures f;
   f.avx2 = f.fma = true;
@@ -37,6 +43,8 @@ TEST(ChooseCoretypeTest, FollowsTheDocumentedRules) {
   const CoretypeCase cases[] = {
       {nullptr, nullptr, Avx512(), "SkylakeX", "CPU has AVX-512"},
       {nullptr, nullptr, Avx2(), "Haswell", "AVX2+FMA"},
+      {nullptr, nullptr, AmdAvx512(), "Haswell", "AMD CPU with AVX2+FMA"},
+      {"SkylakeX", nullptr, AmdAvx512(), "SkylakeX", "MESHRT_BLAS_CORETYPE=SkylakeX"},
       {nullptr, nullptr, CpuFeatures(), std::nullopt, "OpenBLAS's own detection"},
       {nullptr, "Zen", Avx512(), std::nullopt, "OPENBLAS_CORETYPE=Zen set by the user"},
       {"", "", Avx512(), "SkylakeX", "CPU has AVX-512"},
@@ -64,9 +72,10 @@ TEST(GetBlasTest, LoadsAFastCoreOnThisCpu) {
   EXPECT_THAT(blas.config(), HasSubstr("OpenBLAS"));
   EXPECT_EQ(blas.threads(), 1);
   EXPECT_NE(blas.raw_sgemm(), nullptr);
-  if (CpuFeatures::Detect().HasAvx512()) {
+  const CpuFeatures cpu = CpuFeatures::Detect();
+  if (cpu.HasAvx512() || (cpu.avx2 && cpu.fma)) {
     EXPECT_NE(blas.corename(), "Prescott") << "the slow-kernel trap: see PLATFORM.md";
-    EXPECT_EQ(blas.corename(), "SkylakeX");
+    EXPECT_EQ(blas.corename(), cpu.amd || !cpu.HasAvx512() ? "Haswell" : "SkylakeX");
   }
 }
 
