@@ -13,11 +13,11 @@
 //     workers) vs transformer_bench.py --mode dp / mp / dpmp; tokens/s = batch*length / step time.
 // Interleaved: for each configuration, ours (a fresh cluster, stopped afterwards) then the peer,
 // and the whole sequence `--reps` times. Reported: the median over reps of each run's median step
-// time. Peers run as `OPENBLAS_CORETYPE=SkylakeX /usr/bin/python3 <peer> ...` (--peer_coretype
-// changes the core; OpenBLAS 0.3.21
-// falls back to its slow Prescott kernel on this CPU otherwise, ../shared/PLATFORM.md); our workers
-// choose their kernel themselves (kernels/blas.h) and the table header shows the one their logs
-// name.
+// time. Peers run as `OPENBLAS_CORETYPE=SkylakeX /usr/bin/python3 <peer> ...` (OpenBLAS 0.3.21
+// falls back to its slow Prescott kernel on Intel family 6 model 207 otherwise,
+// ../shared/PLATFORM.md; --peer_coretype picks another core, e.g. ours for a same-kernel
+// comparison); our workers choose their kernel themselves (kernels/blas.h) and the table header
+// shows the one their logs name.
 //
 //   bazel run -c opt //bench:train_bench [-- --reps 2 --steps 30 --warmup 5 --only mlp|transformer
 //                                           --skip_peers --perf_dir /tmp/prof]
