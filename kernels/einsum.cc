@@ -433,21 +433,14 @@ absl::Status EinsumAccumulate(absl::Span<const Tensor* const> inputs, float alph
     // A plain GEMM shape (nothing to pre-sum or broadcast, result written in place): beta = 1.
     const Shape as = DropUnitDims(inputs[0]->shape()), bs = DropUnitDims(inputs[1]->shape());
     const Shape cs = DropUnitDims(out->shape());
-    auto in_two = [&](const Shape& x, const Shape& y, const Shape& z) {
-      for (const Dim& d : x.dims()) {
-        if (!y.Contains(d.name) && !z.Contains(d.name)) return false;
-      }
-      return true;
-    };
-    if (in_two(as, bs, cs) && in_two(bs, as, cs) && in_two(cs, as, bs)) {
-      absl::StatusOr<EinsumPlan> plan = PlanContraction(as, bs, cs);
-      if (plan.ok() && !plan->copy_c) {
-        ++stats->contractions;
-        ++stats->accumulating_gemms;
-        Execute(*plan, inputs[0]->f32(), as, inputs[1]->f32(), bs, out->f32(), cs, stats, alpha,
-                1.0f);
-        return absl::OkStatus();
-      }
+    // PlanContraction refuses dims to pre-sum or broadcast (in one of a, b, c only).
+    absl::StatusOr<EinsumPlan> plan = PlanContraction(as, bs, cs);
+    if (plan.ok() && !plan->copy_c) {
+      ++stats->contractions;
+      ++stats->accumulating_gemms;
+      Execute(*plan, inputs[0]->f32(), as, inputs[1]->f32(), bs, out->f32(), cs, stats, alpha,
+              1.0f);
+      return absl::OkStatus();
     }
   }
   Tensor product = Tensor::Uninitialized(DType::kFloat32, out->shape());
