@@ -59,9 +59,11 @@ void ExpArray(const float* in, float shift, float* out, int64_t n);
 void ExpDiffArray(const float* a, const float* b, float* out, int64_t n);
 // out[i] = 1 / (1 + FastExp(-in[i])).
 void SigmoidArray(const float* in, float* out, int64_t n);
-// Sum and maximum of in[0..n) (-inf when n == 0), in 16 independent lanes.
+// Sum, maximum and minimum of in[0..n) (0, -inf, +inf when n == 0), in 16 independent lanes
+// (the order std::max / std::min would give, lane by lane).
 float SumArray(const float* in, int64_t n);
 float MaxArray(const float* in, int64_t n);
+float MinArray(const float* in, int64_t n);
 // Sum of a[i] * b[i], in 16 independent lanes.
 float DotArray(const float* a, const float* b, int64_t n);
 

@@ -62,6 +62,9 @@ TEST(FastMathArraysTest, AgreeWithScalarFormulasAtEveryLength) {
     }
     EXPECT_NEAR(SumArray(a.data(), n), sum, 1e-3);
     EXPECT_EQ(MaxArray(a.data(), n), max);
+    float min = std::numeric_limits<float>::infinity();
+    for (int64_t i = 0; i < n; ++i) min = std::min(min, a[i]);
+    EXPECT_EQ(MinArray(a.data(), n), min);
     double dot = 0;
     for (int64_t i = 0; i < n; ++i) dot += static_cast<double>(a[i]) * b[i];
     EXPECT_NEAR(DotArray(a.data(), b.data(), n), dot, 1e-3);

@@ -16,36 +16,23 @@ namespace meshrt {
 namespace kernels {
 namespace {
 
-// Independent partial results let the compiler keep them in vector registers (float addition is
-// not associative, so it will not reorder a single accumulator by itself).
-constexpr int kLanes = 16;
-
+// Each reduction's identity, pairwise combine and whole-row fold (kernels/fast_math.h, in
+// independent vector lanes).
 struct SumOp {
   static float Init() { return 0.0f; }
   static float Combine(float a, float b) { return a + b; }
+  static float FoldRow(const float* p, int64_t n) { return SumArray(p, n); }
 };
 struct MaxOp {
   static float Init() { return -std::numeric_limits<float>::infinity(); }
   static float Combine(float a, float b) { return std::max(a, b); }
+  static float FoldRow(const float* p, int64_t n) { return MaxArray(p, n); }
 };
 struct MinOp {
   static float Init() { return std::numeric_limits<float>::infinity(); }
   static float Combine(float a, float b) { return std::min(a, b); }
+  static float FoldRow(const float* p, int64_t n) { return MinArray(p, n); }
 };
-
-template <typename Op>
-float FoldRow(const float* p, int64_t n) {
-  float acc[kLanes];
-  std::fill(acc, acc + kLanes, Op::Init());
-  int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) {
-    for (int j = 0; j < kLanes; ++j) acc[j] = Op::Combine(acc[j], p[i + j]);
-  }
-  float r = Op::Init();
-  for (; i < n; ++i) r = Op::Combine(r, p[i]);
-  for (int j = 0; j < kLanes; ++j) r = Op::Combine(r, acc[j]);
-  return r;
-}
 
 template <typename Op>
 void FoldIntoRow(const float* p, int64_t n, float* out) {
@@ -73,7 +60,7 @@ void ReduceInOrder(const float* in, const Shape& in_shape, float* out, const Sha
     const float* row = in + it.offset(0);
     float* o = out + it.offset(1);
     if (last_reduced) {
-      *o = Op::Combine(*o, FoldRow<Op>(row, n));
+      *o = Op::Combine(*o, Op::FoldRow(row, n));
     } else {
       FoldIntoRow<Op>(row, n, o);
     }
