@@ -136,9 +136,9 @@ absl::Status Executor::RunPlan(const std::map<std::string, Tensor>& input_slices
     if (!s.ok()) break;
     buffers_[instr.output()] = std::move(out);
     // Free internal buffers nothing reads any more (fetchable tensors, inputs and variables stay).
-    for (int b : ReadsOf(plan, i)) {
+    ForEachRead(plan, i, [&](int b) {
       if (Dead(b, i) && b != instr.output()) Recycle(b);
-    }
+    });
   }
   StoreVariables(/*step_succeeded=*/s.ok());
   plan_ = nullptr;
@@ -198,10 +198,10 @@ const Executor::Plan& Executor::PlanFor(const std::vector<std::string>* fetches)
   std::vector<int> first_reader(n, count);  // of each buffer, among running instructions
   for (int i = 0; i < count; ++i) {
     if (!plan.runs[i]) continue;
-    for (int b : ReadsOf(plan, i)) {
+    ForEachRead(plan, i, [&](int b) {
       if (valid(b)) plan.last_reader[b] = i;
       if (valid(b) && first_reader[b] == count) first_reader[b] = i;
-    }
+    });
   }
   // Deferrable: small SUM/MAX/... allreduces of one valid input (malformed ones run in place
   // and report their error there).
@@ -220,6 +220,16 @@ const Executor::Plan& Executor::PlanFor(const std::vector<std::string>* fetches)
   }
   return plans_.emplace(std::move(key), std::move(plan)).first->second;
 }
+
+namespace {
+
+bool SameSliceShape(const v1::Instruction& a, const v1::Instruction& b) {
+  auto x = Shape::FromProto(a.slice_shape(), "slice_shape");
+  auto y = Shape::FromProto(b.slice_shape(), "slice_shape");
+  return x.ok() && y.ok() && *x == *y;
+}
+
+}  // namespace
 
 void Executor::FuseScaledEinsums(Plan* plan) const {
   const int n = std::max(program_.num_buffers(), 0);
@@ -264,6 +274,8 @@ void Executor::FuseScaledEinsums(Plan* plan) const {
         if (e < 0 || e >= m || !plan->runs[e]) continue;
         const v1::Instruction& ei = program_.instructions(e);
         if (ei.kind_case() != v1::Instruction::kLocal || ei.local().type() != "einsum") continue;
+        // One declared slice shape for the three (the accumulation writes x's layout).
+        if (!SameSliceShape(ei, mi) || !SameSliceShape(ei, si)) continue;
         // The einsum's inputs and the scalar are read at s instead: they must not change before.
         bool stable = !written_between(mi.inputs(1 - einsum_input), m, s);
         for (int b : ei.inputs()) stable = stable && !written_between(b, e, s);
@@ -275,18 +287,6 @@ void Executor::FuseScaledEinsums(Plan* plan) const {
       if (plan->fused.count(s) != 0) break;
     }
   }
-}
-
-std::vector<int> Executor::ReadsOf(const Plan& plan, int i) const {
-  const v1::Instruction& instr = program_.instructions(i);
-  std::vector<int> reads(instr.inputs().begin(), instr.inputs().end());
-  auto fused = plan.fused.find(i);
-  if (fused != plan.fused.end()) {
-    for (int op : {fused->second.einsum, fused->second.mul}) {
-      for (int b : program_.instructions(op).inputs()) reads.push_back(b);
-    }
-  }
-  return reads;
 }
 
 absl::Status Executor::RunFusedUpdate(int s_index, const FusedUpdate& f, Tensor* out) {
@@ -308,11 +308,8 @@ absl::Status Executor::RunFusedUpdate(int s_index, const FusedUpdate& f, Tensor*
     inputs.push_back(get(b));
     fits = fits && inputs.back() != nullptr && inputs.back()->dtype() == DType::kFloat32;
   }
-  auto shape = Shape::FromProto(si.slice_shape(), "slice_shape");
-  auto e_shape = Shape::FromProto(ei.slice_shape(), "slice_shape");
-  auto m_shape = Shape::FromProto(mi.slice_shape(), "slice_shape");
-  fits = fits && shape.ok() && e_shape.ok() && m_shape.ok() && *shape == *e_shape &&
-         *shape == *m_shape && x->shape() == *shape;
+  auto shape = Shape::FromProto(si.slice_shape(), "slice_shape");  // the einsum's too (plan)
+  fits = fits && shape.ok() && x->shape() == *shape;
   if (fits) {
     const float s = scalar->f32()[0];
     const bool sub = si.local().type() == "sub";

@@ -104,8 +104,9 @@ class Executor {
   // out = x + alpha * einsum(...) in the einsum's GEMM (beta = 1), alpha = -s or s. That is SGD's
   // w - lr * grad when the gradient needs no allreduce (model-parallel weights): the gradient is
   // never written out and read back twice. The einsum and the mul do not run at their own
-  // positions; their inputs stay alive until S. Shapes are checked when S runs; anything unusual
-  // (or a KernelRunner without RunEinsumAccumulate) runs the three ops one by one there instead.
+  // positions; their inputs stay alive until S. The three must declare one slice shape; the
+  // operands are checked when S runs, and anything unusual there (a non-scalar s, another dtype,
+  // a KernelRunner without RunEinsumAccumulate) runs the three ops one by one instead.
   struct FusedUpdate {
     int einsum = -1, mul = -1;  // instruction positions
     int mul_input = 1;          // which input of S is the mul's result
@@ -123,8 +124,17 @@ class Executor {
   // Finds the fusable updates among the running instructions of `plan` (before its buffers'
   // readers are counted).
   void FuseScaledEinsums(Plan* plan) const;
-  // The buffers instruction `i` reads under `plan`, including those of the ops fused into it.
-  std::vector<int> ReadsOf(const Plan& plan, int i) const;
+  // Calls f(buffer) for each buffer instruction `i` reads under `plan`, including those of the ops
+  // fused into it (once per read, in order).
+  template <typename F>
+  void ForEachRead(const Plan& plan, int i, F f) const {
+    for (int b : program_.instructions(i).inputs()) f(b);
+    auto fused = plan.fused.find(i);
+    if (fused == plan.fused.end()) return;
+    for (int op : {fused->second.einsum, fused->second.mul}) {
+      for (int b : program_.instructions(op).inputs()) f(b);
+    }
+  }
   // Runs update S with its fused einsum and mul into `out`.
   absl::Status RunFusedUpdate(int s_index, const FusedUpdate& f, Tensor* out);
   static constexpr int64_t kFuseBytes = 1 << 20;
@@ -159,9 +169,9 @@ class Executor {
   Mesh mesh_;  // parsed from the program by Run
   std::vector<std::optional<Tensor>> buffers_;
   std::map<std::string, Tensor> variables_;
-  std::map<int, std::string> state_buffers_;
-  BufferPool pool_;  // storage of dead buffers, for later outputs
-  int64_t fused_updates_ = 0;  // buffer -> variable its value moved into
+  std::map<int, std::string> state_buffers_;  // buffer -> variable its value moved into
+  BufferPool pool_;                           // storage of dead buffers, for later outputs
+  int64_t fused_updates_ = 0;
   std::map<std::vector<std::string>, Plan> plans_;  // by sorted fetches; {"\x01all"}: Run(feeds)
   const Plan* plan_ = nullptr;                      // the running step's
 };
