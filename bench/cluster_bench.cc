@@ -76,8 +76,7 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "cluster: %s\n", std::string(cluster.status().message()).c_str());
     return 1;
   }
-  ClientOptions co;
-  co.address = (*cluster)->address();
+  ClientOptions co = (*cluster)->client_options();
   auto client = Client::Connect(co);
   if (!client.ok()) return 1;
 

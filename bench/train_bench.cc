@@ -201,8 +201,7 @@ OursRun RunOurs(const Config& c, const models::TrainGraph& tg, const Flags& f,
   options.log_dir = pattern;
   auto cluster = LocalCluster::Start(options);
   if (!cluster.ok()) Fail("starting the local cluster", cluster.status());
-  ClientOptions co;
-  co.address = (*cluster)->address();
+  ClientOptions co = (*cluster)->client_options();
   auto client = Client::Connect(co);
   if (!client.ok()) Fail("connecting", client.status());
   Mesh mesh = Mesh::Parse(c.mesh).value();

@@ -17,6 +17,7 @@
 #include "client/client.h"
 #include "client/local_cluster.h"
 #include "core/status_macros.h"
+#include "rpc/auth.h"
 #include "util/flags.h"
 
 namespace meshrt {
@@ -98,7 +99,7 @@ absl::StatusOr<TensorMap> RunOnCluster(const ClusterTarget& target, const Graph&
       results = WithContext(cluster.status(), "cannot start the local cluster");
     } else {
       results =
-          RunThroughClient((*cluster)->address(), SecurityOptions(), graph, layout, feeds, fetches);
+          RunThroughClient((*cluster)->address(), (*cluster)->client_security(), graph, layout, feeds, fetches);
     }
   }  // the cluster stops here
   if (!results.ok()) {
@@ -134,6 +135,7 @@ absl::Status StatusCommand(const std::vector<std::string>& args, CliIo io) {
   ClientOptions options;
   options.address = coordinator;
   options.security = security;
+  options.prefer_operator_token = true;
   ASSIGN_OR_RETURN(std::unique_ptr<Client> client, Client::Connect(options));
   ASSIGN_OR_RETURN(v1::ListWorkersResponse list, client->ListWorkers());
   io.out << "coordinator " << coordinator << ": " << list.workers_size() << " worker(s), "
@@ -228,6 +230,9 @@ absl::Status LocalCommand(const std::vector<std::string>& args, CliIo io) {
   options.workers = static_cast<int>(workers);
   options.port = static_cast<int>(port);
   options.log_dir = log_dir;
+  // In the default credentials dir, so `meshrt run/train/status --coordinator` on this machine
+  // find the generated tokens without flags.
+  options.credentials_dir = DefaultCredentialsDir();
   absl::Status status;
   {
     absl::StatusOr<std::unique_ptr<LocalCluster>> cluster = LocalCluster::Start(options);
@@ -236,6 +241,10 @@ absl::Status LocalCommand(const std::vector<std::string>& args, CliIo io) {
     } else {
       io.out << "meshrt local: coordinator at " << (*cluster)->address() << " with " << workers
              << " workers; Ctrl-C to stop" << std::endl;
+      io.out << "meshrt local: client token " << (*cluster)->client_security().auth_token_file
+             << " (meshrt commands on this machine use it by themselves; give it to others "
+                "with --auth_token_file)"
+             << std::endl;
       while (!g_stop_requested.load()) absl::SleepFor(absl::Milliseconds(100));
       io.out << "meshrt local: stopping" << std::endl;
     }

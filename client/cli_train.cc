@@ -280,7 +280,7 @@ absl::Status RunTraining(const TrainFlags& f, CliIo io, float* final_loss) {
     }
     ClientOptions options;
     options.address = address;
-    if (cluster == nullptr) options.security = f.security;  // the local cluster is plaintext
+    options.security = cluster == nullptr ? f.security : cluster->client_security();
     ASSIGN_OR_RETURN(client, Client::Connect(options));
     ASSIGN_OR_RETURN(session, client->CreateSession(tg->graph.proto(), layout.mesh, layout.rules));
     trainer = std::make_unique<SessionTrainer>(session.get());

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/logging.h"
 #include "proto/coordinator.grpc.pb.h"
+#include "rpc/auth.h"
 #include "rpc/grpc_util.h"
 #include "rpc/step_stream.h"
 
@@ -46,7 +47,17 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& opt
   }
   auto impl = std::make_unique<Impl>();
   impl->options = options;
-  absl::StatusOr<Security> security = LoadSecurity(options.security);
+  SecurityOptions security_options = options.security;
+  if (security_options.auth_token_file.empty()) {
+    const std::string dir = DefaultCredentialsDir();
+    std::optional<std::string> found;
+    if (options.prefer_operator_token) {
+      found = FindGeneratedToken(dir, options.address, kOperatorTokenFile);
+    }
+    if (!found.has_value()) found = FindGeneratedToken(dir, options.address, kClientTokenFile);
+    if (found.has_value()) security_options.auth_token_file = *found;
+  }
+  absl::StatusOr<Security> security = LoadSecurity(security_options);
   if (!security.ok()) return security.status();
   impl->security = *std::move(security);
   auto channel = MakeChannel(options.address, impl->security);

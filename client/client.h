@@ -32,8 +32,12 @@ struct ClientOptions {
   // TLS and the bearer token (rpc/grpc_util.h): tls_ca_file turns TLS on; tls_cert_file and
   // tls_key_file are the client certificate for coordinators that require one; auth_token_file
   // holds the token a coordinator may require. tls_require_client_cert is ignored. Default:
-  // plaintext, no token.
+  // plaintext; with no auth_token_file and a coordinator on this machine's loopback, the client
+  // token that coordinator generated (rpc/auth.h; $MESHRT_HOME or ~/.meshrt, <port>/client.token).
   SecurityOptions security;
+  // Without auth_token_file, look for the generated operator token before the client token (for
+  // commands that show or manage every session, like `meshrt status`).
+  bool prefer_operator_token = false;
 };
 
 class Client;

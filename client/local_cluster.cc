@@ -8,6 +8,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 
 #include "absl/strings/numbers.h"
@@ -15,6 +16,7 @@
 #include "absl/strings/str_join.h"
 #include "client/client.h"
 #include "core/logging.h"
+#include "rpc/auth.h"
 
 namespace meshrt {
 namespace {
@@ -74,11 +76,17 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
   char dir_template[] = "/tmp/meshrt-local-XXXXXX";
   if (mkdtemp(dir_template) == nullptr) return absl::InternalError("cannot make a temp dir");
   const std::string port_file = absl::StrCat(dir_template, "/port");
+  cluster->credentials_dir_ = options.credentials_dir;
+  if (cluster->credentials_dir_.empty()) {
+    cluster->credentials_dir_ = absl::StrCat(dir_template, "/credentials");
+    cluster->own_credentials_dir_ = true;
+  }
 
   std::vector<std::string> argv = options.coordinator_command;
   argv.push_back(absl::StrCat("--port=", options.port));
   argv.push_back("--host=127.0.0.1");
   argv.push_back(absl::StrCat("--port_file=", port_file));
+  argv.push_back(absl::StrCat("--credentials_dir=", cluster->credentials_dir_));
   for (const std::string& f : options.coordinator_flags) argv.push_back(f);
   auto pid = cluster->Spawn(argv, "coordinator");
   if (!pid.ok()) return pid.status();
@@ -102,7 +110,8 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
     absl::SleepFor(absl::Milliseconds(20));
   }
   std::remove(port_file.c_str());
-  rmdir(dir_template);
+  if (!cluster->own_credentials_dir_) rmdir(dir_template);
+  cluster->port_ = port;
   cluster->address_ = absl::StrCat("127.0.0.1:", port);
   for (int i = 0; i < options.workers; ++i) {
     absl::Status s = cluster->AddWorker(-1);
@@ -116,6 +125,29 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
 LocalCluster::~LocalCluster() {
   for (pid_t w : workers_) Stop(w);
   Stop(coordinator_);
+  if (own_credentials_dir_) {
+    std::error_code ignored;  // <tmp>/credentials/<port>/*.token, then <tmp>
+    std::filesystem::remove_all(std::filesystem::path(credentials_dir_).parent_path(), ignored);
+  }
+}
+
+SecurityOptions LocalCluster::client_security() const {
+  SecurityOptions s;
+  s.auth_token_file = GeneratedTokenPath(credentials_dir_, port_, kClientTokenFile);
+  return s;
+}
+
+SecurityOptions LocalCluster::operator_security() const {
+  SecurityOptions s;
+  s.auth_token_file = GeneratedTokenPath(credentials_dir_, port_, kOperatorTokenFile);
+  return s;
+}
+
+ClientOptions LocalCluster::client_options() const {
+  ClientOptions o;
+  o.address = address_;
+  o.security = client_security();
+  return o;
 }
 
 absl::Status LocalCluster::KillWorker(int i) {
@@ -155,6 +187,7 @@ absl::Status LocalCluster::AddWorker(int expected_alive) {
   std::vector<std::string> argv = options_.worker_command;
   argv.push_back(absl::StrCat("--coordinator=", address_));
   argv.push_back("--advertise_address=127.0.0.1");
+  argv.push_back(absl::StrCat("--credentials_dir=", credentials_dir_));
   // Rank = start order, so sessions use the workers in that order.
   argv.push_back(absl::StrCat("--rank=", workers_.size()));
   for (const std::string& f : options_.worker_flags) argv.push_back(f);
@@ -169,6 +202,7 @@ absl::Status LocalCluster::WaitForWorkers(int n, absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;
   ClientOptions co;
   co.address = address_;
+  co.security = operator_security();
   co.connect_timeout = std::max(timeout, absl::Seconds(1));
   auto client = Client::Connect(co);
   if (!client.ok()) return client.status();

@@ -14,6 +14,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "client/client.h"
+#include "rpc/grpc_util.h"
 
 namespace meshrt {
 
@@ -32,6 +34,11 @@ struct LocalClusterOptions {
   absl::Duration startup_timeout = absl::Seconds(30);
   // Where daemon stderr goes; empty = inherit.
   std::string log_dir;
+  // Where the coordinator generates the cluster's tokens (`<dir>/<port>/`, rpc/auth.h) and the
+  // workers find theirs. Empty = a private directory of this cluster's own, removed with it; the
+  // default credentials dir (DefaultCredentialsDir) lets other `meshrt` commands on this machine
+  // find them (`meshrt local`).
+  std::string credentials_dir;
 };
 
 class LocalCluster {
@@ -41,6 +48,12 @@ class LocalCluster {
 
   // "127.0.0.1:PORT".
   const std::string& address() const { return address_; }
+  // What a client of this cluster connects with: its generated client token (client.token) /
+  // operator token.
+  SecurityOptions client_security() const;
+  SecurityOptions operator_security() const;
+  // A ClientOptions for address() with client_security().
+  ClientOptions client_options() const;
   int num_workers() const { return static_cast<int>(workers_.size()); }
   pid_t worker_pid(int i) const { return workers_[i]; }
   // kill -9 of worker i (it stays dead).
@@ -59,6 +72,9 @@ class LocalCluster {
   absl::StatusOr<pid_t> Spawn(const std::vector<std::string>& argv, const std::string& log_name);
 
   LocalClusterOptions options_;
+  std::string credentials_dir_;
+  bool own_credentials_dir_ = false;
+  int port_ = 0;
   std::string address_;
   pid_t coordinator_ = -1;
   std::vector<pid_t> workers_;

@@ -77,6 +77,7 @@ class CheckpointCoordinatorTest : public ::testing::Test {
       v1::RegisterWorkerRequest r;
       r.set_address(address);
       r.set_incarnation("inc-" + address);
+      r.set_secret("secret-of-" + address + "-0123456789");
       ASSERT_TRUE(coordinator_.RegisterWorker(r).ok());
     }
   }

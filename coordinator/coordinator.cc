@@ -25,6 +25,7 @@ struct Coordinator::WorkerEntry {
   std::string address;
   std::string gloo_address;
   std::string incarnation;
+  std::string secret;  // the worker's credential (RegisterWorkerRequest.secret); never listed
   int rank = -1;  // stable rank (pod ordinal), -1 = none
   absl::Time last_heartbeat;
   std::string session;  // empty when free
@@ -34,6 +35,7 @@ struct Coordinator::WorkerEntry {
 
 struct Coordinator::Session {
   std::string id;
+  Caller owner;
   Graph graph;
   v1::Program program;
   Mesh mesh;
@@ -162,7 +164,12 @@ absl::StatusOr<v1::RegisterWorkerResponse> Coordinator::RegisterWorker(
   if (request.address().empty() || request.incarnation().empty()) {
     return absl::InvalidArgumentError("worker registration needs an address and an incarnation id");
   }
-  std::shared_ptr<WorkerClient> client = factory_->Connect(request.address());
+  if (request.secret().size() < 16) {
+    return absl::InvalidArgumentError(
+        "worker registration needs the worker's secret (16 characters or more): the coordinator "
+        "presents it on every call to the worker");
+  }
+  std::shared_ptr<WorkerClient> client = factory_->Connect(request.address(), request.secret());
   std::vector<std::shared_ptr<Session>> to_release;
   v1::RegisterWorkerResponse response;
   {
@@ -226,8 +233,13 @@ absl::Status Coordinator::DeregisterWorker(const v1::DeregisterWorkerRequest& re
   return absl::OkStatus();
 }
 
-v1::ListWorkersResponse Coordinator::ListWorkers() {
+v1::ListWorkersResponse Coordinator::ListWorkers(const Caller& caller) {
   absl::MutexLock lock(&mu_);
+  auto visible = [&](const std::string& id) {
+    if (id.empty() || caller.may_access_any_session()) return true;
+    auto it = sessions_.find(id);
+    return it != sessions_.end() && it->second->owner.name == caller.name;
+  };
   v1::ListWorkersResponse response;
   const absl::Time now = absl::Now();
   for (const auto& [id, w] : workers_) {
@@ -238,10 +250,12 @@ v1::ListWorkersResponse Coordinator::ListWorkers() {
     info->set_incarnation(w->incarnation);
     info->set_rank(w->rank);
     info->set_last_heartbeat_ms_ago(absl::ToInt64Milliseconds(now - w->last_heartbeat));
-    info->set_session(w->session);
+    info->set_session(visible(w->session) ? w->session : "(another client's)");
     for (int64_t c : w->coordinate) info->add_coordinate(c);
   }
-  for (const auto& [id, s] : sessions_) response.add_sessions(id);
+  for (const auto& [id, s] : sessions_) {
+    if (visible(id)) response.add_sessions(id);
+  }
   for (const auto& [id, what] : waiting_) response.add_waiting(what);
   return response;
 }
@@ -285,8 +299,22 @@ std::string Coordinator::DescribeWorkersLocked() const {
 }
 
 absl::StatusOr<v1::CreateSessionResponse> Coordinator::CreateSession(
-    const v1::CreateSessionRequest& request) {
+    const v1::CreateSessionRequest& request, const Caller& caller) {
+  if (request.graph().ops_size() == 0) {
+    return absl::InvalidArgumentError(
+        "CreateSession needs a graph with at least one op (the request's graph is empty)");
+  }
+  if (request.mesh().dims_size() == 0) {
+    return absl::InvalidArgumentError(
+        "CreateSession needs a mesh with at least one dim, e.g. rows:2 (the request's mesh is "
+        "empty)");
+  }
   auto session = std::make_shared<Session>();
+  session->owner = caller;
+  {
+    ASSIGN_OR_RETURN(std::string token, RandomToken());
+    session->id = absl::StrCat("s-", token.substr(0, 32));
+  }
   ASSIGN_OR_RETURN(session->graph, Graph::Build(request.graph()));
   ASSIGN_OR_RETURN(session->mesh, Mesh::FromProto(request.mesh()));
   ASSIGN_OR_RETURN(LayoutRules rules, LayoutRules::FromProto(request.rules(), session->mesh));
@@ -323,7 +351,6 @@ absl::StatusOr<v1::CreateSessionResponse> Coordinator::CreateSession(
             return m.empty() ? std::string() : absl::StrCat(": ", m);
           }());
       if (static_cast<int>(free.size()) >= n) {
-        session->id = absl::StrCat("s", next_session_++);
         for (int p = 0; p < n; ++p) {
           free[p]->session = session->id;
           free[p]->coordinate = mesh.Coordinate(p);
@@ -567,6 +594,18 @@ absl::Status Coordinator::CloseSession(const std::string& id) {
   ReleaseSession(session);
   LogInfo("coordinator: session ", id, " closed");
   return absl::OkStatus();
+}
+
+absl::Status Coordinator::CheckSessionAccess(const std::string& id, const Caller& caller) {
+  absl::MutexLock lock(&mu_);
+  auto it = sessions_.find(id);
+  if (it == sessions_.end()) return absl::NotFoundError(absl::StrCat("no session '", id, "'"));
+  if (caller.may_access_any_session() || it->second->owner.name == caller.name) {
+    return absl::OkStatus();
+  }
+  return absl::PermissionDeniedError(absl::StrCat(
+      "session '", id, "' belongs to another client; only the client that created it (or an "
+      "operator, --operator_token_file) may use it"));
 }
 
 absl::StatusOr<std::shared_ptr<Coordinator::Session>> Coordinator::FindSession(

@@ -32,6 +32,7 @@
 #include "coordinator/worker_client.h"
 #include "core/interpreter.h"
 #include "proto/coordinator.pb.h"
+#include "rpc/auth.h"
 #include "runtime/kv_store.h"
 
 namespace meshrt {
@@ -65,12 +66,23 @@ class Coordinator {
   // the worker and `request.reason()`. NotFound when the id and incarnation name no live worker.
   absl::Status DeregisterWorker(const v1::DeregisterWorkerRequest& request);
   KeyValueStore& kv() { return kv_; }
-  v1::ListWorkersResponse ListWorkers();
+  // The workers, the sessions and the waiting CreateSession calls. A client sees only its own
+  // sessions: other sessions' ids are left out (a worker busy in one shows session "(another
+  // client's)"). Operators see everything.
+  v1::ListWorkersResponse ListWorkers(const Caller& caller = Caller::Trusted());
 
   // Errors: InvalidArgument for a bad graph, mesh or layout, or a mesh needing more workers than
   // are registered (after waiting up to the request's timeout); Unavailable when enough workers
   // are registered but not enough are free; the workers' errors while loading.
-  absl::StatusOr<v1::CreateSessionResponse> CreateSession(const v1::CreateSessionRequest& request);
+  // The session belongs to `caller` (its name): only it and operators may use it afterwards
+  // (CheckSessionAccess). Session ids are random (128 bits), never reused.
+  absl::StatusOr<v1::CreateSessionResponse> CreateSession(const v1::CreateSessionRequest& request,
+                                                          const Caller& caller = Caller::Trusted());
+
+  // OK when `caller` may use session `id`: it created it, or it is an operator. NotFound for an
+  // unknown session, PermissionDenied for another client's. The gRPC adapter calls this before
+  // RunStep, CloseSession and the checkpoint calls.
+  absl::Status CheckSessionAccess(const std::string& id, const Caller& caller);
 
   // `fetches` empty = the graph's outputs. Errors: NotFound for an unknown session;
   // FailedPrecondition for a session that failed earlier (repeating why); InvalidArgument for bad
@@ -132,7 +144,6 @@ class Coordinator {
   std::map<int, std::unique_ptr<WorkerEntry>> workers_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::shared_ptr<Session>> sessions_ ABSL_GUARDED_BY(mu_);
   int next_worker_id_ ABSL_GUARDED_BY(mu_) = 0;
-  int next_session_ ABSL_GUARDED_BY(mu_) = 1;
   // CreateSession calls waiting for workers, by a call number: the mesh they wait for.
   std::map<int, std::string> waiting_ ABSL_GUARDED_BY(mu_);
   int next_wait_ ABSL_GUARDED_BY(mu_) = 0;

@@ -13,6 +13,7 @@
 #include "coordinator/grpc_worker_client.h"
 #include "core/logging.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "rpc/auth.h"
 #include "rpc/grpc_util.h"
 #include "util/flags.h"
 
@@ -26,7 +27,8 @@ void OnSignal(int) { g_stop.store(true); }
 
 int CoordinatorMain(int argc, char** argv) {
   int64_t port = 7070;
-  std::string host = "0.0.0.0";
+  std::string host = "127.0.0.1";
+  CoordinatorCredentialFlags credentials;
   int64_t heartbeat_interval_ms = 1000;
   int64_t heartbeat_timeout_ms = 5000;
   int64_t collective_timeout_ms = 30000;
@@ -39,7 +41,9 @@ int CoordinatorMain(int argc, char** argv) {
                 "(graph + mesh + layout rules) and run steps through it.\n"
                 "Example: meshrt-coordinator --port 7070");
   flags.Int("port", &port, "gRPC port to listen on; 0 picks a free one");
-  flags.String("host", &host, "address to listen on");
+  flags.String("host", &host,
+               "address to listen on; anything but loopback needs TLS or the token flags, or "
+               "--insecure (0.0.0.0 = every interface)");
   flags.Int("heartbeat_interval_ms", &heartbeat_interval_ms, "how often workers heartbeat");
   flags.Int("heartbeat_timeout_ms", &heartbeat_timeout_ms,
             "a worker silent this long is dropped and its session fails");
@@ -53,6 +57,23 @@ int CoordinatorMain(int argc, char** argv) {
             "also serve the standard gRPC health service, alone and in plaintext, on this port "
             "(for Kubernetes' gRPC probes, which cannot speak TLS); 0 = off");
   AddSecurityFlags(&flags, &security_options, /*server=*/true);
+  flags.String("auth_token_file", &credentials.auth_token_file,
+               "file of client tokens, one per line: \"NAME TOKEN\" (NAME owns the sessions the "
+               "token creates) or \"TOKEN\"; default: none given = generate all three tokens in "
+               "--credentials_dir/<port>/");
+  flags.String("operator_token_file", &credentials.operator_token_file,
+               "file with the operator token: may list and close every session");
+  flags.String("cluster_token_file", &credentials.cluster_token_file,
+               "file with the cluster token the workers present (worker registration, heartbeats, "
+               "the KV store); the same file on every worker");
+  flags.String("credentials_dir", &credentials.credentials_dir,
+               "where generated tokens are written (<dir>/<port>/client.token, operator.token, "
+               "cluster.token; mode 0600) and found by the CLI and workers on this machine "
+               "(default: $MESHRT_HOME, else ~/.meshrt)");
+  flags.Bool("insecure", &credentials.insecure,
+             "allow listening beyond loopback without TLS or tokens, and accept any caller for "
+             "every role that has no token: anyone who reaches the port can read sessions and "
+             "models and register workers");
   auto positional = flags.Parse(argc, argv);
   if (!positional.ok()) {
     std::fprintf(stderr, "meshrt-coordinator: %s\n",
@@ -75,6 +96,12 @@ int CoordinatorMain(int argc, char** argv) {
                  "workers it calls with it\n");
     return 2;
   }
+  if (absl::Status s = ServeCheck("meshrt-coordinator", host, security->server_tls(),
+                                  credentials.any_token(), credentials.insecure);
+      !s.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(s.message()).c_str());
+    return 2;
+  }
   signal(SIGINT, OnSignal);
   signal(SIGTERM, OnSignal);
   signal(SIGPIPE, SIG_IGN);
@@ -86,7 +113,7 @@ int CoordinatorMain(int argc, char** argv) {
   options.default_worker_wait = absl::Milliseconds(worker_wait_ms);
   GrpcWorkerClientFactory factory(*security);
   Coordinator coordinator(options, &factory);
-  GrpcCoordinatorService service(&coordinator, *security);
+  GrpcCoordinatorService service(&coordinator, Authenticator({}));
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
@@ -96,9 +123,35 @@ int CoordinatorMain(int argc, char** argv) {
   builder.RegisterService(&service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || bound == 0) {
-    std::fprintf(stderr, "meshrt-coordinator: cannot listen on %s:%lld\n", host.c_str(),
+    std::fprintf(stderr,
+                 "meshrt-coordinator: cannot listen on %s:%lld: the port is in use (by another "
+                 "coordinator?) or the address is not this machine's\n",
+                 host.c_str(),
                  static_cast<long long>(port));
     return 1;
+  }
+  std::string generated;
+  absl::StatusOr<Authenticator::Options> auth =
+      LoadCoordinatorCredentials(credentials, bound, &generated);
+  if (!auth.ok()) {
+    std::fprintf(stderr, "meshrt-coordinator: %s\n", std::string(auth.status().message()).c_str());
+    server->Shutdown(std::chrono::system_clock::now());
+    return 2;
+  }
+  const Authenticator authenticator(*auth);
+  const std::string auth_description = authenticator.Describe();
+  service.SetAuthenticator(authenticator);
+  if (!generated.empty()) {
+    LogInfo("meshrt-coordinator: generated credentials in ", generated, "/ (", kClientTokenFile,
+            " for clients, ", kOperatorTokenFile, ", ", kClusterTokenFile,
+            " for workers); the CLI and workers on this machine find them there");
+  }
+  if (credentials.insecure) {
+    LogWarning("meshrt-coordinator: --insecure: ",
+               credentials.any_token()
+                   ? "roles without a token accept any caller"
+                   : "no credentials: anyone who reaches the port can use every session, read "
+                     "models and register workers");
   }
   std::unique_ptr<grpc::Server> health;
   if (health_port > 0) {
@@ -118,7 +171,8 @@ int CoordinatorMain(int argc, char** argv) {
       std::rename(tmp.c_str(), port_file.c_str());
     }
   }
-  LogInfo("meshrt-coordinator: serving on ", host, ":", bound, " (", security->Describe(), ")");
+  LogInfo("meshrt-coordinator: serving on ", host, ":", bound, " (", security->Describe(), "; ",
+          auth_description, ")");
   while (!g_stop.load()) absl::SleepFor(absl::Milliseconds(50));
   LogInfo("meshrt-coordinator: stopping");
   SetHealth({server.get(), health.get()}, "meshrt.v1.Coordinator", false);

@@ -5,6 +5,8 @@
 
 #include <random>
 
+#include "absl/strings/match.h"
+
 #include "client/random_feeds.h"
 #include "coordinator/in_process_workers.h"
 #include "core/builder.h"
@@ -54,6 +56,7 @@ class CoordinatorTest : public ::testing::Test {
       v1::RegisterWorkerRequest r;
       r.set_address(address);
       r.set_incarnation("inc-" + address);
+      r.set_secret("secret-of-" + address + "-0123456789");
       ASSERT_TRUE(coordinator_.RegisterWorker(r).ok());
     }
   }
@@ -184,6 +187,7 @@ TEST_F(CoordinatorTest, SilentWorkerIsDroppedAfterHeartbeatTimeout) {
   v1::RegisterWorkerRequest r;
   r.set_address("a");
   r.set_incarnation("1");
+  r.set_secret("secret-0123456789abcdef");
   ASSERT_OK_AND_ASSIGN(v1::RegisterWorkerResponse reg, c.RegisterWorker(r));
   EXPECT_EQ(c.ListWorkers().workers_size(), 1);
   absl::SleepFor(absl::Seconds(1));
@@ -231,6 +235,51 @@ TEST_F(CoordinatorTest, VariablesLiveOnTheWorkersAcrossSteps) {
   EXPECT_TRUE(StatusIs(coordinator_.RunStep(s.session(), feeds, {}, -1).status(),
                        absl::StatusCode::kInvalidArgument, {"num_steps -1"}));
   ASSERT_OK(coordinator_.CloseSession(s.session()));
+}
+
+TEST_F(CoordinatorTest, SessionsBelongToTheirCreatorAndHaveUnguessableIds) {
+  Register(4);
+  const Caller alice{Role::kClient, "alice"};
+  const Caller bob{Role::kClient, "bob"};
+  const Caller op{Role::kOperator, ""};
+  ASSERT_OK_AND_ASSIGN(v1::CreateSessionResponse a,
+                       coordinator_.CreateSession(Request("rows:2", "batch:rows"), alice));
+  ASSERT_OK_AND_ASSIGN(v1::CreateSessionResponse b,
+                       coordinator_.CreateSession(Request("rows:2", "batch:rows"), bob));
+  // 128 random bits, not a counter.
+  EXPECT_EQ(a.session().size(), 34u) << a.session();
+  EXPECT_TRUE(absl::StartsWith(a.session(), "s-"));
+  EXPECT_NE(a.session(), b.session());
+  EXPECT_TRUE(coordinator_.CheckSessionAccess(a.session(), alice).ok());
+  EXPECT_TRUE(StatusIs(coordinator_.CheckSessionAccess(a.session(), bob),
+                       absl::StatusCode::kPermissionDenied, {a.session(), "another client"}));
+  EXPECT_TRUE(coordinator_.CheckSessionAccess(a.session(), op).ok());
+  EXPECT_TRUE(StatusIs(coordinator_.CheckSessionAccess("s-unknown", op),
+                       absl::StatusCode::kNotFound, {"s-unknown"}));
+  // A client lists only its own sessions; a worker busy in another's shows no id.
+  const v1::ListWorkersResponse seen_by_bob = coordinator_.ListWorkers(bob);
+  ASSERT_EQ(seen_by_bob.sessions_size(), 1);
+  EXPECT_EQ(seen_by_bob.sessions(0), b.session());
+  for (const v1::WorkerInfo& w : seen_by_bob.workers()) {
+    EXPECT_NE(w.session(), a.session());
+  }
+  EXPECT_EQ(coordinator_.ListWorkers(op).sessions_size(), 2);
+  ASSERT_OK(coordinator_.CloseSession(a.session()));
+  ASSERT_OK(coordinator_.CloseSession(b.session()));
+}
+
+TEST_F(CoordinatorTest, RegistrationNeedsTheWorkersSecretAndEmptyRequestsAreNamed) {
+  v1::RegisterWorkerRequest r;
+  r.set_address("w-nosecret");
+  r.set_incarnation("inc");
+  EXPECT_TRUE(StatusIs(coordinator_.RegisterWorker(r).status(), absl::StatusCode::kInvalidArgument,
+                       {"secret"}));
+  EXPECT_TRUE(StatusIs(coordinator_.CreateSession(v1::CreateSessionRequest()).status(),
+                       absl::StatusCode::kInvalidArgument, {"graph is empty"}));
+  v1::CreateSessionRequest no_mesh = Request("rows:2", "");
+  no_mesh.clear_mesh();
+  EXPECT_TRUE(StatusIs(coordinator_.CreateSession(no_mesh).status(),
+                       absl::StatusCode::kInvalidArgument, {"mesh is empty"}));
 }
 
 }  // namespace

@@ -15,92 +15,140 @@ grpc::Status Reply(absl::StatusOr<T> result, T* response) {
 
 }  // namespace
 
+void GrpcCoordinatorService::SetAuthenticator(Authenticator auth) {
+  auto replacement = std::make_shared<const Authenticator>(std::move(auth));
+  absl::MutexLock lock(&mu_);
+  auth_ = std::move(replacement);
+}
+
+std::shared_ptr<const Authenticator> GrpcCoordinatorService::auth() const {
+  absl::MutexLock lock(&mu_);
+  return auth_;
+}
+
+template <typename Fn>
+grpc::Status GrpcCoordinatorService::Member(const char* rpc, grpc::ServerContext* ctx, Fn&& fn) {
+  return GuardRpc(rpc, [&]() -> grpc::Status {
+    if (absl::Status denied = auth()->CheckMember(AuthorizationOf(*ctx)); !denied.ok()) {
+      return ToGrpcStatus(denied);
+    }
+    return fn();
+  });
+}
+
+template <typename Fn>
+grpc::Status GrpcCoordinatorService::Client(const char* rpc, grpc::ServerContext* ctx,
+                                            const std::string* session, Fn&& fn) {
+  return GuardRpc(rpc, [&]() -> grpc::Status {
+    absl::StatusOr<Caller> caller = auth()->CheckClient(AuthorizationOf(*ctx));
+    if (!caller.ok()) return ToGrpcStatus(caller.status());
+    if (session != nullptr) {
+      if (absl::Status s = coordinator_->CheckSessionAccess(*session, *caller); !s.ok()) {
+        return ToGrpcStatus(s);
+      }
+    }
+    return fn(*caller);
+  });
+}
+
 grpc::Status GrpcCoordinatorService::RegisterWorker(grpc::ServerContext* ctx,
                                                     const v1::RegisterWorkerRequest* request,
                                                     v1::RegisterWorkerResponse* response) {
-  if (grpc::Status auth = CheckToken(*ctx, security_); !auth.ok()) return auth;
-  return Reply(coordinator_->RegisterWorker(*request), response);
+  return Member("RegisterWorker", ctx,
+                [&] { return Reply(coordinator_->RegisterWorker(*request), response); });
 }
 
 grpc::Status GrpcCoordinatorService::Heartbeat(grpc::ServerContext* ctx,
                                                const v1::HeartbeatRequest* request,
                                                v1::HeartbeatResponse* response) {
-  if (grpc::Status auth = CheckToken(*ctx, security_); !auth.ok()) return auth;
-  return Reply(coordinator_->Heartbeat(*request), response);
+  return Member("Heartbeat", ctx,
+                [&] { return Reply(coordinator_->Heartbeat(*request), response); });
 }
 
 grpc::Status GrpcCoordinatorService::DeregisterWorker(grpc::ServerContext* ctx,
                                                       const v1::DeregisterWorkerRequest* request,
                                                       v1::DeregisterWorkerResponse*) {
-  if (grpc::Status auth = CheckToken(*ctx, security_); !auth.ok()) return auth;
-  return ToGrpcStatus(coordinator_->DeregisterWorker(*request));
+  return Member("DeregisterWorker", ctx,
+                [&] { return ToGrpcStatus(coordinator_->DeregisterWorker(*request)); });
 }
 
 grpc::Status GrpcCoordinatorService::KvSet(grpc::ServerContext* ctx,
                                            const v1::KvSetRequest* request, v1::KvSetResponse*) {
-  if (grpc::Status auth = CheckToken(*ctx, security_); !auth.ok()) return auth;
-  return ToGrpcStatus(coordinator_->kv().Set(request->key(), request->value()));
+  return Member("KvSet", ctx, [&] {
+    return ToGrpcStatus(coordinator_->kv().Set(request->key(), request->value()));
+  });
 }
 
 grpc::Status GrpcCoordinatorService::KvGet(grpc::ServerContext* ctx,
                                            const v1::KvGetRequest* request,
                                            v1::KvGetResponse* response) {
-  if (grpc::Status auth = CheckToken(*ctx, security_); !auth.ok()) return auth;
-  absl::StatusOr<std::string> value =
-      coordinator_->kv().Get(request->key(), absl::Milliseconds(request->timeout_ms()));
-  if (!value.ok()) return ToGrpcStatus(value.status());
-  response->set_value(*std::move(value));
-  return grpc::Status::OK;
+  return Member("KvGet", ctx, [&] {
+    absl::StatusOr<std::string> value =
+        coordinator_->kv().Get(request->key(), absl::Milliseconds(request->timeout_ms()));
+    if (!value.ok()) return ToGrpcStatus(value.status());
+    response->set_value(*std::move(value));
+    return grpc::Status::OK;
+  });
 }
 
 grpc::Status GrpcCoordinatorService::ListWorkers(grpc::ServerContext* ctx,
                                                  const v1::ListWorkersRequest*,
                                                  v1::ListWorkersResponse* response) {
-  if (grpc::Status auth = CheckToken(*ctx, security_); !auth.ok()) return auth;
-  *response = coordinator_->ListWorkers();
-  return grpc::Status::OK;
+  return Client("ListWorkers", ctx, nullptr, [&](const Caller& caller) {
+    *response = coordinator_->ListWorkers(caller);
+    return grpc::Status::OK;
+  });
 }
 
 grpc::Status GrpcCoordinatorService::CreateSession(grpc::ServerContext* ctx,
                                                    const v1::CreateSessionRequest* request,
                                                    v1::CreateSessionResponse* response) {
-  if (grpc::Status auth = CheckToken(*ctx, security_); !auth.ok()) return auth;
-  return Reply(coordinator_->CreateSession(*request), response);
+  return Client("CreateSession", ctx, nullptr, [&](const Caller& caller) {
+    return Reply(coordinator_->CreateSession(*request, caller), response);
+  });
 }
 
 grpc::Status GrpcCoordinatorService::RunStep(
     grpc::ServerContext* ctx,
     grpc::ServerReaderWriter<v1::RunStepResponse, v1::RunStepRequest>* stream) {
-  if (grpc::Status auth = CheckToken(*ctx, security_); !auth.ok()) return auth;
-  v1::RunStepRequest header;
-  absl::StatusOr<TensorMap> fed = ReadStep(stream, &header);
-  if (!fed.ok()) return ToGrpcStatus(fed.status());
-  std::vector<std::string> fetches(header.fetches().begin(), header.fetches().end());
-  absl::StatusOr<TensorMap> out = coordinator_->RunStep(header.session(), *fed, fetches, header.num_steps());
-  if (!out.ok()) return ToGrpcStatus(out.status());
-  return ToGrpcStatus(WriteStepResult(stream, *out, 0));
+  return Client("RunStep", ctx, nullptr, [&](const Caller& caller) {
+    v1::RunStepRequest header;
+    absl::StatusOr<TensorMap> fed = ReadStep(stream, &header);
+    if (!fed.ok()) return ToGrpcStatus(fed.status());
+    if (absl::Status s = coordinator_->CheckSessionAccess(header.session(), caller); !s.ok()) {
+      return ToGrpcStatus(s);
+    }
+    std::vector<std::string> fetches(header.fetches().begin(), header.fetches().end());
+    absl::StatusOr<TensorMap> out =
+        coordinator_->RunStep(header.session(), *fed, fetches, header.num_steps());
+    if (!out.ok()) return ToGrpcStatus(out.status());
+    return ToGrpcStatus(WriteStepResult(stream, *out, 0));
+  });
 }
 
 grpc::Status GrpcCoordinatorService::CloseSession(grpc::ServerContext* ctx,
                                                   const v1::CloseSessionRequest* request,
                                                   v1::CloseSessionResponse*) {
-  if (grpc::Status auth = CheckToken(*ctx, security_); !auth.ok()) return auth;
-  return ToGrpcStatus(coordinator_->CloseSession(request->session()));
+  return Client("CloseSession", ctx, &request->session(), [&](const Caller&) {
+    return ToGrpcStatus(coordinator_->CloseSession(request->session()));
+  });
 }
 
 grpc::Status GrpcCoordinatorService::SaveCheckpoint(grpc::ServerContext* ctx,
                                                     const v1::SaveCheckpointRequest* request,
                                                     v1::SaveCheckpointResponse* response) {
-  if (grpc::Status auth = CheckToken(*ctx, security_); !auth.ok()) return auth;
-  return Reply(coordinator_->SaveCheckpoint(request->session(), request->directory()), response);
+  return Client("SaveCheckpoint", ctx, &request->session(), [&](const Caller&) {
+    return Reply(coordinator_->SaveCheckpoint(request->session(), request->directory()), response);
+  });
 }
 
 grpc::Status GrpcCoordinatorService::RestoreCheckpoint(grpc::ServerContext* ctx,
                                                        const v1::RestoreCheckpointRequest* request,
                                                        v1::RestoreCheckpointResponse* response) {
-  if (grpc::Status auth = CheckToken(*ctx, security_); !auth.ok()) return auth;
-  return Reply(coordinator_->RestoreCheckpoint(request->session(), request->directory()),
-               response);
+  return Client("RestoreCheckpoint", ctx, &request->session(), [&](const Caller&) {
+    return Reply(coordinator_->RestoreCheckpoint(request->session(), request->directory()),
+                 response);
+  });
 }
 
 }  // namespace meshrt

@@ -1,20 +1,29 @@
-// The coordinator's gRPC adapter: checks the bearer token (when one is configured), converts
-// messages and delegates to Coordinator. No logic.
+// The coordinator's gRPC adapter: authenticates the caller (rpc/auth.h: member RPCs need the
+// cluster token, client RPCs a client or operator token, session RPCs the session's owner), converts
+// messages and delegates to Coordinator. An exception thrown below a handler becomes an Internal
+// error carrying its message; it never ends the process.
 #ifndef MESHRT_COORDINATOR_GRPC_COORDINATOR_SERVICE_H_
 #define MESHRT_COORDINATOR_GRPC_COORDINATOR_SERVICE_H_
 
+#include <memory>
+
+#include "absl/synchronization/mutex.h"
 #include "coordinator/coordinator.h"
 #include "proto/coordinator.grpc.pb.h"
+#include "rpc/auth.h"
 #include "rpc/grpc_util.h"
 
 namespace meshrt {
 
 class GrpcCoordinatorService final : public v1::Coordinator::Service {
  public:
-  // `coordinator` is borrowed and must outlive the service. With a token in `security`, every
-  // RPC (workers' and clients' alike) must carry it, or fails with Unauthenticated.
-  explicit GrpcCoordinatorService(Coordinator* coordinator, Security security = Security())
-      : coordinator_(coordinator), security_(std::move(security)) {}
+  // `coordinator` is borrowed and must outlive the service.
+  GrpcCoordinatorService(Coordinator* coordinator, Authenticator auth)
+      : coordinator_(coordinator), auth_(std::make_shared<const Authenticator>(std::move(auth))) {}
+
+  // Replaces the credentials (main sets the generated ones once the port is bound: until then
+  // the service is built with none and refuses every call). Thread-safe.
+  void SetAuthenticator(Authenticator auth);
 
   grpc::Status RegisterWorker(grpc::ServerContext*, const v1::RegisterWorkerRequest* request,
                               v1::RegisterWorkerResponse* response) override;
@@ -41,8 +50,20 @@ class GrpcCoordinatorService final : public v1::Coordinator::Service {
                                  v1::RestoreCheckpointResponse* response) override;
 
  private:
+  // Runs `fn` (returning grpc::Status) for a member of the cluster, inside GuardRpc.
+  template <typename Fn>
+  grpc::Status Member(const char* rpc, grpc::ServerContext* ctx, Fn&& fn);
+  // Runs `fn(const Caller&)` for an authenticated client, inside GuardRpc; with `session`, only
+  // for a caller that may use that session.
+  template <typename Fn>
+  grpc::Status Client(const char* rpc, grpc::ServerContext* ctx, const std::string* session,
+                      Fn&& fn);
+
+  std::shared_ptr<const Authenticator> auth() const;
+
   Coordinator* coordinator_;
-  const Security security_;
+  mutable absl::Mutex mu_;
+  std::shared_ptr<const Authenticator> auth_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace meshrt

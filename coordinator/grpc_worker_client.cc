@@ -7,10 +7,17 @@
 namespace meshrt {
 namespace {
 
+Security WithToken(Security security, const std::string& token) {
+  security.token = token;
+  return security;
+}
+
 class GrpcWorkerClient : public WorkerClient {
  public:
-  GrpcWorkerClient(const std::string& address, const Security& security)
-      : security_(security), stub_(v1::Worker::NewStub(MakeChannel(address, security))) {}
+  // Every call carries `secret`, the worker's own credential, instead of any token of ours.
+  GrpcWorkerClient(const std::string& address, const Security& security, const std::string& secret)
+      : security_(WithToken(security, secret)),
+        stub_(v1::Worker::NewStub(MakeChannel(address, security))) {}
 
   absl::Status LoadSession(const v1::SessionSpec& spec, absl::Duration timeout) override {
     grpc::ClientContext ctx;
@@ -88,8 +95,9 @@ class GrpcWorkerClient : public WorkerClient {
 
 }  // namespace
 
-std::unique_ptr<WorkerClient> GrpcWorkerClientFactory::Connect(const std::string& address) {
-  return std::make_unique<GrpcWorkerClient>(address, security_);
+std::unique_ptr<WorkerClient> GrpcWorkerClientFactory::Connect(const std::string& address,
+                                                               const std::string& secret) {
+  return std::make_unique<GrpcWorkerClient>(address, security_, secret);
 }
 
 }  // namespace meshrt

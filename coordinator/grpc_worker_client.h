@@ -7,13 +7,14 @@
 
 namespace meshrt {
 
-// Connects with `security`: TLS (presenting the coordinator's certificate to workers that require
-// client certificates) and the bearer token on every call, when configured.
+// Connects with `security`'s TLS settings (presenting the coordinator's certificate to workers that
+// require client certificates); every call carries the worker's own secret as its bearer token.
 class GrpcWorkerClientFactory : public WorkerClientFactory {
  public:
   explicit GrpcWorkerClientFactory(Security security = Security())
       : security_(std::move(security)) {}
-  std::unique_ptr<WorkerClient> Connect(const std::string& address) override;
+  std::unique_ptr<WorkerClient> Connect(const std::string& address,
+                                        const std::string& secret) override;
 
  private:
   const Security security_;

@@ -144,7 +144,8 @@ int InProcessWorkers::loads() const {
   return loads_;
 }
 
-std::unique_ptr<WorkerClient> InProcessWorkers::Connect(const std::string& address) {
+std::unique_ptr<WorkerClient> InProcessWorkers::Connect(const std::string& address,
+                                                        const std::string& /*secret*/) {
   return std::make_unique<Client>(this, address);
 }
 

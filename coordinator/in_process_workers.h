@@ -27,7 +27,8 @@ class InProcessWorkers : public WorkerClientFactory, public CommunicatorFactory 
   // Number of LoadSession calls that reached any worker.
   int loads() const;
 
-  std::unique_ptr<WorkerClient> Connect(const std::string& address) override;
+  std::unique_ptr<WorkerClient> Connect(const std::string& address,
+                                        const std::string& secret) override;
   absl::StatusOr<std::unique_ptr<Communicator>> Create(
       const v1::SessionSpec& spec, const Mesh& mesh,
       const std::vector<std::vector<int>>& groups) override;

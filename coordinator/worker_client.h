@@ -64,8 +64,10 @@ class WorkerClient {
 class WorkerClientFactory {
  public:
   virtual ~WorkerClientFactory() = default;
-  // `address` is what the worker registered with.
-  virtual std::unique_ptr<WorkerClient> Connect(const std::string& address) = 0;
+  // `address` is what the worker registered with; `secret` is the credential it registered (the
+  // client presents it on every call: the worker accepts only its coordinator, rpc/auth.h).
+  virtual std::unique_ptr<WorkerClient> Connect(const std::string& address,
+                                                const std::string& secret) = 0;
 };
 
 }  // namespace meshrt

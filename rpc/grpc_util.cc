@@ -1,6 +1,7 @@
 #include "rpc/grpc_util.h"
 
 #include <chrono>
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 
@@ -8,6 +9,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "rpc/auth.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/health_check_service_interface.h"
 
@@ -29,13 +31,6 @@ absl::StatusOr<std::string> ReadFlagFile(const std::string& path, const char* fl
     return absl::InvalidArgumentError(absl::StrCat("--", flag, "=", path, ": the file is empty"));
   }
   return text.str();
-}
-
-// Equal without an early exit, so a wrong token's timing does not reveal its matching prefix.
-bool ConstantTimeEquals(absl::string_view a, absl::string_view b) {
-  unsigned char diff = a.size() == b.size() ? 0 : 1;
-  for (size_t i = 0; i < a.size(); ++i) diff |= a[i] ^ b[i % (b.empty() ? 1 : b.size())];
-  return diff == 0 && !b.empty();
 }
 
 }  // namespace
@@ -81,10 +76,12 @@ void AddSecurityFlags(FlagSet* flags, SecurityOptions* options, bool server) {
                   "name the coordinator's certificate must carry, when it differs from the "
                   "address's host (e.g. connecting by IP)");
   }
-  flags->String("auth_token_file", &options->auth_token_file,
-                server ? "file with the bearer token every meshrt RPC must carry (and that this "
-                         "daemon sends to its peers); default: empty, no token"
-                       : "file with the bearer token the coordinator requires");
+  if (!server) {
+    flags->String("auth_token_file", &options->auth_token_file,
+                  "file with the client (or operator) token the coordinator requires; default: "
+                  "for a coordinator on this machine's loopback, the token it generated "
+                  "($MESHRT_HOME or ~/.meshrt, <port>/client.token)");
+  }
 }
 
 absl::StatusOr<Security> LoadSecurity(const SecurityOptions& options) {
@@ -115,13 +112,9 @@ absl::StatusOr<Security> LoadSecurity(const SecurityOptions& options) {
   s.require_client_cert = options.tls_require_client_cert;
   s.server_name = options.tls_server_name;
   if (!options.auth_token_file.empty()) {
-    auto token = ReadFlagFile(options.auth_token_file, "auth_token_file");
+    auto token = ReadOwnToken(options.auth_token_file, "auth_token_file");
     if (!token.ok()) return token.status();
-    s.token = std::string(absl::StripAsciiWhitespace(*token));
-    if (s.token.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat("--auth_token_file=", options.auth_token_file,
-                                                     ": the file holds only whitespace"));
-    }
+    s.token = *std::move(token);
   }
   return s;
 }
@@ -161,23 +154,18 @@ void AttachToken(grpc::ClientContext* context, const Security& security) {
   if (!security.token.empty()) context->AddMetadata(kAuthorization, kBearer + security.token);
 }
 
-grpc::Status CheckToken(const grpc::ServerContext& context, const Security& security) {
-  if (security.token.empty()) return grpc::Status::OK;
+grpc::Status GuardedFailure(const char* rpc, grpc::StatusCode code, const std::string& what) {
+  const std::string message =
+      absl::StrCat(rpc, " failed on an unexpected error (please report it): ", what);
+  std::fprintf(stderr, "%s\n", message.c_str());
+  return grpc::Status(code, message);
+}
+
+std::string AuthorizationOf(const grpc::ServerContext& context) {
   const auto& metadata = context.client_metadata();
   auto it = metadata.find(kAuthorization);
-  if (it == metadata.end()) {
-    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
-                        "missing bearer token: this server requires one (the meshrt CLI and "
-                        "daemons send it with --auth_token_file)");
-  }
-  const absl::string_view value(it->second.data(), it->second.size());
-  if (!absl::StartsWith(value, kBearer) ||
-      !ConstantTimeEquals(value.substr(sizeof(kBearer) - 1), security.token)) {
-    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
-                        "bearer token rejected: it does not match this server's "
-                        "--auth_token_file");
-  }
-  return grpc::Status::OK;
+  if (it == metadata.end()) return "";
+  return std::string(it->second.data(), it->second.size());
 }
 
 std::string SecurityHint(const absl::Status& status, const Security& security) {
@@ -213,6 +201,7 @@ std::string SecurityHint(const absl::Status& status, const Security& security) {
 void ConfigureServer(grpc::ServerBuilder* builder) {
   builder->SetMaxReceiveMessageSize(kMaxMessageBytes);
   builder->SetMaxSendMessageSize(kMaxMessageBytes);
+  builder->AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder->AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   builder->AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 1000);
   builder->AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
@@ -226,6 +215,7 @@ void SetTimeout(grpc::ClientContext* context, absl::Duration timeout) {
 std::unique_ptr<grpc::Server> StartHealthServer(const std::string& host, int port) {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   int bound = 0;
   builder.AddListeningPort(absl::StrCat(host, ":", port), grpc::InsecureServerCredentials(),
                            &bound);

@@ -4,7 +4,9 @@
 #ifndef MESHRT_RPC_GRPC_UTIL_H_
 #define MESHRT_RPC_GRPC_UTIL_H_
 
+#include <exception>
 #include <memory>
+#include <new>
 #include <string>
 
 #include "absl/status/status.h"
@@ -37,8 +39,8 @@ struct SecurityOptions {
   // Client: check the server's certificate against this name instead of the host in the address
   // (e.g. when connecting by IP).
   std::string tls_server_name;
-  // A file holding the bearer token (surrounding whitespace ignored). A server then requires it
-  // on every meshrt RPC (the health service stays open); a client sends it on every call.
+  // Client only: a file holding the bearer token to send on every call (rpc/auth.h: its first
+  // line, "TOKEN" or "NAME TOKEN"). Daemons configure their tokens with their own flags.
   std::string auth_token_file;
 };
 
@@ -60,7 +62,7 @@ struct Security {
 };
 
 // Registers --tls_cert, --tls_key, --tls_ca, --tls_require_client_cert (when `server`),
-// --tls_server_name (when not `server`) and --auth_token_file on `flags`, writing to `options`
+// --tls_server_name and --auth_token_file (when not `server`) on `flags`, writing to `options`
 // (borrowed; must outlive the parse).
 void AddSecurityFlags(FlagSet* flags, SecurityOptions* options, bool server);
 
@@ -78,15 +80,33 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address,
 // Adds the bearer token (if any) to an outgoing call.
 void AttachToken(grpc::ClientContext* context, const Security& security);
 
-// OK when no token is configured or the call carries it; Unauthenticated otherwise, saying
-// whether the token is missing or wrong. Compares in constant time.
-grpc::Status CheckToken(const grpc::ServerContext& context, const Security& security);
+// Logs and builds GuardRpc's error.
+grpc::Status GuardedFailure(const char* rpc, grpc::StatusCode code, const std::string& what);
+
+// Runs a handler body `fn` (returning grpc::Status) so that no exception escapes to gRPC (which
+// would answer UNKNOWN without a message): std::bad_alloc becomes ResourceExhausted, any other
+// exception Internal, each naming `rpc` and carrying the exception's message.
+template <typename Fn>
+grpc::Status GuardRpc(const char* rpc, Fn&& fn) {
+  try {
+    return fn();
+  } catch (const std::bad_alloc&) {
+    return GuardedFailure(rpc, grpc::StatusCode::RESOURCE_EXHAUSTED, "out of memory");
+  } catch (const std::exception& e) {
+    return GuardedFailure(rpc, grpc::StatusCode::INTERNAL, e.what());
+  } catch (...) {
+    return GuardedFailure(rpc, grpc::StatusCode::INTERNAL, "an unknown exception");
+  }
+}
+// The call's `authorization` metadata value, "" when absent (checked by rpc/auth.h).
+std::string AuthorizationOf(const grpc::ServerContext& context);
 
 // When an RPC to a TLS or token-protected peer fails, the likely cause in words (wrong CA, no
 // client certificate, plaintext vs TLS, token), to append to the error; "" when none applies.
 std::string SecurityHint(const absl::Status& status, const Security& security);
 
-// Applies meshrt's message limits to a server being built.
+// Applies meshrt's message limits to a server being built, and turns SO_REUSEPORT off: a second
+// daemon on a port in use must fail to start, not share the port.
 void ConfigureServer(grpc::ServerBuilder* builder);
 
 // Sets a deadline `timeout` from now on `context`.

@@ -25,8 +25,7 @@ class LocalClusterTest : public ::testing::Test {
     auto cluster = LocalCluster::Start(o);
     ASSERT_TRUE(cluster.ok()) << cluster.status();
     cluster_ = cluster->release();
-    ClientOptions co;
-    co.address = cluster_->address();
+    ClientOptions co = cluster_->client_options();
     auto client = Client::Connect(co);
     ASSERT_TRUE(client.ok()) << client.status();
     client_ = client->release();

@@ -52,8 +52,7 @@ v1::Graph Mlp() {
 constexpr double kTolerance = 1e-3;
 
 std::unique_ptr<Client> Connect(const LocalCluster& cluster) {
-  ClientOptions co;
-  co.address = cluster.address();
+  ClientOptions co = cluster.client_options();
   auto client = Client::Connect(co);
   EXPECT_TRUE(client.ok()) << client.status();
   return client.ok() ? *std::move(client) : nullptr;

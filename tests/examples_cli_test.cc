@@ -85,7 +85,8 @@ TEST(ExamplesCliTest, EveryLayoutOfEveryExampleEqualsTheReference) {
       SCOPED_TRACE(absl::StrCat(base, ": mesh ", parts[0], " layout '", layout, "'"));
       const std::string dir = FreshDir(absl::StrCat(base, "_", lines));
       std::string run_out;
-      ASSERT_EQ(Shell(absl::StrCat("run ", graph_file, " --coordinator ", cluster->address(),
+      ASSERT_EQ(Shell(absl::StrCat("run ", graph_file, " --coordinator ", cluster->address(), " --auth_token_file ",
+                                   cluster->client_security().auth_token_file,
                                    " --mesh ", parts[0], " --layout '", layout,
                                    "' --random_feeds 3 --fetch_all ", dir),
                       &run_out),

@@ -10,11 +10,21 @@ GrpcCoordinatorClient::GrpcCoordinatorClient(const std::string& address, const S
       security_(security),
       stub_(v1::Coordinator::NewStub(MakeChannel(address, security))) {}
 
+void GrpcCoordinatorClient::set_token(const std::string& token) {
+  absl::MutexLock lock(&mu_);
+  security_.token = token;
+}
+
+void GrpcCoordinatorClient::Attach(grpc::ClientContext* ctx) const {
+  absl::MutexLock lock(&mu_);
+  AttachToken(ctx, security_);
+}
+
 absl::StatusOr<v1::RegisterWorkerResponse> GrpcCoordinatorClient::Register(
     const v1::RegisterWorkerRequest& request, absl::Duration timeout) {
   grpc::ClientContext ctx;
   SetTimeout(&ctx, timeout);
-  AttachToken(&ctx, security_);
+  Attach(&ctx);
   v1::RegisterWorkerResponse response;
   absl::Status s = FromGrpcStatus(stub_->RegisterWorker(&ctx, request, &response));
   if (!s.ok()) return s;
@@ -25,7 +35,7 @@ absl::StatusOr<v1::HeartbeatResponse> GrpcCoordinatorClient::Heartbeat(
     const v1::HeartbeatRequest& request, absl::Duration timeout) {
   grpc::ClientContext ctx;
   SetTimeout(&ctx, timeout);
-  AttachToken(&ctx, security_);
+  Attach(&ctx);
   v1::HeartbeatResponse response;
   absl::Status s = FromGrpcStatus(stub_->Heartbeat(&ctx, request, &response));
   if (!s.ok()) return s;
@@ -36,7 +46,7 @@ absl::Status GrpcCoordinatorClient::Deregister(const v1::DeregisterWorkerRequest
                                                absl::Duration timeout) {
   grpc::ClientContext ctx;
   SetTimeout(&ctx, timeout);
-  AttachToken(&ctx, security_);
+  Attach(&ctx);
   v1::DeregisterWorkerResponse response;
   return FromGrpcStatus(stub_->DeregisterWorker(&ctx, request, &response));
 }
@@ -44,7 +54,7 @@ absl::Status GrpcCoordinatorClient::Deregister(const v1::DeregisterWorkerRequest
 absl::Status GrpcCoordinatorClient::Set(const std::string& key, const std::string& value) {
   grpc::ClientContext ctx;
   SetTimeout(&ctx, absl::Seconds(30));
-  AttachToken(&ctx, security_);
+  Attach(&ctx);
   v1::KvSetRequest request;
   request.set_key(key);
   request.set_value(value);
@@ -56,7 +66,7 @@ absl::StatusOr<std::string> GrpcCoordinatorClient::Get(const std::string& key,
                                                        absl::Duration timeout) {
   grpc::ClientContext ctx;
   SetTimeout(&ctx, timeout + absl::Seconds(5));  // the server answers at `timeout` itself
-  AttachToken(&ctx, security_);
+  Attach(&ctx);
   v1::KvGetRequest request;
   request.set_key(key);
   request.set_timeout_ms(absl::ToInt64Milliseconds(timeout));

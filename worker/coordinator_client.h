@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "proto/coordinator.grpc.pb.h"
 #include "rpc/grpc_util.h"
@@ -17,7 +18,7 @@ namespace meshrt {
 // Thread-safe (gRPC stubs are).
 class GrpcCoordinatorClient : public KeyValueStore {
  public:
-  // Calls use `security`'s TLS settings and bearer token.
+  // Calls use `security`'s TLS settings and bearer token (the cluster token).
   explicit GrpcCoordinatorClient(const std::string& address, const Security& security = Security());
 
   absl::StatusOr<v1::RegisterWorkerResponse> Register(const v1::RegisterWorkerRequest& request,
@@ -31,10 +32,15 @@ class GrpcCoordinatorClient : public KeyValueStore {
   absl::StatusOr<std::string> Get(const std::string& key, absl::Duration timeout) override;
 
   const std::string& address() const { return address_; }
+  // Replaces the bearer token of later calls (a generated token that appeared after start).
+  void set_token(const std::string& token);
 
  private:
+  void Attach(grpc::ClientContext* ctx) const;
+
   std::string address_;
-  const Security security_;
+  mutable absl::Mutex mu_;
+  Security security_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<v1::Coordinator::Stub> stub_;
 };
 

@@ -1,10 +1,15 @@
 #include "worker/grpc_worker_service.h"
 
 #include "absl/strings/str_cat.h"
+#include "rpc/auth.h"
 #include "rpc/grpc_util.h"
 #include "rpc/step_stream.h"
 
 namespace meshrt {
+
+grpc::Status GrpcWorkerService::CheckCaller(const grpc::ServerContext& ctx) const {
+  return ToGrpcStatus(CheckSecret(AuthorizationOf(ctx), secret_, "this worker"));
+}
 
 bool GrpcWorkerService::Admit() {
   absl::MutexLock lock(&mu_);
@@ -28,79 +33,89 @@ bool GrpcWorkerService::Drain(absl::Duration timeout) {
 grpc::Status GrpcWorkerService::LoadSession(grpc::ServerContext* ctx,
                                             const v1::SessionSpec* request,
                                             v1::LoadSessionResponse*) {
-  if (grpc::Status auth = CheckToken(*ctx, security_); !auth.ok()) return auth;
-  if (!Admit()) {
-    return grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                        absl::StrCat("loading session ", request->session(),
-                                     ": this worker is shutting down (SIGTERM)"));
-  }
-  grpc::Status status = ToGrpcStatus(worker_->LoadSession(*request));
-  Done();
-  return status;
+  return GuardRpc("LoadSession", [&]() -> grpc::Status {
+    if (grpc::Status auth = CheckCaller(*ctx); !auth.ok()) return auth;
+    if (!Admit()) {
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                          absl::StrCat("loading session ", request->session(),
+                                       ": this worker is shutting down (SIGTERM)"));
+    }
+    grpc::Status status = ToGrpcStatus(worker_->LoadSession(*request));
+    Done();
+    return status;
+  });
 }
 
 grpc::Status GrpcWorkerService::RunStep(
     grpc::ServerContext* ctx,
     grpc::ServerReaderWriter<v1::RunStepResponse, v1::RunStepRequest>* stream) {
-  if (grpc::Status auth = CheckToken(*ctx, security_); !auth.ok()) return auth;
-  v1::RunStepRequest header;
-  absl::StatusOr<TensorMap> fed = ReadStep(stream, &header);
-  if (!fed.ok()) return ToGrpcStatus(fed.status());
-  // The "step N:" prefix marks an error this worker reports itself (coordinator.cc), not a
-  // transport failure.
-  if (!Admit()) {
-    return grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                        absl::StrCat("step ", header.step(),
-                                     ": this worker is shutting down (SIGTERM) and starts no new "
-                                     "steps"));
-  }
-  std::vector<std::string> fetches(header.fetches().begin(), header.fetches().end());
-  std::vector<std::string> step_fetches(header.step_fetches().begin(),
-                                        header.step_fetches().end());
-  absl::StatusOr<TensorMap> out = worker_->RunStep(header.session(), header.step(), *fed, fetches,
-                                                       header.num_steps(), step_fetches);
-  grpc::Status status = out.ok() ? ToGrpcStatus(WriteStepResult(stream, *out, header.step()))
-                                 : ToGrpcStatus(out.status());
-  Done();
-  return status;
+  return GuardRpc("RunStep", [&]() -> grpc::Status {
+    if (grpc::Status auth = CheckCaller(*ctx); !auth.ok()) return auth;
+    v1::RunStepRequest header;
+    absl::StatusOr<TensorMap> fed = ReadStep(stream, &header);
+    if (!fed.ok()) return ToGrpcStatus(fed.status());
+    // The "step N:" prefix marks an error this worker reports itself (coordinator.cc), not a
+    // transport failure.
+    if (!Admit()) {
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                          absl::StrCat("step ", header.step(),
+                                       ": this worker is shutting down (SIGTERM) and starts no new "
+                                       "steps"));
+    }
+    std::vector<std::string> fetches(header.fetches().begin(), header.fetches().end());
+    std::vector<std::string> step_fetches(header.step_fetches().begin(),
+                                          header.step_fetches().end());
+    absl::StatusOr<TensorMap> out = worker_->RunStep(header.session(), header.step(), *fed, fetches,
+                                                         header.num_steps(), step_fetches);
+    grpc::Status status = out.ok() ? ToGrpcStatus(WriteStepResult(stream, *out, header.step()))
+                                   : ToGrpcStatus(out.status());
+    Done();
+    return status;
+  });
 }
 
 grpc::Status GrpcWorkerService::CloseSession(grpc::ServerContext* ctx,
                                              const v1::CloseSessionRequest* request,
                                              v1::CloseSessionResponse*) {
-  if (grpc::Status auth = CheckToken(*ctx, security_); !auth.ok()) return auth;
-  return ToGrpcStatus(worker_->CloseSession(request->session()));
+  return GuardRpc("CloseSession", [&]() -> grpc::Status {
+    if (grpc::Status auth = CheckCaller(*ctx); !auth.ok()) return auth;
+    return ToGrpcStatus(worker_->CloseSession(request->session()));
+  });
 }
 
 grpc::Status GrpcWorkerService::SaveCheckpoint(grpc::ServerContext* ctx,
                                                const v1::WorkerSaveCheckpointRequest* request,
                                                v1::WorkerSaveCheckpointResponse* response) {
-  if (grpc::Status auth = CheckToken(*ctx, security_); !auth.ok()) return auth;
-  if (!Admit()) {
-    return grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                        absl::StrCat("saving a checkpoint of session ", request->session(),
-                                     ": this worker is shutting down (SIGTERM)"));
-  }
-  absl::StatusOr<std::vector<v1::CheckpointShard>> shards =
-      worker_->SaveCheckpoint(request->session(), request->directory());
-  Done();
-  if (!shards.ok()) return ToGrpcStatus(shards.status());
-  for (v1::CheckpointShard& s : *shards) *response->add_shards() = std::move(s);
-  return grpc::Status::OK;
+  return GuardRpc("SaveCheckpoint", [&]() -> grpc::Status {
+    if (grpc::Status auth = CheckCaller(*ctx); !auth.ok()) return auth;
+    if (!Admit()) {
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                          absl::StrCat("saving a checkpoint of session ", request->session(),
+                                       ": this worker is shutting down (SIGTERM)"));
+    }
+    absl::StatusOr<std::vector<v1::CheckpointShard>> shards =
+        worker_->SaveCheckpoint(request->session(), request->directory());
+    Done();
+    if (!shards.ok()) return ToGrpcStatus(shards.status());
+    for (v1::CheckpointShard& s : *shards) *response->add_shards() = std::move(s);
+    return grpc::Status::OK;
+  });
 }
 
 grpc::Status GrpcWorkerService::RestoreCheckpoint(grpc::ServerContext* ctx,
                                                   const v1::WorkerRestoreCheckpointRequest* request,
                                                   v1::WorkerRestoreCheckpointResponse*) {
-  if (grpc::Status auth = CheckToken(*ctx, security_); !auth.ok()) return auth;
-  if (!Admit()) {
-    return grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                        absl::StrCat("restoring a checkpoint into session ", request->session(),
-                                     ": this worker is shutting down (SIGTERM)"));
-  }
-  grpc::Status status = ToGrpcStatus(worker_->RestoreCheckpoint(*request));
-  Done();
-  return status;
+  return GuardRpc("RestoreCheckpoint", [&]() -> grpc::Status {
+    if (grpc::Status auth = CheckCaller(*ctx); !auth.ok()) return auth;
+    if (!Admit()) {
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                          absl::StrCat("restoring a checkpoint into session ", request->session(),
+                                       ": this worker is shutting down (SIGTERM)"));
+    }
+    grpc::Status status = ToGrpcStatus(worker_->RestoreCheckpoint(*request));
+    Done();
+    return status;
+  });
 }
 
 }  // namespace meshrt

@@ -1,5 +1,6 @@
-// The worker's gRPC adapter: checks the bearer token (when one is configured), converts messages
-// and delegates to Worker. No logic of its own.
+// The worker's gRPC adapter: accepts only its coordinator (every call must carry the worker's own
+// secret, which it gave the coordinator at registration: rpc/auth.h), converts messages and
+// delegates to Worker. No logic of its own; an exception below a handler becomes an error.
 #ifndef MESHRT_WORKER_GRPC_WORKER_SERVICE_H_
 #define MESHRT_WORKER_GRPC_WORKER_SERVICE_H_
 
@@ -14,10 +15,10 @@ namespace meshrt {
 
 class GrpcWorkerService final : public v1::Worker::Service {
  public:
-  // `worker` is borrowed and must outlive the service. With a token in `security`, every RPC
-  // must carry it (the coordinator sends it), or fails with Unauthenticated.
-  explicit GrpcWorkerService(Worker* worker, Security security = Security())
-      : worker_(worker), security_(std::move(security)) {}
+  // `worker` is borrowed and must outlive the service. Every RPC must carry `secret` as its
+  // bearer token, or fails with PermissionDenied.
+  GrpcWorkerService(Worker* worker, std::string secret)
+      : worker_(worker), secret_(std::move(secret)) {}
 
   grpc::Status LoadSession(grpc::ServerContext* context, const v1::SessionSpec* request,
                            v1::LoadSessionResponse* response) override;
@@ -43,8 +44,10 @@ class GrpcWorkerService final : public v1::Worker::Service {
   bool Admit();
   void Done();
 
+  grpc::Status CheckCaller(const grpc::ServerContext& ctx) const;
+
   Worker* worker_;
-  const Security security_;
+  const std::string secret_;
   absl::Mutex mu_;
   bool draining_ ABSL_GUARDED_BY(mu_) = false;
   int in_flight_ ABSL_GUARDED_BY(mu_) = 0;

@@ -19,6 +19,7 @@
 #include "core/logging.h"
 #include "kernels/blas.h"
 #include "kernels/cpu_kernels.h"
+#include "rpc/auth.h"
 #include "rpc/grpc_util.h"
 #include "util/flags.h"
 #include "worker/coordinator_client.h"
@@ -86,7 +87,11 @@ std::string NewIncarnation() {
 
 int WorkerMain(int argc, char** argv) {
   std::string coordinator;
-  std::string advertise = "127.0.0.1";
+  std::string host = "127.0.0.1";
+  std::string advertise;
+  std::string cluster_token_file;
+  std::string credentials_dir;
+  bool insecure = false;
   std::string gloo_address;
   int64_t port = 0;
   int64_t register_timeout_s = 120;
@@ -100,8 +105,12 @@ int WorkerMain(int argc, char** argv) {
                 "collectives.\nExample: meshrt-worker --coordinator 127.0.0.1:7070");
   flags.String("coordinator", &coordinator, "coordinator address HOST:PORT (required)");
   flags.Int("port", &port, "port of this worker's gRPC service; 0 picks a free one");
+  flags.String("host", &host,
+               "address this worker's gRPC service listens on; anything but loopback needs TLS or "
+               "--cluster_token_file, or --insecure (0.0.0.0 = every interface)");
   flags.String("advertise_address", &advertise,
-               "host name or IP the coordinator and peers use to reach this worker");
+               "host name or IP the coordinator and peers use to reach this worker (default: "
+               "--host, or 127.0.0.1 when --host is loopback or a wildcard)");
   flags.String("gloo_address", &gloo_address,
                "host name or IP Gloo binds and advertises (default: --advertise_address)");
   flags.Int("register_timeout_s", &register_timeout_s,
@@ -116,6 +125,17 @@ int WorkerMain(int argc, char** argv) {
             "also serve the standard gRPC health service, alone and in plaintext, on this port "
             "(for Kubernetes' gRPC probes, which cannot speak TLS); 0 = off");
   AddSecurityFlags(&flags, &security_options, /*server=*/true);
+  flags.String("cluster_token_file", &cluster_token_file,
+               "file with the cluster token this worker presents to the coordinator (the "
+               "coordinator's --cluster_token_file); default: for a coordinator on this machine's "
+               "loopback, the one it generated in --credentials_dir");
+  flags.String("credentials_dir", &credentials_dir,
+               "where a coordinator on this machine keeps generated tokens (default: "
+               "$MESHRT_HOME, else ~/.meshrt)");
+  flags.Bool("insecure", &insecure,
+             "allow listening beyond loopback without TLS or --cluster_token_file (the worker "
+             "still accepts calls only from its coordinator, but the secret that proves it "
+             "travels in plaintext)");
   auto positional = flags.Parse(argc, argv);
   if (!positional.ok()) {
     std::fprintf(stderr, "meshrt-worker: %s\n", std::string(positional.status().message()).c_str());
@@ -129,7 +149,13 @@ int WorkerMain(int argc, char** argv) {
     std::fprintf(stderr, "meshrt-worker: --coordinator HOST:PORT is required (see --help)\n");
     return 2;
   }
+  if (advertise.empty()) {
+    advertise = IsLoopbackHost(host) || host == "0.0.0.0" || host == "::" || host == "[::]"
+                    ? "127.0.0.1"
+                    : host;
+  }
   if (gloo_address.empty()) gloo_address = advertise;
+  if (credentials_dir.empty()) credentials_dir = DefaultCredentialsDir();
   absl::StatusOr<std::optional<int>> rank = ParseRank(rank_text);
   if (!rank.ok()) {
     std::fprintf(stderr, "meshrt-worker: %s\n", std::string(rank.status().message()).c_str());
@@ -147,6 +173,34 @@ int WorkerMain(int argc, char** argv) {
     return 2;
   }
 
+  if (absl::Status s = ServeCheck("meshrt-worker", host, security->server_tls(),
+                                  !cluster_token_file.empty(), insecure);
+      !s.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(s.message()).c_str());
+    return 2;
+  }
+  if (insecure) LogWarning("meshrt-worker: --insecure: listening on ", host, " in the open");
+  // The cluster token: the flag's file, else one a coordinator on this machine generated. That
+  // one may appear after this worker starts (any start order works): looked up again before
+  // every registration attempt.
+  auto cluster_token = [&]() -> absl::StatusOr<std::string> {
+    if (!cluster_token_file.empty()) return ReadOwnToken(cluster_token_file, "cluster_token_file");
+    std::optional<std::string> found =
+        FindGeneratedToken(credentials_dir, coordinator, kClusterTokenFile);
+    if (!found.has_value()) return std::string();
+    return ReadOwnToken(*found, "credentials_dir");
+  };
+  absl::StatusOr<std::string> first_token = cluster_token();
+  if (!first_token.ok()) {
+    std::fprintf(stderr, "meshrt-worker: %s\n", std::string(first_token.status().message()).c_str());
+    return 2;
+  }
+  security->token = *first_token;
+  absl::StatusOr<std::string> secret = RandomToken();
+  if (!secret.ok()) {
+    std::fprintf(stderr, "meshrt-worker: %s\n", std::string(secret.status().message()).c_str());
+    return 1;
+  }
   signal(SIGINT, OnSignal);
   signal(SIGTERM, OnSignal);
   signal(SIGPIPE, SIG_IGN);
@@ -161,24 +215,26 @@ int WorkerMain(int argc, char** argv) {
   GrpcCoordinatorClient client(coordinator, *security);
   GlooCommunicatorFactory communicators(&client, gloo_address);
   Worker worker(&CpuKernels(), &communicators);
-  GrpcWorkerService service(&worker, *security);
+  GrpcWorkerService service(&worker, *secret);
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   ConfigureServer(&builder);
   int bound_port = 0;
-  builder.AddListeningPort(absl::StrCat("0.0.0.0:", port), MakeServerCredentials(*security),
+  builder.AddListeningPort(absl::StrCat(host, ":", port), MakeServerCredentials(*security),
                            &bound_port);
   builder.RegisterService(&service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || bound_port == 0) {
-    std::fprintf(stderr, "meshrt-worker: cannot listen on port %lld\n",
-                 static_cast<long long>(port));
+    std::fprintf(stderr,
+                 "meshrt-worker: cannot listen on %s:%lld: the port is in use or the address is "
+                 "not this machine's\n",
+                 host.c_str(), static_cast<long long>(port));
     return 1;
   }
   std::unique_ptr<grpc::Server> health;
   if (health_port > 0) {
-    health = StartHealthServer("0.0.0.0", static_cast<int>(health_port));
+    health = StartHealthServer(host, static_cast<int>(health_port));
     if (health == nullptr) {
       std::fprintf(stderr, "meshrt-worker: cannot listen on port %lld (--health_port)\n",
                    static_cast<long long>(health_port));
@@ -194,12 +250,16 @@ int WorkerMain(int argc, char** argv) {
   reg.set_address(address);
   reg.set_gloo_address(gloo_address);
   reg.set_incarnation(NewIncarnation());
+  reg.set_secret(*secret);
   if (rank->has_value()) reg.set_rank(**rank);
   // Any start order works: retry the coordinator with backoff until it answers.
   auto register_once = [&]() -> absl::StatusOr<v1::RegisterWorkerResponse> {
     absl::Time deadline = absl::Now() + absl::Seconds(register_timeout_s);
     absl::Duration backoff = absl::Milliseconds(100);
     while (true) {
+      if (absl::StatusOr<std::string> token = cluster_token(); token.ok()) {
+        client.set_token(*token);
+      }
       auto r = client.Register(reg, absl::Seconds(5));
       if (r.ok() || g_stop.load() || absl::Now() > deadline) return r;
       LogWarning("meshrt-worker: coordinator ", coordinator, " not reachable yet (",

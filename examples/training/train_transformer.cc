@@ -48,8 +48,7 @@ int main(int argc, char** argv) {
   cluster_options.worker_command = {"worker/meshrt-worker"};
   absl::StatusOr<std::unique_ptr<LocalCluster>> cluster = LocalCluster::Start(cluster_options);
   if (!cluster.ok()) return Fail("starting the cluster", cluster.status());
-  ClientOptions client_options;
-  client_options.address = (*cluster)->address();
+  ClientOptions client_options = (*cluster)->client_options();
   absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(client_options);
   if (!client.ok()) return Fail("connecting", client.status());
 
