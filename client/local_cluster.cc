@@ -139,7 +139,9 @@ SecurityOptions LocalCluster::client_security() const {
 
 SecurityOptions LocalCluster::operator_security() const {
   SecurityOptions s;
-  s.auth_token_file = GeneratedTokenPath(credentials_dir_, port_, kOperatorTokenFile);
+  s.auth_token_file = !options_.operator_token_file.empty()
+                          ? options_.operator_token_file
+                          : GeneratedTokenPath(credentials_dir_, port_, kOperatorTokenFile);
   return s;
 }
 

@@ -39,6 +39,9 @@ struct LocalClusterOptions {
   // default credentials dir (DefaultCredentialsDir) lets other `meshrt` commands on this machine
   // find them (`meshrt local`).
   std::string credentials_dir;
+  // When coordinator_flags give the coordinator token files of their own (so it generates none):
+  // the operator token file this LocalCluster waits for the workers with.
+  std::string operator_token_file;
 };
 
 class LocalCluster {

@@ -12,6 +12,7 @@
 #include "rpc/auth.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "grpcpp/support/server_interceptor.h"
 
 namespace meshrt {
 namespace {
@@ -198,7 +199,53 @@ std::string SecurityHint(const absl::Status& status, const Security& security) {
   return "";
 }
 
+namespace {
+
+// gRPC answers a request it cannot decode with INTERNAL and an empty message (proto3 has no
+// required fields to name). This rewrites exactly that status to InvalidArgument naming the
+// method: a malformed request is the caller's error, not the server's.
+class DecodeErrorInterceptor : public grpc::experimental::Interceptor {
+ public:
+  explicit DecodeErrorInterceptor(grpc::experimental::ServerRpcInfo* info)
+      : method_(info->method() != nullptr ? info->method() : "?") {}
+
+  void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
+    if (methods->QueryInterceptionHookPoint(
+            grpc::experimental::InterceptionHookPoints::PRE_SEND_STATUS)) {
+      const grpc::Status status = methods->GetSendStatus();
+      if (status.error_code() == grpc::StatusCode::INTERNAL &&
+          (status.error_message().empty() || status.error_message() == "No payload")) {
+        methods->ModifySendStatus(grpc::Status(
+            grpc::StatusCode::INVALID_ARGUMENT,
+            absl::StrCat("the request to ", method_,
+                         status.error_message().empty()
+                             ? " could not be decoded: it is not a valid protobuf message of "
+                               "the method's request type"
+                             : " carried no message")));
+      }
+    }
+    methods->Proceed();
+  }
+
+ private:
+  const std::string method_;
+};
+
+class DecodeErrorInterceptorFactory
+    : public grpc::experimental::ServerInterceptorFactoryInterface {
+ public:
+  grpc::experimental::Interceptor* CreateServerInterceptor(
+      grpc::experimental::ServerRpcInfo* info) override {
+    return new DecodeErrorInterceptor(info);
+  }
+};
+
+}  // namespace
+
 void ConfigureServer(grpc::ServerBuilder* builder) {
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
+  interceptors.push_back(std::make_unique<DecodeErrorInterceptorFactory>());
+  builder->experimental().SetInterceptorCreators(std::move(interceptors));
   builder->SetMaxReceiveMessageSize(kMaxMessageBytes);
   builder->SetMaxSendMessageSize(kMaxMessageBytes);
   builder->AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);

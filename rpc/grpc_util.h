@@ -105,8 +105,9 @@ std::string AuthorizationOf(const grpc::ServerContext& context);
 // client certificate, plaintext vs TLS, token), to append to the error; "" when none applies.
 std::string SecurityHint(const absl::Status& status, const Security& security);
 
-// Applies meshrt's message limits to a server being built, and turns SO_REUSEPORT off: a second
-// daemon on a port in use must fail to start, not share the port.
+// Applies meshrt's message limits to a server being built, turns SO_REUSEPORT off (a second
+// daemon on a port in use must fail to start, not share the port), and makes an undecodable
+// request InvalidArgument naming the method (gRPC's own answer is INTERNAL without a message).
 void ConfigureServer(grpc::ServerBuilder* builder);
 
 // Sets a deadline `timeout` from now on `context`.
