@@ -354,6 +354,20 @@ absl::StatusOr<Authenticator::Options> LoadCoordinatorCredentials(
     if (!member.ok()) return member.status();
     o.member_token = *std::move(member);
   }
+  // One token in two roles would let a client act as a worker (or the reverse).
+  std::string unused;
+  if (!o.member_token.empty() && (Matches(o.clients, o.member_token, &unused) ||
+                                  Matches(o.operators, o.member_token, &unused))) {
+    return absl::InvalidArgumentError(
+        "--cluster_token_file holds a token that is also a client or operator token: the roles "
+        "must use different tokens");
+  }
+  for (const Credential& c : o.clients) {
+    if (Matches(o.operators, c.token, &unused)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "client '", c.name, "' in --auth_token_file has the operator's token: use another"));
+    }
+  }
   return o;
 }
 

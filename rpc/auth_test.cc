@@ -171,5 +171,51 @@ TEST(GeneratedTokensTest, PrivateFilesKeptAcrossRestartsAndFoundOnLoopbackOnly) 
   EXPECT_EQ(st.st_mode & 0777, 0600u);
 }
 
+std::string Write(const std::string& name, const std::string& text) {
+  const std::string path = absl::StrCat(std::getenv("TEST_TMPDIR"), "/", name);
+  std::ofstream(path) << text;
+  return path;
+}
+
+TEST(LoadCoordinatorCredentialsTest, GivenFilesNeedBothRolesAndDistinctTokens) {
+  CoordinatorCredentialFlags f;
+  f.auth_token_file = Write("clients", absl::StrCat("alice ", kAlice, "\n"));
+  absl::Status s = LoadCoordinatorCredentials(f, 7070, nullptr).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(s.message(), "--cluster_token_file is required")) << s;
+  f.cluster_token_file = Write("cluster-same", absl::StrCat(kAlice, "\n"));
+  s = LoadCoordinatorCredentials(f, 7070, nullptr).status();
+  EXPECT_TRUE(absl::StrContains(s.message(), "roles must use different tokens")) << s;
+  f.cluster_token_file = Write("cluster", absl::StrCat(kMember, "\n"));
+  auto o = LoadCoordinatorCredentials(f, 7070, nullptr);
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->member_token, kMember);
+  ASSERT_EQ(o->clients.size(), 1u);
+  EXPECT_FALSE(o->open);
+  // --insecure alone: no generated files, every role open.
+  CoordinatorCredentialFlags insecure;
+  insecure.insecure = true;
+  insecure.credentials_dir = absl::StrCat(std::getenv("TEST_TMPDIR"), "/never");
+  auto open = LoadCoordinatorCredentials(insecure, 7070, nullptr);
+  ASSERT_TRUE(open.ok());
+  EXPECT_TRUE(open->open);
+  struct stat st;
+  EXPECT_NE(::stat(insecure.credentials_dir.c_str(), &st), 0);
+}
+
+TEST(LoadCoordinatorCredentialsTest, NoFlagsGenerateTokens) {
+  CoordinatorCredentialFlags f;
+  f.credentials_dir = absl::StrCat(std::getenv("TEST_TMPDIR"), "/gen");
+  std::string generated;
+  auto o = LoadCoordinatorCredentials(f, 7171, &generated);
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(generated, f.credentials_dir + "/7171");
+  ASSERT_EQ(o->clients.size(), 1u);
+  EXPECT_EQ(o->clients[0].name, "client");
+  EXPECT_EQ(o->operators.size(), 1u);
+  EXPECT_EQ(o->member_token.size(), 64u);
+  EXPECT_NE(o->member_token, o->clients[0].token);
+}
+
 }  // namespace
 }  // namespace meshrt
