@@ -83,15 +83,20 @@ trap 'rm -f "$out"' EXIT
   secret meshrt-cluster-token --from-file=cluster.token="$dir/cluster.token"
   secret meshrt-operator-token --from-file=operator.token="$dir/operator.token"
   secret meshrt-client-tokens --from-file=client.tokens="$dir/client.tokens"
-  # Each client's own line (the CLI's --auth_token_file reads the first token of a file).
+  # Each client's own line (the CLI's --auth_token_file reads the first token of a file). A NAME
+  # on several lines (a token being rotated) gets its last one.
+  seen=()
   while read -r first second rest; do
     case "$first" in "" | "#"*) continue ;; esac
     [ -z "${rest:-}" ] || die "$dir/client.tokens: '$first $second $rest': expected NAME TOKEN"
     [ -n "${second:-}" ] || die "$dir/client.tokens: a line holds only a token; give it a NAME"
     name_ok "$first" || die "$dir/client.tokens: client name '$first' is not a DNS label"
     echo "$first $second" >"$dir/client-$first.token"
-    secret "meshrt-client-$first" --from-file=client.token="$dir/client-$first.token"
+    [[ " ${seen[*]} " == *" $first "* ]] || seen+=("$first")
   done <"$dir/client.tokens"
+  for name in "${seen[@]}"; do
+    secret "meshrt-client-$name" --from-file=client.token="$dir/client-$name.token"
+  done
   if [ -n "$tls_dir" ]; then
     for file in tls.crt tls.key ca.crt; do
       [ -s "$tls_dir/$file" ] || die "--tls $tls_dir: $file is missing or empty"
