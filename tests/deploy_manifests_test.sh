@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # The Kubernetes manifests, checked offline: yamllint on every file, `kubectl kustomize` renders
 # every overlay, every rendered object passes the Kubernetes schema (third_party/k8s_validate,
-# which also rejects unknown fields), and a few facts the daemons rely on hold. The validator is
-# also shown a broken copy each run and must reject it, so this test cannot pass vacuously.
+# which also rejects unknown fields), and a few facts the daemons rely on hold: both daemons listen
+# on the pod's interfaces, the production overlay runs mutual TLS, each credential reaches only the
+# daemons of its role, and every file a daemon's flag names exists in its container once the
+# Secrets deploy/k8s/create-secrets.sh makes are mounted. The validator is also shown a broken copy
+# each run and must reject it, so this test cannot pass vacuously.
 set -euo pipefail
 
 fail() {
@@ -15,6 +18,7 @@ fail() {
 src_of() { readlink -f "$1"; }
 deploy=$(dirname "$(src_of deploy/.yamllint.yaml)")
 validate=$(src_of third_party/k8s_validate/validate.js)
+pod_js=$(src_of tests/launch_pod.js)
 
 # kubectl is not in Debian's archive: machines of this project have it preinstalled (PLATFORM.md),
 # but a machine without it cannot render the manifests. Say so loudly and skip rather than fail.
@@ -57,13 +61,72 @@ done
 echo "== facts the daemons rely on"
 prod="$out/production.yaml"
 dev="$out/local-dev.yaml"
-# Production: TLS with client certificates and the token on both daemons; local-dev: none.
-for flag in --tls_cert= --tls_key= --tls_ca= --tls_require_client_cert --auth_token_file=; do
+# Production: mutual TLS on both daemons; local-dev: plaintext.
+for flag in --tls_cert= --tls_key= --tls_ca= --tls_require_client_cert; do
   [ "$(grep -c -- "- $flag" "$prod")" -eq 2 ] || fail "production must pass $flag to both daemons"
   if grep -q -- "$flag" "$dev"; then fail "local-dev must stay plaintext ($flag found)"; fi
 done
-grep -q 'secretName: meshrt-tls' "$prod" || fail "production mounts no meshrt-tls Secret"
-grep -q 'secretName: meshrt-auth' "$prod" || fail "production mounts no meshrt-auth Secret"
+# count FILE FLAG: how many containers get FLAG.
+count() { grep -c -- "^ *- $2" "$1" || true; }
+for overlay in "${overlays[@]}"; do
+  r="$out/$overlay.yaml"
+  # The daemons default to loopback: in a pod both must listen on every interface (gRPC and health).
+  [ "$(count "$r" --host=0.0.0.0)" -eq 2 ] || fail "$overlay: both daemons need --host=0.0.0.0"
+  # Each credential goes only to the daemons of its role; nobody runs open.
+  [ "$(count "$r" --cluster_token_file=)" -eq 2 ] ||
+    fail "$overlay: the coordinator and the workers both need --cluster_token_file"
+  for flag in --auth_token_file= --operator_token_file=; do
+    [ "$(count "$r" "$flag")" -eq 1 ] || fail "$overlay: $flag belongs to the coordinator alone"
+  done
+  if grep -q -- '--insecure' "$r"; then fail "$overlay: no daemon may run with --insecure"; fi
+  node "$pod_js" "$r" StatefulSet meshrt-worker --mounts >"$out/$overlay-worker.mounts"
+  node "$pod_js" "$r" Deployment meshrt-coordinator --mounts >"$out/$overlay-coordinator.mounts"
+  if grep -E 'secret/meshrt-(client|operator)' "$out/$overlay-worker.mounts"; then
+    fail "$overlay: workers must not mount the client or operator tokens (above)"
+  fi
+  for secret in meshrt-client-tokens meshrt-operator-token meshrt-cluster-token; do
+    grep -q " secret/$secret\$" "$out/$overlay-coordinator.mounts" ||
+      fail "$overlay: the coordinator does not mount Secret $secret"
+  done
+done
+grep -q ' secret/meshrt-tls$' "$out/production-worker.mounts" || fail "production: workers mount no meshrt-tls"
+
+echo "== the Secrets of deploy/k8s/create-secrets.sh, mounted as the kubelet would"
+create_secrets=$(src_of deploy/k8s/create-secrets.sh)
+# Placeholder TLS files: only their names matter to the Secret.
+mkdir -p "$out/tls"
+for f in tls.crt tls.key ca.crt; do echo "placeholder $f" >"$out/tls/$f"; done
+mkdir -p "$out/bin"
+for overlay in "${overlays[@]}"; do
+  r="$out/$overlay.yaml"
+  ns=$(node "$pod_js" "$r" Deployment meshrt-coordinator --info | cut -d' ' -f1)
+  tls=()
+  [ "$overlay" = production ] && tls=(--tls "$out/tls")
+  bash "$create_secrets" --dry-run "${tls[@]}" --clients alice,ci "$ns" "$out/$overlay-credentials" \
+    >"$out/$overlay-secrets.yaml" || fail "create-secrets.sh --dry-run for $overlay"
+  node "$validate" "$out/$overlay-secrets.yaml" || fail "$overlay: create-secrets.sh's Secrets (errors above)"
+  cat "$r" "$out/$overlay-secrets.yaml" >"$out/$overlay-with-secrets.yaml"
+  for workload in "Deployment meshrt-coordinator" "StatefulSet meshrt-worker"; do
+    read -r kind name <<<"$workload"
+    node "$pod_js" "$out/$overlay-with-secrets.yaml" "$kind" "$name" --pod_name "$name-0" \
+      --pod_ip 10.0.0.1 --map "/usr/local/bin=$out/bin" --secrets "$out/volumes/$overlay/$name" \
+      >"$out/argv" || fail "$overlay: $kind/$name cannot be started with create-secrets.sh's Secrets"
+    files=0
+    while IFS= read -r -d '' arg; do
+      case "$arg" in
+        --*=/*)
+          [ -s "${arg#*=}" ] || fail "$overlay: $name's $arg names no file of its mounted Secrets"
+          files=$((files + 1)) ;;
+      esac
+    done <"$out/argv"
+    # Three tokens (coordinator) or one (worker), and in production three TLS files each.
+    want=$([ "$name" = meshrt-coordinator ] && echo 3 || echo 1)
+    [ "$overlay" = production ] && want=$((want + 3))
+    [ "$files" -eq "$want" ] || fail "$overlay: $name has $files file flags, expected $want"
+  done
+  grep -q '^alice ' "$out/volumes/$overlay/meshrt-coordinator/client-tokens/client.tokens" ||
+    fail "$overlay: the coordinator's client token list lacks the client alice"
+done
 # shellcheck disable=SC2016  # a literal Kubernetes $(VAR) reference
 grep -qF -- '- --gloo_address=$(POD_IP)' "$dev" || fail "workers must bind Gloo to the pod IP"
 grep -q 'fieldPath: status.podIP' "$dev" || fail "POD_IP must come from the downward API"
@@ -88,8 +151,8 @@ expect_rejected "an unknown kind" 's/^kind: StatefulSet$/kind: StatefulSett/'
 
 echo "== shellcheck and node --check on the deploy test scripts"
 command -v shellcheck >/dev/null 2>&1 || fail "shellcheck is not on PATH; run tools/setup.sh"
-for script in tests/deploy_manifests_test.sh tests/deploy_auth_test.sh tests/launch_manifests_test.sh \
-  tests/launch_make_certs.sh; do
+for script in tests/deploy_manifests_test.sh tests/deploy_auth_test.sh tests/deploy_listen_test.sh \
+  tests/launch_manifests_test.sh tests/launch_make_certs.sh deploy/k8s/create-secrets.sh; do
   shellcheck "$(src_of "$script")" || fail "shellcheck $script"
 done
 for script in tests/launch_pod.js third_party/k8s_validate/validate.js; do

@@ -5,15 +5,15 @@
 # network namespace with one IP on a shared bridge, its own PID namespace, and an /etc/hosts
 # playing the cluster DNS (the Services' and the StatefulSet pods' names). Then a client host
 # runs the MLP example over them with the meshrt CLI and the outputs must equal the reference
-# interpreter's. This checks the manifests' flags, ports and addresses across hosts.
+# interpreter's. This checks the manifests' flags, ports and addresses across hosts, and that the
+# Secrets deploy/k8s/create-secrets.sh makes are the ones the pods mount, with the right keys.
 #
-#   launch_manifests_test.sh plain   the local-dev overlay (plaintext)
-#   launch_manifests_test.sh tls     the production overlay (mutual TLS and the bearer token, from
-#                                    certificates made here with openssl, mapped onto the Secrets'
-#                                    mount paths)
+#   launch_manifests_test.sh plain   the local-dev overlay (plaintext, the base's tokens)
+#   launch_manifests_test.sh tls     the production overlay (mutual TLS and the tokens, with
+#                                    certificates made here with openssl)
 #
-# Paths the image has are mapped to this machine's: /usr/local/bin -> the built binaries, Secret
-# mounts -> a temporary directory. Needs root (CAP_NET_ADMIN) for the namespaces; without it the
+# The Secrets come from create-secrets.sh --dry-run and are written where each pod mounts them, as
+# the kubelet would (launch_pod.js --secrets); /usr/local/bin maps to the built binaries. Needs root (CAP_NET_ADMIN) for the namespaces; without it the
 # test prints a SKIP line with the reason and exits 0. Everything it creates (namespaces,
 # /etc/netns/<name>, processes) is removed on exit.
 set -euo pipefail
@@ -45,6 +45,7 @@ src_of() { readlink -f "$1"; }
 runfiles=$PWD
 deploy=$(dirname "$(src_of deploy/.yamllint.yaml)")
 pod_js=$(src_of tests/launch_pod.js)
+create_secrets=$(src_of deploy/k8s/create-secrets.sh)
 meshrt=$runfiles/client/meshrt
 compare=$runfiles/tests/launch_npy_compare
 graph=$runfiles/examples/graphs/mlp_forward.pbtxt
@@ -180,22 +181,25 @@ ln -s "$runfiles/coordinator/meshrt-coordinator" "$bin/meshrt-coordinator"
 ln -s "$runfiles/worker/meshrt-worker" "$bin/meshrt-worker"
 ln -s "$meshrt" "$bin/meshrt"
 maps=(--map "/usr/local/bin=$bin")
-client_flags=()
+tls_flags=()
+secrets_flags=(--clients tester)
 if [ "$mode" = tls ]; then
   sans=(DNS:meshrt-coordinator "DNS:meshrt-coordinator.$k8s_ns.svc" "DNS:*.meshrt-worker.$k8s_ns.svc")
   bash "$(src_of tests/launch_make_certs.sh)" "$work/tls" "${sans[@]}"
-  mkdir -p "$work/auth"
-  head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$work/auth/token"
-  maps+=(--map "/etc/meshrt/tls=$work/tls" --map "/etc/meshrt/auth=$work/auth")
-  client_flags=(--tls_ca "$work/tls/ca.crt" --tls_cert "$work/tls/tls.crt" --tls_key "$work/tls/tls.key"
-                --auth_token_file "$work/auth/token")
+  tls_flags=(--tls_ca "$work/tls/ca.crt" --tls_cert "$work/tls/tls.crt" --tls_key "$work/tls/tls.key")
+  secrets_flags+=(--tls "$work/tls")
 fi
+# The Secrets, as the README's command makes them, beside the rendered objects that mount them.
+echo "== deploy/k8s/create-secrets.sh ${secrets_flags[*]} $k8s_ns"
+bash "$create_secrets" --dry-run "${secrets_flags[@]}" "$k8s_ns" "$work/credentials" >>"$rendered"
+# A client pod mounts its own Secret (meshrt-client-tester); the same file.
+client_flags=("${tls_flags[@]}" --auth_token_file "$work/credentials/client-tester.token")
 
 # start_pod HOST KIND NAME POD_NAME IP: the container's process, as the kubelet would start it.
 start_pod() {
   local host=$1 kind=$2 name=$3 pod=$4 ip=$5
   node "$pod_js" "$rendered" "$kind" "$name" --pod_name "$pod" --pod_ip "$ip" "${maps[@]}" \
-    >"$work/$host.tokens"
+    --secrets "$work/volumes/$host" >"$work/$host.tokens"
   local tokens=() env=() argv=() seen=0 t
   mapfile -d '' tokens <"$work/$host.tokens"
   for t in "${tokens[@]}"; do
@@ -248,14 +252,21 @@ probe "${ips[0]}" Deployment meshrt-coordinator
 for ((i = 0; i < replicas; i++)); do probe "${ips[$((i + 1))]}" StatefulSet meshrt-worker; done
 echo "ready and live: the coordinator and $replicas workers"
 
-if [ "$mode" = tls ]; then
-  echo "== a client without the token is refused"
-  if out=$(client status --coordinator "$coordinator" "${client_flags[@]:0:6}" 2>&1); then
-    fail "a client without the token was served: $out"
+# refused WHAT EXPECTED FLAGS...: `meshrt status` from the client host must fail naming EXPECTED.
+refused() {
+  local what=$1 expected=$2 out
+  shift 2
+  if out=$(client status --coordinator "$coordinator" "$@" 2>&1); then
+    fail "$what: the coordinator served it: $out"
   fi
-  echo "$out"
-  grep -q "missing bearer token" <<<"$out" || fail "the refusal should name the missing token"
-fi
+  grep -qF -- "$expected" <<<"$out" || fail "$what: the refusal should say '$expected': $out"
+  echo "refused ($what): $out"
+}
+echo "== clients without a client token are refused"
+refused "no token" "refused this client: missing bearer token" "${tls_flags[@]}"
+# The Secret every pod of the cluster mounts is not a client credential.
+refused "the cluster token as a client's" "cluster's member credential (--cluster_token_file)" \
+  "${tls_flags[@]}" --auth_token_file "$work/credentials/cluster.token"
 
 echo "== the MLP example across the hosts vs the reference"
 client run "$graph" --coordinator "$coordinator" "${client_flags[@]}" --mesh rows:2,cols:2 \

@@ -5,14 +5,21 @@
 // env values, and downward-API fields filled from the pod facts given).
 //
 //   node launch_pod.js RENDERED.yaml KIND NAME --pod_name P --pod_ip IP [--container C]
-//       [--map FROM=TO ...]
+//       [--map FROM=TO ...] [--secrets DIR]
 //   node launch_pod.js RENDERED.yaml KIND NAME --info    prints "NAMESPACE REPLICAS"
 //   node launch_pod.js RENDERED.yaml KIND NAME --probe readinessProbe|livenessProbe
 //       prints the gRPC probe's "PORT SERVICE" (a named port resolved to its number)
+//   node launch_pod.js RENDERED.yaml KIND NAME --mounts
+//       prints "MOUNT_PATH VOLUME SOURCE" per volumeMount of the first container (SOURCE:
+//       secret/NAME, configMap/NAME, or the volume's kind)
 //
 // --map rewrites paths the image or the pod has (binaries, volume mounts) to where this machine
-// has them; every volumeMount of the container must be mapped. Writes NUL-separated tokens:
-// the environment as NAME=VALUE, then "--", then argv. Errors go to stderr, exit code 1.
+// has them. --secrets DIR plays the kubelet for Secret volumes: each one the container mounts is
+// written from the Secret object of the same rendering (its keys, or its `items`, with the
+// volume's defaultMode) to DIR/<volume>/ and its mount path mapped there; a Secret missing from the
+// rendering, or a key missing from the Secret, is an error. Every other volumeMount of the
+// container must be mapped. Writes NUL-separated tokens: the environment as NAME=VALUE, then "--",
+// then argv. Errors go to stderr, exit code 1.
 "use strict";
 
 const fs = require("fs");
@@ -37,6 +44,10 @@ function parseArgs(argv) {
     o.probe = argv[4];
     return o;
   }
+  if (argv[3] === "--mounts") {
+    o.mounts = true;
+    return o;
+  }
   for (let i = 3; i < argv.length; i += 2) {
     const flag = argv[i];
     const value = argv[i + 1];
@@ -44,6 +55,7 @@ function parseArgs(argv) {
     if (flag === "--pod_name") o.podName = value;
     else if (flag === "--pod_ip") o.podIp = value;
     else if (flag === "--container") o.container = value;
+    else if (flag === "--secrets") o.secrets = value;
     else if (flag === "--map") {
       const eq = value.indexOf("=");
       if (eq <= 0) fail(`--map ${value}: expected FROM=TO`);
@@ -91,6 +103,21 @@ function main() {
   const containers = template.spec.containers;
   const c = o.container ? containers.find((x) => x.name === o.container) : containers[0];
   if (!c) fail(`${o.kind}/${o.name} has no container ${o.container}`);
+  const volumeOf = (m) => {
+    const v = (template.spec.volumes || []).find((x) => x.name === m.name);
+    if (!v) fail(`volumeMount ${m.mountPath}: no volume named ${m.name} in the pod`);
+    return v;
+  };
+  if (o.mounts) {
+    for (const m of c.volumeMounts || []) {
+      const v = volumeOf(m);
+      const source = v.secret ? `secret/${v.secret.secretName}`
+        : v.configMap ? `configMap/${v.configMap.name}`
+          : Object.keys(v).filter((k) => k !== "name").join(",");
+      process.stdout.write(`${m.mountPath} ${m.name} ${source}\n`);
+    }
+    return;
+  }
   if (!Array.isArray(c.command) || c.command.length === 0) {
     fail(`${o.kind}/${o.name}: container ${c.name} sets no command (the image's entrypoint is not modelled)`);
   }
@@ -140,6 +167,33 @@ function main() {
     }
   }
 
+  if (o.secrets) {
+    for (const m of c.volumeMounts || []) {
+      const v = volumeOf(m);
+      if (!v.secret) continue;
+      if (m.subPath) fail(`volumeMount ${m.mountPath}: subPath is not modelled`);
+      const secret = find("Secret", v.secret.secretName);
+      if (!secret) {
+        if (v.secret.optional) continue;
+        fail(`the container mounts Secret ${v.secret.secretName} (volume ${m.name}) at ` +
+          `${m.mountPath}, and the rendering has no such Secret`);
+      }
+      const data = dataOf("Secret", v.secret.secretName, false);
+      const items = v.secret.items || Object.keys(data).map((k) => ({ key: k, path: k }));
+      const dir = path.join(o.secrets, m.name);
+      fs.mkdirSync(dir, { recursive: true, mode: 0o755 });
+      for (const item of items) {
+        if (data[item.key] === undefined) {
+          fail(`volume ${m.name}: Secret ${v.secret.secretName} has no key ${item.key}`);
+        }
+        const file = path.join(dir, item.path);
+        fs.writeFileSync(file, data[item.key]);
+        const mode = item.mode !== undefined ? item.mode : v.secret.defaultMode;
+        fs.chmodSync(file, mode !== undefined ? mode : 0o644);
+      }
+      o.maps.unshift([m.mountPath, dir]);
+    }
+  }
   for (const m of c.volumeMounts || []) {
     if (!o.maps.some(([from]) => m.mountPath === from || m.mountPath.startsWith(from + "/"))) {
       fail(`the container mounts ${m.mountPath} (volume ${m.name}); map it with --map ${m.mountPath}=DIR`);
