@@ -262,7 +262,10 @@ int WorkerMain(int argc, char** argv) {
       }
       auto r = client.Register(reg, absl::Seconds(5));
       if (r.ok() || g_stop.load() || absl::Now() > deadline) return r;
-      LogWarning("meshrt-worker: coordinator ", coordinator, " not reachable yet (",
+      const bool refused = r.status().code() == absl::StatusCode::kUnauthenticated ||
+                           r.status().code() == absl::StatusCode::kPermissionDenied;
+      LogWarning("meshrt-worker: coordinator ", coordinator,
+                 refused ? " refused this worker's credential (" : " not reachable yet (",
                  r.status().message(), "); retrying in ", absl::FormatDuration(backoff));
       absl::SleepFor(backoff);
       backoff = std::min(backoff * 2, absl::Seconds(2));
@@ -290,6 +293,17 @@ int WorkerMain(int argc, char** argv) {
     hb.set_incarnation(reg.incarnation());
     auto r = client.Heartbeat(hb, interval * 2);
     if (r.ok() && r->reregister()) {
+      auto again = register_once();
+      if (again.ok()) {
+        worker_id = again->worker_id();
+        LogInfo("meshrt-worker: re-registered as worker ", worker_id);
+      }
+    } else if (!r.ok() && (r.status().code() == absl::StatusCode::kUnauthenticated ||
+                           r.status().code() == absl::StatusCode::kPermissionDenied)) {
+      // The coordinator no longer takes our token (it restarted with a new cluster token):
+      // register again, reading the token afresh.
+      LogWarning("meshrt-worker: heartbeat refused (", r.status().message(),
+                 "); registering again with the current cluster token");
       auto again = register_once();
       if (again.ok()) {
         worker_id = again->worker_id();
