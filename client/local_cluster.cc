@@ -79,6 +79,9 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
   argv.push_back(absl::StrCat("--port=", options.port));
   argv.push_back("--host=127.0.0.1");
   argv.push_back(absl::StrCat("--port_file=", port_file));
+  if (!options.checkpoint_root.empty()) {
+    argv.push_back(absl::StrCat("--checkpoint_root=", options.checkpoint_root));
+  }
   for (const std::string& f : options.coordinator_flags) argv.push_back(f);
   auto pid = cluster->Spawn(argv, "coordinator");
   if (!pid.ok()) return pid.status();
@@ -157,6 +160,10 @@ absl::Status LocalCluster::AddWorker(int expected_alive) {
   argv.push_back("--advertise_address=127.0.0.1");
   // Rank = start order, so sessions use the workers in that order.
   argv.push_back(absl::StrCat("--rank=", workers_.size()));
+  for (const std::string& d : options_.data_dirs) argv.push_back(absl::StrCat("--data_dir=", d));
+  if (!options_.checkpoint_root.empty()) {
+    argv.push_back(absl::StrCat("--checkpoint_root=", options_.checkpoint_root));
+  }
   for (const std::string& f : options_.worker_flags) argv.push_back(f);
   auto pid = Spawn(argv, absl::StrCat("worker", workers_.size()));
   if (!pid.ok()) return pid.status();

@@ -32,6 +32,12 @@ struct LocalClusterOptions {
   absl::Duration startup_timeout = absl::Seconds(30);
   // Where daemon stderr goes; empty = inherit.
   std::string log_dir;
+  // Directories whose files the graphs may read (text_windows): one --data_dir each for every
+  // worker. Empty: the workers read no file.
+  std::vector<std::string> data_dirs;
+  // --checkpoint_root of the coordinator and every worker: checkpoints are named relative to it.
+  // Empty: checkpoints are refused.
+  std::string checkpoint_root;
 };
 
 class LocalCluster {
