@@ -348,7 +348,21 @@ absl::Status RunTraining(const TrainFlags& f, CliIo io, float* final_loss) {
   }
   if (f.coordinator.empty()) {
     ASSIGN_OR_RETURN(place, PlaceCheckpoints(f));
-    if (!place.save.empty()) RETURN_IF_ERROR(MakeDirs(place.root));
+    if (!place.save.empty()) {
+      // A name the save would refuse is refused now, not after the training.
+      RETURN_IF_ERROR(MakeDirs(place.root));
+      ASSIGN_OR_RETURN(const CheckpointRoot root, CheckpointRoot::Open(place.root));
+      const absl::Status s = root.Resolve(place.save, /*create=*/false).status();
+      if (!s.ok() && s.code() != absl::StatusCode::kNotFound) return WithContext(s, "--save");
+    }
+  } else {
+    for (const std::string* name : {&f.save, &f.restore}) {
+      if (!name->empty() && (*name)[0] == '/') {
+        return UsageError(absl::StrCat(
+            "with --coordinator, --save and --restore name a checkpoint relative to the "
+            "coordinator's --checkpoint_root, not an absolute path like ", *name));
+      }
+    }
   }
   if (f.reference) {
     trainer = std::make_unique<InProcessTrainer>(tg->graph, place.root);
