@@ -79,18 +79,13 @@ absl::Status FileError(const v1::Op& op, const std::string& path, int err) {
                                          : absl::InvalidArgumentError(msg);
 }
 
-// `s` with its code, prefixed with the op.
-absl::Status WithOp(const v1::Op& op, const absl::Status& s) {
-  return absl::Status(s.code(), absl::StrCat(OpLabel(op), ": ", s.message()));
-}
-
 // The cached descriptor of `path` (opened or reopened as needed) and the file's size. `files`
 // decides whether the path may be read, on the path as it resolves now (every step): a path that
 // was allowed and now leads elsewhere (a symlink changed) is refused like any other.
 absl::Status OpenData(const v1::Op& op, const std::string& path, const FileAccessPolicy& files,
                       int* fd, int64_t* size) {
   absl::StatusOr<std::string> resolved = files.Resolve(path, "data file");
-  if (!resolved.ok()) return WithOp(op, resolved.status());
+  if (!resolved.ok()) return resolved.status();  // the runner names the op
   struct stat st;
   if (::stat(resolved->c_str(), &st) != 0) return FileError(op, path, errno);
   if (!S_ISREG(st.st_mode)) {
@@ -101,7 +96,7 @@ absl::Status OpenData(const v1::Op& op, const std::string& path, const FileAcces
   if (it == Cache().end() || it->second.dev != st.st_dev || it->second.ino != st.st_ino) {
     absl::StatusOr<FileAccessPolicy::OpenedFile> opened =
         files.OpenRegularFile(*resolved, "data file");
-    if (!opened.ok()) return WithOp(op, opened.status());
+    if (!opened.ok()) return opened.status();
     st = opened->st;
     it = Cache()
              .insert_or_assign(*resolved, OpenFile{opened->fd, st.st_dev, st.st_ino})

@@ -278,7 +278,7 @@ absl::Status WriteFileAtomically(const std::string& path, absl::string_view data
   const std::string tmp = path + ".tmp";
   {
     Fd f;
-    f.fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    f.fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
     if (f.fd < 0) {
       const int err = errno;
       return ErrnoError(err, absl::StrCat("cannot create ", tmp));

@@ -50,8 +50,8 @@ uint64_t Fnv1a64(const void* data, size_t n, uint64_t hash = 0xcbf29ce484222325U
 // "<variable, percent-encoded>.<begin joined by '_'>.shard", e.g. "layer%2Fw.0_16.shard".
 std::string ShardFileName(const std::string& variable, const std::vector<int64_t>& begin);
 
-// Writes `data` to `path` atomically: `path`.tmp in the same directory, fsync, rename, fsync of the
-// directory. Errors keep errno's meaning (NotFound for a missing directory, ...) and name the file.
+// Writes `data` to `path` atomically: `path`.tmp in the same directory (never through a symlink
+// planted there), fsync, rename, fsync of the directory. Errors keep errno's meaning (NotFound for a missing directory, ...) and name the file.
 absl::Status WriteFileAtomically(const std::string& path, absl::string_view data);
 
 // Worker side of a save: writes the slices of `variables` (this processor's, by name) that the
