@@ -1,10 +1,7 @@
 #include "coordinator/coordinator.h"
 
 #include <algorithm>
-#include <filesystem>
 #include <random>
-#include <set>
-#include <system_error>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
