@@ -207,6 +207,14 @@ absl::Status LocalCommand(const std::vector<std::string>& args, CliIo io) {
   flags.Int("port", &port, "coordinator port; 0 picks a free one");
   flags.String("log_dir", &log_dir,
                "directory for the daemons' logs (default: empty, they share this terminal)");
+  std::vector<std::string> data_dirs;
+  std::string checkpoint_root;
+  flags.Repeated("data_dir", &data_dirs,
+                 "a directory whose files graphs may read (text_windows); repeatable (default: "
+                 "/usr/share/games/fortunes, the default training text's, if present)");
+  flags.String("checkpoint_root", &checkpoint_root,
+               "the directory checkpoints are saved under, by names relative to it "
+               "(default: empty, checkpoints are refused)");
   ASSIGN_OR_RETURN(std::vector<std::string> positional, ParseCommandFlags(flags, args, "local"));
   if (flags.help()) {
     io.out << flags.Help();
@@ -233,6 +241,11 @@ absl::Status LocalCommand(const std::vector<std::string>& args, CliIo io) {
   // In the default credentials dir, so `meshrt run/train/status --coordinator` on this machine
   // find the generated tokens without flags.
   options.credentials_dir = DefaultCredentialsDir();
+  options.data_dirs = data_dirs;
+  if (data_dirs.empty() && ::access("/usr/share/games/fortunes", X_OK) == 0) {
+    options.data_dirs = {"/usr/share/games/fortunes"};
+  }
+  options.checkpoint_root = checkpoint_root;
   absl::Status status;
   {
     absl::StatusOr<std::unique_ptr<LocalCluster>> cluster = LocalCluster::Start(options);

@@ -4,6 +4,8 @@
 // `meshrt demo` runs it with the paper's 2x2 layout.
 #include "client/cli_train.h"
 
+#include <limits.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -19,12 +21,14 @@
 #include "client/client.h"
 #include "client/graph_io.h"
 #include "client/local_cluster.h"
+#include "core/file_access.h"
 #include "core/interpreter.h"
 #include "core/lowering.h"
 #include "core/status_macros.h"
 #include "kernels/cpu_kernels.h"
 #include "models/train.h"
 #include "runtime/checkpoint.h"
+#include "runtime/checkpoint_store.h"
 #include "util/flags.h"
 
 namespace meshrt {
@@ -46,7 +50,9 @@ class Trainer {
 // of a one-processor mesh, so they restore onto any mesh and any mesh's restore here.
 class InProcessTrainer : public Trainer {
  public:
-  explicit InProcessTrainer(const Graph& graph) : graph_(graph) {}
+  // Checkpoint names are relative to `checkpoint_root`.
+  InProcessTrainer(const Graph& graph, std::string checkpoint_root)
+      : graph_(graph), checkpoint_root_(std::move(checkpoint_root)) {}
   absl::StatusOr<TensorMap> Steps(int64_t n, const std::vector<std::string>& fetches) override {
     TensorMap out;
     for (int64_t i = 0; i < n; ++i) {
@@ -55,21 +61,28 @@ class InProcessTrainer : public Trainer {
     }
     return out;
   }
-  absl::Status Save(const std::string& dir) override {
+  // The same versions and commit as a cluster's save (runtime/checkpoint_store.h).
+  absl::Status Save(const std::string& name) override {
     ASSIGN_OR_RETURN(const v1::Program program, OneProcessorProgram());
-    RETURN_IF_ERROR(MakeDirs(dir));
-    ASSIGN_OR_RETURN(std::vector<v1::CheckpointShard> shards,
-                     SaveShards(program, {0}, variables_, dir));
-    ASSIGN_OR_RETURN(v1::CheckpointManifest manifest,
-                     BuildManifest(program, step_, std::move(shards)));
-    return WriteManifest(dir, manifest);
+    ASSIGN_OR_RETURN(const CheckpointRoot root, CheckpointRoot::Open(checkpoint_root_));
+    ASSIGN_OR_RETURN(const std::string dir, root.Resolve(name, /*create=*/true));
+    ASSIGN_OR_RETURN(CheckpointWriter writer, CheckpointWriter::Begin(dir, step_));
+    absl::StatusOr<std::vector<v1::CheckpointShard>> shards =
+        SaveShards(program, {0}, variables_, writer.version_dir());
+    absl::StatusOr<v1::CheckpointManifest> manifest =
+        shards.ok() ? BuildManifest(program, step_, *std::move(shards)) : shards.status();
+    absl::Status s = manifest.ok() ? writer.Commit(*manifest) : manifest.status();
+    if (!s.ok()) writer.Abandon();
+    return s;
   }
-  absl::StatusOr<int64_t> Restore(const std::string& dir) override {
+  absl::StatusOr<int64_t> Restore(const std::string& name) override {
     ASSIGN_OR_RETURN(const v1::Program program, OneProcessorProgram());
-    ASSIGN_OR_RETURN(const v1::CheckpointManifest manifest, ReadManifest(dir));
-    RETURN_IF_ERROR(CheckManifestForProgram(manifest, program));
-    ASSIGN_OR_RETURN(variables_, LoadSlices(manifest, dir, program, {0}));
-    step_ = manifest.step();
+    ASSIGN_OR_RETURN(const CheckpointRoot root, CheckpointRoot::Open(checkpoint_root_));
+    ASSIGN_OR_RETURN(const std::string dir, root.Resolve(name, /*create=*/false));
+    ASSIGN_OR_RETURN(const CommittedCheckpoint committed, ReadCommittedCheckpoint(dir));
+    RETURN_IF_ERROR(CheckManifestForProgram(committed.manifest, program));
+    ASSIGN_OR_RETURN(variables_, LoadSlices(committed.manifest, committed.directory, program, {0}));
+    step_ = committed.manifest.step();
     return step_;
   }
 
@@ -81,6 +94,7 @@ class InProcessTrainer : public Trainer {
   }
 
   const Graph& graph_;
+  const std::string checkpoint_root_;
   TensorMap variables_;
   int64_t step_ = 0;
 };
@@ -137,6 +151,71 @@ absl::StatusOr<std::string> GreedySample(const models::TransformerOptions& model
   return out;
 }
 
+// Where --save and --restore live when this process starts the run (--reference, --local).
+struct CheckpointPlace {
+  std::string root;  // the checkpoint root
+  std::string save, restore;  // names under it
+};
+
+// --checkpoint_root, with the names as given; else an absolute name's parent directory, with its
+// base name (a command like `--save /tmp/ck` keeps working); else the current directory.
+absl::StatusOr<CheckpointPlace> PlaceCheckpoints(const TrainFlags& f) {
+  CheckpointPlace place{f.checkpoint_root, f.save, f.restore};
+  if (!f.checkpoint_root.empty()) return place;
+  bool relative = false;
+  for (std::string* name : {&place.save, &place.restore}) {
+    if (name->empty()) continue;
+    if ((*name)[0] != '/') {
+      relative = true;
+      continue;
+    }
+    const std::string normal = LexicallyNormal(*name);
+    const size_t slash = normal.rfind('/');
+    const std::string parent = slash == 0 ? "/" : normal.substr(0, slash);
+    if (normal == "/") return UsageError("--save / --restore cannot be '/'");
+    if (!place.root.empty() && place.root != parent) {
+      return UsageError(absl::StrCat(
+          "--save and --restore are absolute paths in different directories (", place.root,
+          ", ", parent, "): pass --checkpoint_root DIR and names relative to it"));
+    }
+    place.root = parent;
+    *name = normal.substr(slash + 1);
+  }
+  if (!place.root.empty() && relative) {
+    return UsageError(
+        "one of --save and --restore is an absolute path and the other relative: pass "
+        "--checkpoint_root DIR and names relative to it");
+  }
+  if (place.root.empty()) {
+    char cwd[PATH_MAX];
+    if (::getcwd(cwd, sizeof(cwd)) == nullptr) {
+      return absl::FailedPreconditionError("cannot read the current directory (--checkpoint_root)");
+    }
+    place.root = cwd;
+  }
+  return place;
+}
+
+// The directories a local cluster's workers may read: the one holding --data (resolved, as the
+// workers resolve it) and the default text's.
+std::vector<std::string> DataDirs(const std::string& data_path) {
+  std::vector<std::string> dirs;
+  if (!data_path.empty()) {
+    char* resolved = ::realpath(data_path.c_str(), nullptr);
+    if (resolved != nullptr) {
+      const std::string r = resolved;
+      ::free(resolved);
+      dirs.push_back(r.substr(0, std::max<size_t>(r.rfind('/'), 1)));
+    }
+  }
+  const std::string fortunes = "/usr/share/games/fortunes";
+  if (::access(fortunes.c_str(), X_OK) == 0 &&
+      std::find(dirs.begin(), dirs.end(), fortunes) == dirs.end()) {
+    dirs.push_back(fortunes);
+  }
+  return dirs;
+}
+
 }  // namespace
 
 void AddTrainFlags(FlagSet& flags, TrainFlags* f) {
@@ -176,12 +255,16 @@ void AddTrainFlags(FlagSet& flags, TrainFlags* f) {
   flags.Int("sample", &f->sample, "transformer: print a greedy sample of N bytes at the end");
   flags.String("prompt", &f->prompt, "transformer: the sample's prompt");
   flags.String("save", &f->save,
-               "save a checkpoint (every variable and optimizer slot) into "
-               "this directory at the end; with a cluster it must be visible to "
-               "the coordinator and every worker");
+               "save a checkpoint (every variable and optimizer slot) named NAME at the end, "
+               "relative to the checkpoint root (--checkpoint_root; with --coordinator, that "
+               "coordinator's); an absolute path without --checkpoint_root saves under its "
+               "parent directory (--local and --reference only)");
   flags.String("restore", &f->restore,
-               "start from the checkpoint in this directory (saved on any mesh or layout); "
+               "start from checkpoint NAME (saved on any mesh or layout; named as --save); "
                "--steps more steps run from there");
+  flags.String("checkpoint_root", &f->checkpoint_root,
+               "with --local or --reference: the directory --save and --restore names are "
+               "relative to (default: the current directory, or an absolute name's parent)");
   flags.Int("max_seconds", &f->max_seconds, "stop early after this many seconds (0: no limit)");
   flags.String("log_dir", &f->log_dir, "with --local: the daemons' logs (default: a temp dir)");
   flags.String("export_graph", &f->export_graph,
@@ -257,8 +340,32 @@ absl::Status RunTraining(const TrainFlags& f, CliIo io, float* final_loss) {
   std::unique_ptr<Session> session;
   std::unique_ptr<Trainer> trainer;
   std::string where;
+  CheckpointPlace place{f.checkpoint_root, f.save, f.restore};
+  if (!f.coordinator.empty() && !f.checkpoint_root.empty()) {
+    return UsageError(
+        "--checkpoint_root is for --local and --reference: with --coordinator, --save and "
+        "--restore name checkpoints relative to that coordinator's --checkpoint_root");
+  }
+  if (f.coordinator.empty()) {
+    ASSIGN_OR_RETURN(place, PlaceCheckpoints(f));
+    if (!place.save.empty()) {
+      // A name the save would refuse is refused now, not after the training.
+      RETURN_IF_ERROR(MakeDirs(place.root));
+      ASSIGN_OR_RETURN(const CheckpointRoot root, CheckpointRoot::Open(place.root));
+      const absl::Status s = root.Resolve(place.save, /*create=*/false).status();
+      if (!s.ok() && s.code() != absl::StatusCode::kNotFound) return WithContext(s, "--save");
+    }
+  } else {
+    for (const std::string* name : {&f.save, &f.restore}) {
+      if (!name->empty() && (*name)[0] == '/') {
+        return UsageError(absl::StrCat(
+            "with --coordinator, --save and --restore name a checkpoint relative to the "
+            "coordinator's --checkpoint_root, not an absolute path like ", *name));
+      }
+    }
+  }
   if (f.reference) {
-    trainer = std::make_unique<InProcessTrainer>(tg->graph);
+    trainer = std::make_unique<InProcessTrainer>(tg->graph, place.root);
     where = "in process (reference interpreter, 1 processor)";
   } else {
     std::string address = f.coordinator;
@@ -269,6 +376,8 @@ absl::Status RunTraining(const TrainFlags& f, CliIo io, float* final_loss) {
       }
       LocalClusterOptions options;
       options.workers = static_cast<int>(f.local);
+      options.data_dirs = DataDirs(tmodel.data_path);
+      options.checkpoint_root = place.root;
       ASSIGN_OR_RETURN(const std::string log_dir, LogDirectory(f.log_dir, "train"));
       options.log_dir = log_dir;
       io.out << "starting a local cluster: 1 coordinator + " << f.local
@@ -301,7 +410,7 @@ absl::Status RunTraining(const TrainFlags& f, CliIo io, float* final_loss) {
 
   int64_t first_step = 0;  // steps the run starts after (a restored checkpoint's)
   if (!f.restore.empty()) {
-    absl::StatusOr<int64_t> restored = trainer->Restore(f.restore);
+    absl::StatusOr<int64_t> restored = trainer->Restore(place.restore);
     if (!restored.ok()) {
       return WithContext(restored.status(), absl::StrCat("restoring ", f.restore));
     }
@@ -388,7 +497,7 @@ absl::Status RunTraining(const TrainFlags& f, CliIo io, float* final_loss) {
       f.model == "transformer" ? "tokens" : "examples", smoothed);
   if (final_loss != nullptr) *final_loss = smoothed;
   if (!f.save.empty()) {
-    RETURN_IF_ERROR(WithContext(trainer->Save(f.save), absl::StrCat("saving ", f.save)));
+    RETURN_IF_ERROR(WithContext(trainer->Save(place.save), absl::StrCat("saving ", f.save)));
     io.out << "saved a checkpoint of step " << first_step + done << " in " << f.save << "\n";
   }
   if (f.sample > 0 && f.model == "transformer") {

@@ -33,8 +33,9 @@ struct TrainFlags {
   int64_t batch = 0, length = 0, d_model = 0, heads = 0, d_ff = 0, layers = 0;
   int64_t sample = 0;
   std::string prompt;
-  std::string save;
+  std::string save;             // checkpoint names (proto/checkpoint.proto)
   std::string restore;
+  std::string checkpoint_root;  // --local / --reference: what the names are relative to
   int64_t max_seconds = 0;
   std::string log_dir;
   std::string export_graph;

@@ -1,7 +1,6 @@
 #include "client/client.h"
 
 #include <algorithm>
-#include <filesystem>
 #include <system_error>
 
 #include "absl/strings/str_cat.h"
@@ -148,43 +147,24 @@ absl::StatusOr<TensorMap> Session::RunSteps(int64_t num_steps, const TensorMap& 
   return result;
 }
 
-namespace {
-
-absl::StatusOr<std::string> AbsoluteDirectory(const std::string& directory) {
-  if (directory.empty()) return absl::InvalidArgumentError("no checkpoint directory given");
-  std::error_code ec;
-  std::filesystem::path abs = std::filesystem::absolute(directory, ec);
-  if (ec) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("checkpoint directory ", directory, ": ", ec.message()));
-  }
-  return abs.lexically_normal().string();
-}
-
-}  // namespace
-
-absl::Status Session::SaveCheckpoint(const std::string& directory) {
-  absl::StatusOr<std::string> dir = AbsoluteDirectory(directory);
-  if (!dir.ok()) return dir.status();
+absl::Status Session::SaveCheckpoint(const std::string& name) {
   Client::Impl& impl = *client_->impl_;
   grpc::ClientContext ctx;
   impl.Prepare(&ctx, impl.options.rpc_timeout);
   v1::SaveCheckpointRequest request;
   request.set_session(id_);
-  request.set_directory(*dir);
+  request.set_directory(name);
   v1::SaveCheckpointResponse response;
   return impl.Annotate(FromGrpcStatus(impl.stub->SaveCheckpoint(&ctx, request, &response)));
 }
 
-absl::StatusOr<int64_t> Session::RestoreCheckpoint(const std::string& directory) {
-  absl::StatusOr<std::string> dir = AbsoluteDirectory(directory);
-  if (!dir.ok()) return dir.status();
+absl::StatusOr<int64_t> Session::RestoreCheckpoint(const std::string& name) {
   Client::Impl& impl = *client_->impl_;
   grpc::ClientContext ctx;
   impl.Prepare(&ctx, impl.options.rpc_timeout);
   v1::RestoreCheckpointRequest request;
   request.set_session(id_);
-  request.set_directory(*dir);
+  request.set_directory(name);
   v1::RestoreCheckpointResponse response;
   absl::Status s =
       impl.Annotate(FromGrpcStatus(impl.stub->RestoreCheckpoint(&ctx, request, &response)));

@@ -59,16 +59,19 @@ class Session {
   // whose data the workers read themselves) and returns the last step's fetches.
   absl::StatusOr<TensorMap> RunSteps(int64_t num_steps, const TensorMap& feeds,
                                      const std::vector<std::string>& fetches);
-  // Checkpoints of the session's variables (proto/checkpoint.proto). `directory` must be visible
-  // at the same path to the coordinator and every worker (a shared filesystem; on Kubernetes a
-  // volume mounted into every pod); a relative path is made absolute here, against this
-  // process's working directory. SaveCheckpoint writes the shards and then manifest.pbtxt (with
-  // the session's step count); it fails before the first step (variables have no values yet).
-  // RestoreCheckpoint loads a checkpoint saved by a session with the same variables (names,
-  // shapes, dtypes) on any mesh and layout, and returns the restored step count; a missing or
-  // corrupted shard fails it (NotFound / DataLoss naming the file) and changes nothing.
-  absl::Status SaveCheckpoint(const std::string& directory);
-  absl::StatusOr<int64_t> RestoreCheckpoint(const std::string& directory);
+  // Checkpoints of the session's variables (proto/checkpoint.proto). `name` is relative to the
+  // coordinator's --checkpoint_root ("ck", "runs/ck") and sent as given: the coordinator refuses
+  // an absolute name, '..' or a symlink out of its root (InvalidArgument / PermissionDenied), and
+  // every checkpoint when it has no --checkpoint_root (FailedPrecondition naming the flag).
+  // SaveCheckpoint writes a new version of the checkpoint (shards, then the manifest with the
+  // session's step count) and commits it atomically; a failed save leaves the previous one
+  // restorable. It fails before the first step (variables have no values yet). RestoreCheckpoint
+  // loads the committed version of a checkpoint saved by a session with the same variables
+  // (names, shapes, dtypes) on any mesh and layout, and returns the restored step count; a
+  // missing or corrupted shard or manifest fails it (NotFound / DataLoss naming the file) and
+  // changes nothing.
+  absl::Status SaveCheckpoint(const std::string& name);
+  absl::StatusOr<int64_t> RestoreCheckpoint(const std::string& name);
   absl::Status Close();
 
  private:

@@ -87,6 +87,9 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
   argv.push_back("--host=127.0.0.1");
   argv.push_back(absl::StrCat("--port_file=", port_file));
   argv.push_back(absl::StrCat("--credentials_dir=", cluster->credentials_dir_));
+  if (!options.checkpoint_root.empty()) {
+    argv.push_back(absl::StrCat("--checkpoint_root=", options.checkpoint_root));
+  }
   for (const std::string& f : options.coordinator_flags) argv.push_back(f);
   auto pid = cluster->Spawn(argv, "coordinator");
   if (!pid.ok()) return pid.status();
@@ -192,6 +195,10 @@ absl::Status LocalCluster::AddWorker(int expected_alive) {
   argv.push_back(absl::StrCat("--credentials_dir=", credentials_dir_));
   // Rank = start order, so sessions use the workers in that order.
   argv.push_back(absl::StrCat("--rank=", workers_.size()));
+  for (const std::string& d : options_.data_dirs) argv.push_back(absl::StrCat("--data_dir=", d));
+  if (!options_.checkpoint_root.empty()) {
+    argv.push_back(absl::StrCat("--checkpoint_root=", options_.checkpoint_root));
+  }
   for (const std::string& f : options_.worker_flags) argv.push_back(f);
   auto pid = Spawn(argv, absl::StrCat("worker", workers_.size()));
   if (!pid.ok()) return pid.status();

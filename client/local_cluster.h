@@ -42,6 +42,12 @@ struct LocalClusterOptions {
   // When coordinator_flags give the coordinator token files of their own (so it generates none):
   // the operator token file this LocalCluster waits for the workers with.
   std::string operator_token_file;
+  // Directories whose files the graphs may read (text_windows): one --data_dir each for every
+  // worker. Empty: the workers read no file.
+  std::vector<std::string> data_dirs;
+  // --checkpoint_root of the coordinator and every worker: checkpoints are named relative to it.
+  // Empty: checkpoints are refused.
+  std::string checkpoint_root;
 };
 
 class LocalCluster {

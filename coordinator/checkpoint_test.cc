@@ -1,13 +1,19 @@
 // Checkpoints through the coordinator with workers in this process: a session trained on a 2x2
 // mesh saves, a session on another mesh and layout restores and continues with the same losses;
-// bad directories, other variables, corrupted shards and broken workers are refused with errors
-// naming them, and a refused restore changes no variable.
+// bad names, other variables, corrupted shards and manifests and broken workers are refused with
+// errors naming them, and a refused restore changes no variable. A save that fails or dies before
+// its commit leaves the previous checkpoint the one restored. Names stay under --checkpoint_root.
 #include <stdlib.h>
 
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <iterator>
 
 #include "absl/strings/match.h"
 #include "coordinator/coordinator.h"
@@ -60,20 +66,44 @@ TensorMap Feeds(int step) {
   return {{"x", x}, {"y", y}};
 }
 
+// A fresh directory, resolved (the coordinator reports resolved paths).
+std::string RealTempDir() {
+  return fs::canonical(MakeTempDir()).string();
+}
+
 class CheckpointCoordinatorTest : public ::testing::Test {
  protected:
-  CheckpointCoordinatorTest() : coordinator_(Options(), &workers_) {}
+  CheckpointCoordinatorTest() : root_(RealTempDir()), coordinator_(Options(root_), &workers_) {}
 
-  static CoordinatorOptions Options() {
+  static CoordinatorOptions Options(const std::string& root) {
     CoordinatorOptions o;
     o.heartbeat_timeout = absl::Seconds(60);
+    o.checkpoint_root = root;
     return o;
   }
 
-  void Register(int n) {
+  // The committed version directory of checkpoint `name`.
+  std::string Committed(const std::string& name) const {
+    std::ifstream in(fs::path(root_) / name / "CURRENT");
+    std::string version;
+    in >> version;
+    EXPECT_FALSE(version.empty()) << name << " has no CURRENT";
+    return (fs::path(root_) / name / version).string();
+  }
+
+  // Every version directory of checkpoint `name`.
+  std::vector<std::string> Versions(const std::string& name) const {
+    std::vector<std::string> out;
+    for (const auto& e : fs::directory_iterator(fs::path(root_) / name)) {
+      if (absl::StartsWith(e.path().filename().string(), "v-")) out.push_back(e.path().string());
+    }
+    return out;
+  }
+
+  void Register(int n, WorkerFileAccess files = WorkerFileAccess()) {
     for (int i = 0; i < n; ++i) {
       std::string address = absl::StrCat("w", next_++);
-      workers_.AddWorker(address);
+      workers_.AddWorker(address, files);
       v1::RegisterWorkerRequest r;
       r.set_address(address);
       r.set_incarnation("inc-" + address);
@@ -103,6 +133,7 @@ class CheckpointCoordinatorTest : public ::testing::Test {
     return out->at("loss").f32()[0];
   }
 
+  const std::string root_;  // --checkpoint_root
   InProcessWorkers workers_;
   Coordinator coordinator_;
   int next_ = 0;
@@ -110,7 +141,7 @@ class CheckpointCoordinatorTest : public ::testing::Test {
 
 TEST_F(CheckpointCoordinatorTest, SavedOnTwoByTwoContinuesOnOtherMeshes) {
   Register(4);
-  const std::string dir = MakeTempDir() + "/ckpt";  // SaveCheckpoint creates it
+  const std::string dir = "runs/ckpt";  // relative to the root; SaveCheckpoint creates it
   std::vector<float> want;
   const std::string a = Create("rows:2,cols:2", "batch:rows,hidden:cols");
   for (int s = 1; s <= 4; ++s) {
@@ -140,15 +171,13 @@ TEST_F(CheckpointCoordinatorTest, SavedOnTwoByTwoContinuesOnOtherMeshes) {
 
 TEST_F(CheckpointCoordinatorTest, BadRestoresAreRefusedAndChangeNothing) {
   Register(4);
-  const std::string dir = MakeTempDir();
+  const std::string dir = "ck";
   const std::string a = Create("x:4", "hidden:x");
   // Nothing to save before the first step.
   EXPECT_TRUE(StatusIs(coordinator_.SaveCheckpoint(a, dir).status(),
                        absl::StatusCode::kFailedPrecondition,
                        {"worker 0 (w0, mesh coordinate (0))", "no value yet"}));
   const float first = Step(a, 1);
-  EXPECT_TRUE(StatusIs(coordinator_.SaveCheckpoint(a, "relative/dir").status(),
-                       absl::StatusCode::kInvalidArgument, {"absolute"}));
   ASSERT_TRUE(coordinator_.SaveCheckpoint(a, dir).ok());
   ASSERT_OK(coordinator_.CloseSession(a));
 
@@ -159,14 +188,19 @@ TEST_F(CheckpointCoordinatorTest, BadRestoresAreRefusedAndChangeNothing) {
   ASSERT_OK(coordinator_.CloseSession(other));
 
   const std::string b = Create("rows:2,cols:2", "hidden:cols");
-  EXPECT_TRUE(StatusIs(coordinator_.RestoreCheckpoint(b, MakeTempDir()).status(),
-                       absl::StatusCode::kNotFound, {"manifest.pbtxt", "incomplete"}));
+  fs::create_directories(fs::path(root_) / "empty");
+  EXPECT_TRUE(StatusIs(coordinator_.RestoreCheckpoint(b, "empty").status(),
+                       absl::StatusCode::kNotFound, {"no committed checkpoint", "CURRENT"}));
+  EXPECT_TRUE(StatusIs(coordinator_.RestoreCheckpoint(b, "absent").status(),
+                       absl::StatusCode::kNotFound, {"no checkpoint 'absent'"}));
   EXPECT_TRUE(StatusIs(coordinator_.RestoreCheckpoint("nope", dir).status(),
                        absl::StatusCode::kNotFound));
   // Corrupt the shard of w1 holding hidden 2-3 (x:4, hidden:x): under hidden:cols the workers at
   // cols=0 need it.
+  const std::string version = Committed(dir);
   {
-    std::fstream f(fs::path(dir) / "w1.0_2.shard", std::ios::in | std::ios::out | std::ios::binary);
+    std::fstream f(fs::path(version) / "w1.0_2.shard",
+                   std::ios::in | std::ios::out | std::ios::binary);
     f.seekp(3);
     f.put('\x7f');
   }
@@ -180,12 +214,152 @@ TEST_F(CheckpointCoordinatorTest, BadRestoresAreRefusedAndChangeNothing) {
   // A worker that is gone: named, and the others keep nothing.
   const std::string c = Create("x:4", "hidden:x");
   workers_.Break("w3", absl::UnavailableError("connection refused"));
-  fs::remove(fs::path(dir) / "w1.0_2.shard");
+  fs::remove(fs::path(version) / "w1.0_2.shard");
   auto restored = coordinator_.RestoreCheckpoint(c, dir);
   EXPECT_FALSE(restored.ok());
   EXPECT_TRUE(StatusIs(restored.status(), absl::StatusCode::kNotFound, {"w1.0_2.shard", "missing"}))
       << restored.status();
   EXPECT_TRUE(absl::StrContains(restored.status().message(), "worker 3 (w3")) << restored.status();
+}
+
+TEST_F(CheckpointCoordinatorTest, NamesStayUnderTheCheckpointRoot) {
+  Register(1);
+  const std::string a = Create("x:1", "");
+  Step(a, 1);
+  const std::string outside = RealTempDir();
+  for (const std::string& name : {outside + "/ck", std::string("../ck"), std::string("a/../../ck"),
+                                  std::string("")}) {
+    SCOPED_TRACE(name);
+    EXPECT_TRUE(StatusIs(coordinator_.SaveCheckpoint(a, name).status(),
+                         absl::StatusCode::kInvalidArgument,
+                         {"'" + name + "'", "--checkpoint_root"}));
+    EXPECT_TRUE(StatusIs(coordinator_.RestoreCheckpoint(a, name).status(),
+                         absl::StatusCode::kInvalidArgument,
+                         {"'" + name + "'", "--checkpoint_root"}));
+  }
+  ASSERT_EQ(symlink(outside.c_str(), (fs::path(root_) / "link").c_str()), 0);
+  EXPECT_TRUE(StatusIs(coordinator_.SaveCheckpoint(a, "link/ck").status(),
+                       absl::StatusCode::kPermissionDenied,
+                       {"link", "resolves to '" + outside + "'", "--checkpoint_root"}));
+  EXPECT_TRUE(StatusIs(coordinator_.RestoreCheckpoint(a, "link").status(),
+                       absl::StatusCode::kPermissionDenied, {"link", "--checkpoint_root"}));
+  EXPECT_TRUE(fs::is_empty(outside));  // nothing was created out there
+
+  // A coordinator without --checkpoint_root refuses checkpoints, naming the flag.
+  Coordinator no_root(CoordinatorOptions(), &workers_);
+  EXPECT_TRUE(StatusIs(no_root.SaveCheckpoint(a, "ck").status(),
+                       absl::StatusCode::kFailedPrecondition, {"--checkpoint_root"}));
+  EXPECT_TRUE(StatusIs(no_root.RestoreCheckpoint(a, "ck").status(),
+                       absl::StatusCode::kFailedPrecondition, {"--checkpoint_root"}));
+}
+
+TEST_F(CheckpointCoordinatorTest, WorkersCheckTheDirectoryIsUnderTheirOwnRoot) {
+  // A worker whose --checkpoint_root is another directory refuses what the coordinator sends.
+  const std::string elsewhere = RealTempDir();
+  ASSERT_OK_AND_ASSIGN(const FileAccessPolicy policy,
+                       FileAccessPolicy::Under({elsewhere}, "--checkpoint_root"));
+  WorkerFileAccess files;
+  files.checkpoints = &policy;
+  Register(1, files);
+  const std::string a = Create("x:1", "");
+  Step(a, 1);
+  const absl::Status saved = coordinator_.SaveCheckpoint(a, "ck").status();
+  EXPECT_TRUE(StatusIs(saved, absl::StatusCode::kPermissionDenied,
+                       {"worker 0", root_ + "/ck/v-", "--checkpoint_root", elsewhere}));
+  // The failed save left no version behind.
+  EXPECT_TRUE(Versions("ck").empty());
+  EXPECT_FALSE(fs::exists(fs::path(root_) / "ck" / "CURRENT"));
+  ASSERT_OK(coordinator_.CloseSession(a));
+}
+
+TEST_F(CheckpointCoordinatorTest, AFailedSaveLeavesThePreviousCheckpoint) {
+  Register(4);
+  const std::string a = Create("rows:2,cols:2", "batch:rows,hidden:cols");
+  std::vector<float> want;
+  for (int s = 1; s <= 2; ++s) want.push_back(Step(a, s));
+  ASSERT_OK(coordinator_.SaveCheckpoint(a, "ck").status());  // v1: after step 2
+  const std::string v1 = Committed("ck");
+  for (int s = 3; s <= 4; ++s) want.push_back(Step(a, s));
+
+  // A disk error on one worker after the others wrote their shards.
+  workers_.FailNextSave("w2", absl::ResourceExhaustedError("No space left on device"));
+  EXPECT_TRUE(StatusIs(coordinator_.SaveCheckpoint(a, "ck").status(),
+                       absl::StatusCode::kResourceExhausted,
+                       {"worker 2 (w2", "No space left on device"}));
+  EXPECT_EQ(Committed("ck"), v1);
+  EXPECT_EQ(Versions("ck"), std::vector<std::string>{v1});  // the new version's files are gone
+  // A worker that is gone during the save.
+  workers_.Break("w3", absl::UnavailableError("connection reset"));
+  EXPECT_TRUE(StatusIs(coordinator_.SaveCheckpoint(a, "ck").status(),
+                       absl::StatusCode::kUnavailable, {"worker 3 (w3"}));
+  EXPECT_EQ(Committed("ck"), v1);
+  workers_.Break("w3", absl::OkStatus());
+  ASSERT_OK(coordinator_.CloseSession(a));
+
+  // v1 restores with v1's values: steps 3 and 4 give the losses of the first run.
+  const std::string b = Create("x:4", "d_in:x");
+  ASSERT_OK_AND_ASSIGN(v1::RestoreCheckpointResponse restored,
+                       coordinator_.RestoreCheckpoint(b, "ck"));
+  EXPECT_EQ(restored.step(), 2);
+  for (int s = 3; s <= 4; ++s) {
+    EXPECT_NEAR(Step(b, s), want[s - 1], 1e-5 * std::abs(want[s - 1])) << "step " << s;
+  }
+  ASSERT_OK(coordinator_.CloseSession(b));
+}
+
+TEST_F(CheckpointCoordinatorTest, ASaveInterruptedBeforeItsCommitIsIgnoredThenCleanedUp) {
+  Register(3);
+  const std::string a = Create("x:2", "hidden:x");
+  Step(a, 1);
+  ASSERT_OK(coordinator_.SaveCheckpoint(a, "ck").status());  // after step 1
+  const std::string v1 = Committed("ck");
+  // What a coordinator killed half way leaves: a version with shards and even a manifest (of a
+  // later step), never named by CURRENT.
+  const std::string dead = (fs::path(root_) / "ck" / "v-0000000009-0123456789abcdef").string();
+  fs::copy(v1, dead);
+  {
+    std::fstream f(fs::path(dead) / "w1.0_0.shard", std::ios::in | std::ios::out | std::ios::binary);
+    f.put('\x55');
+  }
+  const std::string c = Create("x:1", "");
+  ASSERT_OK_AND_ASSIGN(v1::RestoreCheckpointResponse restored,
+                       coordinator_.RestoreCheckpoint(c, "ck"));
+  EXPECT_EQ(restored.step(), 1);
+  ASSERT_OK(coordinator_.CloseSession(c));
+
+  // The next save commits beside v1, keeps v1 as the previous version and removes the dead one.
+  Step(a, 2);
+  ASSERT_OK(coordinator_.SaveCheckpoint(a, "ck").status());
+  const std::string v2 = Committed("ck");
+  EXPECT_NE(v2, v1);
+  EXPECT_FALSE(fs::exists(dead));
+  std::vector<std::string> versions = Versions("ck");
+  std::sort(versions.begin(), versions.end());
+  std::vector<std::string> want = {v1, v2};
+  std::sort(want.begin(), want.end());
+  EXPECT_EQ(versions, want);
+  ASSERT_OK(coordinator_.CloseSession(a));
+}
+
+TEST_F(CheckpointCoordinatorTest, ACorruptedManifestIsDataLoss) {
+  Register(1);
+  const std::string a = Create("x:1", "");
+  Step(a, 1);
+  Step(a, 2);
+  ASSERT_OK(coordinator_.SaveCheckpoint(a, "ck").status());
+  const std::string manifest = Committed("ck") + "/manifest.pbtxt";
+  std::string text;
+  {
+    std::ifstream in(manifest);
+    text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  const size_t at = text.find("step: 2\n");
+  ASSERT_NE(at, std::string::npos) << text;
+  text.replace(at, 8, "step: 5\n");  // still a consistent manifest: only the checksum tells
+  std::ofstream(manifest, std::ios::trunc) << text;
+  EXPECT_TRUE(StatusIs(coordinator_.RestoreCheckpoint(a, "ck").status(),
+                       absl::StatusCode::kDataLoss, {manifest, "checksum"}));
+  ASSERT_OK(coordinator_.CloseSession(a));
 }
 
 }  // namespace

@@ -1,10 +1,7 @@
 #include "coordinator/coordinator.h"
 
 #include <algorithm>
-#include <filesystem>
 #include <random>
-#include <set>
-#include <system_error>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -17,6 +14,7 @@
 #include "core/slicing.h"
 #include "core/status_macros.h"
 #include "runtime/checkpoint.h"
+#include "runtime/checkpoint_store.h"
 
 namespace meshrt {
 
@@ -628,13 +626,9 @@ absl::Status Coordinator::CheckUsable(Session* session) {
 
 namespace {
 
-absl::Status CheckCheckpointDirectory(const std::string& directory) {
-  if (directory.empty() || directory[0] != '/') {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "checkpoint directory '", directory,
-        "' must be an absolute path on a filesystem shared by the coordinator and every worker"));
-  }
-  return absl::OkStatus();
+// `s` with its code, prefixed with `what`.
+absl::Status Prefixed(const std::string& what, const absl::Status& s) {
+  return absl::Status(s.code(), absl::StrCat(what, ": ", s.message()));
 }
 
 // The first failure's code, with every failure in the message.
@@ -654,24 +648,18 @@ absl::Status JoinFailures(const std::string& what, const std::vector<absl::Statu
 }  // namespace
 
 absl::StatusOr<v1::SaveCheckpointResponse> Coordinator::SaveCheckpoint(
-    const std::string& id, const std::string& directory) {
-  RETURN_IF_ERROR(CheckCheckpointDirectory(directory));
+    const std::string& id, const std::string& name) {
+  ASSIGN_OR_RETURN(const CheckpointRoot root, CheckpointRoot::Open(options_.checkpoint_root));
   ASSIGN_OR_RETURN(std::shared_ptr<Session> session, FindSession(id));
   absl::MutexLock step_lock(&session->step_mu);
   RETURN_IF_ERROR(CheckUsable(session.get()));
-  const std::string what = absl::StrCat("saving a checkpoint of session ", id, " to ", directory);
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  fs::create_directories(directory, ec);
-  if (ec) {
-    return absl::ErrnoToStatus(ec.value(), absl::StrCat(what, ": cannot create the directory"));
-  }
-  // From here on the directory is an incomplete checkpoint until the new manifest is written.
-  fs::remove(fs::path(directory) / kCheckpointManifestFile, ec);
-  if (ec) {
-    return absl::ErrnoToStatus(ec.value(),
-                               absl::StrCat(what, ": cannot remove the earlier manifest"));
-  }
+  const std::string what = absl::StrCat("saving a checkpoint of session ", id, " as '", name, "'");
+  absl::StatusOr<std::string> directory = root.Resolve(name, /*create=*/true);
+  if (!directory.ok()) return Prefixed(what, directory.status());
+  // A new version beside the committed one; nothing the previous save wrote is touched until the
+  // new version is committed (runtime/checkpoint_store.h).
+  absl::StatusOr<CheckpointWriter> writer = CheckpointWriter::Begin(*directory, session->step);
+  if (!writer.ok()) return Prefixed(what, writer.status());
   const Mesh& mesh = session->mesh;
   const int n = mesh.num_processors();
   auto who = [&](int p) {
@@ -683,7 +671,7 @@ absl::StatusOr<v1::SaveCheckpointResponse> Coordinator::SaveCheckpoint(
   ParallelFor(n, [&](int p) {
     v1::WorkerSaveCheckpointRequest request;
     request.set_session(id);
-    request.set_directory(directory);
+    request.set_directory(writer->version_dir());
     saved[p] = session->clients[p]->SaveCheckpoint(request, options_.checkpoint_timeout);
   });
   std::vector<absl::Status> statuses;
@@ -694,51 +682,47 @@ absl::StatusOr<v1::SaveCheckpointResponse> Coordinator::SaveCheckpoint(
       for (v1::CheckpointShard& s : *r->mutable_shards()) shards.push_back(std::move(s));
     }
   }
-  RETURN_IF_ERROR(JoinFailures(what, statuses, who));
-  absl::StatusOr<v1::CheckpointManifest> manifest =
-      BuildManifest(session->program, session->step, std::move(shards));
-  if (!manifest.ok()) {
-    return absl::Status(manifest.status().code(),
-                        absl::StrCat(what, ": ", manifest.status().message()));
+  absl::Status failed = JoinFailures(what, statuses, who);
+  absl::StatusOr<v1::CheckpointManifest> manifest = absl::UnknownError("no manifest built");
+  if (failed.ok()) {
+    manifest = BuildManifest(session->program, session->step, std::move(shards));
+    if (!manifest.ok()) failed = Prefixed(what, manifest.status());
   }
-  if (absl::Status s = WriteManifest(directory, *manifest); !s.ok()) {
-    return absl::Status(s.code(), absl::StrCat(what, ": ", s.message()));
+  if (failed.ok()) {
+    if (absl::Status s = writer->Commit(*manifest); !s.ok()) failed = Prefixed(what, s);
   }
-  // Shard files of an earlier save into this directory that the manifest does not list.
-  std::set<std::string> listed;
+  if (!failed.ok()) {
+    writer->Abandon();  // the new version's own files; the committed version stays as it was
+    return failed;
+  }
   v1::SaveCheckpointResponse response;
   response.set_step(manifest->step());
   response.set_num_shards(manifest->shards_size());
   for (const v1::CheckpointShard& s : manifest->shards()) {
-    listed.insert(s.file());
     response.set_num_bytes(response.num_bytes() + s.byte_size());
   }
-  for (const auto& entry : fs::directory_iterator(directory, ec)) {
-    const std::string name = entry.path().filename().string();
-    if ((absl::EndsWith(name, ".shard") || absl::EndsWith(name, ".shard.tmp")) &&
-        !listed.count(name)) {
-      std::error_code ignored;
-      fs::remove(entry.path(), ignored);
-    }
-  }
-  LogInfo("coordinator: session ", id, " saved a checkpoint at step ", manifest->step(), " to ",
-          directory, " (", manifest->shards_size(), " shards, ", response.num_bytes(), " bytes)");
+  LogInfo("coordinator: session ", id, " saved a checkpoint at step ", manifest->step(), " as ",
+          writer->version_dir(), " (", manifest->shards_size(), " shards, ", response.num_bytes(),
+          " bytes)");
   return response;
 }
 
 absl::StatusOr<v1::RestoreCheckpointResponse> Coordinator::RestoreCheckpoint(
-    const std::string& id, const std::string& directory) {
-  RETURN_IF_ERROR(CheckCheckpointDirectory(directory));
+    const std::string& id, const std::string& name) {
+  ASSIGN_OR_RETURN(const CheckpointRoot root, CheckpointRoot::Open(options_.checkpoint_root));
   ASSIGN_OR_RETURN(std::shared_ptr<Session> session, FindSession(id));
   absl::MutexLock step_lock(&session->step_mu);
   RETURN_IF_ERROR(CheckUsable(session.get()));
   const std::string what =
-      absl::StrCat("restoring the checkpoint in ", directory, " into session ", id);
-  absl::StatusOr<v1::CheckpointManifest> manifest = ReadManifest(directory);
-  if (!manifest.ok()) {
-    return absl::Status(manifest.status().code(),
-                        absl::StrCat(what, ": ", manifest.status().message()));
-  }
+      absl::StrCat("restoring checkpoint '", name, "' into session ", id);
+  absl::StatusOr<std::string> checkpoint_dir = root.Resolve(name, /*create=*/false);
+  if (!checkpoint_dir.ok()) return Prefixed(what, checkpoint_dir.status());
+  // The committed version (CURRENT), never a save in progress or one that died half way.
+  absl::StatusOr<CommittedCheckpoint> committed_checkpoint =
+      ReadCommittedCheckpoint(*checkpoint_dir);
+  if (!committed_checkpoint.ok()) return Prefixed(what, committed_checkpoint.status());
+  const std::string& directory = committed_checkpoint->directory;
+  const v1::CheckpointManifest* const manifest = &committed_checkpoint->manifest;
   if (absl::Status s = CheckManifestForProgram(*manifest, session->program); !s.ok()) {
     return absl::Status(s.code(), absl::StrCat(what, ": ", s.message()));
   }
@@ -786,7 +770,7 @@ absl::StatusOr<v1::RestoreCheckpointResponse> Coordinator::RestoreCheckpoint(
     return failed;
   }
   session->step = manifest->step();
-  LogInfo("coordinator: session ", id, " restored the checkpoint in ", directory, " (step ",
+  LogInfo("coordinator: session ", id, " restored checkpoint ", directory, " (step ",
           manifest->step(), ", saved on mesh ",
           [&] {
             absl::StatusOr<Mesh> m = Mesh::FromProto(manifest->mesh());

@@ -52,6 +52,9 @@ struct CoordinatorOptions {
   absl::Duration failure_grace = absl::Seconds(2);
   // Deadline of one worker's part of a checkpoint save or restore.
   absl::Duration checkpoint_timeout = absl::Minutes(10);
+  // --checkpoint_root: the directory (on the filesystem shared with every worker) that checkpoint
+  // names are relative to and that checkpoints never leave. Empty: checkpoints are refused.
+  std::string checkpoint_root;
 };
 
 class Coordinator {
@@ -93,29 +96,37 @@ class Coordinator {
 
   absl::Status CloseSession(const std::string& session);
 
-  // Checkpoints (proto/checkpoint.proto, runtime/checkpoint.h). `directory` must be absolute and
-  // on a filesystem shared by the coordinator and every worker of the session at the same path
-  // (on Kubernetes a shared volume). Both wait for a step in flight and run between steps.
+  // Checkpoints (proto/checkpoint.proto, runtime/checkpoint_store.h). `name` is relative to
+  // options.checkpoint_root ("ck", "runs/ck"), which must be on a filesystem shared by the
+  // coordinator and every worker of the session at the same path (on Kubernetes a shared volume).
+  // Both wait for a step in flight and run between steps. Errors of both: FailedPrecondition naming
+  // --checkpoint_root when there is none; InvalidArgument for an empty or absolute name or one
+  // with '..'; PermissionDenied when it leads out of the root through a symlink (each naming the
+  // name and --checkpoint_root); NotFound / FailedPrecondition for the session.
   //
-  // SaveCheckpoint creates the directory if needed, removes an earlier manifest in it, has every
-  // worker write the shards it owns, then writes manifest.pbtxt (with the session's step count)
-  // last, and removes shard files of an earlier save that the new manifest does not list. Errors:
-  // NotFound / FailedPrecondition for the session; InvalidArgument for a relative path; the
-  // workers' errors, naming each worker by id, address and mesh coordinate (FailedPrecondition
-  // before the first step: variables have no values yet). A failed save changes no variable.
+  // SaveCheckpoint creates the checkpoint's directory if needed, takes its LOCK (FailedPrecondition
+  // while another save of it runs), creates a new version directory in it, has every worker write
+  // the shards it owns there, writes the version's manifest (with the session's step count and a
+  // checksum) and commits the version by replacing CURRENT atomically; then it removes the versions
+  // older than the one it replaced. A save that fails (the workers' errors, naming each worker by
+  // id, address and mesh coordinate; FailedPrecondition before the first step: variables have no
+  // values yet) removes the new version's files and leaves the previous checkpoint committed and
+  // restorable; so does a coordinator that dies half way (restore ignores versions CURRENT does not
+  // name). A failed save changes no variable.
   absl::StatusOr<v1::SaveCheckpointResponse> SaveCheckpoint(const std::string& session,
-                                                            const std::string& directory);
-  // RestoreCheckpoint reads the manifest and checks it against the session's program before
-  // dispatching anything (InvalidArgument naming missing, extra and mismatched variables; the
-  // mesh and layout may differ; NotFound when the directory holds no manifest, i.e. is not a
-  // complete checkpoint). Then every worker prepares its slices under the session's mesh and
-  // layout (reading and verifying the shards overlapping them) and, only when all succeeded,
-  // installs them; the session's step count becomes the saved one. A shard missing or corrupted
-  // fails the restore with NotFound / DataLoss naming the file, the variable and every worker that
-  // needed it, and no variable of the session changes. Only a worker lost between preparing and
-  // installing fails the session.
+                                                            const std::string& name);
+  // RestoreCheckpoint follows CURRENT (or reads an old-format checkpoint whose manifest is directly
+  // in the directory), reads the manifest — DataLoss naming the file when its checksum or contents
+  // are wrong — and checks it against the session's program before dispatching anything
+  // (InvalidArgument naming missing, extra and mismatched variables; the mesh and layout may
+  // differ; NotFound when there is no such checkpoint or no save of it was committed). Then every
+  // worker prepares its slices under the session's mesh and layout (reading and verifying the
+  // shards overlapping them) and, only when all succeeded, installs them; the session's step count
+  // becomes the saved one. A shard missing or corrupted fails the restore with NotFound / DataLoss
+  // naming the file, the variable and every worker that needed it, and no variable of the session
+  // changes. Only a worker lost between preparing and installing fails the session.
   absl::StatusOr<v1::RestoreCheckpointResponse> RestoreCheckpoint(const std::string& session,
-                                                                  const std::string& directory);
+                                                                  const std::string& name);
 
  private:
   struct WorkerEntry;

@@ -15,6 +15,7 @@
 #include "grpcpp/health_check_service_interface.h"
 #include "rpc/auth.h"
 #include "rpc/grpc_util.h"
+#include "runtime/checkpoint_store.h"
 #include "util/flags.h"
 
 namespace meshrt {
@@ -35,6 +36,7 @@ int CoordinatorMain(int argc, char** argv) {
   int64_t worker_wait_ms = 10000;
   std::string port_file;
   int64_t health_port = 0;
+  std::string checkpoint_root;
   SecurityOptions security_options;
   FlagSet flags("meshrt-coordinator [flags]",
                 "Runs the meshrt coordinator: workers register with it; clients create sessions "
@@ -56,6 +58,10 @@ int CoordinatorMain(int argc, char** argv) {
   flags.Int("health_port", &health_port,
             "also serve the standard gRPC health service, alone and in plaintext, on this port "
             "(for Kubernetes' gRPC probes, which cannot speak TLS); 0 = off");
+  flags.String("checkpoint_root", &checkpoint_root,
+               "clients name checkpoints relative to this directory (on a filesystem shared with "
+               "every worker, which needs the same --checkpoint_root), and no checkpoint is "
+               "written or read outside it; empty = checkpoints are refused");
   AddSecurityFlags(&flags, &security_options, /*server=*/true);
   flags.String("auth_token_file", &credentials.auth_token_file,
                "file of client tokens, one per line: \"NAME TOKEN\" (NAME owns the sessions the "
@@ -102,11 +108,21 @@ int CoordinatorMain(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", std::string(s.message()).c_str());
     return 2;
   }
+  if (!checkpoint_root.empty()) {
+    // Refuse a root that does not exist now, rather than at the first save.
+    absl::StatusOr<CheckpointRoot> root = CheckpointRoot::Open(checkpoint_root);
+    if (!root.ok()) {
+      std::fprintf(stderr, "meshrt-coordinator: %s\n",
+                   std::string(root.status().message()).c_str());
+      return 2;
+    }
+  }
   signal(SIGINT, OnSignal);
   signal(SIGTERM, OnSignal);
   signal(SIGPIPE, SIG_IGN);
 
   CoordinatorOptions options;
+  options.checkpoint_root = checkpoint_root;
   options.heartbeat_interval = absl::Milliseconds(heartbeat_interval_ms);
   options.heartbeat_timeout = absl::Milliseconds(heartbeat_timeout_ms);
   options.collective_timeout = absl::Milliseconds(collective_timeout_ms);

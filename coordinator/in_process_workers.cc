@@ -87,14 +87,17 @@ class InProcessWorkers::Client : public WorkerClient {
   absl::StatusOr<v1::WorkerSaveCheckpointResponse> SaveCheckpoint(
       const v1::WorkerSaveCheckpointRequest& request, absl::Duration) override {
     Worker* w;
+    absl::Status fail;
     {
       absl::MutexLock lock(&owner_->mu_);
       Entry& e = owner_->workers_.at(address_);
       if (!e.broken.ok()) return e.broken;
       w = e.worker.get();
+      std::swap(fail, e.fail_next_save);
     }
     absl::StatusOr<std::vector<v1::CheckpointShard>> shards =
         w->SaveCheckpoint(request.session(), request.directory());
+    if (!fail.ok()) return fail;
     if (!shards.ok()) return shards.status();
     v1::WorkerSaveCheckpointResponse response;
     for (v1::CheckpointShard& s : *shards) *response.add_shards() = std::move(s);
@@ -129,9 +132,15 @@ class InProcessWorkers::Client : public WorkerClient {
   std::string address_;
 };
 
-void InProcessWorkers::AddWorker(const std::string& address) {
+void InProcessWorkers::AddWorker(const std::string& address, WorkerFileAccess files) {
   absl::MutexLock lock(&mu_);
-  workers_[address] = Entry{std::make_unique<Worker>(&CpuKernels(), this), absl::OkStatus()};
+  workers_[address] = Entry{std::make_unique<Worker>(&CpuKernels(), this, files), absl::OkStatus(),
+                            absl::OkStatus()};
+}
+
+void InProcessWorkers::FailNextSave(const std::string& address, absl::Status status) {
+  absl::MutexLock lock(&mu_);
+  workers_.at(address).fail_next_save = std::move(status);
 }
 
 void InProcessWorkers::Break(const std::string& address, absl::Status status) {

@@ -20,10 +20,15 @@ class InProcessWorkers : public WorkerClientFactory, public CommunicatorFactory 
  public:
   InProcessWorkers() = default;
 
-  // Adds a worker reachable at `address`.
-  void AddWorker(const std::string& address);
-  // From now on, every call to `address` fails with `status` (as a dead process would).
+  // Adds a worker reachable at `address`, touching on the host only what `files` allows (its
+  // policies are borrowed and must outlive this).
+  void AddWorker(const std::string& address, WorkerFileAccess files = WorkerFileAccess());
+  // From now on, every call to `address` fails with `status` (as a dead process would); an OK
+  // status mends it.
   void Break(const std::string& address, absl::Status status);
+  // The next checkpoint save on `address` writes its shards, then fails with `status` (a disk
+  // error after some files, or a worker dying before it answers).
+  void FailNextSave(const std::string& address, absl::Status status);
   // Number of LoadSession calls that reached any worker.
   int loads() const;
 
@@ -38,6 +43,7 @@ class InProcessWorkers : public WorkerClientFactory, public CommunicatorFactory 
   struct Entry {
     std::unique_ptr<Worker> worker;
     absl::Status broken;
+    absl::Status fail_next_save;
   };
 
   mutable absl::Mutex mu_;

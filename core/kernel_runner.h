@@ -7,10 +7,19 @@
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
+#include "core/file_access.h"
 #include "core/tensor.h"
 #include "proto/graph.pb.h"
 
 namespace meshrt {
+
+// What an op may touch on the host besides its tensors, given by the caller of every kernel.
+struct KernelContext {
+  // The files ops may read (text_windows' path). Borrowed for the call; never null. The default
+  // allows every file (the reference interpreter, the simulated mesh); a worker daemon's executor
+  // passes the policy of its --data_dir flags.
+  const FileAccessPolicy* files = &FileAccessPolicy::AllowAll();
+};
 
 class KernelRunner {
  public:
@@ -21,9 +30,15 @@ class KernelRunner {
   // unspecified (Tensor::Uninitialized) and every element must be written. Inputs are in the op's
   // input order; dims are matched by name, so slices work as whole tensors do. Returns
   // Unimplemented for an op type this runner lacks, InvalidArgument for shapes that do not fit.
-  // Thread-safe: one runner may serve several threads.
+  // Thread-safe: one runner may serve several threads. An op reading a file that `context` does
+  // not allow fails with the policy's PermissionDenied (core/file_access.h).
   virtual absl::Status Run(const v1::Op& op, absl::Span<const Tensor* const> inputs,
-                           Tensor* output) const = 0;
+                           Tensor* output, const KernelContext& context) const = 0;
+  // Run with the default context (every file readable).
+  absl::Status Run(const v1::Op& op, absl::Span<const Tensor* const> inputs,
+                   Tensor* output) const {
+    return Run(op, inputs, output, KernelContext());
+  }
 
   // *output += alpha * einsum(inputs) for an "einsum" `op`, `output` holding the values to add to
   // (the executor fuses w - lr * einsum(...) this way). Runners without such a path return

@@ -44,6 +44,7 @@ std::string FamilyName(OpFamily family);
 struct TensorType;
 struct LoweringContext;  // core/lower_ops.h
 struct LaidOutTensor;    // core/program_builder.h
+struct KernelContext;    // core/kernel_runner.h
 class Tensor;
 
 // Per-op hooks. A null hook means the family's built-in code handles the op (ops.cc for shape
@@ -52,6 +53,9 @@ using InferFn = absl::StatusOr<TensorType> (*)(const v1::Op& op,
                                                const std::vector<TensorType>& inputs);
 using KernelFn = absl::Status (*)(const v1::Op& op, absl::Span<const Tensor* const> inputs,
                                   Tensor* output);
+// The kernel of an op that touches the host (reads a file): it gets the caller's KernelContext.
+using ContextKernelFn = absl::Status (*)(const v1::Op& op, absl::Span<const Tensor* const> inputs,
+                                         Tensor* output, const KernelContext& context);
 using LowerFn = LaidOutTensor (*)(LoweringContext& ctx, const v1::Op& op,
                                   const std::vector<LaidOutTensor>& inputs);
 
@@ -70,6 +74,9 @@ struct OpInfo {
   InferFn infer = nullptr;
   KernelFn reference = nullptr;
   LowerFn lower = nullptr;
+  // Instead of `reference`, for ops that read files: every runner passes its context through.
+  // (Last, so that the families' positional initializers stay valid.)
+  ContextKernelFn reference_in_context = nullptr;
 };
 
 // Adds ops to the registry; call from a static initializer in the family's file:

@@ -15,6 +15,8 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "core/file_access.h"
+#include "core/kernel_runner.h"
 #include "core/status_macros.h"
 
 namespace meshrt {
@@ -77,24 +79,28 @@ absl::Status FileError(const v1::Op& op, const std::string& path, int err) {
                                          : absl::InvalidArgumentError(msg);
 }
 
-// The cached descriptor of `path` (opened or reopened as needed) and the file's size.
-absl::Status OpenData(const v1::Op& op, const std::string& path, int* fd, int64_t* size) {
+// The cached descriptor of `path` (opened or reopened as needed) and the file's size. `files`
+// decides whether the path may be read, on the path as it resolves now (every step): a path that
+// was allowed and now leads elsewhere (a symlink changed) is refused like any other.
+absl::Status OpenData(const v1::Op& op, const std::string& path, const FileAccessPolicy& files,
+                      int* fd, int64_t* size) {
+  absl::StatusOr<std::string> resolved = files.Resolve(path, "data file");
+  if (!resolved.ok()) return resolved.status();  // the runner names the op
   struct stat st;
-  if (::stat(path.c_str(), &st) != 0) return FileError(op, path, errno);
+  if (::stat(resolved->c_str(), &st) != 0) return FileError(op, path, errno);
   if (!S_ISREG(st.st_mode)) {
     return OpError(op, absl::StrCat("data file '", path, "' is not a regular file"));
   }
   std::lock_guard<std::mutex> lock(CacheMutex());
-  auto it = Cache().find(path);
+  auto it = Cache().find(*resolved);
   if (it == Cache().end() || it->second.dev != st.st_dev || it->second.ino != st.st_ino) {
-    const int f = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (f < 0) return FileError(op, path, errno);
-    if (::fstat(f, &st) != 0) {
-      const int err = errno;
-      ::close(f);
-      return FileError(op, path, err);
-    }
-    it = Cache().insert_or_assign(path, OpenFile{f, st.st_dev, st.st_ino}).first;
+    absl::StatusOr<FileAccessPolicy::OpenedFile> opened =
+        files.OpenRegularFile(*resolved, "data file");
+    if (!opened.ok()) return opened.status();
+    st = opened->st;
+    it = Cache()
+             .insert_or_assign(*resolved, OpenFile{opened->fd, st.st_dev, st.st_ino})
+             .first;
   }
   *fd = it->second.fd;
   *size = static_cast<int64_t>(st.st_size);
@@ -140,7 +146,8 @@ absl::StatusOr<TensorType> InferTextWindows(const v1::Op& op, const std::vector<
   return TensorType{*std::move(shape), DType::kInt32};
 }
 
-absl::Status TextWindowsKernel(const v1::Op& op, absl::Span<const Tensor* const> in, Tensor* out) {
+absl::Status TextWindowsKernel(const v1::Op& op, absl::Span<const Tensor* const> in, Tensor* out,
+                               const KernelContext& context) {
   if (in.size() != 1) return OpError(op, "takes one input (the step)");
   ASSIGN_OR_RETURN(const int64_t step, StepValue(op, *in[0]));
   if (out->dtype() != DType::kInt32 || out->shape().rank() != 2) {
@@ -160,9 +167,9 @@ absl::Status TextWindowsKernel(const v1::Op& op, absl::Span<const Tensor* const>
     return OpError(op, "_slice_begin/_global_sizes do not place the slice inside the tensor");
   }
   const int64_t batch = global[0], length = global[1];
-  int fd;
-  int64_t size;
-  RETURN_IF_ERROR(OpenData(op, path, &fd, &size));
+  int fd = -1;
+  int64_t size = 0;
+  RETURN_IF_ERROR(OpenData(op, path, *context.files, &fd, &size));
   const int64_t n = size - (length + 1);
   if (n <= 0) {
     return OpError(op, absl::StrCat("data file '", path, "' has ", size,
@@ -192,7 +199,7 @@ OpInfo TextWindows() {
   info.collectives = "none (the step is replicated)";
   info.needs_slice_begin = true;
   info.infer = InferTextWindows;
-  info.reference = TextWindowsKernel;
+  info.reference_in_context = TextWindowsKernel;
   info.lower = LowerTextWindows;
   return info;
 }

@@ -24,6 +24,12 @@
 // descriptor). The path is stat()ed every step: a file replaced on disk (new inode) is reopened.
 // Nothing is loaded whole; the page cache keeps a hot file in memory.
 //
+// What may be read: only what the caller's KernelContext allows (core/file_access.h). A worker
+// daemon reads only under its --data_dir directories (none given: no file at all); the path is
+// resolved (realpath) every step and a path leading out of them ("..", a symlink, an absolute path
+// elsewhere) is PermissionDenied naming the path and --data_dir. The reference interpreter and the
+// simulated mesh allow every file.
+//
 // Errors, each naming the op and the path: a missing file is NotFound; an unreadable file, a
 // directory, or a file too short for one window (n <= 0) is InvalidArgument. They come from the
 // kernel, on the processor that reads: shape inference (Graph::Build) runs on the coordinator,

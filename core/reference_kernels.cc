@@ -184,10 +184,14 @@ void UnaryLoop(const Tensor& x, Tensor* out, F f) {
 
 // ---- the runner ---------------------------------------------------------------------------
 
-absl::Status RunOp(const v1::Op& op, absl::Span<const Tensor* const> inputs, Tensor* out) {
+absl::Status RunOp(const v1::Op& op, absl::Span<const Tensor* const> inputs, Tensor* out,
+                   const KernelContext& context) {
   const std::string& type = op.type();
-  if (const OpInfo* info = FindOp(type); info != nullptr && info->reference != nullptr) {
-    return info->reference(op, inputs, out);
+  if (const OpInfo* info = FindOp(type); info != nullptr) {
+    if (info->reference_in_context != nullptr) {
+      return info->reference_in_context(op, inputs, out, context);
+    }
+    if (info->reference != nullptr) return info->reference(op, inputs, out);
   }
   const bool f32 = out->dtype() == DType::kFloat32;
   if (type == "einsum") {
@@ -232,11 +236,12 @@ void ZeroFill(Tensor* t) {
 
 class ReferenceRunner : public KernelRunner {
  public:
-  absl::Status Run(const v1::Op& op, absl::Span<const Tensor* const> inputs,
-                   Tensor* output) const override {
+  using KernelRunner::Run;
+  absl::Status Run(const v1::Op& op, absl::Span<const Tensor* const> inputs, Tensor* output,
+                   const KernelContext& context) const override {
     if (output != nullptr) ZeroFill(output);  // the naive kernels may write only some elements
     absl::Status s = output == nullptr ? absl::InvalidArgumentError("output is null")
-                                       : RunOp(op, inputs, output);
+                                       : RunOp(op, inputs, output, context);
     if (s.ok()) return s;
     return absl::Status(s.code(),
                         absl::StrCat("op '", op.name(), "' (", op.type(), "): ", s.message()));

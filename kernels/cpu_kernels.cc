@@ -166,9 +166,10 @@ std::optional<absl::Status> RunFast(const v1::Op& op, absl::Span<const Tensor* c
 
 class CpuRunner : public KernelRunner {
  public:
-  absl::Status Run(const v1::Op& op, absl::Span<const Tensor* const> inputs,
-                   Tensor* output) const override {
-    if (output == nullptr) return ReferenceKernels().Run(op, inputs, output);
+  using KernelRunner::Run;
+  absl::Status Run(const v1::Op& op, absl::Span<const Tensor* const> inputs, Tensor* output,
+                   const KernelContext& context) const override {
+    if (output == nullptr) return ReferenceKernels().Run(op, inputs, output, context);
     for (const Tensor* in : inputs) {
       // Reductions of empty tensors write nothing: their sums are the zeros of the fill.
       if (in != nullptr && in->num_elements() == 0) {
@@ -181,7 +182,7 @@ class CpuRunner : public KernelRunner {
       }
     }
     std::optional<absl::Status> s = RunFast(op, inputs, output);
-    if (!s.has_value()) return ReferenceKernels().Run(op, inputs, output);
+    if (!s.has_value()) return ReferenceKernels().Run(op, inputs, output, context);
     if (s->ok()) return *s;
     return absl::Status(s->code(),
                         absl::StrCat("op '", op.name(), "' (", op.type(), "): ", s->message()));

@@ -18,6 +18,8 @@
 #include "core/shape.h"
 #include "core/slicing.h"
 #include "core/status_macros.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "google/protobuf/text_format.h"
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
@@ -157,11 +159,11 @@ std::string BeginString(const v1::CheckpointShard& s) {
 // The manifest's own consistency: known format, valid variables, shards inside their variables
 // tiling each exactly once, with sizes that match and plain relative file names.
 absl::Status CheckConsistent(const v1::CheckpointManifest& m) {
-  if (m.format_version() != kCheckpointFormatVersion) {
-    return absl::InvalidArgumentError(absl::StrCat("checkpoint format version ",
-                                                   m.format_version(), " is not supported (this "
-                                                   "build reads version ",
-                                                   kCheckpointFormatVersion, ")"));
+  if (m.format_version() < kOldestCheckpointFormatVersion ||
+      m.format_version() > kCheckpointFormatVersion) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "checkpoint format version ", m.format_version(), " is not supported (this build reads "
+        "versions ", kOldestCheckpointFormatVersion, " to ", kCheckpointFormatVersion, ")"));
   }
   std::map<std::string, std::pair<Shape, DType>> vars;
   for (const v1::CheckpointVariable& v : m.variables()) {
@@ -276,7 +278,7 @@ absl::Status WriteFileAtomically(const std::string& path, absl::string_view data
   const std::string tmp = path + ".tmp";
   {
     Fd f;
-    f.fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    f.fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
     if (f.fd < 0) {
       const int err = errno;
       return ErrnoError(err, absl::StrCat("cannot create ", tmp));
@@ -385,9 +387,24 @@ absl::StatusOr<v1::CheckpointManifest> BuildManifest(const v1::Program& program,
   return m;
 }
 
+uint64_t ManifestChecksum(const v1::CheckpointManifest& manifest) {
+  v1::CheckpointManifest m = manifest;
+  m.clear_manifest_checksum();
+  std::string bytes;
+  {
+    google::protobuf::io::StringOutputStream stream(&bytes);
+    google::protobuf::io::CodedOutputStream out(&stream);
+    out.SetSerializationDeterministic(true);
+    m.SerializeToCodedStream(&out);
+  }
+  return Fnv1a64(bytes.data(), bytes.size());
+}
+
 absl::Status WriteManifest(const std::string& directory, const v1::CheckpointManifest& manifest) {
+  v1::CheckpointManifest m = manifest;
+  m.set_manifest_checksum(ManifestChecksum(m));
   std::string text;
-  if (!google::protobuf::TextFormat::PrintToString(manifest, &text)) {
+  if (!google::protobuf::TextFormat::PrintToString(m, &text)) {
     return absl::InternalError("cannot print the checkpoint manifest");
   }
   text = absl::StrCat("# meshrt checkpoint manifest (proto meshrt.v1.CheckpointManifest)\n", text);
@@ -409,6 +426,16 @@ absl::StatusOr<v1::CheckpointManifest> ReadManifest(const std::string& directory
   v1::CheckpointManifest m;
   if (!google::protobuf::TextFormat::ParseFromString(*text, &m)) {
     return absl::DataLossError(absl::StrCat(path, " does not parse as a checkpoint manifest"));
+  }
+  // Format 1 had no checksum; from format 2 on every field is covered.
+  if (m.format_version() >= 2 || m.manifest_checksum() != 0) {
+    const uint64_t sum = ManifestChecksum(m);
+    if (sum != m.manifest_checksum()) {
+      return absl::DataLossError(absl::StrFormat(
+          "%s was changed or corrupted: its contents hash to %016x, its manifest_checksum says "
+          "%016x (the checksum covers the step, the variables and the shards)",
+          path, sum, m.manifest_checksum()));
+    }
   }
   if (absl::Status s = CheckConsistent(m); !s.ok()) {
     return absl::DataLossError(absl::StrCat(path, ": ", s.message()));

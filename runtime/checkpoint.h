@@ -1,5 +1,8 @@
 // Checkpoints that move between meshes: the transport-free logic of saving and restoring a
-// session's variables (format: proto/checkpoint.proto).
+// session's variables (format: proto/checkpoint.proto). Where checkpoints live (names under
+// --checkpoint_root) and how a save commits atomically (versions and CURRENT):
+// runtime/checkpoint_store.h. The functions here work on one directory holding a manifest and its
+// shards: a checkpoint version (or an old-format checkpoint).
 //
 // The checkpoint directory must be visible at the same path to the coordinator and every worker
 // (a shared filesystem; on Kubernetes a shared volume). Workers never create it: a worker that does
@@ -9,7 +12,7 @@
 // owning a distinct slice writes it — the one at coordinate 0 on every mesh axis the variable's
 // layout does not use — one raw little-endian file per slice, written atomically. The coordinator
 // gathers the shard entries of every worker (BuildManifest) and writes `manifest.pbtxt` atomically
-// LAST (WriteManifest), so a directory without a manifest is an incomplete checkpoint.
+// LAST (WriteManifest, from CheckpointWriter::Commit, just before CURRENT names the version).
 //
 // Restoring: the coordinator reads the manifest (ReadManifest), checks it against the session's
 // program (CheckManifestForProgram: same variable names, logical shapes and dtypes; mesh and
@@ -36,7 +39,9 @@
 
 namespace meshrt {
 
-inline constexpr int kCheckpointFormatVersion = 1;
+// Written: 2 (manifest_checksum). Read: 1 (old checkpoints, no checksum, no versions) to 2.
+inline constexpr int kCheckpointFormatVersion = 2;
+inline constexpr int kOldestCheckpointFormatVersion = 1;
 inline constexpr char kCheckpointManifestFile[] = "manifest.pbtxt";
 
 // 64-bit FNV-1a of `n` bytes (continuing from `hash`).
@@ -45,8 +50,8 @@ uint64_t Fnv1a64(const void* data, size_t n, uint64_t hash = 0xcbf29ce484222325U
 // "<variable, percent-encoded>.<begin joined by '_'>.shard", e.g. "layer%2Fw.0_16.shard".
 std::string ShardFileName(const std::string& variable, const std::vector<int64_t>& begin);
 
-// Writes `data` to `path` atomically: `path`.tmp in the same directory, fsync, rename, fsync of the
-// directory. Errors keep errno's meaning (NotFound for a missing directory, ...) and name the file.
+// Writes `data` to `path` atomically: `path`.tmp in the same directory (never through a symlink
+// planted there), fsync, rename, fsync of the directory. Errors keep errno's meaning (NotFound for a missing directory, ...) and name the file.
 absl::Status WriteFileAtomically(const std::string& path, absl::string_view data);
 
 // Worker side of a save: writes the slices of `variables` (this processor's, by name) that the
@@ -63,12 +68,18 @@ absl::StatusOr<std::vector<v1::CheckpointShard>> SaveShards(
 absl::StatusOr<v1::CheckpointManifest> BuildManifest(const v1::Program& program, int64_t step,
                                                      std::vector<v1::CheckpointShard> shards);
 
-// Writes `manifest` as `directory`/manifest.pbtxt (text format), atomically.
+// 64-bit FNV-1a of `manifest`'s deterministic binary serialization with manifest_checksum
+// cleared: what manifest_checksum holds.
+uint64_t ManifestChecksum(const v1::CheckpointManifest& manifest);
+
+// Writes `manifest` as `directory`/manifest.pbtxt (text format), atomically, with its
+// manifest_checksum set.
 absl::Status WriteManifest(const std::string& directory, const v1::CheckpointManifest& manifest);
 
 // Reads and checks the manifest of `directory`: NotFound when there is none (not a checkpoint, or
-// an incomplete one); DataLoss when it does not parse or is inconsistent (unknown format version,
-// shards outside their variable or not tiling it).
+// an incomplete one); DataLoss naming the file when it does not parse, its manifest_checksum does
+// not match (required from format 2 on: a changed step or shard list is caught), or it is
+// inconsistent (unknown format version, shards outside their variable or not tiling it).
 absl::StatusOr<v1::CheckpointManifest> ReadManifest(const std::string& directory);
 
 // Checks that `manifest` (already consistent, e.g. from ReadManifest) can restore `program`: every

@@ -88,11 +88,13 @@ std::string DescribeInstructionKind(const v1::Instruction& instr, const Mesh& me
 }
 
 Executor::Executor(const v1::Program& program, std::vector<int64_t> coordinate,
-                   const KernelRunner* kernels, Communicator* communicator)
+                   const KernelRunner* kernels, Communicator* communicator,
+                   KernelContext context)
     : program_(program),
       coordinate_(std::move(coordinate)),
       kernels_(kernels),
-      communicator_(communicator) {}
+      communicator_(communicator),
+      context_(context) {}
 
 absl::Status Executor::Run(const std::map<std::string, Tensor>& input_slices) {
   return RunPlan(input_slices, PlanFor(nullptr));
@@ -502,9 +504,9 @@ absl::Status Executor::RunInstruction(const v1::Instruction& instr, Tensor* out,
       for (int64_t b : SliceBegin(global, layout, mesh_, coordinate_)) begin->add_values(b);
       v1::IntList* sizes = (*op.mutable_attrs())["_global_sizes"].mutable_ints();
       for (const Dim& d : global.dims()) sizes->add_values(d.size);
-      RETURN_IF_ERROR(kernels_->Run(op, inputs, out));
+      RETURN_IF_ERROR(kernels_->Run(op, inputs, out, context_));
     } else {
-      RETURN_IF_ERROR(kernels_->Run(instr.local(), inputs, out));
+      RETURN_IF_ERROR(kernels_->Run(instr.local(), inputs, out, context_));
     }
   } else if (instr.kind_case() == v1::Instruction::KIND_NOT_SET) {
     return Invalid("the instruction has no kind");

@@ -8,6 +8,9 @@
 // Ownership and lifetimes: `program`, `kernels` and `communicator` are borrowed and must outlive
 // the executor (the program is not copied). `communicator` must belong to the processor at
 // `coordinate` of the program's mesh. `kernels` may be null for programs without local ops.
+// `context` goes to every kernel: what the program's ops may touch on the host (its file policy is
+// borrowed and must outlive the executor; the default allows every file, a worker daemon passes
+// its --data_dir policy).
 //
 // Thread-safety: thread-compatible. One Run at a time; Buffer/OutputSlice must not race with Run.
 // Distinct executors (one per processor) may run concurrently.
@@ -43,7 +46,7 @@ namespace meshrt {
 class Executor {
  public:
   Executor(const v1::Program& program, std::vector<int64_t> coordinate, const KernelRunner* kernels,
-           Communicator* communicator);
+           Communicator* communicator, KernelContext context = KernelContext());
 
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;
@@ -165,6 +168,7 @@ class Executor {
   const std::vector<int64_t> coordinate_;
   const KernelRunner* const kernels_;
   Communicator* const communicator_;
+  const KernelContext context_;
 
   Mesh mesh_;  // parsed from the program by Run
   std::vector<std::optional<Tensor>> buffers_;

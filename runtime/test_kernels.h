@@ -27,8 +27,9 @@ namespace meshrt {
 // Anything else is Unimplemented. Thread-safe (stateless).
 class TestKernels : public KernelRunner {
  public:
-  absl::Status Run(const v1::Op& op, absl::Span<const Tensor* const> inputs,
-                   Tensor* output) const override {
+  using KernelRunner::Run;
+  absl::Status Run(const v1::Op& op, absl::Span<const Tensor* const> inputs, Tensor* output,
+                   const KernelContext&) const override {
     if (inputs.empty()) return absl::InvalidArgumentError("no inputs");
     const Tensor& in = *inputs[0];
     const int64_t n = in.num_elements();

@@ -2,9 +2,10 @@
 # `meshrt train` end to end with real daemons: 20 SGD steps of a small Transformer from one seed
 # give the single-process losses (--reference) within 1e-4 relative under the paper's data-parallel,
 # model-parallel and 2-D layouts on 4 worker processes; the CSV, progress line and greedy sample
-# are there; the MLP trains; a bad layout is refused before any daemon starts.
+# are there; the MLP trains; checkpoints move between meshes, under their root only; a bad layout
+# is refused before any daemon starts.
 set -euo pipefail
-meshrt=client/meshrt
+meshrt=$PWD/client/meshrt
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 text=/usr/share/games/fortunes/cookie
@@ -61,11 +62,12 @@ PY
 
 # Checkpoints move between meshes: 10 steps on the 2x2 mesh (data x model parallel), saved, then
 # restored onto a 1-D mesh of 4 with another layout and onto one processor (in process): steps
-# 11..20 there give the uninterrupted run's losses.
+# 11..20 there give the uninterrupted run's losses. An absolute --save without --checkpoint_root
+# saves under its parent directory: $tmp/ck holds CURRENT and the committed version.
 $meshrt train "${small[@]}" --steps 10 --mesh rows:2,cols:2 \
   --layout batch:rows,heads:cols,d_ff:cols,vocab:cols --local 4 --save "$tmp/ck" > "$tmp/save.out" 2>&1 ||
   { cat "$tmp/save.out"; exit 1; }
-test -f "$tmp/ck/manifest.pbtxt"
+test -f "$tmp/ck/$(cat "$tmp/ck/CURRENT")/manifest.pbtxt"
 $meshrt train "${small[@]}" --steps 10 --mesh x:4 --layout heads:x,d_ff:x,vocab:x --local 4 \
   --restore "$tmp/ck" --loss_csv "$tmp/resumed4.csv" > "$tmp/r4.out" 2>&1 || { cat "$tmp/r4.out"; exit 1; }
 $meshrt train "${small[@]}" --steps 10 --reference --restore "$tmp/ck" \
@@ -81,10 +83,24 @@ print(f"{sys.argv[2]}: resumed steps 11..20, max relative loss difference {worst
 assert worst <= 1e-4, worst
 PY
 done
+# A relative name is relative to the current directory (or --checkpoint_root), in process and on a
+# local cluster alike; a name leading out of the root is refused, naming the flag.
+mkdir "$tmp/root"
+(cd "$tmp/root" && $meshrt train "${small[@]}" --steps 2 --reference --save runs/rel > /dev/null)
+$meshrt train "${small[@]}" --steps 1 --mesh x:2 --layout batch:x --local 2 \
+  --checkpoint_root "$tmp/root" --restore runs/rel > "$tmp/rel.out" 2>&1 || { cat "$tmp/rel.out"; exit 1; }
+grep -q "after step 2" "$tmp/rel.out" || { cat "$tmp/rel.out"; exit 1; }
+if $meshrt train "${small[@]}" --steps 1 --reference --checkpoint_root "$tmp/root" --save ../esc \
+    > "$tmp/esc.out" 2>&1; then
+  echo "a checkpoint name out of the root was accepted"; exit 1
+fi
+grep -q -- "--checkpoint_root" "$tmp/esc.out" || { cat "$tmp/esc.out"; exit 1; }
+test ! -e "$tmp/esc"
 # A corrupted shard is refused, naming it.
 cp -r "$tmp/ck" "$tmp/bad_ck"
-shard=$(ls "$tmp/bad_ck" | grep '^output\..*\.shard$' | head -1)
-printf '\x7f' | dd of="$tmp/bad_ck/$shard" bs=1 seek=3 conv=notrunc status=none
+version=$(cat "$tmp/bad_ck/CURRENT")
+shard=$(ls "$tmp/bad_ck/$version" | grep '^output\..*\.shard$' | head -1)
+printf '\x7f' | dd of="$tmp/bad_ck/$version/$shard" bs=1 seek=3 conv=notrunc status=none
 if $meshrt train "${small[@]}" --steps 1 --reference --restore "$tmp/bad_ck" > "$tmp/bad_ck.out" 2>&1; then
   echo "a corrupted checkpoint was accepted"; exit 1
 fi

@@ -44,8 +44,25 @@ std::vector<std::vector<int>> CollectiveGroups(const v1::Program& program) {
   return std::vector<std::vector<int>>(groups.begin(), groups.end());
 }
 
-Worker::Worker(const KernelRunner* kernels, CommunicatorFactory* communicators)
-    : kernels_(kernels), communicators_(communicators) {}
+Worker::Worker(const KernelRunner* kernels, CommunicatorFactory* communicators,
+               WorkerFileAccess files)
+    : kernels_(kernels), communicators_(communicators), files_(files) {}
+
+namespace {
+
+// The checkpoint directory the coordinator sent, resolved under this worker's checkpoint root.
+absl::StatusOr<std::string> CheckpointDirectory(const FileAccessPolicy& checkpoints,
+                                                const std::string& directory) {
+  absl::StatusOr<std::string> resolved = checkpoints.Resolve(directory, "checkpoint directory");
+  if (resolved.status().code() == absl::StatusCode::kNotFound) {
+    return absl::NotFoundError(absl::StrCat(
+        resolved.status().message(), " on this worker (it must be on a filesystem shared by the "
+        "coordinator and every worker, at the same path)"));
+  }
+  return resolved;
+}
+
+}  // namespace
 
 Worker::~Worker() = default;
 
@@ -75,8 +92,10 @@ absl::Status Worker::LoadSession(const v1::SessionSpec& spec) {
   state->spec = spec;
   ASSIGN_OR_RETURN(state->communicator,
                    communicators_->Create(spec, mesh, CollectiveGroups(spec.program())));
+  KernelContext context;
+  context.files = files_.data;
   state->executor = std::make_unique<Executor>(state->spec.program(), coord, kernels_,
-                                               state->communicator.get());
+                                               state->communicator.get(), context);
   absl::MutexLock lock(&mu_);
   sessions_[spec.session()] = std::move(state);
   return absl::OkStatus();
@@ -132,13 +151,15 @@ absl::StatusOr<TensorMap> Worker::RunStep(const std::string& session, int64_t st
 absl::StatusOr<std::vector<v1::CheckpointShard>> Worker::SaveCheckpoint(
     const std::string& session, const std::string& directory) {
   ASSIGN_OR_RETURN(std::shared_ptr<SessionState> state, FindSession(session));
+  ASSIGN_OR_RETURN(const std::string resolved,
+                   CheckpointDirectory(*files_.checkpoints, directory));
   if (!state->step_mu.TryLock()) {
     return absl::FailedPreconditionError(
         absl::StrCat("session ", session, ": a checkpoint save arrived while a step runs"));
   }
   absl::StatusOr<std::vector<v1::CheckpointShard>> shards =
       SaveShards(state->spec.program(), state->executor->coordinate(),
-                 state->executor->variables(), directory);
+                 state->executor->variables(), resolved);
   state->step_mu.Unlock();
   return shards;
 }
@@ -153,8 +174,14 @@ absl::Status Worker::RestoreCheckpoint(const v1::WorkerRestoreCheckpointRequest&
   switch (request.phase()) {
     case v1::WorkerRestoreCheckpointRequest::PREPARE: {
       state->restore.reset();
+      absl::StatusOr<std::string> resolved =
+          CheckpointDirectory(*files_.checkpoints, request.directory());
+      if (!resolved.ok()) {
+        status = resolved.status();
+        break;
+      }
       absl::StatusOr<std::map<std::string, Tensor>> slices =
-          LoadSlices(request.manifest(), request.directory(), state->spec.program(),
+          LoadSlices(request.manifest(), *resolved, state->spec.program(),
                      state->executor->coordinate());
       if (slices.ok()) {
         state->restore = *std::move(slices);

@@ -16,6 +16,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "core/file_access.h"
 #include "core/interpreter.h"
 #include "core/kernel_runner.h"
 #include "proto/checkpoint.pb.h"
@@ -38,10 +39,21 @@ class CommunicatorFactory {
 // whole mesh (used for the barrier at session end).
 std::vector<std::vector<int>> CollectiveGroups(const v1::Program& program);
 
+// What the sessions of a Worker may touch on its host (core/file_access.h). Both policies are
+// borrowed and must outlive the Worker. The defaults allow everything (in-process test workers);
+// the worker daemon passes its flags' policies, which allow nothing when the flag is not given.
+struct WorkerFileAccess {
+  // Files the sessions' ops may read (text_windows): --data_dir.
+  const FileAccessPolicy* data = &FileAccessPolicy::AllowAll();
+  // Directories checkpoints are written to and read from: --checkpoint_root.
+  const FileAccessPolicy* checkpoints = &FileAccessPolicy::AllowAll();
+};
+
 class Worker {
  public:
-  // Both borrowed; must outlive the Worker.
-  Worker(const KernelRunner* kernels, CommunicatorFactory* communicators);
+  // `kernels` and `communicators` are borrowed; must outlive the Worker.
+  Worker(const KernelRunner* kernels, CommunicatorFactory* communicators,
+         WorkerFileAccess files = WorkerFileAccess());
   ~Worker();
 
   // Keeps the program and connects the session's communicator. InvalidArgument for a malformed
@@ -61,9 +73,10 @@ class Worker {
                                     const std::vector<std::string>& step_fetches = {});
 
   // Checkpoints (runtime/checkpoint.h; the directory is on a filesystem shared with the
-  // coordinator). SaveCheckpoint writes the shards of the variable slices this worker owns and
-  // returns their manifest entries: FailedPrecondition before the first step (no values yet) or
-  // while a step runs; NotFound when the directory is not visible here.
+  // coordinator). The directory must resolve under `files.checkpoints` (PermissionDenied naming it
+  // and --checkpoint_root otherwise). SaveCheckpoint writes the shards of the variable slices this
+  // worker owns and returns their manifest entries: FailedPrecondition before the first step (no
+  // values yet) or while a step runs; NotFound when the directory is not visible here.
   absl::StatusOr<std::vector<v1::CheckpointShard>> SaveCheckpoint(const std::string& session,
                                                                   const std::string& directory);
   // Restores in two phases so a session changes on every worker or on none: PREPARE reads and
@@ -87,6 +100,7 @@ class Worker {
 
   const KernelRunner* const kernels_;
   CommunicatorFactory* const communicators_;
+  const WorkerFileAccess files_;
   mutable absl::Mutex mu_;
   std::map<std::string, std::shared_ptr<SessionState>> sessions_ ABSL_GUARDED_BY(mu_);
 };

@@ -15,7 +15,9 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/synchronization/notification.h"
+#include "core/file_access.h"
 #include "core/logging.h"
 #include "kernels/blas.h"
 #include "kernels/cpu_kernels.h"
@@ -98,6 +100,8 @@ int WorkerMain(int argc, char** argv) {
   int64_t drain_timeout_s = 20;
   int64_t health_port = 0;
   std::string rank_text;
+  std::vector<std::string> data_dirs;
+  std::string checkpoint_root;
   SecurityOptions security_options;
   FlagSet flags("meshrt-worker --coordinator HOST:PORT [flags]",
                 "Runs a meshrt worker: registers with the coordinator, loads the SPMD programs of "
@@ -124,6 +128,14 @@ int WorkerMain(int argc, char** argv) {
   flags.Int("health_port", &health_port,
             "also serve the standard gRPC health service, alone and in plaintext, on this port "
             "(for Kubernetes' gRPC probes, which cannot speak TLS); 0 = off");
+  flags.Repeated("data_dir", &data_dirs,
+                 "a directory whose files the graphs' ops may read (text_windows); repeatable. "
+                 "Paths are resolved (symlinks, '..') and must stay inside one; none given = "
+                 "graphs read no file");
+  flags.String("checkpoint_root", &checkpoint_root,
+               "checkpoints are written to and read from directories under this one only "
+               "(the coordinator's --checkpoint_root, on the shared filesystem at the same "
+               "path); empty = this worker takes no part in checkpoints");
   AddSecurityFlags(&flags, &security_options, /*server=*/true);
   flags.String("cluster_token_file", &cluster_token_file,
                "file with the cluster token this worker presents to the coordinator (the "
@@ -201,6 +213,17 @@ int WorkerMain(int argc, char** argv) {
     std::fprintf(stderr, "meshrt-worker: %s\n", std::string(secret.status().message()).c_str());
     return 1;
   }
+  absl::StatusOr<FileAccessPolicy> data_policy = FileAccessPolicy::Under(data_dirs, "--data_dir");
+  absl::StatusOr<FileAccessPolicy> checkpoint_policy = FileAccessPolicy::Under(
+      checkpoint_root.empty() ? std::vector<std::string>() : std::vector<std::string>{checkpoint_root},
+      "--checkpoint_root");
+  for (const absl::StatusOr<FileAccessPolicy>* p : {&data_policy, &checkpoint_policy}) {
+    if (!p->ok()) {
+      std::fprintf(stderr, "meshrt-worker: %s\n", std::string(p->status().message()).c_str());
+      return 2;
+    }
+  }
+
   signal(SIGINT, OnSignal);
   signal(SIGTERM, OnSignal);
   signal(SIGPIPE, SIG_IGN);
@@ -214,7 +237,10 @@ int WorkerMain(int argc, char** argv) {
 
   GrpcCoordinatorClient client(coordinator, *security);
   GlooCommunicatorFactory communicators(&client, gloo_address);
-  Worker worker(&CpuKernels(), &communicators);
+  WorkerFileAccess files;
+  files.data = &*data_policy;
+  files.checkpoints = &*checkpoint_policy;
+  Worker worker(&CpuKernels(), &communicators, files);
   GrpcWorkerService service(&worker, *secret);
 
   grpc::EnableDefaultHealthCheckService(true);
@@ -284,7 +310,10 @@ int WorkerMain(int argc, char** argv) {
   SetHealth({server.get(), health.get()}, "meshrt.v1.Worker", true);
   LogInfo("meshrt-worker: serving at ", address, " as worker ", worker_id,
           rank->has_value() ? absl::StrCat(" (rank ", **rank, ")") : "", " of coordinator ",
-          coordinator, "; ", security->Describe());
+          coordinator, "; ", security->Describe(), "; data dirs: ",
+          data_dirs.empty() ? "none (--data_dir)" : absl::StrJoin(data_policy->roots(), ", "),
+          "; checkpoint root: ",
+          checkpoint_root.empty() ? "none (--checkpoint_root)" : checkpoint_policy->roots()[0]);
 
   while (!g_stop.load()) {
     absl::Time next = absl::Now() + interval;

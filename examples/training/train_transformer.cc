@@ -46,6 +46,17 @@ int main(int argc, char** argv) {
   // The daemons, from this binary's runfiles (bazel run and bazel test start there).
   cluster_options.coordinator_command = {"coordinator/meshrt-coordinator"};
   cluster_options.worker_command = {"worker/meshrt-worker"};
+  // What the workers may touch: they read the text only under these directories, and write
+  // checkpoints only under the root (a checkpoint is then named relative to it). Here the
+  // checkpoint argument's parent directory is the root and its last component the name.
+  cluster_options.data_dirs = {"/usr/share/games/fortunes"};
+  std::string checkpoint_name = checkpoint;
+  if (const size_t slash = checkpoint.rfind('/'); slash != std::string::npos) {
+    cluster_options.checkpoint_root = slash == 0 ? "/" : checkpoint.substr(0, slash);
+    checkpoint_name = checkpoint.substr(slash + 1);
+  } else if (!checkpoint.empty()) {
+    cluster_options.checkpoint_root = ".";
+  }
   absl::StatusOr<std::unique_ptr<LocalCluster>> cluster = LocalCluster::Start(cluster_options);
   if (!cluster.ok()) return Fail("starting the cluster", cluster.status());
   ClientOptions client_options = (*cluster)->client_options();
@@ -67,9 +78,10 @@ int main(int argc, char** argv) {
     std::printf("step %d loss %.4f\n", done + 10, out->at(graph->loss).f32()[0]);
   }
 
-  // 5. A checkpoint: every worker writes its slices, the coordinator the manifest.
+  // 5. A checkpoint: every worker writes its slices, the coordinator the manifest, and a rename of
+  //    CURRENT commits it.
   if (!checkpoint.empty()) {
-    absl::Status saved = (*session)->SaveCheckpoint(checkpoint);
+    absl::Status saved = (*session)->SaveCheckpoint(checkpoint_name);
     if (!saved.ok()) return Fail("saving", saved);
     std::printf("saved %s (restore it on any mesh with Session::RestoreCheckpoint)\n",
                 checkpoint.c_str());

@@ -9,4 +9,5 @@ echo "$out"
 first=$(grep '^step 10 ' <<<"$out" | awk '{print $4}')
 last=$(grep '^step 20 ' <<<"$out" | awk '{print $4}')
 python3 -c "import sys; sys.exit(0 if float('$last') < float('$first') else 1)"
-test -f "$dir/ck/manifest.pbtxt"
+# The committed version: CURRENT names it, and it holds the manifest.
+test -f "$dir/ck/$(cat "$dir/ck/CURRENT")/manifest.pbtxt"
