@@ -52,8 +52,11 @@ using InferFn = absl::StatusOr<TensorType> (*)(const v1::Op& op,
                                                const std::vector<TensorType>& inputs);
 using KernelFn = absl::Status (*)(const v1::Op& op, absl::Span<const Tensor* const> inputs,
                                   Tensor* output);
-using LowerFn = LaidOutTensor (*)(LoweringContext& ctx, const v1::Op& op,
-                                  const std::vector<LaidOutTensor>& inputs);
+// Lowers `op` (inputs in their rule layouts) and returns its output in its rule layout. Errors:
+// InvalidArgument (via OpError) when the op's attrs or inputs cannot be lowered, Internal (naming
+// the op) for a broken lowering invariant; never aborts.
+using LowerFn = absl::StatusOr<LaidOutTensor> (*)(LoweringContext& ctx, const v1::Op& op,
+                                                  const std::vector<LaidOutTensor>& inputs);
 
 struct OpInfo {
   std::string type;

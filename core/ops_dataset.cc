@@ -15,6 +15,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "core/program_builder.h"  // LaidOutTensor, for the lowering hooks
 #include "core/status_macros.h"
 
 namespace meshrt {
