@@ -27,8 +27,8 @@ absl::StatusOr<LaidOutTensor> LowerLoop(LoweringContext& ctx, const v1::Op& op,
   ASSIGN_OR_RETURN(LoopSpec spec, ParseLoop(op, {}));  // validated by shape inference
   const int k = static_cast<int>(spec.carried.size());
   if (static_cast<int>(inputs.size()) != k) {
-    return OpError(op, absl::StrCat("is lowered with ", inputs.size(), " inputs for ", k,
-                                    " carried tensors"));
+    return OpError(
+        op, absl::StrCat("is lowered with ", inputs.size(), " inputs for ", k, " carried tensors"));
   }
   const bool accumulator = spec.output >= k;
   const std::string& result_name = spec.outputs[spec.output];

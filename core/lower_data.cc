@@ -33,8 +33,7 @@ absl::StatusOr<LaidOutTensor> WholeAlong(LoweringContext& ctx, const LaidOutTens
 
 absl::StatusOr<LaidOutTensor> LocalThenRule(LoweringContext& ctx, const v1::Op& op,
                                             const v1::Op& local,
-                                            const std::vector<LaidOutTensor>& inputs,
-                                            int out_dim) {
+                                            const std::vector<LaidOutTensor>& inputs, int out_dim) {
   const TensorType& type = ctx.graph.type(op.name());
   const TensorLayout rule = ctx.RuleLayout(type.shape);
   const TensorLayout whole = out_dim < 0 ? rule : WithAxis(rule, out_dim, kReplicated);

@@ -86,9 +86,9 @@ absl::StatusOr<LaidOutTensor> LowerTopKOp(LoweringContext& ctx, const v1::Op& op
   const int64_t g = ctx.mesh().size(axis), local = x.shape.dim(di).size / g;
   const int64_t k = std::min<int64_t>(argmax ? 1 : IntAttrOr(op, "k", 1), local);
   const Shape cand = ReplaceDim(x.shape, di, {{op.dims(0), g * k}});
-  ASSIGN_OR_RETURN(LaidOutTensor values,
-                   ctx.builder.EmitLocal(Candidates(op, op.dims(0), k, "values"), {x}, cand,
-                                         x.dtype, x.layout));
+  ASSIGN_OR_RETURN(
+      LaidOutTensor values,
+      ctx.builder.EmitLocal(Candidates(op, op.dims(0), k, "values"), {x}, cand, x.dtype, x.layout));
   ASSIGN_OR_RETURN(LaidOutTensor all_values, WholeAlong(ctx, values, di, op));
   std::vector<LaidOutTensor> finals = {all_values};
   const bool want_ids = argmax || StringAttrOr(op, "output", "values") == "indices";
@@ -100,8 +100,8 @@ absl::StatusOr<LaidOutTensor> LowerTopKOp(LoweringContext& ctx, const v1::Op& op
       ASSIGN_OR_RETURN(ids, PositionsAlong(ctx, op, x, di));
     }
     ASSIGN_OR_RETURN(LaidOutTensor indices,
-                     ctx.builder.EmitLocal(Candidates(op, op.dims(0), k, "indices"), {x, ids},
-                                           cand, DType::kInt32, x.layout));
+                     ctx.builder.EmitLocal(Candidates(op, op.dims(0), k, "indices"), {x, ids}, cand,
+                                           DType::kInt32, x.layout));
     ASSIGN_OR_RETURN(LaidOutTensor all_indices, WholeAlong(ctx, indices, di, op));
     finals.push_back(all_indices);
   }

@@ -56,9 +56,8 @@ absl::StatusOr<LaidOutTensor> ShiftLaidOut(LoweringContext& ctx, const LaidOutTe
   const int64_t q = FloorDiv(offset, b), r = offset - q * b;
   if (r == 0) return ctx.builder.Permute(x, m, static_cast<int>(q), wrap, source_op);
   ASSIGN_OR_RETURN(const LaidOutTensor tail_piece, Piece(ctx, x, dim, b - r, r, source_op));
-  ASSIGN_OR_RETURN(const LaidOutTensor tail, ctx.builder.Permute(tail_piece, m,
-                                                                 static_cast<int>(q + 1), wrap,
-                                                                 source_op));
+  ASSIGN_OR_RETURN(const LaidOutTensor tail,
+                   ctx.builder.Permute(tail_piece, m, static_cast<int>(q + 1), wrap, source_op));
   ASSIGN_OR_RETURN(const LaidOutTensor head_piece, Piece(ctx, x, dim, 0, b - r, source_op));
   ASSIGN_OR_RETURN(const LaidOutTensor head,
                    ctx.builder.Permute(head_piece, m, static_cast<int>(q), wrap, source_op));
@@ -140,7 +139,8 @@ absl::StatusOr<LaidOutTensor> LowerHaloExchange(LoweringContext& ctx, const v1::
                                    Shape(std::move(dims)), x.dtype, x.layout);
     };
     ASSIGN_OR_RETURN(const LaidOutTensor left_edge, edge(b - halo));
-    ASSIGN_OR_RETURN(const LaidOutTensor left, ShiftLaidOut(ctx, left_edge, ib, 1, wrap, op.name()));
+    ASSIGN_OR_RETURN(const LaidOutTensor left,
+                     ShiftLaidOut(ctx, left_edge, ib, 1, wrap, op.name()));
     ASSIGN_OR_RETURN(const LaidOutTensor right_edge, edge(0));
     ASSIGN_OR_RETURN(const LaidOutTensor right,
                      ShiftLaidOut(ctx, right_edge, ib, -1, wrap, op.name()));

@@ -59,8 +59,8 @@ absl::StatusOr<LaidOutTensor> LowerOp(LoweringContext& ctx, const v1::Op& op,
       break;
   }
   // Every op of the other families supplies its own lowering (OpInfo::lower).
-  return LoweringBug(op, absl::StrCat("op type ", op.type(), " (family ",
-                                      FamilyName(info->family), ") has no lowering"));
+  return LoweringBug(op, absl::StrCat("op type ", op.type(), " (family ", FamilyName(info->family),
+                                      ") has no lowering"));
 }
 
 absl::StatusOr<v1::Program> Lower(const Graph& graph, const Mesh& mesh, const LayoutRules& rules) {
@@ -74,8 +74,8 @@ absl::StatusOr<v1::Program> Lower(const Graph& graph, const Mesh& mesh, const La
     for (const std::string& in : op.inputs()) {
       auto it = lowered.find(in);
       if (it == lowered.end()) {
-        return OpError(op, absl::StrCat("reads tensor '", in,
-                                        "', which no op before it in the graph makes"));
+        return OpError(
+            op, absl::StrCat("reads tensor '", in, "', which no op before it in the graph makes"));
       }
       inputs.push_back(it->second);
     }

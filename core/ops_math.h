@@ -115,12 +115,14 @@ absl::Status SplitReduce(const Shape& in, const Shape& out, Shape* kept, Shape* 
 
 absl::StatusOr<LaidOutTensor> LowerLogSumExp(LoweringContext& ctx, const v1::Op& op,
                                              const std::vector<LaidOutTensor>& inputs);
+// softmax and log_softmax
 absl::StatusOr<LaidOutTensor> LowerSoftmax(LoweringContext& ctx, const v1::Op& op,
-                                           const std::vector<LaidOutTensor>& inputs);  // and log_softmax
+                                           const std::vector<LaidOutTensor>& inputs);
 absl::StatusOr<LaidOutTensor> LowerSoftmaxGrad(LoweringContext& ctx, const v1::Op& op,
                                                const std::vector<LaidOutTensor>& inputs);
+// layer_norm and rms_norm
 absl::StatusOr<LaidOutTensor> LowerNorm(LoweringContext& ctx, const v1::Op& op,
-                                        const std::vector<LaidOutTensor>& inputs);  // layer_norm and rms_norm
+                                        const std::vector<LaidOutTensor>& inputs);
 absl::StatusOr<LaidOutTensor> LowerCrossEntropy(LoweringContext& ctx, const v1::Op& op,
                                                 const std::vector<LaidOutTensor>& inputs);
 

@@ -99,8 +99,7 @@ absl::StatusOr<LaidOutTensor> ProgramBuilder::EmitLocal(const v1::Op& op,
 }
 
 absl::StatusOr<LaidOutTensor> ProgramBuilder::AddVariable(const v1::Op& op, const Shape& shape,
-                                                          DType dtype,
-                                                          const TensorLayout& layout) {
+                                                          DType dtype, const TensorLayout& layout) {
   ASSIGN_OR_RETURN(LaidOutTensor t, NewTensor(shape, dtype, layout, op.name()));
   v1::ProgramVariable* var = program_.add_variables();
   var->set_name(op.name());
@@ -128,10 +127,9 @@ absl::Status ProgramBuilder::SetVariableUpdate(const std::string& name,
     if (var.name() != name) continue;
     const TensorLayout have = TensorLayout::FromProto(var.layout());
     if (have != value.layout) {
-      return Broken(name, absl::StrCat("variable '", name, "' laid out ",
-                                       Described(value.shape, have),
-                                       " assigned a value laid out ",
-                                       Described(value.shape, value.layout)));
+      return Broken(
+          name, absl::StrCat("variable '", name, "' laid out ", Described(value.shape, have),
+                             " assigned a value laid out ", Described(value.shape, value.layout)));
     }
     var.set_update_buffer(value.buffer);
     return absl::OkStatus();
@@ -144,9 +142,9 @@ absl::StatusOr<LaidOutTensor> ProgramBuilder::AddPartials(const LaidOutTensor& a
                                                           const std::string& source_op) {
   if (a.layout != b.layout || a.partial_sum_axes != b.partial_sum_axes || a.shape != b.shape ||
       a.dtype != b.dtype) {
-    return Broken(source_op, absl::StrCat("adding unlike partial sums ",
-                                          Described(a.shape, a.layout), " and ",
-                                          Described(b.shape, b.layout)));
+    return Broken(source_op,
+                  absl::StrCat("adding unlike partial sums ", Described(a.shape, a.layout), " and ",
+                               Described(b.shape, b.layout)));
   }
   ASSIGN_OR_RETURN(LaidOutTensor out, NewTensor(a.shape, a.dtype, a.layout, source_op));
   out.partial_sum_axes = a.partial_sum_axes;
@@ -157,8 +155,7 @@ absl::StatusOr<LaidOutTensor> ProgramBuilder::AddPartials(const LaidOutTensor& a
 }
 
 absl::StatusOr<LaidOutTensor> ProgramBuilder::AllReduce(const LaidOutTensor& in,
-                                                        std::vector<int> mesh_axes,
-                                                        v1::ReduceOp op,
+                                                        std::vector<int> mesh_axes, v1::ReduceOp op,
                                                         const std::string& source_op) {
   for (int a : mesh_axes) RETURN_IF_ERROR(CheckAxis(a, source_op));
   std::sort(mesh_axes.begin(), mesh_axes.end());
@@ -186,8 +183,9 @@ absl::StatusOr<LaidOutTensor> ProgramBuilder::AllGather(const LaidOutTensor& in,
   TensorLayout layout = in.layout;
   auto it = std::find(layout.mesh_axis.begin(), layout.mesh_axis.end(), mesh_axis);
   if (it == layout.mesh_axis.end()) {
-    return Broken(source_op, absl::StrCat("allgather over mesh axis ", mesh_axis,
-                                          ", which splits no dim of ", Described(in.shape, in.layout)));
+    return Broken(source_op,
+                  absl::StrCat("allgather over mesh axis ", mesh_axis, ", which splits no dim of ",
+                               Described(in.shape, in.layout)));
   }
   const int dim = static_cast<int>(it - layout.mesh_axis.begin());
   *it = kReplicated;
@@ -204,12 +202,14 @@ absl::StatusOr<LaidOutTensor> ProgramBuilder::AllToAll(const LaidOutTensor& in, 
   TensorLayout layout = in.layout;
   auto it = std::find(layout.mesh_axis.begin(), layout.mesh_axis.end(), mesh_axis);
   if (it == layout.mesh_axis.end()) {
-    return Broken(source_op, absl::StrCat("alltoall over mesh axis ", mesh_axis,
-                                          ", which splits no dim of ", Described(in.shape, in.layout)));
+    return Broken(source_op,
+                  absl::StrCat("alltoall over mesh axis ", mesh_axis, ", which splits no dim of ",
+                               Described(in.shape, in.layout)));
   }
   if (to_dim < 0 || to_dim >= in.shape.rank() || layout.mesh_axis[to_dim] != kReplicated) {
-    return Broken(source_op, absl::StrCat("alltoall onto dim ", to_dim, " of ",
-                                          Described(in.shape, in.layout), ", which is not a whole dim"));
+    return Broken(source_op,
+                  absl::StrCat("alltoall onto dim ", to_dim, " of ", Described(in.shape, in.layout),
+                               ", which is not a whole dim"));
   }
   const int from_dim = static_cast<int>(it - layout.mesh_axis.begin());
   *it = kReplicated;
@@ -227,8 +227,9 @@ absl::StatusOr<LaidOutTensor> ProgramBuilder::LocalSlice(const LaidOutTensor& in
                                                          int dim, const std::string& source_op) {
   TensorLayout layout = in.layout;
   if (dim < 0 || dim >= in.shape.rank() || layout.mesh_axis[dim] != kReplicated) {
-    return Broken(source_op, absl::StrCat("local slice of dim ", dim, " of ",
-                                          Described(in.shape, in.layout), ", which is not a whole dim"));
+    return Broken(source_op,
+                  absl::StrCat("local slice of dim ", dim, " of ", Described(in.shape, in.layout),
+                               ", which is not a whole dim"));
   }
   layout.mesh_axis[dim] = mesh_axis;
   ASSIGN_OR_RETURN(LaidOutTensor out, NewTensor(in.shape, in.dtype, layout, source_op));
@@ -238,13 +239,13 @@ absl::StatusOr<LaidOutTensor> ProgramBuilder::LocalSlice(const LaidOutTensor& in
   return out;
 }
 
-absl::StatusOr<LaidOutTensor> ProgramBuilder::ReduceScatter(const LaidOutTensor& in,
-                                                            int mesh_axis, int dim,
-                                                            const std::string& source_op) {
+absl::StatusOr<LaidOutTensor> ProgramBuilder::ReduceScatter(const LaidOutTensor& in, int mesh_axis,
+                                                            int dim, const std::string& source_op) {
   TensorLayout layout = in.layout;
   if (dim < 0 || dim >= in.shape.rank() || layout.mesh_axis[dim] != kReplicated) {
-    return Broken(source_op, absl::StrCat("reduce-scatter onto dim ", dim, " of ",
-                                          Described(in.shape, in.layout), ", which is not a whole dim"));
+    return Broken(source_op,
+                  absl::StrCat("reduce-scatter onto dim ", dim, " of ",
+                               Described(in.shape, in.layout), ", which is not a whole dim"));
   }
   layout.mesh_axis[dim] = mesh_axis;
   ASSIGN_OR_RETURN(LaidOutTensor out, NewTensor(in.shape, in.dtype, layout, source_op));

@@ -49,7 +49,8 @@ class ProgramBuilder {
   // Runs `op` on local slices. `op.inputs` is ignored (buffers come from `inputs`, which must not
   // be partial sums). The output has global `shape` and `layout`; its slice shape is what the
   // kernel is asked to produce. Internal on a partial-sum input or a layout of the wrong rank.
-  absl::StatusOr<LaidOutTensor> EmitLocal(const v1::Op& op, const std::vector<LaidOutTensor>& inputs,
+  absl::StatusOr<LaidOutTensor> EmitLocal(const v1::Op& op,
+                                          const std::vector<LaidOutTensor>& inputs,
                                           const Shape& shape, DType dtype,
                                           const TensorLayout& layout);
 
@@ -126,8 +127,7 @@ class ProgramBuilder {
   // A new buffer for a tensor of `shape` in `layout`; Internal (naming `source_op`) when the
   // layout's rank is not the shape's or it names an axis not in the mesh.
   absl::StatusOr<LaidOutTensor> NewTensor(const Shape& shape, DType dtype,
-                                          const TensorLayout& layout,
-                                          const std::string& source_op);
+                                          const TensorLayout& layout, const std::string& source_op);
   // Internal "lowering op 'source_op': what (a lowering bug)": a broken builder precondition.
   static absl::Status Broken(absl::string_view source_op, absl::string_view what);
   // "[a:m, b:-]" (dims and the mesh dims splitting them), or the raw axes when `layout` does not

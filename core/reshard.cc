@@ -44,9 +44,9 @@ absl::StatusOr<LaidOutTensor> ProgramBuilder::Reshard(const LaidOutTensor& in,
     for (int axis : std::vector<int>(cur.partial_sum_axes)) {
       RETURN_IF_ERROR(CheckAxis(axis, source_op));
       if (dim_of(cur.layout, axis) >= 0) {
-        return Broken(source_op, absl::StrCat("a partial sum over mesh axis ", axis,
-                                              ", which also splits ",
-                                              Described(cur.shape, cur.layout)));
+        return Broken(source_op,
+                      absl::StrCat("a partial sum over mesh axis ", axis, ", which also splits ",
+                                   Described(cur.shape, cur.layout)));
       }
       const int to = dim_of(target, axis);
       if (mesh_.size(axis) > 1 && to >= 0 && cur.layout.mesh_axis[to] == kReplicated) {
