@@ -1,6 +1,6 @@
-// Lowering returns errors instead of aborting: each case here used to end in a MESHRT_CHECK (or an
-// out-of-range .at()/.value()) and must now come back as a Status with the right code and a message
-// naming the op (and tensor or dim) at fault.
+// Lowering returns errors instead of aborting: each case here used to abort the process (a failed
+// invariant check, or an out-of-range .at()/.value()) and must now come back as a Status with the
+// right code and a message naming the op (and tensor or dim) at fault.
 #include <functional>
 #include <memory>
 #include <string>
