@@ -186,9 +186,12 @@ void RunRank(int rank, int world, const std::string& dir, const std::string& res
       const int64_t n = shape.num_elements();  // global elements
 
       ProgramBuilder builder(mesh, LayoutRules());
-      LaidOutTensor x = builder.AddInput("x", shape, DType::kFloat32, kind.from);
-      if (kind.partial_sum) x.partial_sum_axes = {0};
-      builder.BindOutput("y", builder.Reshard(x, kind.to, kind_name));
+      absl::StatusOr<LaidOutTensor> x = builder.AddInput("x", shape, DType::kFloat32, kind.from);
+      CheckOk(x.status());
+      if (kind.partial_sum) x->partial_sum_axes = {0};
+      absl::StatusOr<LaidOutTensor> resharded = builder.Reshard(*x, kind.to, kind_name);
+      CheckOk(resharded.status());
+      CheckOk(builder.BindOutput("y", *resharded));
       const v1::Program program = std::move(builder).Finish();
       int64_t sent = 0;
       for (int i = 0; i < program.instructions_size(); ++i) sent += CostOf(program, i).sent_bytes;

@@ -5,6 +5,7 @@
 #include "core/data_index_test_util.h"
 #include "core/kernel_runner.h"
 #include "core/ops.h"
+#include "core/program_builder.h"  // LaidOutTensor: OpInfo::lower is compared below
 #include "gtest/gtest.h"
 
 namespace meshrt {

@@ -2,27 +2,50 @@
 #include <map>
 #include <set>
 
+#include "absl/strings/str_cat.h"
 #include "core/lower_ops.h"
 #include "core/ops_control.h"
+#include "core/status_macros.h"
 
 namespace meshrt {
+namespace {
 
-LaidOutTensor LowerLoop(LoweringContext& ctx, const v1::Op& op,
-                        const std::vector<LaidOutTensor>& inputs) {
-  LoopSpec spec = ParseLoop(op, {}).value();  // validated by shape inference
+// The lowered tensor `name` of loop `op`'s body; Internal if the body walk has not made it.
+absl::StatusOr<LaidOutTensor> Lowered(const std::map<std::string, LaidOutTensor>& lowered,
+                                      const std::string& name, const v1::Op& op) {
+  auto it = lowered.find(name);
+  if (it == lowered.end()) {
+    return LoweringBug(op, absl::StrCat("body tensor '", name, "' is used before it is lowered"));
+  }
+  return it->second;
+}
+
+}  // namespace
+
+absl::StatusOr<LaidOutTensor> LowerLoop(LoweringContext& ctx, const v1::Op& op,
+                                        const std::vector<LaidOutTensor>& inputs) {
+  ASSIGN_OR_RETURN(LoopSpec spec, ParseLoop(op, {}));  // validated by shape inference
   const int k = static_cast<int>(spec.carried.size());
+  if (static_cast<int>(inputs.size()) != k) {
+    return OpError(
+        op, absl::StrCat("is lowered with ", inputs.size(), " inputs for ", k, " carried tensors"));
+  }
   const bool accumulator = spec.output >= k;
   const std::string& result_name = spec.outputs[spec.output];
   const v1::Op* producer = spec.body.FindOp(result_name);
   // An accumulator made by an einsum stays a partial sum through the loop.
   std::set<std::string> keep_partial;
-  if (accumulator && producer->type() == "einsum") keep_partial.insert(result_name);
+  if (accumulator && producer != nullptr && producer->type() == "einsum") {
+    keep_partial.insert(result_name);
+  }
   LoweringContext body_ctx{spec.body, ctx.rules, ctx.builder, &keep_partial};
 
   std::vector<LaidOutTensor> state;
   for (int i = 0; i < k; ++i) {
     const Shape& shape = spec.body.type(spec.carried[i]).shape;
-    state.push_back(ctx.builder.Reshard(inputs[i], ctx.RuleLayout(shape), op.name()));
+    ASSIGN_OR_RETURN(LaidOutTensor s,
+                     ctx.builder.Reshard(inputs[i], ctx.RuleLayout(shape), op.name()));
+    state.push_back(std::move(s));
   }
   LaidOutTensor acc;
   bool have_acc = false;
@@ -33,13 +56,22 @@ LaidOutTensor LowerLoop(LoweringContext& ctx, const v1::Op& op,
       const v1::Op& body_op = spec.body.op(idx);
       if (body_op.type() == "placeholder") continue;
       std::vector<LaidOutTensor> in;
-      for (const std::string& name : body_op.inputs()) in.push_back(lowered.at(name));
-      lowered[body_op.name()] = LowerOp(body_ctx, body_op, in);
+      for (const std::string& name : body_op.inputs()) {
+        ASSIGN_OR_RETURN(LaidOutTensor t, Lowered(lowered, name, op));
+        in.push_back(std::move(t));
+      }
+      ASSIGN_OR_RETURN(lowered[body_op.name()], LowerOp(body_ctx, body_op, in));
     }
-    for (int i = 0; i < k; ++i) state[i] = lowered.at(spec.outputs[i]);
+    for (int i = 0; i < k; ++i) {
+      ASSIGN_OR_RETURN(state[i], Lowered(lowered, spec.outputs[i], op));
+    }
     if (accumulator) {
-      const LaidOutTensor& value = lowered.at(result_name);
-      acc = have_acc ? ctx.builder.AddPartials(acc, value, op.name()) : value;
+      ASSIGN_OR_RETURN(const LaidOutTensor value, Lowered(lowered, result_name, op));
+      if (have_acc) {
+        ASSIGN_OR_RETURN(acc, ctx.builder.AddPartials(acc, value, op.name()));
+      } else {
+        acc = value;
+      }
       have_acc = true;
     }
   }

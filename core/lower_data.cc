@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/lower_ops.h"
 #include "core/ops_data.h"
+#include "core/status_macros.h"
 
 namespace meshrt {
 TensorLayout WithAxis(TensorLayout layout, int dim, int axis) {
@@ -24,17 +25,20 @@ TensorLayout WithAxis(TensorLayout layout, int dim, int axis) {
   return layout;
 }
 
-LaidOutTensor WholeAlong(LoweringContext& ctx, const LaidOutTensor& t, int dim, const v1::Op& op) {
+absl::StatusOr<LaidOutTensor> WholeAlong(LoweringContext& ctx, const LaidOutTensor& t, int dim,
+                                         const v1::Op& op) {
   if (t.layout.mesh_axis[dim] == kReplicated) return t;
   return ctx.builder.Reshard(t, WithAxis(t.layout, dim, kReplicated), op.name());
 }
 
-LaidOutTensor LocalThenRule(LoweringContext& ctx, const v1::Op& op, const v1::Op& local,
-                            const std::vector<LaidOutTensor>& inputs, int out_dim) {
+absl::StatusOr<LaidOutTensor> LocalThenRule(LoweringContext& ctx, const v1::Op& op,
+                                            const v1::Op& local,
+                                            const std::vector<LaidOutTensor>& inputs, int out_dim) {
   const TensorType& type = ctx.graph.type(op.name());
   const TensorLayout rule = ctx.RuleLayout(type.shape);
   const TensorLayout whole = out_dim < 0 ? rule : WithAxis(rule, out_dim, kReplicated);
-  LaidOutTensor out = ctx.builder.EmitLocal(local, inputs, type.shape, type.dtype, whole);
+  ASSIGN_OR_RETURN(LaidOutTensor out,
+                   ctx.builder.EmitLocal(local, inputs, type.shape, type.dtype, whole));
   return ctx.builder.Reshard(out, rule, op.name());
 }
 
@@ -57,25 +61,27 @@ namespace {
 // with `out_dim` whole (-1: none). A broadcast from the owner makes every processor's cut the
 // owner's, so the result is that output; then a reshard to its rule layout. (Until the broadcast,
 // the other processors' cuts are of their own parts: the layout describes the result after it.)
-LaidOutTensor BroadcastFromOwner(LoweringContext& ctx, const v1::Op& op, const v1::Op& local_op,
-                                 const LaidOutTensor& x, int axis, int64_t owner, int out_dim) {
+absl::StatusOr<LaidOutTensor> BroadcastFromOwner(LoweringContext& ctx, const v1::Op& op,
+                                                 const v1::Op& local_op, const LaidOutTensor& x,
+                                                 int axis, int64_t owner, int out_dim) {
   const TensorType& type = ctx.graph.type(op.name());
   const TensorLayout rule = ctx.RuleLayout(type.shape);
   const TensorLayout whole = out_dim < 0 ? rule : WithAxis(rule, out_dim, kReplicated);
-  LaidOutTensor cut = ctx.builder.EmitLocal(local_op, {x}, type.shape, type.dtype, whole);
-  LaidOutTensor out = ctx.builder.Broadcast(cut, {axis}, static_cast<int>(owner), op.name());
+  ASSIGN_OR_RETURN(LaidOutTensor cut,
+                   ctx.builder.EmitLocal(local_op, {x}, type.shape, type.dtype, whole));
+  ASSIGN_OR_RETURN(LaidOutTensor out,
+                   ctx.builder.Broadcast(cut, {axis}, static_cast<int>(owner), op.name()));
   return ctx.builder.Reshard(out, rule, op.name());
 }
 
 }  // namespace
 
-LaidOutTensor LowerSliceOp(LoweringContext& ctx, const v1::Op& op,
-                           const std::vector<LaidOutTensor>& inputs) {
+absl::StatusOr<LaidOutTensor> LowerSliceOp(LoweringContext& ctx, const v1::Op& op,
+                                           const std::vector<LaidOutTensor>& inputs) {
   const LaidOutTensor& x = inputs[0];
   const int di = x.shape.IndexOf(op.dims(0));
   const int64_t n = x.shape.dim(di).size;
-  // Validated by shape inference when the graph was built.
-  const DimRange r = KeptRange(op, n).value();
+  ASSIGN_OR_RETURN(const DimRange r, KeptRange(op, n));
   const std::string out_name = ctx.graph.type(op.name()).shape.dim(di).name;
   const int axis = x.layout.mesh_axis[di];
   if (axis == kReplicated) return LocalThenRule(ctx, op, op, {x}, di);
@@ -83,8 +89,9 @@ LaidOutTensor LowerSliceOp(LoweringContext& ctx, const v1::Op& op,
   if (r.size == n) {
     // The whole dim: each slice keeps its part under the new name.
     const TensorType& type = ctx.graph.type(op.name());
-    LaidOutTensor out = ctx.builder.EmitLocal(LocalSliceOp(op, op.dims(0), 0, local, out_name), {x},
-                                              type.shape, type.dtype, x.layout);
+    ASSIGN_OR_RETURN(LaidOutTensor out,
+                     ctx.builder.EmitLocal(LocalSliceOp(op, op.dims(0), 0, local, out_name), {x},
+                                           type.shape, type.dtype, x.layout));
     return ctx.builder.Reshard(out, ctx.RuleLayout(type.shape), op.name());
   }
   const int64_t owner = r.begin / local;
@@ -93,11 +100,12 @@ LaidOutTensor LowerSliceOp(LoweringContext& ctx, const v1::Op& op,
                               LocalSliceOp(op, op.dims(0), r.begin % local, r.size, out_name), x,
                               axis, owner, di);
   }
-  return LocalThenRule(ctx, op, op, {WholeAlong(ctx, x, di, op)}, di);
+  ASSIGN_OR_RETURN(LaidOutTensor whole, WholeAlong(ctx, x, di, op));
+  return LocalThenRule(ctx, op, op, {whole}, di);
 }
 
-LaidOutTensor LowerUnstackOp(LoweringContext& ctx, const v1::Op& op,
-                             const std::vector<LaidOutTensor>& inputs) {
+absl::StatusOr<LaidOutTensor> LowerUnstackOp(LoweringContext& ctx, const v1::Op& op,
+                                             const std::vector<LaidOutTensor>& inputs) {
   const LaidOutTensor& x = inputs[0];
   const int di = x.shape.IndexOf(op.dims(0));
   const int axis = x.layout.mesh_axis[di];
@@ -109,34 +117,39 @@ LaidOutTensor LowerUnstackOp(LoweringContext& ctx, const v1::Op& op,
   return BroadcastFromOwner(ctx, op, cut, x, axis, index / local, -1);
 }
 
-LaidOutTensor LowerPadOp(LoweringContext& ctx, const v1::Op& op,
-                         const std::vector<LaidOutTensor>& inputs) {
+absl::StatusOr<LaidOutTensor> LowerPadOp(LoweringContext& ctx, const v1::Op& op,
+                                         const std::vector<LaidOutTensor>& inputs) {
   const LaidOutTensor& x = inputs[0];
   const int di = x.shape.IndexOf(op.dims(0));
   if (IntAttrOr(op, "before", 0) == 0 && IntAttrOr(op, "after", 0) == 0 &&
       x.layout.mesh_axis[di] != kReplicated) {
     // A rename: each slice keeps its part.
     const TensorType& type = ctx.graph.type(op.name());
-    LaidOutTensor out = ctx.builder.EmitLocal(op, {x}, type.shape, type.dtype, x.layout);
+    ASSIGN_OR_RETURN(LaidOutTensor out,
+                     ctx.builder.EmitLocal(op, {x}, type.shape, type.dtype, x.layout));
     return ctx.builder.Reshard(out, ctx.RuleLayout(type.shape), op.name());
   }
-  return LocalThenRule(ctx, op, op, {WholeAlong(ctx, x, di, op)}, di);
+  ASSIGN_OR_RETURN(LaidOutTensor whole, WholeAlong(ctx, x, di, op));
+  return LocalThenRule(ctx, op, op, {whole}, di);
 }
 
-LaidOutTensor LowerConcatOp(LoweringContext& ctx, const v1::Op& op,
-                            const std::vector<LaidOutTensor>& inputs) {
+absl::StatusOr<LaidOutTensor> LowerConcatOp(LoweringContext& ctx, const v1::Op& op,
+                                            const std::vector<LaidOutTensor>& inputs) {
   std::vector<LaidOutTensor> wholes;
   for (size_t j = 0; j < inputs.size(); ++j) {
     const std::string& dim = op.dims(op.dims_size() == 1 ? 0 : static_cast<int>(j));
-    wholes.push_back(WholeAlong(ctx, inputs[j], inputs[j].shape.IndexOf(dim), op));
+    ASSIGN_OR_RETURN(LaidOutTensor whole,
+                     WholeAlong(ctx, inputs[j], inputs[j].shape.IndexOf(dim), op));
+    wholes.push_back(std::move(whole));
   }
   return LocalThenRule(ctx, op, op, wholes, inputs[0].shape.IndexOf(op.dims(0)));
 }
 
-LaidOutTensor LowerStackOp(LoweringContext& ctx, const v1::Op& op,
-                           const std::vector<LaidOutTensor>& inputs) {
+absl::StatusOr<LaidOutTensor> LowerStackOp(LoweringContext& ctx, const v1::Op& op,
+                                           const std::vector<LaidOutTensor>& inputs) {
   const Shape& out = ctx.graph.type(op.name()).shape;
-  return LocalThenRule(ctx, op, op, inputs, out.IndexOf(op.attrs().at("new_dim").s()));
+  ASSIGN_OR_RETURN(const std::string new_dim, StringAttr(op, "new_dim"));
+  return LocalThenRule(ctx, op, op, inputs, out.IndexOf(new_dim));
 }
 
 }  // namespace meshrt

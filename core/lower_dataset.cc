@@ -3,15 +3,16 @@
 // resharded to the replicated layout (a no-op unless it is a partial sum). Nothing communicates.
 #include "core/lower_ops.h"
 #include "core/ops_dataset.h"
+#include "core/status_macros.h"
 
 namespace meshrt {
 namespace dataset {
 
-LaidOutTensor LowerTextWindows(LoweringContext& ctx, const v1::Op& op,
-                               const std::vector<LaidOutTensor>& inputs) {
+absl::StatusOr<LaidOutTensor> LowerTextWindows(LoweringContext& ctx, const v1::Op& op,
+                                               const std::vector<LaidOutTensor>& inputs) {
   const TensorType& type = ctx.graph.type(op.name());
-  const LaidOutTensor step =
-      ctx.builder.Reshard(inputs[0], ctx.RuleLayout(inputs[0].shape), op.name());
+  ASSIGN_OR_RETURN(const LaidOutTensor step,
+                   ctx.builder.Reshard(inputs[0], ctx.RuleLayout(inputs[0].shape), op.name()));
   return ctx.builder.EmitLocal(op, {step}, type.shape, type.dtype, ctx.RuleLayout(type.shape));
 }
 

@@ -13,7 +13,9 @@
 #include <algorithm>
 #include <map>
 
+#include "absl/strings/str_cat.h"
 #include "core/lower_ops.h"
+#include "core/status_macros.h"
 
 namespace meshrt {
 namespace {
@@ -24,8 +26,8 @@ int64_t SliceElements(const LoweringContext& ctx, const LaidOutTensor& t) {
 
 }  // namespace
 
-LaidOutTensor LowerEinsum(LoweringContext& ctx, const v1::Op& op,
-                          const std::vector<LaidOutTensor>& inputs) {
+absl::StatusOr<LaidOutTensor> LowerEinsum(LoweringContext& ctx, const v1::Op& op,
+                                          const std::vector<LaidOutTensor>& inputs) {
   const TensorType& type = ctx.graph.type(op.name());
   const Shape& out_shape = type.shape;
   const TensorLayout out_layout = ctx.RuleLayout(out_shape);
@@ -65,14 +67,26 @@ LaidOutTensor LowerEinsum(LoweringContext& ctx, const v1::Op& op,
     owner[axis] = cost_a <= cost_b ? dims[0] : dims[1];
   }
 
+  // The dim keeping mesh axis `a`; every axis of an input's rule layout is in `owner`.
+  auto owner_of = [&](int a) -> absl::StatusOr<std::string> {
+    auto it = owner.find(a);
+    if (it == owner.end()) {
+      return LoweringBug(op, absl::StrCat("an input is split over mesh axis ", a,
+                                          ", which the rules give none of its dims"));
+    }
+    return it->second;
+  };
   std::vector<LaidOutTensor> operands;
   for (const LaidOutTensor& in : inputs) {
     TensorLayout want = in.layout;
     for (int i = 0; i < in.shape.rank(); ++i) {
       int a = want.mesh_axis[i];
-      if (a != kReplicated && owner.at(a) != in.shape.dim(i).name) want.mesh_axis[i] = kReplicated;
+      if (a == kReplicated) continue;
+      ASSIGN_OR_RETURN(const std::string dim, owner_of(a));
+      if (dim != in.shape.dim(i).name) want.mesh_axis[i] = kReplicated;
     }
-    operands.push_back(ctx.builder.Reshard(in, want, op.name()));
+    ASSIGN_OR_RETURN(LaidOutTensor operand, ctx.builder.Reshard(in, want, op.name()));
+    operands.push_back(std::move(operand));
   }
   TensorLayout local_layout = out_layout;
   std::vector<int> partial;
@@ -80,9 +94,12 @@ LaidOutTensor LowerEinsum(LoweringContext& ctx, const v1::Op& op,
     if (!out_shape.Contains(dim)) partial.push_back(axis);
   }
   for (int& a : local_layout.mesh_axis) {
-    if (a != kReplicated && !out_shape.Contains(owner.at(a))) a = kReplicated;
+    if (a == kReplicated) continue;
+    ASSIGN_OR_RETURN(const std::string dim, owner_of(a));
+    if (!out_shape.Contains(dim)) a = kReplicated;
   }
-  LaidOutTensor out = ctx.builder.EmitLocal(op, operands, out_shape, type.dtype, local_layout);
+  ASSIGN_OR_RETURN(LaidOutTensor out,
+                   ctx.builder.EmitLocal(op, operands, out_shape, type.dtype, local_layout));
   out.partial_sum_axes = partial;
   if (ctx.keep_partial != nullptr && ctx.keep_partial->count(op.name())) return out;
   return ctx.builder.Reshard(out, out_layout, op.name());

@@ -5,8 +5,8 @@
 
 namespace meshrt {
 
-LaidOutTensor LowerElementwise(LoweringContext& ctx, const v1::Op& op,
-                               const std::vector<LaidOutTensor>& inputs) {
+absl::StatusOr<LaidOutTensor> LowerElementwise(LoweringContext& ctx, const v1::Op& op,
+                                               const std::vector<LaidOutTensor>& inputs) {
   const TensorType& type = ctx.graph.type(op.name());
   return ctx.builder.EmitLocal(op, inputs, type.shape, type.dtype, ctx.RuleLayout(type.shape));
 }

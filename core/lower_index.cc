@@ -7,13 +7,14 @@
 #include "core/lower_ops.h"
 #include "core/ops_data.h"
 #include "core/ops_index.h"
+#include "core/status_macros.h"
 
 namespace meshrt {
 namespace {
 
 // The global positions along dim `di` of `x`, split as `x` splits that dim (int32).
-LaidOutTensor PositionsAlong(LoweringContext& ctx, const v1::Op& op, const LaidOutTensor& x,
-                             int di) {
+absl::StatusOr<LaidOutTensor> PositionsAlong(LoweringContext& ctx, const v1::Op& op,
+                                             const LaidOutTensor& x, int di) {
   const Shape shape({x.shape.dim(di)});
   v1::Op range;
   range.set_name(op.name());
@@ -38,14 +39,14 @@ v1::Op Candidates(const v1::Op& op, const std::string& dim, int64_t k, const std
 
 }  // namespace
 
-LaidOutTensor LowerLocalIndexOp(LoweringContext& ctx, const v1::Op& op,
-                                const std::vector<LaidOutTensor>& inputs) {
+absl::StatusOr<LaidOutTensor> LowerLocalIndexOp(LoweringContext& ctx, const v1::Op& op,
+                                                const std::vector<LaidOutTensor>& inputs) {
   const TensorType& type = ctx.graph.type(op.name());
   return ctx.builder.EmitLocal(op, inputs, type.shape, type.dtype, ctx.RuleLayout(type.shape));
 }
 
-LaidOutTensor LowerGatherOp(LoweringContext& ctx, const v1::Op& op,
-                            const std::vector<LaidOutTensor>& inputs) {
+absl::StatusOr<LaidOutTensor> LowerGatherOp(LoweringContext& ctx, const v1::Op& op,
+                                            const std::vector<LaidOutTensor>& inputs) {
   const TensorType& type = ctx.graph.type(op.name());
   const TensorLayout rule = ctx.RuleLayout(type.shape);
   const LaidOutTensor& w = inputs[0];
@@ -54,18 +55,27 @@ LaidOutTensor LowerGatherOp(LoweringContext& ctx, const v1::Op& op,
   if (axis == kReplicated) return ctx.builder.EmitLocal(op, inputs, type.shape, type.dtype, rule);
   if (std::count(rule.mesh_axis.begin(), rule.mesh_axis.end(), axis) > 0) {
     // The output needs that mesh dim for one of its own dims: every processor looks up any row.
-    std::vector<LaidOutTensor> in = {WholeAlong(ctx, w, di, op), inputs[1]};
-    if (inputs.size() == 3) in.push_back(WholeAlong(ctx, inputs[2], 0, op));
+    ASSIGN_OR_RETURN(LaidOutTensor whole, WholeAlong(ctx, w, di, op));
+    std::vector<LaidOutTensor> in = {whole, inputs[1]};
+    if (inputs.size() == 3) {
+      ASSIGN_OR_RETURN(LaidOutTensor ids, WholeAlong(ctx, inputs[2], 0, op));
+      in.push_back(ids);
+    }
     return ctx.builder.EmitLocal(op, in, type.shape, type.dtype, rule);
   }
-  const LaidOutTensor ids = inputs.size() == 3 ? inputs[2] : PositionsAlong(ctx, op, w, di);
-  LaidOutTensor partial =
-      ctx.builder.EmitLocal(op, {w, inputs[1], ids}, type.shape, type.dtype, rule);
+  LaidOutTensor ids;
+  if (inputs.size() == 3) {
+    ids = inputs[2];
+  } else {
+    ASSIGN_OR_RETURN(ids, PositionsAlong(ctx, op, w, di));
+  }
+  ASSIGN_OR_RETURN(LaidOutTensor partial,
+                   ctx.builder.EmitLocal(op, {w, inputs[1], ids}, type.shape, type.dtype, rule));
   return ctx.builder.AllReduce(partial, {axis}, v1::REDUCE_SUM, op.name());
 }
 
-LaidOutTensor LowerTopKOp(LoweringContext& ctx, const v1::Op& op,
-                          const std::vector<LaidOutTensor>& inputs) {
+absl::StatusOr<LaidOutTensor> LowerTopKOp(LoweringContext& ctx, const v1::Op& op,
+                                          const std::vector<LaidOutTensor>& inputs) {
   const LaidOutTensor& x = inputs[0];
   const int di = x.shape.IndexOf(op.dims(0));
   const bool argmax = op.type() == "argmax";
@@ -76,21 +86,30 @@ LaidOutTensor LowerTopKOp(LoweringContext& ctx, const v1::Op& op,
   const int64_t g = ctx.mesh().size(axis), local = x.shape.dim(di).size / g;
   const int64_t k = std::min<int64_t>(argmax ? 1 : IntAttrOr(op, "k", 1), local);
   const Shape cand = ReplaceDim(x.shape, di, {{op.dims(0), g * k}});
-  LaidOutTensor values =
-      ctx.builder.EmitLocal(Candidates(op, op.dims(0), k, "values"), {x}, cand, x.dtype, x.layout);
-  std::vector<LaidOutTensor> finals = {WholeAlong(ctx, values, di, op)};
+  ASSIGN_OR_RETURN(
+      LaidOutTensor values,
+      ctx.builder.EmitLocal(Candidates(op, op.dims(0), k, "values"), {x}, cand, x.dtype, x.layout));
+  ASSIGN_OR_RETURN(LaidOutTensor all_values, WholeAlong(ctx, values, di, op));
+  std::vector<LaidOutTensor> finals = {all_values};
   const bool want_ids = argmax || StringAttrOr(op, "output", "values") == "indices";
   if (want_ids) {
-    const LaidOutTensor ids = inputs.size() == 2 ? inputs[1] : PositionsAlong(ctx, op, x, di);
-    LaidOutTensor indices = ctx.builder.EmitLocal(Candidates(op, op.dims(0), k, "indices"),
-                                                  {x, ids}, cand, DType::kInt32, x.layout);
-    finals.push_back(WholeAlong(ctx, indices, di, op));
+    LaidOutTensor ids;
+    if (inputs.size() == 2) {
+      ids = inputs[1];
+    } else {
+      ASSIGN_OR_RETURN(ids, PositionsAlong(ctx, op, x, di));
+    }
+    ASSIGN_OR_RETURN(LaidOutTensor indices,
+                     ctx.builder.EmitLocal(Candidates(op, op.dims(0), k, "indices"), {x, ids}, cand,
+                                           DType::kInt32, x.layout));
+    ASSIGN_OR_RETURN(LaidOutTensor all_indices, WholeAlong(ctx, indices, di, op));
+    finals.push_back(all_indices);
   }
   return LocalThenRule(ctx, op, op, finals, out_dim);
 }
 
-LaidOutTensor LowerCumsumOp(LoweringContext& ctx, const v1::Op& op,
-                            const std::vector<LaidOutTensor>& inputs) {
+absl::StatusOr<LaidOutTensor> LowerCumsumOp(LoweringContext& ctx, const v1::Op& op,
+                                            const std::vector<LaidOutTensor>& inputs) {
   const TensorType& type = ctx.graph.type(op.name());
   const LaidOutTensor& x = inputs[0];
   const int di = x.shape.IndexOf(op.dims(0));
@@ -104,25 +123,30 @@ LaidOutTensor LowerCumsumOp(LoweringContext& ctx, const v1::Op& op,
   inclusive.set_name(op.name());
   inclusive.set_type("cumsum");
   inclusive.add_dims(op.dims(0));
-  LaidOutTensor sums = ctx.builder.EmitLocal(inclusive, {x}, x.shape, x.dtype, x.layout);
+  ASSIGN_OR_RETURN(LaidOutTensor sums,
+                   ctx.builder.EmitLocal(inclusive, {x}, x.shape, x.dtype, x.layout));
   const Shape per_slice = ReplaceDim(x.shape, di, {{op.dims(0), g}});
-  LaidOutTensor totals = ctx.builder.EmitLocal(
-      LocalSliceOp(op, op.dims(0), local - 1, 1, op.dims(0)), {sums}, per_slice, x.dtype, x.layout);
+  ASSIGN_OR_RETURN(LaidOutTensor totals,
+                   ctx.builder.EmitLocal(LocalSliceOp(op, op.dims(0), local - 1, 1, op.dims(0)),
+                                         {sums}, per_slice, x.dtype, x.layout));
   // The carry of slice r: the user's carry plus the totals of slices before r.
-  LaidOutTensor all = WholeAlong(ctx, totals, di, op);
+  ASSIGN_OR_RETURN(LaidOutTensor all, WholeAlong(ctx, totals, di, op));
   v1::Op prefix = inclusive;
   (*prefix.mutable_attrs())["exclusive"].set_b(true);
   std::vector<LaidOutTensor> prefix_in = {all};
   if (inputs.size() == 2) prefix_in.push_back(inputs[1]);
-  LaidOutTensor carries = ctx.builder.EmitLocal(prefix, prefix_in, all.shape, x.dtype, all.layout);
-  LaidOutTensor carry = ctx.builder.Reshard(carries, x.layout, op.name());  // local slice
+  ASSIGN_OR_RETURN(LaidOutTensor carries,
+                   ctx.builder.EmitLocal(prefix, prefix_in, all.shape, x.dtype, all.layout));
+  ASSIGN_OR_RETURN(LaidOutTensor carry,
+                   ctx.builder.Reshard(carries, x.layout, op.name()));  // local slice
   return ctx.builder.EmitLocal(op, {x, carry}, type.shape, type.dtype, x.layout);
 }
 
-LaidOutTensor LowerSortOp(LoweringContext& ctx, const v1::Op& op,
-                          const std::vector<LaidOutTensor>& inputs) {
+absl::StatusOr<LaidOutTensor> LowerSortOp(LoweringContext& ctx, const v1::Op& op,
+                                          const std::vector<LaidOutTensor>& inputs) {
   const int di = inputs[0].shape.IndexOf(op.dims(0));
-  return LocalThenRule(ctx, op, op, {WholeAlong(ctx, inputs[0], di, op)}, di);
+  ASSIGN_OR_RETURN(LaidOutTensor whole, WholeAlong(ctx, inputs[0], di, op));
+  return LocalThenRule(ctx, op, op, {whole}, di);
 }
 
 }  // namespace meshrt

@@ -29,7 +29,8 @@ namespace math {
 namespace {
 
 // Emits the local pieces of one op. Every piece is named after the op, so instructions (and
-// errors) point at it.
+// errors) point at it. The first builder error is kept: later pieces emit nothing and return an
+// empty tensor, and Result() returns that error, so a lowering reads as straight-line code.
 class Pieces {
  public:
   Pieces(LoweringContext& ctx, const v1::Op& op) : ctx_(ctx), op_(op) {}
@@ -68,12 +69,18 @@ class Pieces {
     return Emit(op, {x}, Without(x.shape, dims));
   }
   LaidOutTensor AllReduce(const LaidOutTensor& t, const std::vector<int>& axes, v1::ReduceOp r) {
-    return ctx_.builder.AllReduce(t, axes, r, op_.name());
+    if (!status_.ok()) return LaidOutTensor();
+    return Keep(ctx_.builder.AllReduce(t, axes, r, op_.name()));
   }
   // The op itself, run on slices.
-  LaidOutTensor Whole(const std::vector<LaidOutTensor>& inputs) {
+  absl::StatusOr<LaidOutTensor> Whole(const std::vector<LaidOutTensor>& inputs) {
     const TensorType& type = ctx_.graph.type(op_.name());
     return ctx_.builder.EmitLocal(op_, inputs, type.shape, type.dtype, ctx_.RuleLayout(type.shape));
+  }
+  // `t`, or the first error of any piece.
+  absl::StatusOr<LaidOutTensor> Result(const LaidOutTensor& t) const {
+    if (!status_.ok()) return status_;
+    return t;
   }
 
  private:
@@ -85,11 +92,18 @@ class Pieces {
   }
   LaidOutTensor Emit(const v1::Op& op, const std::vector<LaidOutTensor>& inputs,
                      const Shape& shape) {
-    return ctx_.builder.EmitLocal(op, inputs, shape, DType::kFloat32, ctx_.RuleLayout(shape));
+    if (!status_.ok()) return LaidOutTensor();
+    return Keep(ctx_.builder.EmitLocal(op, inputs, shape, DType::kFloat32, ctx_.RuleLayout(shape)));
+  }
+  LaidOutTensor Keep(absl::StatusOr<LaidOutTensor> t) {
+    if (t.ok()) return *std::move(t);
+    status_ = t.status();
+    return LaidOutTensor();
   }
 
   LoweringContext& ctx_;
   const v1::Op& op_;
+  absl::Status status_;  // the first error
 };
 
 std::set<std::string> OpDims(const v1::Op& op) { return {op.dims().begin(), op.dims().end()}; }
@@ -120,29 +134,29 @@ Shifted ShiftAndSum(Pieces& p, const LaidOutTensor& x, const std::set<std::strin
 
 }  // namespace
 
-LaidOutTensor LowerLogSumExp(LoweringContext& ctx, const v1::Op& op,
-                             const std::vector<LaidOutTensor>& inputs) {
+absl::StatusOr<LaidOutTensor> LowerLogSumExp(LoweringContext& ctx, const v1::Op& op,
+                                             const std::vector<LaidOutTensor>& inputs) {
   Pieces p(ctx, op);
   const std::set<std::string> dims = DroppedDims(ctx, op, inputs[0].shape);
   const std::vector<int> axes = p.SplitAxes(inputs[0], dims);
   if (axes.empty()) return p.Whole(inputs);
   const Shifted s = ShiftAndSum(p, inputs[0], dims, axes);
-  return p.Binary("add", p.Unary("log", s.sum), s.max);
+  return p.Result(p.Binary("add", p.Unary("log", s.sum), s.max));
 }
 
-LaidOutTensor LowerSoftmax(LoweringContext& ctx, const v1::Op& op,
-                           const std::vector<LaidOutTensor>& inputs) {
+absl::StatusOr<LaidOutTensor> LowerSoftmax(LoweringContext& ctx, const v1::Op& op,
+                                           const std::vector<LaidOutTensor>& inputs) {
   Pieces p(ctx, op);
   const std::set<std::string> dims = OpDims(op);
   const std::vector<int> axes = p.SplitAxes(inputs[0], dims);
   if (axes.empty()) return p.Whole(inputs);
   const Shifted s = ShiftAndSum(p, inputs[0], dims, axes);
-  if (op.type() == "softmax") return p.Binary("div", s.exp, s.sum);
-  return p.Binary("sub", s.z, p.Unary("log", s.sum));
+  if (op.type() == "softmax") return p.Result(p.Binary("div", s.exp, s.sum));
+  return p.Result(p.Binary("sub", s.z, p.Unary("log", s.sum)));
 }
 
-LaidOutTensor LowerSoftmaxGrad(LoweringContext& ctx, const v1::Op& op,
-                               const std::vector<LaidOutTensor>& inputs) {
+absl::StatusOr<LaidOutTensor> LowerSoftmaxGrad(LoweringContext& ctx, const v1::Op& op,
+                                               const std::vector<LaidOutTensor>& inputs) {
   Pieces p(ctx, op);
   const std::set<std::string> dims = OpDims(op);
   const std::vector<int> axes = p.SplitAxes(inputs[0], dims);
@@ -151,11 +165,11 @@ LaidOutTensor LowerSoftmaxGrad(LoweringContext& ctx, const v1::Op& op,
   const LaidOutTensor& dy = inputs[1];
   const LaidOutTensor s =
       p.AllReduce(p.Reduce("reduce_sum", p.Binary("mul", dy, y), dims), axes, v1::REDUCE_SUM);
-  return p.Binary("mul", y, p.Binary("sub", dy, s));
+  return p.Result(p.Binary("mul", y, p.Binary("sub", dy, s)));
 }
 
-LaidOutTensor LowerNorm(LoweringContext& ctx, const v1::Op& op,
-                        const std::vector<LaidOutTensor>& inputs) {
+absl::StatusOr<LaidOutTensor> LowerNorm(LoweringContext& ctx, const v1::Op& op,
+                                        const std::vector<LaidOutTensor>& inputs) {
   Pieces p(ctx, op);
   const LaidOutTensor& x = inputs[0];
   const std::set<std::string> dims = OpDims(op);
@@ -175,11 +189,11 @@ LaidOutTensor LowerNorm(LoweringContext& ctx, const v1::Op& op,
   LaidOutTensor y = p.Binary("mul", centred, p.Unary("rsqrt", p.WithScalar("add", var, eps)));
   if (inputs.size() > 1) y = p.Binary("mul", y, inputs[1]);
   if (inputs.size() > 2) y = p.Binary("add", y, inputs[2]);
-  return y;
+  return p.Result(y);
 }
 
-LaidOutTensor LowerCrossEntropy(LoweringContext& ctx, const v1::Op& op,
-                                const std::vector<LaidOutTensor>& inputs) {
+absl::StatusOr<LaidOutTensor> LowerCrossEntropy(LoweringContext& ctx, const v1::Op& op,
+                                                const std::vector<LaidOutTensor>& inputs) {
   Pieces p(ctx, op);
   const std::set<std::string> dims = OpDims(op);
   const std::vector<int> axes = p.SplitAxes(inputs[0], dims);
@@ -189,7 +203,7 @@ LaidOutTensor LowerCrossEntropy(LoweringContext& ctx, const v1::Op& op,
   // logp first: the product (and so the loss) keeps the logits' dim order, the output's.
   const LaidOutTensor prod = p.Binary("mul", logp, inputs[1]);
   const LaidOutTensor loss = p.AllReduce(p.Reduce("reduce_sum", prod, dims), axes, v1::REDUCE_SUM);
-  return p.Unary("neg", loss);
+  return p.Result(p.Unary("neg", loss));
 }
 
 }  // namespace math

@@ -5,17 +5,20 @@
 // random_uniform/normal's optional step is a replicated scalar.
 #include "core/lower_ops.h"
 #include "core/ops_random.h"
+#include "core/status_macros.h"
 
 namespace meshrt {
 namespace rng {
 
-LaidOutTensor LowerRandom(LoweringContext& ctx, const v1::Op& op,
-                          const std::vector<LaidOutTensor>& inputs) {
+absl::StatusOr<LaidOutTensor> LowerRandom(LoweringContext& ctx, const v1::Op& op,
+                                          const std::vector<LaidOutTensor>& inputs) {
   const TensorType& type = ctx.graph.type(op.name());
   // The random ops' step is a scalar: resharding it to its (replicated) rule layout only resolves a
   // partial sum. Dropout's input already has the output's rule layout.
   std::vector<LaidOutTensor> in = inputs;
-  for (LaidOutTensor& t : in) t = ctx.builder.Reshard(t, ctx.RuleLayout(t.shape), op.name());
+  for (LaidOutTensor& t : in) {
+    ASSIGN_OR_RETURN(t, ctx.builder.Reshard(t, ctx.RuleLayout(t.shape), op.name()));
+  }
   return ctx.builder.EmitLocal(op, in, type.shape, type.dtype, ctx.RuleLayout(type.shape));
 }
 

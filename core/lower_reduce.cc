@@ -5,10 +5,12 @@
 // when every slice has the same count; the sum form states the invariant plainly).
 #include "absl/strings/str_cat.h"
 #include "core/lower_ops.h"
+#include "core/status_macros.h"
 
 namespace meshrt {
 
-LaidOutTensor LowerReduce(LoweringContext& ctx, const v1::Op& op, const LaidOutTensor& input) {
+absl::StatusOr<LaidOutTensor> LowerReduce(LoweringContext& ctx, const v1::Op& op,
+                                          const LaidOutTensor& input) {
   const TensorType& type = ctx.graph.type(op.name());
   const TensorLayout out_layout = ctx.RuleLayout(type.shape);
   std::vector<int> axes;
@@ -31,8 +33,9 @@ LaidOutTensor LowerReduce(LoweringContext& ctx, const v1::Op& op, const LaidOutT
   } else {
     local.set_type("reduce_sum");
   }
-  LaidOutTensor partial = ctx.builder.EmitLocal(local, {input}, type.shape, type.dtype, out_layout);
-  LaidOutTensor whole = ctx.builder.AllReduce(partial, axes, reduce, op.name());
+  ASSIGN_OR_RETURN(LaidOutTensor partial,
+                   ctx.builder.EmitLocal(local, {input}, type.shape, type.dtype, out_layout));
+  ASSIGN_OR_RETURN(LaidOutTensor whole, ctx.builder.AllReduce(partial, axes, reduce, op.name()));
   if (op.type() != "reduce_mean") return whole;
   v1::Op scale;
   scale.set_name(op.name());

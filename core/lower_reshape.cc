@@ -9,6 +9,7 @@
 #include <map>
 
 #include "core/lower_ops.h"
+#include "core/status_macros.h"
 
 namespace meshrt {
 namespace {
@@ -31,7 +32,8 @@ std::vector<int> KeptDims(const Shape& in, const Shape& out) {
 
 }  // namespace
 
-LaidOutTensor LowerReshape(LoweringContext& ctx, const v1::Op& op, const LaidOutTensor& input) {
+absl::StatusOr<LaidOutTensor> LowerReshape(LoweringContext& ctx, const v1::Op& op,
+                                           const LaidOutTensor& input) {
   const TensorType& type = ctx.graph.type(op.name());
   const TensorLayout out_layout = ctx.RuleLayout(type.shape);
   const std::vector<int> kept = KeptDims(input.shape, type.shape);
@@ -43,8 +45,9 @@ LaidOutTensor LowerReshape(LoweringContext& ctx, const v1::Op& op, const LaidOut
     in_target.mesh_axis[i] = out_layout.mesh_axis[kept[i]];
     local_out.mesh_axis[kept[i]] = out_layout.mesh_axis[kept[i]];
   }
-  LaidOutTensor moved = ctx.builder.Reshard(input, in_target, op.name());
-  LaidOutTensor reshaped = ctx.builder.EmitLocal(op, {moved}, type.shape, type.dtype, local_out);
+  ASSIGN_OR_RETURN(LaidOutTensor moved, ctx.builder.Reshard(input, in_target, op.name()));
+  ASSIGN_OR_RETURN(LaidOutTensor reshaped,
+                   ctx.builder.EmitLocal(op, {moved}, type.shape, type.dtype, local_out));
   return ctx.builder.Reshard(reshaped, out_layout, op.name());
 }
 

@@ -18,21 +18,19 @@
 // (k divides b) pools locally into the output block; otherwise the dim is gathered first.
 #include <algorithm>
 
-#include "core/logging.h"
 #include "core/lower_ops.h"
 #include "core/ops_spatial.h"
+#include "core/status_macros.h"
 
 namespace meshrt {
 namespace spatial {
 
-LaidOutTensor LowerConv(LoweringContext& ctx, const v1::Op& op,
-                        const std::vector<LaidOutTensor>& inputs) {
+absl::StatusOr<LaidOutTensor> LowerConv(LoweringContext& ctx, const v1::Op& op,
+                                        const std::vector<LaidOutTensor>& inputs) {
   const LaidOutTensor& x = inputs[0];
   const LaidOutTensor& f = inputs[1];
   const TensorType& type = ctx.graph.type(op.name());
-  auto spec_or = ConvSpec(op, x.shape, f.shape);
-  MESHRT_CHECK(spec_or.ok(), spec_or.status().ToString());
-  const WindowSpec& spec = *spec_or;
+  ASSIGN_OR_RETURN(const WindowSpec spec, ConvSpec(op, x.shape, f.shape));
   const int ns = static_cast<int>(spec.x_spatial.size());
 
   // Which split spatial dims take halos; the others are gathered.
@@ -54,7 +52,7 @@ LaidOutTensor LowerConv(LoweringContext& ctx, const v1::Op& op,
       lx.mesh_axis[d] = kReplicated;
     }
   }
-  LaidOutTensor xs = ctx.builder.Reshard(x, lx, op.name());
+  ASSIGN_OR_RETURN(LaidOutTensor xs, ctx.builder.Reshard(x, lx, op.name()));
 
   // The layout the local conv produces: batch dims and halo'd spatial dims as in x, out_channels
   // as its rule says unless that mesh dim is taken (then whole).
@@ -76,29 +74,28 @@ LaidOutTensor LowerConv(LoweringContext& ctx, const v1::Op& op,
   TensorLayout lf{std::vector<int>(ns + 2, kReplicated)};
   lf.mesh_axis[ns] = in_axis;
   lf.mesh_axis[ns + 1] = out_axis;
-  const LaidOutTensor fs = ctx.builder.Reshard(f, lf, op.name());
+  ASSIGN_OR_RETURN(const LaidOutTensor fs, ctx.builder.Reshard(f, lf, op.name()));
 
   v1::Op local = op;
   v1::IntList* pad = (*local.mutable_attrs())["_pad_before"].mutable_ints();
   for (int i = 0; i < ns; ++i) {
     if (halo[i]) {
-      xs = ExtendWithHalo(ctx, xs, spec.x_spatial[i], before[i], after[i], /*wrap=*/false,
-                          op.name());
+      ASSIGN_OR_RETURN(xs, ExtendWithHalo(ctx, xs, spec.x_spatial[i], before[i], after[i],
+                                          /*wrap=*/false, op.name()));
     }
     pad->add_values(halo[i] ? 0 : spec.pad_before[i]);
   }
-  LaidOutTensor y = ctx.builder.EmitLocal(local, {xs, fs}, type.shape, type.dtype, lo);
+  ASSIGN_OR_RETURN(LaidOutTensor y,
+                   ctx.builder.EmitLocal(local, {xs, fs}, type.shape, type.dtype, lo));
   if (in_axis != kReplicated && ctx.mesh().size(in_axis) > 1) y.partial_sum_axes = {in_axis};
   return ctx.builder.Reshard(y, ctx.RuleLayout(type.shape), op.name());
 }
 
-LaidOutTensor LowerPool(LoweringContext& ctx, const v1::Op& op,
-                        const std::vector<LaidOutTensor>& inputs) {
+absl::StatusOr<LaidOutTensor> LowerPool(LoweringContext& ctx, const v1::Op& op,
+                                        const std::vector<LaidOutTensor>& inputs) {
   const LaidOutTensor& x = inputs[0];
   const TensorType& type = ctx.graph.type(op.name());
-  auto spec_or = PoolSpec(op, x.shape);
-  MESHRT_CHECK(spec_or.ok(), spec_or.status().ToString());
-  const WindowSpec& spec = *spec_or;
+  ASSIGN_OR_RETURN(const WindowSpec spec, PoolSpec(op, x.shape));
   TensorLayout lx = x.layout;
   for (size_t i = 0; i < spec.x_spatial.size(); ++i) {
     const int d = spec.x_spatial[i];
@@ -107,8 +104,9 @@ LaidOutTensor LowerPool(LoweringContext& ctx, const v1::Op& op,
     const int64_t b = x.shape.dim(d).size / ctx.mesh().size(m);
     if (b % spec.window[i] != 0) lx.mesh_axis[d] = kReplicated;
   }
-  const LaidOutTensor xs = ctx.builder.Reshard(x, lx, op.name());
-  const LaidOutTensor y = ctx.builder.EmitLocal(op, {xs}, type.shape, type.dtype, lx);
+  ASSIGN_OR_RETURN(const LaidOutTensor xs, ctx.builder.Reshard(x, lx, op.name()));
+  ASSIGN_OR_RETURN(const LaidOutTensor y,
+                   ctx.builder.EmitLocal(op, {xs}, type.shape, type.dtype, lx));
   return ctx.builder.Reshard(y, ctx.RuleLayout(type.shape), op.name());
 }
 

@@ -2,8 +2,8 @@
 
 #include <map>
 
+#include "absl/strings/str_cat.h"
 #include "core/lower_ops.h"
-#include "core/logging.h"
 #include "core/status_macros.h"
 
 namespace meshrt {
@@ -26,9 +26,23 @@ absl::Status ValidateLayouts(const Graph& graph, const Mesh& mesh, const LayoutR
   return absl::OkStatus();
 }
 
-LaidOutTensor LowerOp(LoweringContext& ctx, const v1::Op& op,
-                      const std::vector<LaidOutTensor>& inputs) {
+absl::Status LoweringBug(const v1::Op& op, absl::string_view what) {
+  return absl::InternalError(
+      absl::StrCat("lowering ", OpLabel(op), ": ", what, " (a lowering bug)"));
+}
+
+absl::StatusOr<LaidOutTensor> LowerOp(LoweringContext& ctx, const v1::Op& op,
+                                      const std::vector<LaidOutTensor>& inputs) {
   const OpInfo* info = FindOp(op.type());
+  if (info == nullptr) return OpError(op, "unknown op type; `meshrt ops` lists the known ones");
+  const int n = static_cast<int>(inputs.size());
+  if (n < info->min_inputs || (info->max_inputs >= 0 && n > info->max_inputs)) {
+    const std::string want = info->max_inputs < 0 ? absl::StrCat("at least ", info->min_inputs)
+                             : info->min_inputs == info->max_inputs
+                                 ? absl::StrCat(info->min_inputs)
+                                 : absl::StrCat(info->min_inputs, " to ", info->max_inputs);
+    return OpError(op, absl::StrCat("is lowered with ", n, " inputs; it takes ", want));
+  }
   if (info->lower != nullptr) return info->lower(ctx, op, inputs);
   switch (info->family) {
     case OpFamily::kSource:
@@ -37,15 +51,16 @@ LaidOutTensor LowerOp(LoweringContext& ctx, const v1::Op& op,
       return LowerElementwise(ctx, op, inputs);
     case OpFamily::kEinsum:
       return LowerEinsum(ctx, op, inputs);
-    case OpFamily::kReduce:
+    case OpFamily::kReduce:  // one input (min_inputs 1, checked above)
       return LowerReduce(ctx, op, inputs[0]);
     case OpFamily::kReshape:
       return LowerReshape(ctx, op, inputs[0]);
     default:
-      // Every op of the other families supplies its own lowering (OpInfo::lower).
-      MESHRT_CHECK(false, "op type ", op.type(), " has no lowering");
+      break;
   }
-  return LaidOutTensor();
+  // Every op of the other families supplies its own lowering (OpInfo::lower).
+  return LoweringBug(op, absl::StrCat("op type ", op.type(), " (family ", FamilyName(info->family),
+                                      ") has no lowering"));
 }
 
 absl::StatusOr<v1::Program> Lower(const Graph& graph, const Mesh& mesh, const LayoutRules& rules) {
@@ -56,9 +71,16 @@ absl::StatusOr<v1::Program> Lower(const Graph& graph, const Mesh& mesh, const La
   for (int i : graph.topological_order()) {
     const v1::Op& op = graph.op(i);
     std::vector<LaidOutTensor> inputs;
-    for (const std::string& in : op.inputs()) inputs.push_back(lowered.at(in));
-    LaidOutTensor out = LowerOp(ctx, op, inputs);
-    builder.BindOutput(op.name(), out);
+    for (const std::string& in : op.inputs()) {
+      auto it = lowered.find(in);
+      if (it == lowered.end()) {
+        return OpError(
+            op, absl::StrCat("reads tensor '", in, "', which no op before it in the graph makes"));
+      }
+      inputs.push_back(it->second);
+    }
+    ASSIGN_OR_RETURN(LaidOutTensor out, LowerOp(ctx, op, inputs));
+    RETURN_IF_ERROR(builder.BindOutput(op.name(), out));
     lowered.emplace(op.name(), std::move(out));
   }
   return std::move(builder).Finish();

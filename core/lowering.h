@@ -27,7 +27,9 @@ namespace meshrt {
 // tensor, the op that made it, the dims, and a fix.
 absl::Status ValidateLayouts(const Graph& graph, const Mesh& mesh, const LayoutRules& rules);
 
-// Validates layouts, then lowers. Errors: those of ValidateLayouts.
+// Validates layouts, then lowers. Errors: those of ValidateLayouts; InvalidArgument naming the op
+// when an op cannot be lowered as given; Internal naming the op for a broken lowering invariant
+// (a bug, reported rather than aborting the caller). Never aborts on any validated Graph.
 absl::StatusOr<v1::Program> Lower(const Graph& graph, const Mesh& mesh, const LayoutRules& rules);
 
 }  // namespace meshrt

@@ -56,8 +56,12 @@ using KernelFn = absl::Status (*)(const v1::Op& op, absl::Span<const Tensor* con
 // The kernel of an op that touches the host (reads a file): it gets the caller's KernelContext.
 using ContextKernelFn = absl::Status (*)(const v1::Op& op, absl::Span<const Tensor* const> inputs,
                                          Tensor* output, const KernelContext& context);
-using LowerFn = LaidOutTensor (*)(LoweringContext& ctx, const v1::Op& op,
-                                  const std::vector<LaidOutTensor>& inputs);
+// Lowers `op` (inputs in their rule layouts) and returns its output in its rule layout. Errors:
+// InvalidArgument (via OpError) when the op's attrs or inputs cannot be lowered, Internal (naming
+// the op) for a broken lowering invariant; never aborts. Code that compares or calls a LowerFn
+// needs LaidOutTensor complete: include core/program_builder.h.
+using LowerFn = absl::StatusOr<LaidOutTensor> (*)(LoweringContext& ctx, const v1::Op& op,
+                                                  const std::vector<LaidOutTensor>& inputs);
 
 struct OpInfo {
   std::string type;

@@ -43,8 +43,8 @@ struct LoopSpec {
 absl::StatusOr<LoopSpec> ParseLoop(const v1::Op& op, const std::vector<TensorType>& inputs);
 
 // The lowering (lower_control.cc).
-LaidOutTensor LowerLoop(LoweringContext& ctx, const v1::Op& op,
-                        const std::vector<LaidOutTensor>& inputs);
+absl::StatusOr<LaidOutTensor> LowerLoop(LoweringContext& ctx, const v1::Op& op,
+                                        const std::vector<LaidOutTensor>& inputs);
 
 }  // namespace meshrt
 

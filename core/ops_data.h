@@ -81,11 +81,13 @@ absl::StatusOr<DimRange> KeptRange(const v1::Op& op, int64_t n);
 // `layout` with tensor dim `dim` split over `axis` (kReplicated: whole).
 TensorLayout WithAxis(TensorLayout layout, int dim, int axis);
 // `t` with tensor dim `dim` whole on every processor (allgather over its mesh dim if split).
-LaidOutTensor WholeAlong(LoweringContext& ctx, const LaidOutTensor& t, int dim, const v1::Op& op);
+absl::StatusOr<LaidOutTensor> WholeAlong(LoweringContext& ctx, const LaidOutTensor& t, int dim,
+                                         const v1::Op& op);
 // Runs `local` on `inputs`, producing `op`'s output (graph type) with its dim `out_dim` whole (-1:
 // none) and every other dim as the rules say, then reshards to the output's rule layout.
-LaidOutTensor LocalThenRule(LoweringContext& ctx, const v1::Op& op, const v1::Op& local,
-                            const std::vector<LaidOutTensor>& inputs, int out_dim);
+absl::StatusOr<LaidOutTensor> LocalThenRule(LoweringContext& ctx, const v1::Op& op,
+                                            const v1::Op& local,
+                                            const std::vector<LaidOutTensor>& inputs, int out_dim);
 // A local `slice` op standing for `op` (same name): elements [begin, begin + size) of `dim`, named
 // `new_dim` in the output.
 v1::Op LocalSliceOp(const v1::Op& op, const std::string& dim, int64_t begin, int64_t size,
@@ -100,16 +102,17 @@ absl::Status ConcatKernel(const v1::Op& op, absl::Span<const Tensor* const> in, 
 absl::Status StackKernel(const v1::Op& op, absl::Span<const Tensor* const> in, Tensor* out);
 absl::Status UnstackKernel(const v1::Op& op, absl::Span<const Tensor* const> in, Tensor* out);
 
-LaidOutTensor LowerSliceOp(LoweringContext& ctx, const v1::Op& op,
-                           const std::vector<LaidOutTensor>& inputs);  // slice and split
-LaidOutTensor LowerPadOp(LoweringContext& ctx, const v1::Op& op,
-                         const std::vector<LaidOutTensor>& inputs);
-LaidOutTensor LowerConcatOp(LoweringContext& ctx, const v1::Op& op,
-                            const std::vector<LaidOutTensor>& inputs);
-LaidOutTensor LowerStackOp(LoweringContext& ctx, const v1::Op& op,
-                           const std::vector<LaidOutTensor>& inputs);
-LaidOutTensor LowerUnstackOp(LoweringContext& ctx, const v1::Op& op,
-                             const std::vector<LaidOutTensor>& inputs);
+// slice and split
+absl::StatusOr<LaidOutTensor> LowerSliceOp(LoweringContext& ctx, const v1::Op& op,
+                                           const std::vector<LaidOutTensor>& inputs);
+absl::StatusOr<LaidOutTensor> LowerPadOp(LoweringContext& ctx, const v1::Op& op,
+                                         const std::vector<LaidOutTensor>& inputs);
+absl::StatusOr<LaidOutTensor> LowerConcatOp(LoweringContext& ctx, const v1::Op& op,
+                                            const std::vector<LaidOutTensor>& inputs);
+absl::StatusOr<LaidOutTensor> LowerStackOp(LoweringContext& ctx, const v1::Op& op,
+                                           const std::vector<LaidOutTensor>& inputs);
+absl::StatusOr<LaidOutTensor> LowerUnstackOp(LoweringContext& ctx, const v1::Op& op,
+                                             const std::vector<LaidOutTensor>& inputs);
 
 }  // namespace meshrt
 

@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/file_access.h"
 #include "core/kernel_runner.h"
+#include "core/program_builder.h"  // LaidOutTensor, for the lowering hooks
 #include "core/status_macros.h"
 
 namespace meshrt {

@@ -69,8 +69,8 @@ absl::StatusOr<int64_t> StepValue(const v1::Op& op, const Tensor& step);
 int64_t WindowStart(int64_t step, int64_t batch, int64_t row, int64_t length, int64_t n);
 
 // text_windows' lowering (lower_dataset.cc).
-LaidOutTensor LowerTextWindows(LoweringContext& ctx, const v1::Op& op,
-                               const std::vector<LaidOutTensor>& inputs);
+absl::StatusOr<LaidOutTensor> LowerTextWindows(LoweringContext& ctx, const v1::Op& op,
+                                               const std::vector<LaidOutTensor>& inputs);
 
 }  // namespace dataset
 }  // namespace meshrt

@@ -60,16 +60,18 @@ absl::Status CumsumKernel(const v1::Op& op, absl::Span<const Tensor* const> in, 
 absl::Status SortKernel(const v1::Op& op, absl::Span<const Tensor* const> in, Tensor* out);
 
 // Lowerings (lower_index.cc).
-LaidOutTensor LowerLocalIndexOp(LoweringContext& ctx, const v1::Op& op,
-                                const std::vector<LaidOutTensor>& inputs);  // one_hot, range
-LaidOutTensor LowerGatherOp(LoweringContext& ctx, const v1::Op& op,
-                            const std::vector<LaidOutTensor>& inputs);
-LaidOutTensor LowerTopKOp(LoweringContext& ctx, const v1::Op& op,
-                          const std::vector<LaidOutTensor>& inputs);  // top_k, argmax
-LaidOutTensor LowerCumsumOp(LoweringContext& ctx, const v1::Op& op,
-                            const std::vector<LaidOutTensor>& inputs);
-LaidOutTensor LowerSortOp(LoweringContext& ctx, const v1::Op& op,
-                          const std::vector<LaidOutTensor>& inputs);
+// one_hot, range
+absl::StatusOr<LaidOutTensor> LowerLocalIndexOp(LoweringContext& ctx, const v1::Op& op,
+                                                const std::vector<LaidOutTensor>& inputs);
+absl::StatusOr<LaidOutTensor> LowerGatherOp(LoweringContext& ctx, const v1::Op& op,
+                                            const std::vector<LaidOutTensor>& inputs);
+// top_k, argmax
+absl::StatusOr<LaidOutTensor> LowerTopKOp(LoweringContext& ctx, const v1::Op& op,
+                                          const std::vector<LaidOutTensor>& inputs);
+absl::StatusOr<LaidOutTensor> LowerCumsumOp(LoweringContext& ctx, const v1::Op& op,
+                                            const std::vector<LaidOutTensor>& inputs);
+absl::StatusOr<LaidOutTensor> LowerSortOp(LoweringContext& ctx, const v1::Op& op,
+                                          const std::vector<LaidOutTensor>& inputs);
 
 }  // namespace meshrt
 

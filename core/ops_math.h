@@ -113,16 +113,18 @@ absl::Status SplitReduce(const Shape& in, const Shape& out, Shape* kept, Shape* 
 // Each lowers one op whose inputs are in their rule layouts and leaves its output in the rule
 // layout (OpInfo::lower; see core/lower_ops.h).
 
-LaidOutTensor LowerLogSumExp(LoweringContext& ctx, const v1::Op& op,
-                             const std::vector<LaidOutTensor>& inputs);
-LaidOutTensor LowerSoftmax(LoweringContext& ctx, const v1::Op& op,
-                           const std::vector<LaidOutTensor>& inputs);  // and log_softmax
-LaidOutTensor LowerSoftmaxGrad(LoweringContext& ctx, const v1::Op& op,
-                               const std::vector<LaidOutTensor>& inputs);
-LaidOutTensor LowerNorm(LoweringContext& ctx, const v1::Op& op,
-                        const std::vector<LaidOutTensor>& inputs);  // layer_norm and rms_norm
-LaidOutTensor LowerCrossEntropy(LoweringContext& ctx, const v1::Op& op,
-                                const std::vector<LaidOutTensor>& inputs);
+absl::StatusOr<LaidOutTensor> LowerLogSumExp(LoweringContext& ctx, const v1::Op& op,
+                                             const std::vector<LaidOutTensor>& inputs);
+// softmax and log_softmax
+absl::StatusOr<LaidOutTensor> LowerSoftmax(LoweringContext& ctx, const v1::Op& op,
+                                           const std::vector<LaidOutTensor>& inputs);
+absl::StatusOr<LaidOutTensor> LowerSoftmaxGrad(LoweringContext& ctx, const v1::Op& op,
+                                               const std::vector<LaidOutTensor>& inputs);
+// layer_norm and rms_norm
+absl::StatusOr<LaidOutTensor> LowerNorm(LoweringContext& ctx, const v1::Op& op,
+                                        const std::vector<LaidOutTensor>& inputs);
+absl::StatusOr<LaidOutTensor> LowerCrossEntropy(LoweringContext& ctx, const v1::Op& op,
+                                                const std::vector<LaidOutTensor>& inputs);
 
 }  // namespace math
 }  // namespace meshrt

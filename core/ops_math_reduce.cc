@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/ops_math.h"
+#include "core/program_builder.h"  // LaidOutTensor, for the lowering hooks
 #include "core/status_macros.h"
 
 namespace meshrt {

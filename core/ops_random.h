@@ -64,8 +64,8 @@ double Normal(uint64_t draw0, uint64_t draw1);
 absl::StatusOr<std::vector<uint64_t>> GlobalIndices(const v1::Op& op, const Shape& slice);
 
 // Lowering of every op of this file: one local op per processor in the output's rule layout.
-LaidOutTensor LowerRandom(LoweringContext& ctx, const v1::Op& op,
-                          const std::vector<LaidOutTensor>& inputs);
+absl::StatusOr<LaidOutTensor> LowerRandom(LoweringContext& ctx, const v1::Op& op,
+                                          const std::vector<LaidOutTensor>& inputs);
 
 }  // namespace rng
 }  // namespace meshrt

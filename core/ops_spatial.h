@@ -106,26 +106,27 @@ v1::Op ShiftOp(const std::string& source_op, const std::string& dim, int64_t off
 
 // Shifts `x` along tensor dim `dim` by `offset` (shift's semantics). Keeps x's shape and layout.
 // A split dim moves by permutes along its mesh dim (see the file comment).
-LaidOutTensor ShiftLaidOut(LoweringContext& ctx, const LaidOutTensor& x, int dim, int64_t offset,
-                           bool wrap, const std::string& source_op);
+absl::StatusOr<LaidOutTensor> ShiftLaidOut(LoweringContext& ctx, const LaidOutTensor& x, int dim,
+                                           int64_t offset, bool wrap, const std::string& source_op);
 
 // `x`'s `dim` is split over a mesh dim of size g in blocks of b. Extends every processor's block
 // with the `before` positions that precede it and the `after` that follow it (zeros past the ends,
 // or wrapped around with `wrap`), by permutes with the neighbours. The result's global dim size is
-// (b + before + after) * g, so its slice is the extended block. Preconditions (CHECKed):
-// 0 <= before, after <= b.
-LaidOutTensor ExtendWithHalo(LoweringContext& ctx, const LaidOutTensor& x, int dim, int64_t before,
-                             int64_t after, bool wrap, const std::string& source_op);
+// (b + before + after) * g, so its slice is the extended block. Errors: InvalidArgument naming
+// `source_op` and the dim unless 0 <= before, after <= b; Internal if `dim` is not split.
+absl::StatusOr<LaidOutTensor> ExtendWithHalo(LoweringContext& ctx, const LaidOutTensor& x, int dim,
+                                             int64_t before, int64_t after, bool wrap,
+                                             const std::string& source_op);
 
 // Lowerings (OpInfo::lower).
-LaidOutTensor LowerShift(LoweringContext& ctx, const v1::Op& op,
-                         const std::vector<LaidOutTensor>& inputs);
-LaidOutTensor LowerHaloExchange(LoweringContext& ctx, const v1::Op& op,
-                                const std::vector<LaidOutTensor>& inputs);
-LaidOutTensor LowerConv(LoweringContext& ctx, const v1::Op& op,
-                        const std::vector<LaidOutTensor>& inputs);
-LaidOutTensor LowerPool(LoweringContext& ctx, const v1::Op& op,
-                        const std::vector<LaidOutTensor>& inputs);
+absl::StatusOr<LaidOutTensor> LowerShift(LoweringContext& ctx, const v1::Op& op,
+                                         const std::vector<LaidOutTensor>& inputs);
+absl::StatusOr<LaidOutTensor> LowerHaloExchange(LoweringContext& ctx, const v1::Op& op,
+                                                const std::vector<LaidOutTensor>& inputs);
+absl::StatusOr<LaidOutTensor> LowerConv(LoweringContext& ctx, const v1::Op& op,
+                                        const std::vector<LaidOutTensor>& inputs);
+absl::StatusOr<LaidOutTensor> LowerPool(LoweringContext& ctx, const v1::Op& op,
+                                        const std::vector<LaidOutTensor>& inputs);
 
 }  // namespace spatial
 }  // namespace meshrt

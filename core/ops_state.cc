@@ -154,23 +154,24 @@ absl::Status UpdateKernel(const v1::Op& op, absl::Span<const Tensor* const> in, 
   return absl::OkStatus();
 }
 
-LaidOutTensor LowerVariable(LoweringContext& ctx, const v1::Op& op,
-                            const std::vector<LaidOutTensor>&) {
+absl::StatusOr<LaidOutTensor> LowerVariable(LoweringContext& ctx, const v1::Op& op,
+                                            const std::vector<LaidOutTensor>&) {
   const TensorType& type = ctx.graph.type(op.name());
   return ctx.builder.AddVariable(op, type.shape, type.dtype, ctx.RuleLayout(type.shape));
 }
 
-LaidOutTensor LowerUpdate(LoweringContext& ctx, const v1::Op& op,
-                          const std::vector<LaidOutTensor>& inputs) {
+absl::StatusOr<LaidOutTensor> LowerUpdate(LoweringContext& ctx, const v1::Op& op,
+                                          const std::vector<LaidOutTensor>& inputs) {
   const LaidOutTensor& var = inputs[0];
-  LaidOutTensor value = ctx.builder.Reshard(inputs[1], var.layout, op.name());
+  ASSIGN_OR_RETURN(LaidOutTensor value, ctx.builder.Reshard(inputs[1], var.layout, op.name()));
   if (op.type() == "assign_add") {
     v1::Op add;
     add.set_name(op.name());
     add.set_type("add");
-    value = ctx.builder.EmitLocal(add, {var, value}, var.shape, var.dtype, var.layout);
+    ASSIGN_OR_RETURN(value,
+                     ctx.builder.EmitLocal(add, {var, value}, var.shape, var.dtype, var.layout));
   }
-  ctx.builder.SetVariableUpdate(op.inputs(0), value);
+  RETURN_IF_ERROR(ctx.builder.SetVariableUpdate(op.inputs(0), value));
   return value;
 }
 

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 
-#include "core/logging.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "core/status_macros.h"
 
 namespace meshrt {
 
@@ -11,9 +13,34 @@ ProgramBuilder::ProgramBuilder(Mesh mesh, const LayoutRules& rules) : mesh_(std:
   *program_.mutable_rules() = rules.ToProto();
 }
 
-LaidOutTensor ProgramBuilder::NewTensor(const Shape& shape, DType dtype,
-                                        const TensorLayout& layout) {
-  MESHRT_CHECK(static_cast<int>(layout.mesh_axis.size()) == shape.rank(), shape.ToString());
+absl::Status ProgramBuilder::Broken(absl::string_view source_op, absl::string_view what) {
+  return absl::InternalError(
+      absl::StrCat("lowering op '", source_op, "': ", what, " (a lowering bug)"));
+}
+
+absl::Status ProgramBuilder::CheckAxis(int axis, const std::string& source_op) const {
+  if (axis >= 0 && axis < mesh_.ndims()) return absl::OkStatus();
+  return Broken(source_op, absl::StrCat("mesh axis ", axis, " is not in mesh ", mesh_.ToString()));
+}
+
+std::string ProgramBuilder::Described(const Shape& shape, const TensorLayout& layout) const {
+  bool fits = static_cast<int>(layout.mesh_axis.size()) == shape.rank();
+  for (int a : layout.mesh_axis) fits = fits && a >= kReplicated && a < mesh_.ndims();
+  if (fits) return layout.ToString(shape, mesh_);
+  return absl::StrCat(shape.ToString(), " in layout [", absl::StrJoin(layout.mesh_axis, ","), "]");
+}
+
+absl::StatusOr<LaidOutTensor> ProgramBuilder::NewTensor(const Shape& shape, DType dtype,
+                                                        const TensorLayout& layout,
+                                                        const std::string& source_op) {
+  if (static_cast<int>(layout.mesh_axis.size()) != shape.rank()) {
+    return Broken(source_op, absl::StrCat("a layout of rank ", layout.mesh_axis.size(),
+                                          " for a tensor of rank ", shape.rank(), ": ",
+                                          Described(shape, layout)));
+  }
+  for (int a : layout.mesh_axis) {
+    if (a != kReplicated) RETURN_IF_ERROR(CheckAxis(a, source_op));
+  }
   LaidOutTensor t;
   t.buffer = program_.num_buffers();
   program_.set_num_buffers(t.buffer + 1);
@@ -37,9 +64,9 @@ v1::Instruction* ProgramBuilder::NewInstruction(const LaidOutTensor& out,
   return inst;
 }
 
-LaidOutTensor ProgramBuilder::AddInput(const std::string& name, const Shape& shape, DType dtype,
-                                       const TensorLayout& layout) {
-  LaidOutTensor t = NewTensor(shape, dtype, layout);
+absl::StatusOr<LaidOutTensor> ProgramBuilder::AddInput(const std::string& name, const Shape& shape,
+                                                       DType dtype, const TensorLayout& layout) {
+  ASSIGN_OR_RETURN(LaidOutTensor t, NewTensor(shape, dtype, layout, name));
   v1::ProgramTensor* in = program_.add_inputs();
   in->set_name(name);
   in->set_buffer(t.buffer);
@@ -49,15 +76,19 @@ LaidOutTensor ProgramBuilder::AddInput(const std::string& name, const Shape& sha
   return t;
 }
 
-LaidOutTensor ProgramBuilder::EmitLocal(const v1::Op& op, const std::vector<LaidOutTensor>& inputs,
-                                        const Shape& shape, DType dtype,
-                                        const TensorLayout& layout) {
-  LaidOutTensor out = NewTensor(shape, dtype, layout);
+absl::StatusOr<LaidOutTensor> ProgramBuilder::EmitLocal(const v1::Op& op,
+                                                        const std::vector<LaidOutTensor>& inputs,
+                                                        const Shape& shape, DType dtype,
+                                                        const TensorLayout& layout) {
   std::vector<int> buffers;
   for (const LaidOutTensor& in : inputs) {
-    MESHRT_CHECK(in.partial_sum_axes.empty(), "a local op reads a partial sum: ", op.name());
+    if (!in.partial_sum_axes.empty()) {
+      return Broken(op.name(), absl::StrCat("local op ", op.type(), " reads a partial sum ",
+                                            in.shape.ToString()));
+    }
     buffers.push_back(in.buffer);
   }
+  ASSIGN_OR_RETURN(LaidOutTensor out, NewTensor(shape, dtype, layout, op.name()));
   v1::Instruction* inst = NewInstruction(out, buffers, op.name());
   v1::Op* local = inst->mutable_local();
   *local = op;
@@ -67,9 +98,9 @@ LaidOutTensor ProgramBuilder::EmitLocal(const v1::Op& op, const std::vector<Laid
   return out;
 }
 
-LaidOutTensor ProgramBuilder::AddVariable(const v1::Op& op, const Shape& shape, DType dtype,
-                                          const TensorLayout& layout) {
-  LaidOutTensor t = NewTensor(shape, dtype, layout);
+absl::StatusOr<LaidOutTensor> ProgramBuilder::AddVariable(const v1::Op& op, const Shape& shape,
+                                                          DType dtype, const TensorLayout& layout) {
+  ASSIGN_OR_RETURN(LaidOutTensor t, NewTensor(shape, dtype, layout, op.name()));
   v1::ProgramVariable* var = program_.add_variables();
   var->set_name(op.name());
   var->set_buffer(t.buffer);
@@ -87,24 +118,35 @@ LaidOutTensor ProgramBuilder::AddVariable(const v1::Op& op, const Shape& shape, 
   return t;
 }
 
-void ProgramBuilder::SetVariableUpdate(const std::string& name, const LaidOutTensor& value) {
-  MESHRT_CHECK(value.partial_sum_axes.empty(), "variable ", name, " assigned a partial sum");
+absl::Status ProgramBuilder::SetVariableUpdate(const std::string& name,
+                                               const LaidOutTensor& value) {
+  if (!value.partial_sum_axes.empty()) {
+    return Broken(name, absl::StrCat("variable '", name, "' assigned a partial sum"));
+  }
   for (v1::ProgramVariable& var : *program_.mutable_variables()) {
     if (var.name() != name) continue;
-    MESHRT_CHECK(TensorLayout::FromProto(var.layout()) == value.layout, "variable ", name,
-                 " assigned a value in another layout");
+    const TensorLayout have = TensorLayout::FromProto(var.layout());
+    if (have != value.layout) {
+      return Broken(
+          name, absl::StrCat("variable '", name, "' laid out ", Described(value.shape, have),
+                             " assigned a value laid out ", Described(value.shape, value.layout)));
+    }
     var.set_update_buffer(value.buffer);
-    return;
+    return absl::OkStatus();
   }
-  MESHRT_CHECK(false, "no program variable ", name);
+  return Broken(name, absl::StrCat("no program variable '", name, "'"));
 }
 
-LaidOutTensor ProgramBuilder::AddPartials(const LaidOutTensor& a, const LaidOutTensor& b,
-                                          const std::string& source_op) {
-  MESHRT_CHECK(a.layout == b.layout && a.partial_sum_axes == b.partial_sum_axes &&
-                   a.shape == b.shape && a.dtype == b.dtype,
-               "adding unlike partial sums for ", source_op);
-  LaidOutTensor out = NewTensor(a.shape, a.dtype, a.layout);
+absl::StatusOr<LaidOutTensor> ProgramBuilder::AddPartials(const LaidOutTensor& a,
+                                                          const LaidOutTensor& b,
+                                                          const std::string& source_op) {
+  if (a.layout != b.layout || a.partial_sum_axes != b.partial_sum_axes || a.shape != b.shape ||
+      a.dtype != b.dtype) {
+    return Broken(source_op,
+                  absl::StrCat("adding unlike partial sums ", Described(a.shape, a.layout), " and ",
+                               Described(b.shape, b.layout)));
+  }
+  ASSIGN_OR_RETURN(LaidOutTensor out, NewTensor(a.shape, a.dtype, a.layout, source_op));
   out.partial_sum_axes = a.partial_sum_axes;
   v1::Op* add = NewInstruction(out, {a.buffer, b.buffer}, source_op)->mutable_local();
   add->set_name(source_op);
@@ -112,8 +154,10 @@ LaidOutTensor ProgramBuilder::AddPartials(const LaidOutTensor& a, const LaidOutT
   return out;
 }
 
-LaidOutTensor ProgramBuilder::AllReduce(const LaidOutTensor& in, std::vector<int> mesh_axes,
-                                        v1::ReduceOp op, const std::string& source_op) {
+absl::StatusOr<LaidOutTensor> ProgramBuilder::AllReduce(const LaidOutTensor& in,
+                                                        std::vector<int> mesh_axes, v1::ReduceOp op,
+                                                        const std::string& source_op) {
+  for (int a : mesh_axes) RETURN_IF_ERROR(CheckAxis(a, source_op));
   std::sort(mesh_axes.begin(), mesh_axes.end());
   LaidOutTensor result = in;
   for (int a : mesh_axes) {
@@ -125,7 +169,7 @@ LaidOutTensor ProgramBuilder::AllReduce(const LaidOutTensor& in, std::vector<int
                                  [&](int a) { return mesh_.size(a) == 1; }),
                   mesh_axes.end());
   if (mesh_axes.empty()) return result;
-  LaidOutTensor out = NewTensor(in.shape, in.dtype, in.layout);
+  ASSIGN_OR_RETURN(LaidOutTensor out, NewTensor(in.shape, in.dtype, in.layout, source_op));
   out.partial_sum_axes = result.partial_sum_axes;
   v1::Collective* c = NewInstruction(out, {in.buffer}, source_op)->mutable_collective();
   c->set_kind(v1::Collective::ALLREDUCE);
@@ -134,14 +178,18 @@ LaidOutTensor ProgramBuilder::AllReduce(const LaidOutTensor& in, std::vector<int
   return out;
 }
 
-LaidOutTensor ProgramBuilder::AllGather(const LaidOutTensor& in, int mesh_axis,
-                                        const std::string& source_op) {
+absl::StatusOr<LaidOutTensor> ProgramBuilder::AllGather(const LaidOutTensor& in, int mesh_axis,
+                                                        const std::string& source_op) {
   TensorLayout layout = in.layout;
   auto it = std::find(layout.mesh_axis.begin(), layout.mesh_axis.end(), mesh_axis);
-  MESHRT_CHECK(it != layout.mesh_axis.end(), "allgather over an axis that splits nothing");
+  if (it == layout.mesh_axis.end()) {
+    return Broken(source_op,
+                  absl::StrCat("allgather over mesh axis ", mesh_axis, ", which splits no dim of ",
+                               Described(in.shape, in.layout)));
+  }
   const int dim = static_cast<int>(it - layout.mesh_axis.begin());
   *it = kReplicated;
-  LaidOutTensor out = NewTensor(in.shape, in.dtype, layout);
+  ASSIGN_OR_RETURN(LaidOutTensor out, NewTensor(in.shape, in.dtype, layout, source_op));
   v1::Collective* c = NewInstruction(out, {in.buffer}, source_op)->mutable_collective();
   c->set_kind(v1::Collective::ALLGATHER);
   c->add_mesh_axes(mesh_axis);
@@ -149,16 +197,24 @@ LaidOutTensor ProgramBuilder::AllGather(const LaidOutTensor& in, int mesh_axis,
   return out;
 }
 
-LaidOutTensor ProgramBuilder::AllToAll(const LaidOutTensor& in, int mesh_axis, int to_dim,
-                                       const std::string& source_op) {
+absl::StatusOr<LaidOutTensor> ProgramBuilder::AllToAll(const LaidOutTensor& in, int mesh_axis,
+                                                       int to_dim, const std::string& source_op) {
   TensorLayout layout = in.layout;
   auto it = std::find(layout.mesh_axis.begin(), layout.mesh_axis.end(), mesh_axis);
-  MESHRT_CHECK(it != layout.mesh_axis.end(), "alltoall over an axis that splits nothing");
-  MESHRT_CHECK(layout.mesh_axis[to_dim] == kReplicated, "alltoall onto a split dim");
+  if (it == layout.mesh_axis.end()) {
+    return Broken(source_op,
+                  absl::StrCat("alltoall over mesh axis ", mesh_axis, ", which splits no dim of ",
+                               Described(in.shape, in.layout)));
+  }
+  if (to_dim < 0 || to_dim >= in.shape.rank() || layout.mesh_axis[to_dim] != kReplicated) {
+    return Broken(source_op,
+                  absl::StrCat("alltoall onto dim ", to_dim, " of ", Described(in.shape, in.layout),
+                               ", which is not a whole dim"));
+  }
   const int from_dim = static_cast<int>(it - layout.mesh_axis.begin());
   *it = kReplicated;
   layout.mesh_axis[to_dim] = mesh_axis;
-  LaidOutTensor out = NewTensor(in.shape, in.dtype, layout);
+  ASSIGN_OR_RETURN(LaidOutTensor out, NewTensor(in.shape, in.dtype, layout, source_op));
   v1::Collective* c = NewInstruction(out, {in.buffer}, source_op)->mutable_collective();
   c->set_kind(v1::Collective::ALLTOALL);
   c->add_mesh_axes(mesh_axis);
@@ -167,24 +223,32 @@ LaidOutTensor ProgramBuilder::AllToAll(const LaidOutTensor& in, int mesh_axis, i
   return out;
 }
 
-LaidOutTensor ProgramBuilder::LocalSlice(const LaidOutTensor& in, int mesh_axis, int dim,
-                                         const std::string& source_op) {
+absl::StatusOr<LaidOutTensor> ProgramBuilder::LocalSlice(const LaidOutTensor& in, int mesh_axis,
+                                                         int dim, const std::string& source_op) {
   TensorLayout layout = in.layout;
-  MESHRT_CHECK(layout.mesh_axis[dim] == kReplicated, "slicing an already split dim");
+  if (dim < 0 || dim >= in.shape.rank() || layout.mesh_axis[dim] != kReplicated) {
+    return Broken(source_op,
+                  absl::StrCat("local slice of dim ", dim, " of ", Described(in.shape, in.layout),
+                               ", which is not a whole dim"));
+  }
   layout.mesh_axis[dim] = mesh_axis;
-  LaidOutTensor out = NewTensor(in.shape, in.dtype, layout);
+  ASSIGN_OR_RETURN(LaidOutTensor out, NewTensor(in.shape, in.dtype, layout, source_op));
   v1::LocalSlice* s = NewInstruction(out, {in.buffer}, source_op)->mutable_local_slice();
   s->set_mesh_axis(mesh_axis);
   s->set_axis(dim);
   return out;
 }
 
-LaidOutTensor ProgramBuilder::ReduceScatter(const LaidOutTensor& in, int mesh_axis, int dim,
-                                            const std::string& source_op) {
+absl::StatusOr<LaidOutTensor> ProgramBuilder::ReduceScatter(const LaidOutTensor& in, int mesh_axis,
+                                                            int dim, const std::string& source_op) {
   TensorLayout layout = in.layout;
-  MESHRT_CHECK(layout.mesh_axis[dim] == kReplicated, "reduce-scatter onto a split dim");
+  if (dim < 0 || dim >= in.shape.rank() || layout.mesh_axis[dim] != kReplicated) {
+    return Broken(source_op,
+                  absl::StrCat("reduce-scatter onto dim ", dim, " of ",
+                               Described(in.shape, in.layout), ", which is not a whole dim"));
+  }
   layout.mesh_axis[dim] = mesh_axis;
-  LaidOutTensor out = NewTensor(in.shape, in.dtype, layout);
+  ASSIGN_OR_RETURN(LaidOutTensor out, NewTensor(in.shape, in.dtype, layout, source_op));
   for (int a : in.partial_sum_axes) {
     if (a != mesh_axis) out.partial_sum_axes.push_back(a);
   }
@@ -196,13 +260,16 @@ LaidOutTensor ProgramBuilder::ReduceScatter(const LaidOutTensor& in, int mesh_ax
   return out;
 }
 
-LaidOutTensor ProgramBuilder::Permute(const LaidOutTensor& in, int mesh_axis, int shift, bool wrap,
-                                      const std::string& source_op) {
-  MESHRT_CHECK(mesh_axis >= 0 && mesh_axis < mesh_.ndims(), "permute over mesh axis ", mesh_axis);
-  MESHRT_CHECK(in.partial_sum_axes.empty(), "permuting a partial sum: ", source_op);
+absl::StatusOr<LaidOutTensor> ProgramBuilder::Permute(const LaidOutTensor& in, int mesh_axis,
+                                                      int shift, bool wrap,
+                                                      const std::string& source_op) {
+  RETURN_IF_ERROR(CheckAxis(mesh_axis, source_op));
+  if (!in.partial_sum_axes.empty()) {
+    return Broken(source_op, absl::StrCat("permuting a partial sum ", in.shape.ToString()));
+  }
   const int64_t g = mesh_.size(mesh_axis);
   if (shift == 0 || (wrap && shift % g == 0)) return in;
-  LaidOutTensor out = NewTensor(in.shape, in.dtype, in.layout);
+  ASSIGN_OR_RETURN(LaidOutTensor out, NewTensor(in.shape, in.dtype, in.layout, source_op));
   v1::Collective* c = NewInstruction(out, {in.buffer}, source_op)->mutable_collective();
   c->set_kind(v1::Collective::PERMUTE);
   c->add_mesh_axes(mesh_axis);
@@ -211,13 +278,20 @@ LaidOutTensor ProgramBuilder::Permute(const LaidOutTensor& in, int mesh_axis, in
   return out;
 }
 
-LaidOutTensor ProgramBuilder::Broadcast(const LaidOutTensor& in, std::vector<int> mesh_axes,
-                                        int root, const std::string& source_op) {
+absl::StatusOr<LaidOutTensor> ProgramBuilder::Broadcast(const LaidOutTensor& in,
+                                                        std::vector<int> mesh_axes, int root,
+                                                        const std::string& source_op) {
+  for (int a : mesh_axes) RETURN_IF_ERROR(CheckAxis(a, source_op));
   std::sort(mesh_axes.begin(), mesh_axes.end());
-  MESHRT_CHECK(root >= 0 && root < mesh_.GroupSize(mesh_axes), "broadcast root ", root);
-  MESHRT_CHECK(in.partial_sum_axes.empty(), "broadcasting a partial sum: ", source_op);
-  if (mesh_.GroupSize(mesh_axes) == 1) return in;
-  LaidOutTensor out = NewTensor(in.shape, in.dtype, in.layout);
+  const int group = mesh_.GroupSize(mesh_axes);
+  if (root < 0 || root >= group) {
+    return Broken(source_op, absl::StrCat("broadcast from root ", root, " in a group of ", group));
+  }
+  if (!in.partial_sum_axes.empty()) {
+    return Broken(source_op, absl::StrCat("broadcasting a partial sum ", in.shape.ToString()));
+  }
+  if (group == 1) return in;
+  ASSIGN_OR_RETURN(LaidOutTensor out, NewTensor(in.shape, in.dtype, in.layout, source_op));
   v1::Collective* c = NewInstruction(out, {in.buffer}, source_op)->mutable_collective();
   c->set_kind(v1::Collective::BROADCAST);
   for (int a : mesh_axes) c->add_mesh_axes(a);
@@ -225,14 +299,17 @@ LaidOutTensor ProgramBuilder::Broadcast(const LaidOutTensor& in, std::vector<int
   return out;
 }
 
-void ProgramBuilder::BindOutput(const std::string& name, const LaidOutTensor& t) {
-  MESHRT_CHECK(t.partial_sum_axes.empty(), "binding a partial sum as tensor ", name);
+absl::Status ProgramBuilder::BindOutput(const std::string& name, const LaidOutTensor& t) {
+  if (!t.partial_sum_axes.empty()) {
+    return Broken(name, absl::StrCat("binding a partial sum as tensor '", name, "'"));
+  }
   v1::ProgramTensor* out = program_.add_outputs();
   out->set_name(name);
   out->set_buffer(t.buffer);
   *out->mutable_shape() = t.shape.ToProto();
   out->set_dtype(DTypeToProto(t.dtype));
   *out->mutable_layout() = t.layout.ToProto();
+  return absl::OkStatus();
 }
 
 v1::Program ProgramBuilder::Finish() && { return std::move(program_); }

@@ -2,6 +2,11 @@
 // walks the graph. It tracks each laid-out tensor's buffer, global shape and layout, and owns the
 // one resharding primitive every layout change goes through (Reshard, in reshard.cc).
 //
+// Errors: every method that can fail returns a Status. The builder is fed only by lowering code
+// that has already validated the graph and its layouts, so a failed precondition is a lowering bug:
+// Internal, naming the op being lowered (`source_op`, or the op itself) and what was inconsistent.
+// Nothing here aborts the process.
+//
 // Not thread-safe; one builder per lowering.
 #ifndef MESHRT_CORE_PROGRAM_BUILDER_H_
 #define MESHRT_CORE_PROGRAM_BUILDER_H_
@@ -9,6 +14,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "core/mesh.h"
 #include "core/shape.h"
 #include "core/tensor.h"
@@ -34,74 +42,99 @@ class ProgramBuilder {
 
   const Mesh& mesh() const { return mesh_; }
 
-  // A placeholder: each processor is fed its slice.
-  LaidOutTensor AddInput(const std::string& name, const Shape& shape, DType dtype,
-                         const TensorLayout& layout);
+  // A placeholder: each processor is fed its slice. Internal if `layout`'s rank is not the shape's.
+  absl::StatusOr<LaidOutTensor> AddInput(const std::string& name, const Shape& shape, DType dtype,
+                                         const TensorLayout& layout);
 
   // Runs `op` on local slices. `op.inputs` is ignored (buffers come from `inputs`, which must not
   // be partial sums). The output has global `shape` and `layout`; its slice shape is what the
-  // kernel is asked to produce.
-  LaidOutTensor EmitLocal(const v1::Op& op, const std::vector<LaidOutTensor>& inputs,
-                          const Shape& shape, DType dtype, const TensorLayout& layout);
+  // kernel is asked to produce. Internal on a partial-sum input or a layout of the wrong rank.
+  absl::StatusOr<LaidOutTensor> EmitLocal(const v1::Op& op,
+                                          const std::vector<LaidOutTensor>& inputs,
+                                          const Shape& shape, DType dtype,
+                                          const TensorLayout& layout);
 
   // a + b for two partial sums over the same mesh axes with the same layout (a loop accumulating
-  // partial sums before one reduction); local, the result keeps the partial-sum axes.
-  LaidOutTensor AddPartials(const LaidOutTensor& a, const LaidOutTensor& b,
-                            const std::string& source_op);
+  // partial sums before one reduction); local, the result keeps the partial-sum axes. Internal
+  // when a and b differ in shape, dtype, layout or partial-sum axes.
+  absl::StatusOr<LaidOutTensor> AddPartials(const LaidOutTensor& a, const LaidOutTensor& b,
+                                            const std::string& source_op);
 
   // Allreduce over `mesh_axes` (the result keeps `in`'s shape and layout; those axes leave its
-  // partial-sum axes). No-op when every axis has size 1.
-  LaidOutTensor AllReduce(const LaidOutTensor& in, std::vector<int> mesh_axes, v1::ReduceOp op,
-                          const std::string& source_op);
+  // partial-sum axes). No-op when every axis has size 1. Internal on an axis not in the mesh.
+  absl::StatusOr<LaidOutTensor> AllReduce(const LaidOutTensor& in, std::vector<int> mesh_axes,
+                                          v1::ReduceOp op, const std::string& source_op);
 
   // Changes `in`'s layout to `target` (same shape) and resolves partial sums. Per mesh axis:
   // reduce-scatter (partial sum → split), allreduce (partial sum → whole), allgather (split → not
   // split), local slicing (not split → split) or alltoall (split on another dim). Never gathers a
   // whole tensor where a direct exchange exists, except to break a cycle of moves between dims.
-  // Precondition: `target` is valid for the shape (CheckLayout).
-  LaidOutTensor Reshard(const LaidOutTensor& in, const TensorLayout& target,
-                        const std::string& source_op);
+  // Precondition: `target` is valid for the shape (CheckLayout). Internal when `target`'s rank is
+  // not the tensor's, names an axis not in the mesh, or a partial sum is over an axis that also
+  // splits `in`.
+  absl::StatusOr<LaidOutTensor> Reshard(const LaidOutTensor& in, const TensorLayout& target,
+                                        const std::string& source_op);
 
   // Collective permute along `mesh_axis`: processor with coordinate c along that axis receives the
   // slice of the processor at c - shift (mod the axis size when `wrap`; zeros when that is off the
   // mesh). The result keeps `in`'s shape and layout: the caller says what the moved slices mean
   // (e.g. a halo, or a block shifted by whole blocks). Emits nothing when the move is the identity
-  // (shift 0, or a multiple of the axis size with `wrap`).
-  LaidOutTensor Permute(const LaidOutTensor& in, int mesh_axis, int shift, bool wrap,
-                        const std::string& source_op);
+  // (shift 0, or a multiple of the axis size with `wrap`). Internal on an axis not in the mesh or
+  // a partial-sum input.
+  absl::StatusOr<LaidOutTensor> Permute(const LaidOutTensor& in, int mesh_axis, int shift,
+                                        bool wrap, const std::string& source_op);
 
   // Every processor's slice becomes that of the processor of rank `root` in its group over
   // `mesh_axes` (see proto/program.proto). Keeps `in`'s shape and layout. No-op when every axis
-  // has size 1. Precondition (CHECKed): 0 <= root < group size.
-  LaidOutTensor Broadcast(const LaidOutTensor& in, std::vector<int> mesh_axes, int root,
-                          const std::string& source_op);
+  // has size 1. Internal unless 0 <= root < group size, on an axis not in the mesh, or on a
+  // partial-sum input.
+  absl::StatusOr<LaidOutTensor> Broadcast(const LaidOutTensor& in, std::vector<int> mesh_axes,
+                                          int root, const std::string& source_op);
 
   // A program variable (core/ops_state.h) for variable op `op`: its slice is in the returned
   // tensor's buffer at the start of every step; the initializer is `op` run as a local op.
-  LaidOutTensor AddVariable(const v1::Op& op, const Shape& shape, DType dtype,
-                            const TensorLayout& layout);
+  absl::StatusOr<LaidOutTensor> AddVariable(const v1::Op& op, const Shape& shape, DType dtype,
+                                            const TensorLayout& layout);
 
-  // The variable called `name` takes `value`'s slice after the step. Preconditions (CHECKed): the
-  // variable exists, has `value`'s layout, and `value` is no partial sum.
-  void SetVariableUpdate(const std::string& name, const LaidOutTensor& value);
+  // The variable called `name` takes `value`'s slice after the step. Internal unless the variable
+  // exists, has `value`'s layout, and `value` is no partial sum.
+  absl::Status SetVariableUpdate(const std::string& name, const LaidOutTensor& value);
 
-  // Records that graph tensor `name` lives in `t` (what workers can fetch).
-  void BindOutput(const std::string& name, const LaidOutTensor& t);
+  // Records that graph tensor `name` lives in `t` (what workers can fetch). Internal if `t` is a
+  // partial sum.
+  absl::Status BindOutput(const std::string& name, const LaidOutTensor& t);
+
+  // One-axis steps Reshard is made of (public so tests can drive them directly). Each changes one
+  // mesh axis of `in`'s layout; Internal, naming `source_op`, when the layout does not allow it.
+  // Allgather over `mesh_axis` of the dim it splits (Internal if it splits none).
+  absl::StatusOr<LaidOutTensor> AllGather(const LaidOutTensor& in, int mesh_axis,
+                                          const std::string& source_op);
+  // Moves the split over `mesh_axis` to dim `to_dim`, which must be whole.
+  absl::StatusOr<LaidOutTensor> AllToAll(const LaidOutTensor& in, int mesh_axis, int to_dim,
+                                         const std::string& source_op);
+  // Splits whole dim `dim` over `mesh_axis` by local slicing (no communication).
+  absl::StatusOr<LaidOutTensor> LocalSlice(const LaidOutTensor& in, int mesh_axis, int dim,
+                                           const std::string& source_op);
+  // Resolves the partial sum over `mesh_axis` and splits whole dim `dim` over it.
+  absl::StatusOr<LaidOutTensor> ReduceScatter(const LaidOutTensor& in, int mesh_axis, int dim,
+                                              const std::string& source_op);
 
   v1::Program Finish() &&;
 
  private:
   v1::Instruction* NewInstruction(const LaidOutTensor& out, const std::vector<int>& inputs,
                                   const std::string& source_op);
-  LaidOutTensor NewTensor(const Shape& shape, DType dtype, const TensorLayout& layout);
-  // One-axis steps used by Reshard.
-  LaidOutTensor AllGather(const LaidOutTensor& in, int mesh_axis, const std::string& source_op);
-  LaidOutTensor AllToAll(const LaidOutTensor& in, int mesh_axis, int to_dim,
-                         const std::string& source_op);
-  LaidOutTensor LocalSlice(const LaidOutTensor& in, int mesh_axis, int dim,
-                           const std::string& source_op);
-  LaidOutTensor ReduceScatter(const LaidOutTensor& in, int mesh_axis, int dim,
-                              const std::string& source_op);
+  // A new buffer for a tensor of `shape` in `layout`; Internal (naming `source_op`) when the
+  // layout's rank is not the shape's or it names an axis not in the mesh.
+  absl::StatusOr<LaidOutTensor> NewTensor(const Shape& shape, DType dtype,
+                                          const TensorLayout& layout, const std::string& source_op);
+  // Internal "lowering op 'source_op': what (a lowering bug)": a broken builder precondition.
+  static absl::Status Broken(absl::string_view source_op, absl::string_view what);
+  // "[a:m, b:-]" (dims and the mesh dims splitting them), or the raw axes when `layout` does not
+  // fit `shape` on the mesh (the very thing an error may be about).
+  std::string Described(const Shape& shape, const TensorLayout& layout) const;
+  // Internal unless 0 <= axis < mesh ndims.
+  absl::Status CheckAxis(int axis, const std::string& source_op) const;
 
   Mesh mesh_;
   v1::Program program_;

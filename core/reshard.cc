@@ -14,14 +14,25 @@
 // later exchange would need. Mesh axes of size 1 only relabel the layout.
 #include <algorithm>
 
-#include "core/logging.h"
+#include "absl/strings/str_cat.h"
 #include "core/program_builder.h"
+#include "core/status_macros.h"
 
 namespace meshrt {
 
-LaidOutTensor ProgramBuilder::Reshard(const LaidOutTensor& in, const TensorLayout& target,
-                                      const std::string& source_op) {
-  MESHRT_CHECK(target.mesh_axis.size() == in.layout.mesh_axis.size(), "rank mismatch");
+absl::StatusOr<LaidOutTensor> ProgramBuilder::Reshard(const LaidOutTensor& in,
+                                                      const TensorLayout& target,
+                                                      const std::string& source_op) {
+  if (target.mesh_axis.size() != in.layout.mesh_axis.size() ||
+      static_cast<int>(in.layout.mesh_axis.size()) != in.shape.rank()) {
+    return Broken(source_op, absl::StrCat("reshard of ", Described(in.shape, in.layout),
+                                          " to a target layout of rank ", target.mesh_axis.size()));
+  }
+  for (const TensorLayout* l : {&in.layout, &target}) {
+    for (int a : l->mesh_axis) {
+      if (a != kReplicated) RETURN_IF_ERROR(CheckAxis(a, source_op));
+    }
+  }
   LaidOutTensor cur = in;
   auto dim_of = [](const TensorLayout& l, int axis) {
     auto it = std::find(l.mesh_axis.begin(), l.mesh_axis.end(), axis);
@@ -31,15 +42,20 @@ LaidOutTensor ProgramBuilder::Reshard(const LaidOutTensor& in, const TensorLayou
   if (!cur.partial_sum_axes.empty()) {
     std::vector<int> rest;
     for (int axis : std::vector<int>(cur.partial_sum_axes)) {
-      MESHRT_CHECK(dim_of(cur.layout, axis) < 0, "a partial sum over an axis that also splits");
+      RETURN_IF_ERROR(CheckAxis(axis, source_op));
+      if (dim_of(cur.layout, axis) >= 0) {
+        return Broken(source_op,
+                      absl::StrCat("a partial sum over mesh axis ", axis, ", which also splits ",
+                                   Described(cur.shape, cur.layout)));
+      }
       const int to = dim_of(target, axis);
       if (mesh_.size(axis) > 1 && to >= 0 && cur.layout.mesh_axis[to] == kReplicated) {
-        cur = ReduceScatter(cur, axis, to, source_op);
+        ASSIGN_OR_RETURN(cur, ReduceScatter(cur, axis, to, source_op));
       } else {
         rest.push_back(axis);
       }
     }
-    cur = AllReduce(cur, rest, v1::REDUCE_SUM, source_op);
+    ASSIGN_OR_RETURN(cur, AllReduce(cur, rest, v1::REDUCE_SUM, source_op));
   }
   // Size-1 mesh axes: relabel only (slices are identical either way).
   for (int d = 0; d < cur.shape.rank(); ++d) {
@@ -49,7 +65,7 @@ LaidOutTensor ProgramBuilder::Reshard(const LaidOutTensor& in, const TensorLayou
   // Removals.
   for (int axis = 0; axis < mesh_.ndims(); ++axis) {
     if (dim_of(cur.layout, axis) >= 0 && dim_of(target, axis) < 0) {
-      cur = AllGather(cur, axis, source_op);
+      ASSIGN_OR_RETURN(cur, AllGather(cur, axis, source_op));
     }
   }
   // Moves.
@@ -64,11 +80,13 @@ LaidOutTensor ProgramBuilder::Reshard(const LaidOutTensor& in, const TensorLayou
     for (int axis : pending) {
       int to = dim_of(target, axis);
       if (cur.layout.mesh_axis[to] == kReplicated) {
-        cur = AllToAll(cur, axis, to, source_op);
+        ASSIGN_OR_RETURN(cur, AllToAll(cur, axis, to, source_op));
         progressed = true;
       }
     }
-    if (!progressed) cur = AllGather(cur, pending.front(), source_op);  // break a cycle
+    if (!progressed) {  // break a cycle
+      ASSIGN_OR_RETURN(cur, AllGather(cur, pending.front(), source_op));
+    }
   }
   // Additions.
   for (int d = 0; d < cur.shape.rank(); ++d) {
@@ -77,10 +95,13 @@ LaidOutTensor ProgramBuilder::Reshard(const LaidOutTensor& in, const TensorLayou
     if (mesh_.size(a) == 1) {
       cur.layout.mesh_axis[d] = a;
     } else {
-      cur = LocalSlice(cur, a, d, source_op);
+      ASSIGN_OR_RETURN(cur, LocalSlice(cur, a, d, source_op));
     }
   }
-  MESHRT_CHECK(cur.layout == target, "reshard did not reach its target");
+  if (cur.layout != target) {
+    return Broken(source_op, absl::StrCat("reshard reached ", Described(cur.shape, cur.layout),
+                                          ", not its target ", Described(cur.shape, target)));
+  }
   return cur;
 }
 
