@@ -165,10 +165,10 @@ absl::Status CheckRequestLimits(const RequestLimits& limits) {
   return absl::OkStatus();
 }
 
-absl::Status CheckGraphBytes(int64_t bytes, const RequestLimits& limits) {
+absl::Status CheckGraphBytes(int64_t bytes, const RequestLimits& limits, absl::string_view what) {
   if (bytes <= limits.max_graph_bytes) return absl::OkStatus();
   return absl::ResourceExhaustedError(absl::StrCat(
-      "the graph is ", bytes, " bytes serialised, ", Over(limits.max_graph_bytes, kMaxGraphBytesFlag),
+      what, " is ", bytes, " bytes serialised, ", Over(limits.max_graph_bytes, kMaxGraphBytesFlag),
       "; split the model into smaller graphs or raise --", kMaxGraphBytesFlag));
 }
 

@@ -72,8 +72,10 @@ inline constexpr char kMaxAttrListLengthFlag[] = "max_attr_list_length";
 // this at start).
 absl::Status CheckRequestLimits(const RequestLimits& limits);
 
-// `bytes` (a request's serialised graph size) against max_graph_bytes. ResourceExhausted.
-absl::Status CheckGraphBytes(int64_t bytes, const RequestLimits& limits);
+// `bytes` (the serialised size of a request's graph, or of a whole request carrying one, which
+// `what` names) against max_graph_bytes. ResourceExhausted.
+absl::Status CheckGraphBytes(int64_t bytes, const RequestLimits& limits,
+                             absl::string_view what = "the graph");
 
 // The structure of `graph` and of every while_loop body in it, walked once without allocating in
 // proportion to it: op count (first, stopping at the limit), inputs per op, name lengths, dims per
