@@ -58,8 +58,7 @@ int CoordinatorMain(int argc, char** argv) {
             "(for Kubernetes' gRPC probes, which cannot speak TLS); 0 = off");
   flags.Int(kMaxGraphBytesFlag, &limits.max_graph_bytes,
             "largest CreateSession request (serialised graph, mesh and layout rules), in bytes");
-  flags.Int(kMaxOpsFlag, &limits.max_ops,
-            "most ops in one graph, counting every while_loop body");
+  flags.Int(kMaxOpsFlag, &limits.max_ops, "most ops in one graph, counting every while_loop body");
   flags.Int(kMaxInputsPerOpFlag, &limits.max_inputs_per_op, "most inputs of one op");
   flags.Int(kMaxNameLengthFlag, &limits.max_name_length,
             "longest op, tensor, dim, attr or mesh dim name, in bytes");
@@ -78,7 +77,8 @@ int CoordinatorMain(int argc, char** argv) {
   flags.Int("max_kv_bytes_per_processor", &options.kv_bytes_per_processor,
             "KV store quota of a session: bytes per processor of its mesh");
   flags.Int("max_kv_value_bytes", &options.kv.max_value_bytes, "largest value in the KV store");
-  flags.Int("max_kv_keys", &options.kv.max_keys, "most keys in the KV store, all sessions together");
+  flags.Int("max_kv_keys", &options.kv.max_keys,
+            "most keys in the KV store, all sessions together");
   flags.Int("max_kv_bytes", &options.kv.max_bytes,
             "most bytes in the KV store, all sessions together (keys, values and 64 bytes of "
             "overhead per key)");

@@ -255,7 +255,8 @@ TEST_F(CoordinatorTest, SessionKvKeysAreGoneAfterCloseSessionOrFailure) {
   ASSERT_OK(kv.Set(p1 + "/rank/0", "a"));
   ASSERT_OK(kv.Set(p1 + "/rank/1", "b"));
   ASSERT_OK(kv.Set(p2 + "/rank/0", "c"));
-  EXPECT_TRUE(StatusIs(kv.Set("session/s999/00000000/k", "x"), absl::StatusCode::kFailedPrecondition,
+  EXPECT_TRUE(StatusIs(kv.Set("session/s999/00000000/k", "x"),
+                       absl::StatusCode::kFailedPrecondition,
                        {"'session/s999/00000000/k' is under no live session's prefix"}));
 
   absl::StatusOr<std::string> blocked;
@@ -307,7 +308,9 @@ TEST(CoordinatorKvQuotaTest, SessionQuotaIsPerProcessorOfItsMesh) {
   ASSERT_OK_AND_ASSIGN(v1::CreateSessionResponse s,
                        cluster.coordinator.CreateSession(Request("p:2", "batch:p")));
   const std::string prefix = cluster.workers.KvPrefix(s.session());
-  for (int i = 0; i < 4; ++i) ASSERT_OK(cluster.coordinator.kv().Set(absl::StrCat(prefix, "/", i), "v"));
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_OK(cluster.coordinator.kv().Set(absl::StrCat(prefix, "/", i), "v"));
+  }
   EXPECT_TRUE(StatusIs(cluster.coordinator.kv().Set(prefix + "/4", "v"),
                        absl::StatusCode::kResourceExhausted,
                        {absl::StrCat("session prefix '", prefix, "'"), "quota of 4 keys",

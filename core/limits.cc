@@ -37,9 +37,9 @@ class StructureCheck {
           "; split the model into smaller graphs or raise --", kMaxOpsFlag));
     }
     if (graph.outputs_size() > limits_.max_ops) {
-      return absl::ResourceExhaustedError(
-          absl::StrCat("the graph", where, " lists ", graph.outputs_size(), " outputs, ",
-                       Over(limits_.max_ops, kMaxOpsFlag)));
+      return absl::ResourceExhaustedError(absl::StrCat("the graph", where, " lists ",
+                                                       graph.outputs_size(), " outputs, ",
+                                                       Over(limits_.max_ops, kMaxOpsFlag)));
     }
     for (int i = 0; i < graph.ops_size(); ++i) {
       const v1::Op& op = graph.ops(i);
@@ -60,8 +60,8 @@ class StructureCheck {
  private:
   // "op 'x' (add) in the body of while_loop 'l'"; op #i when the name is empty or too long.
   std::string Label(const v1::Op& op, int i, const std::string& where) const {
-    const bool named = !op.name().empty() &&
-                       static_cast<int64_t>(op.name().size()) <= limits_.max_name_length;
+    const bool named =
+        !op.name().empty() && static_cast<int64_t>(op.name().size()) <= limits_.max_name_length;
     const bool typed = static_cast<int64_t>(op.type().size()) <= limits_.max_name_length;
     return absl::StrCat(named ? absl::StrCat("op '", op.name(), "'") : absl::StrCat("op #", i),
                         " (", typed ? op.type() : Head(op.type()), ")", where);
@@ -69,21 +69,21 @@ class StructureCheck {
 
   absl::Status Name(absl::string_view name, const std::string& what) const {
     if (static_cast<int64_t>(name.size()) <= limits_.max_name_length) return absl::OkStatus();
-    return absl::InvalidArgumentError(absl::StrCat(
-        what, ": the name '", Head(name), "' is ", name.size(), " bytes long, ",
-        Over(limits_.max_name_length, kMaxNameLengthFlag), "; use a shorter name"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": the name '", Head(name), "' is ", name.size(), " bytes long, ",
+                     Over(limits_.max_name_length, kMaxNameLengthFlag), "; use a shorter name"));
   }
 
   absl::Status Dims(int64_t count, const std::string& what) const {
     if (count <= limits_.max_dims_per_shape) return absl::OkStatus();
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, " has ", count, " dims, ",
-                     Over(limits_.max_dims_per_shape, kMaxDimsPerShapeFlag)));
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, " has ", count, " dims, ", Over(limits_.max_dims_per_shape, kMaxDimsPerShapeFlag)));
   }
 
   absl::Status Shape(const v1::Shape& shape, const std::string& what) const {
     RETURN_IF_ERROR(Dims(shape.dims_size(), what));
-    for (const v1::Dim& d : shape.dims()) RETURN_IF_ERROR(Name(d.name(), absl::StrCat(what, " dim")));
+    for (const v1::Dim& d : shape.dims())
+      RETURN_IF_ERROR(Name(d.name(), absl::StrCat(what, " dim")));
     return absl::OkStatus();
   }
 
@@ -125,14 +125,14 @@ class StructureCheck {
     }
     if (op.has_body()) {
       if (depth + 1 > limits_.max_while_loop_depth) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            label, " has a body at while_loop depth ", depth + 1, ", ",
-            Over(limits_.max_while_loop_depth, kMaxWhileLoopDepthFlag),
-            "; nest fewer loops or raise --", kMaxWhileLoopDepthFlag));
+        return absl::InvalidArgumentError(
+            absl::StrCat(label, " has a body at while_loop depth ", depth + 1, ", ",
+                         Over(limits_.max_while_loop_depth, kMaxWhileLoopDepthFlag),
+                         "; nest fewer loops or raise --", kMaxWhileLoopDepthFlag));
       }
-      RETURN_IF_ERROR(
-          Graph(op.body(), depth + 1, absl::StrCat(" in the body of while_loop '", op.name(), "'",
-                                                   where.empty() ? "" : ",", where)));
+      RETURN_IF_ERROR(Graph(op.body(), depth + 1,
+                            absl::StrCat(" in the body of while_loop '", op.name(), "'",
+                                         where.empty() ? "" : ",", where)));
     }
     return absl::OkStatus();
   }
@@ -184,9 +184,9 @@ absl::Status CheckMeshLimits(const v1::Mesh& mesh, const RequestLimits& limits) 
   std::string text;  // "rows:2,cols:4": bounded by max_mesh_dims names of max_name_length
   for (const v1::Dim& d : mesh.dims()) {
     if (static_cast<int64_t>(d.name().size()) > limits.max_name_length) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "mesh dim '", Head(d.name()), "' has a name of ", d.name().size(), " bytes, ",
-          Over(limits.max_name_length, kMaxNameLengthFlag)));
+      return absl::InvalidArgumentError(
+          absl::StrCat("mesh dim '", Head(d.name()), "' has a name of ", d.name().size(),
+                       " bytes, ", Over(limits.max_name_length, kMaxNameLengthFlag)));
     }
     if (d.size() < 1) {
       return absl::InvalidArgumentError(
@@ -198,12 +198,12 @@ absl::Status CheckMeshLimits(const v1::Mesh& mesh, const RequestLimits& limits) 
   for (const v1::Dim& d : mesh.dims()) {
     // n <= max and size >= 1: n * size > max exactly when n > max / size (no overflow).
     if (n > limits.max_mesh_processors / d.size()) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "mesh ", text, " has more than ", limits.max_mesh_processors,
-          " processors (the product passes it at mesh dim '", d.name(), "'), ",
-          Over(limits.max_mesh_processors, kMaxMeshProcessorsFlag),
-          "; every processor is one worker: use a smaller mesh or raise --",
-          kMaxMeshProcessorsFlag));
+      return absl::ResourceExhaustedError(
+          absl::StrCat("mesh ", text, " has more than ", limits.max_mesh_processors,
+                       " processors (the product passes it at mesh dim '", d.name(), "'), ",
+                       Over(limits.max_mesh_processors, kMaxMeshProcessorsFlag),
+                       "; every processor is one worker: use a smaller mesh or raise --",
+                       kMaxMeshProcessorsFlag));
     }
     n *= d.size();
   }
@@ -212,21 +212,22 @@ absl::Status CheckMeshLimits(const v1::Mesh& mesh, const RequestLimits& limits) 
 
 absl::Status CheckTensorElements(const Shape& shape, absl::string_view tensor,
                                  absl::string_view op_type, const RequestLimits& limits) {
-  const std::string what = absl::StrCat("tensor '", tensor, "' (made by op '", tensor, "', ",
-                                        op_type, ")");
+  const std::string what =
+      absl::StrCat("tensor '", tensor, "' (made by op '", tensor, "', ", op_type, ")");
   if (shape.rank() > limits.max_dims_per_shape) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        what, " has ", shape.rank(), " dims, ", Over(limits.max_dims_per_shape, kMaxDimsPerShapeFlag)));
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " has ", shape.rank(), " dims, ",
+                     Over(limits.max_dims_per_shape, kMaxDimsPerShapeFlag)));
   }
   absl::StatusOr<int64_t> n = CheckedDimProduct(shape.dims(), limits.max_elements_per_tensor, what);
   if (n.ok()) return absl::OkStatus();
   // Tell overflow (or an absurd size) apart from a shape that is merely over the cap.
   absl::StatusOr<int64_t> real = shape.CheckedNumElements(what);
   if (!real.ok()) return real.status();
-  return absl::ResourceExhaustedError(absl::StrCat(
-      what, " of shape ", shape.ToString(), " has ", *real, " elements, ",
-      Over(limits.max_elements_per_tensor, kMaxElementsPerTensorFlag),
-      "; use smaller dims or raise --", kMaxElementsPerTensorFlag));
+  return absl::ResourceExhaustedError(
+      absl::StrCat(what, " of shape ", shape.ToString(), " has ", *real, " elements, ",
+                   Over(limits.max_elements_per_tensor, kMaxElementsPerTensorFlag),
+                   "; use smaller dims or raise --", kMaxElementsPerTensorFlag));
 }
 
 }  // namespace meshrt

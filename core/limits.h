@@ -4,10 +4,10 @@
 // A graph, a mesh or a tensor shape arrives from a client; without caps one request can make the
 // coordinator build millions of ops, enumerate a billion processors or overflow an element count.
 // The defaults are sized for real models with 10x headroom or more: a 48-layer Transformer training
-// graph with Adam and gradient clipping (models/transformer.h at batch 64, length 512, d_model 1024,
-// 16 heads of 64, d_ff 4096) has 15,544 ops, 891 KB serialised, at most 3 inputs per op, op names
-// of at most 35 bytes and 2^28 elements in its largest tensor (the attention weights); measured by
-// models_test's Transformer48LayersPassesTheDefaultLimits, which also holds the 10x.
+// graph with Adam and gradient clipping (models/transformer.h at batch 64, length 512, d_model
+// 1024, 16 heads of 64, d_ff 4096) has 15,544 ops, 891 KB serialised, at most 3 inputs per op, op
+// names of at most 35 bytes and 2^28 elements in its largest tensor (the attention weights);
+// measured by models_test's Transformer48LayersPassesTheDefaultLimits, which also holds the 10x.
 //
 // Error codes: ResourceExhausted for amounts of work (graph bytes, ops, processors, elements),
 // InvalidArgument for structure (inputs per op, name length, dims per shape, mesh dims, while_loop

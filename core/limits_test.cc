@@ -114,8 +114,8 @@ TEST(RequestLimitsTest, MillionOpGraphIsRefusedByCountBeforeBuild) {
   g.mutable_ops()->Reserve(1000000);
   for (int i = 0; i < 1000000; ++i) g.add_ops();
   absl::Status s = Graph::Build(g, RequestLimits()).status();
-  EXPECT_TRUE(StatusIs(s, StatusCode::kResourceExhausted,
-                       {"1000000 ops", "limit of 200000", "--max_ops"}));
+  EXPECT_TRUE(
+      StatusIs(s, StatusCode::kResourceExhausted, {"1000000 ops", "limit of 200000", "--max_ops"}));
 }
 
 TEST(RequestLimitsTest, InputsPerOp) {
@@ -163,9 +163,9 @@ TEST(RequestLimitsTest, DimsPerShapeDeclaredAndInferred) {
   *g.add_ops() = Placeholder("x", {{"a", 2}, {"b", 2}, {"c", 2}});
   ASSERT_OK(Graph::Build(g, l).status());
   *g.add_ops() = Placeholder("y", {{"a", 2}, {"b", 2}, {"c", 2}, {"d", 2}});
-  EXPECT_TRUE(StatusIs(CheckGraphStructure(g, l), StatusCode::kInvalidArgument,
-                       {"op 'y' (placeholder), its shape", "4 dims", "limit of 3",
-                        "--max_dims_per_shape"}));
+  EXPECT_TRUE(StatusIs(
+      CheckGraphStructure(g, l), StatusCode::kInvalidArgument,
+      {"op 'y' (placeholder), its shape", "4 dims", "limit of 3", "--max_dims_per_shape"}));
   // Inferred: x [a,b,c] + z [d] broadcasts to 4 dims; every declared shape has at most 3.
   g.mutable_ops()->RemoveLast();
   *g.add_ops() = Placeholder("z", {{"d", 2}});
@@ -196,9 +196,9 @@ TEST(RequestLimitsTest, WhileLoopNesting) {
   RequestLimits l;
   l.max_while_loop_depth = 3;
   ASSERT_OK(Graph::Build(NestedLoops(3), l).status());
-  EXPECT_TRUE(StatusIs(Graph::Build(NestedLoops(4), l).status(), StatusCode::kInvalidArgument,
-                       {"op 'loop0' (while_loop)", "depth 4", "limit of 3",
-                        "--max_while_loop_depth"}));
+  EXPECT_TRUE(
+      StatusIs(Graph::Build(NestedLoops(4), l).status(), StatusCode::kInvalidArgument,
+               {"op 'loop0' (while_loop)", "depth 4", "limit of 3", "--max_while_loop_depth"}));
 }
 
 // A thousand levels are refused at the limit, without walking (or recursing) any deeper.
@@ -213,8 +213,8 @@ TEST(RequestLimitsTest, DeepNestingIsRefusedAtTheLimit) {
   }
   EXPECT_TRUE(StatusIs(CheckGraphStructure(g, RequestLimits()), StatusCode::kInvalidArgument,
                        {"op 'l8' (while_loop) in the body of while_loop 'l7', in the body of "
-                        "while_loop 'l6'", "depth 9",
-                        "--max_while_loop_depth"}));
+                        "while_loop 'l6'",
+                        "depth 9", "--max_while_loop_depth"}));
 }
 
 TEST(RequestLimitsTest, ElementsPerTensorAfterShapeInference) {
@@ -262,9 +262,9 @@ TEST(RequestLimitsTest, ElementCountOverflowIsRefused) {
   add->set_type("add");
   add->add_inputs("x");
   add->add_inputs("y");
-  EXPECT_TRUE(StatusIs(Graph::Build(g).status(), StatusCode::kInvalidArgument,
-                       {"tensor 'xy' (made by op 'xy', add)", "product of the sizes passes",
-                        "at dim 'b'"}));
+  EXPECT_TRUE(StatusIs(
+      Graph::Build(g).status(), StatusCode::kInvalidArgument,
+      {"tensor 'xy' (made by op 'xy', add)", "product of the sizes passes", "at dim 'b'"}));
   RequestLimits l;
   l.max_elements_per_tensor = INT64_MAX;
   EXPECT_TRUE(StatusIs(Graph::Build(g, l).status(), StatusCode::kInvalidArgument,
@@ -287,20 +287,21 @@ TEST(RequestLimitsTest, MeshProcessors) {
   const RequestLimits l;
   EXPECT_EQ(l.max_mesh_processors, 4096);
   EXPECT_TRUE(CheckMeshLimits(MeshOf({{"rows", 64}, {"cols", 64}}), l).ok());
-  EXPECT_TRUE(StatusIs(CheckMeshLimits(MeshOf({{"rows", 4097}}), l),
-                       StatusCode::kResourceExhausted,
+  EXPECT_TRUE(StatusIs(CheckMeshLimits(MeshOf({{"rows", 4097}}), l), StatusCode::kResourceExhausted,
                        {"mesh rows:4097", "more than 4096 processors", "--max_mesh_processors"}));
   // 2^32 processors (an int cast of it was 0) and 10^9: refused, naming the dim the product passes
   // the limit at.
-  EXPECT_TRUE(StatusIs(CheckMeshLimits(MeshOf({{"rows", 65536}, {"cols", 65536}}), l),
-                       StatusCode::kResourceExhausted,
-                       {"mesh rows:65536,cols:65536", "at mesh dim 'rows'", "--max_mesh_processors"}));
+  EXPECT_TRUE(
+      StatusIs(CheckMeshLimits(MeshOf({{"rows", 65536}, {"cols", 65536}}), l),
+               StatusCode::kResourceExhausted,
+               {"mesh rows:65536,cols:65536", "at mesh dim 'rows'", "--max_mesh_processors"}));
   EXPECT_TRUE(StatusIs(CheckMeshLimits(MeshOf({{"a", 1000}, {"b", 1000}, {"c", 1000}}), l),
-                       StatusCode::kResourceExhausted, {"at mesh dim 'b'", "--max_mesh_processors"}));
+                       StatusCode::kResourceExhausted,
+                       {"at mesh dim 'b'", "--max_mesh_processors"}));
   // Sizes whose product overflows int64 do not wrap into range.
-  EXPECT_TRUE(StatusIs(CheckMeshLimits(MeshOf({{"a", 1}, {"b", int64_t{1} << 62},
-                                               {"c", int64_t{1} << 62}}), l),
-                       StatusCode::kResourceExhausted, {"at mesh dim 'b'"}));
+  EXPECT_TRUE(StatusIs(
+      CheckMeshLimits(MeshOf({{"a", 1}, {"b", int64_t{1} << 62}, {"c", int64_t{1} << 62}}), l),
+      StatusCode::kResourceExhausted, {"at mesh dim 'b'"}));
   EXPECT_TRUE(StatusIs(CheckMeshLimits(MeshOf({{"a", 0}}), l), StatusCode::kInvalidArgument,
                        {"mesh dim 'a' has size 0"}));
 }

@@ -24,8 +24,8 @@ absl::StatusOr<Mesh> Mesh::Make(std::vector<Dim> dims) {
   }
   absl::StatusOr<int64_t> n = CheckedDimProduct(dims, kMaxProcessors, "mesh");
   if (!n.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        n.status().message(), " (a mesh has at most ", kMaxProcessors, " processors)"));
+    return absl::InvalidArgumentError(absl::StrCat(n.status().message(), " (a mesh has at most ",
+                                                   kMaxProcessors, " processors)"));
   }
   Mesh m;
   m.dims_ = std::move(dims);

@@ -33,11 +33,9 @@ TEST(ShapeTest, RefusesRepeatedDimAndBadSizes) {
 TEST(ShapeTest, ElementCountOverflowIsRefused) {
   ASSERT_OK_AND_ASSIGN(Shape at, Shape::Make({{"a", int64_t{1} << 29}, {"b", int64_t{1} << 30}}));
   EXPECT_EQ(at.num_elements(), Shape::kMaxElements);
-  EXPECT_TRUE(StatusIs(Shape::Make({{"a", int64_t{1} << 29}, {"b", (int64_t{1} << 30) + 1}},
-                                   "tensor 't'")
-                           .status(),
-                       absl::StatusCode::kInvalidArgument,
-                       {"tensor 't'", "passes 576460752303423488 at dim 'b'"}));
+  EXPECT_TRUE(StatusIs(
+      Shape::Make({{"a", int64_t{1} << 29}, {"b", (int64_t{1} << 30) + 1}}, "tensor 't'").status(),
+      absl::StatusCode::kInvalidArgument, {"tensor 't'", "passes 576460752303423488 at dim 'b'"}));
   // 2^32 * 2^32 would wrap to 0 in int64.
   EXPECT_TRUE(StatusIs(Shape::Parse("a:4294967296,b:4294967296").status(),
                        absl::StatusCode::kInvalidArgument, {"at dim 'b'"}));

@@ -3,13 +3,13 @@
 #include <cctype>
 #include <set>
 
-#include "core/logging.h"
-#include "core/status_macros.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "core/logging.h"
+#include "core/status_macros.h"
 
 namespace meshrt {
 
@@ -46,14 +46,14 @@ absl::StatusOr<int64_t> CheckedDimProduct(const std::vector<Dim>& dims, int64_t 
   int64_t n = 1;
   for (const Dim& d : dims) {
     if (d.size < 1) {
-      return absl::InvalidArgumentError(absl::StrCat(what, ": dim '", d.name, "' has size ",
-                                                     d.size, "; sizes must be >= 1"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ": dim '", d.name, "' has size ", d.size, "; sizes must be >= 1"));
     }
     // n <= max and d.size >= 1: the product exceeds max exactly when n > max / d.size.
     if (n > max / d.size) {
       return absl::InvalidArgumentError(absl::StrCat(
-          what, ": the product of the sizes passes ", max, " at dim '", d.name, "' (size ",
-          d.size, ", after ", n, " from the dims before it); use smaller dims"));
+          what, ": the product of the sizes passes ", max, " at dim '", d.name, "' (size ", d.size,
+          ", after ", n, " from the dims before it); use smaller dims"));
     }
     n *= d.size;
   }

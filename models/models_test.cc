@@ -415,11 +415,12 @@ TEST(TransformerTest, Transformer48LayersPassesTheDefaultLimits) {
     largest = std::max(largest, t.graph.type(op.name()).shape.num_elements());
   }
   const int64_t bytes = static_cast<int64_t>(proto.ByteSizeLong());
-  std::printf("48-layer Transformer + Adam: %lld ops, %lld bytes serialised, longest op name %lld, "
-              "most inputs %lld, largest tensor %lld elements\n",
-              static_cast<long long>(ops), static_cast<long long>(bytes),
-              static_cast<long long>(longest_name), static_cast<long long>(most_inputs),
-              static_cast<long long>(largest));
+  std::printf(
+      "48-layer Transformer + Adam: %lld ops, %lld bytes serialised, longest op name %lld, "
+      "most inputs %lld, largest tensor %lld elements\n",
+      static_cast<long long>(ops), static_cast<long long>(bytes),
+      static_cast<long long>(longest_name), static_cast<long long>(most_inputs),
+      static_cast<long long>(largest));
   const RequestLimits limits;
   // At least 10x headroom on the volume caps.
   EXPECT_LE(10 * ops, limits.max_ops);

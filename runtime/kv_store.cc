@@ -38,11 +38,13 @@ std::shared_ptr<InMemoryKeyValueStore::Prefix> InMemoryKeyValueStore::FindPrefix
 
 absl::StatusOr<std::shared_ptr<InMemoryKeyValueStore::Prefix>>
 InMemoryKeyValueStore::CheckKeyLocked(const char* what, const std::string& key) const {
-  if (key.empty()) return absl::InvalidArgumentError(absl::StrCat("KeyValueStore::", what, ": empty key"));
+  if (key.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("KeyValueStore::", what, ": empty key"));
+  }
   if (static_cast<int64_t>(key.size()) > options_.max_key_bytes) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "KeyValueStore::", what, ": key '", Head(key), "' is ", key.size(), " bytes, over the ",
-        options_.max_key_bytes, "-byte limit of a key"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("KeyValueStore::", what, ": key '", Head(key), "' is ", key.size(),
+                     " bytes, over the ", options_.max_key_bytes, "-byte limit of a key"));
   }
   std::shared_ptr<Prefix> prefix = FindPrefixLocked(key);
   if (prefix == nullptr && options_.require_prefix) {
@@ -68,28 +70,28 @@ absl::Status InMemoryKeyValueStore::Set(const std::string& key, const std::strin
                      "prefix for a new session or epoch"));
   }
   if (static_cast<int64_t>(value.size()) > options_.max_value_bytes) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "KeyValueStore: the value of key '", Head(key), "' is ", value.size(),
-        " bytes, over the limit of ", options_.max_value_bytes,
-        " bytes of one value (the coordinator's --max_kv_value_bytes)"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("KeyValueStore: the value of key '", Head(key), "' is ", value.size(),
+                     " bytes, over the limit of ", options_.max_value_bytes,
+                     " bytes of one value (the coordinator's --max_kv_value_bytes)"));
   }
   const int64_t charge = Charge(key, value);
   if (Prefix* p = prefix->get(); p != nullptr) {
     if (p->keys + 1 > p->quota.max_keys || p->bytes + charge > p->quota.max_bytes) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "KeyValueStore: setting key '", Head(key), "' would put ", p->keys + 1, " keys and ",
-          p->bytes + charge, " bytes under session prefix '", p->name, "', over its quota of ",
-          p->quota.max_keys, " keys and ", p->quota.max_bytes,
-          " bytes (the coordinator's --max_kv_keys_per_processor and "
-          "--max_kv_bytes_per_processor, times the session's processors)"));
+      return absl::ResourceExhaustedError(
+          absl::StrCat("KeyValueStore: setting key '", Head(key), "' would put ", p->keys + 1,
+                       " keys and ", p->bytes + charge, " bytes under session prefix '", p->name,
+                       "', over its quota of ", p->quota.max_keys, " keys and ", p->quota.max_bytes,
+                       " bytes (the coordinator's --max_kv_keys_per_processor and "
+                       "--max_kv_bytes_per_processor, times the session's processors)"));
     }
   }
   if (static_cast<int64_t>(values_.size()) + 1 > options_.max_keys ||
       bytes_ + charge > options_.max_bytes) {
     return absl::ResourceExhaustedError(absl::StrCat(
-        "KeyValueStore: setting key '", Head(key), "' would put ", values_.size() + 1,
-        " keys and ", bytes_ + charge, " bytes in the store, over its limit of ",
-        options_.max_keys, " keys and ", options_.max_bytes,
+        "KeyValueStore: setting key '", Head(key), "' would put ", values_.size() + 1, " keys and ",
+        bytes_ + charge, " bytes in the store, over its limit of ", options_.max_keys, " keys and ",
+        options_.max_bytes,
         " bytes (the coordinator's --max_kv_keys and --max_kv_bytes); close sessions or raise "
         "them"));
   }
@@ -119,7 +121,8 @@ absl::StatusOr<std::string> InMemoryKeyValueStore::Get(const std::string& key,
   if (p != nullptr && p->deleted) {
     return absl::AbortedError(absl::StrCat("KeyValueStore: session prefix '", p->name,
                                            "' was deleted (its session closed or failed) while "
-                                           "waiting for key '", Head(key), "'"));
+                                           "waiting for key '",
+                                           Head(key), "'"));
   }
   auto it = values_.find(key);
   if (it == values_.end()) {
@@ -129,15 +132,14 @@ absl::StatusOr<std::string> InMemoryKeyValueStore::Get(const std::string& key,
   return it->second;
 }
 
-absl::Status InMemoryKeyValueStore::RegisterPrefix(const std::string& prefix,
-                                                   KeyValueQuota quota) {
+absl::Status InMemoryKeyValueStore::RegisterPrefix(const std::string& prefix, KeyValueQuota quota) {
   if (prefix.empty() || prefix.back() == '/') {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "KeyValueStore: prefix '", Head(prefix), "' must be non-empty and not end in '/'"));
+    return absl::InvalidArgumentError(absl::StrCat("KeyValueStore: prefix '", Head(prefix),
+                                                   "' must be non-empty and not end in '/'"));
   }
   if (quota.max_keys < 0 || quota.max_bytes < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("KeyValueStore: prefix '", Head(prefix),
-                                                   "' has a negative quota"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("KeyValueStore: prefix '", Head(prefix), "' has a negative quota"));
   }
   const std::string entry = prefix + "/";
   absl::MutexLock lock(&mu_);
@@ -148,10 +150,11 @@ absl::Status InMemoryKeyValueStore::RegisterPrefix(const std::string& prefix,
                             ? inside->second.get()
                             : nullptr;
   if (clash != nullptr) {
-    return absl::AlreadyExistsError(absl::StrCat(
-        "KeyValueStore: prefix '", Head(prefix), "' ",
-        clash->name == prefix ? "is registered already" : absl::StrCat("overlaps registered prefix '",
-                                                                        Head(clash->name), "'")));
+    return absl::AlreadyExistsError(
+        absl::StrCat("KeyValueStore: prefix '", Head(prefix), "' ",
+                     clash->name == prefix
+                         ? "is registered already"
+                         : absl::StrCat("overlaps registered prefix '", Head(clash->name), "'")));
   }
   auto p = std::make_shared<Prefix>();
   p->name = prefix;
