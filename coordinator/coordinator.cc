@@ -34,6 +34,7 @@ struct Coordinator::WorkerEntry {
 struct Coordinator::Session {
   std::string id;
   Caller owner;
+  std::string kv_prefix;  // registered in kv_ (set under Coordinator::mu_); empty until then
   Graph graph;
   v1::Program program;
   Mesh mesh;
@@ -72,10 +73,20 @@ bool IsTransportFailure(const absl::Status& s) {
          !absl::StartsWith(s.message(), "step ");
 }
 
+KeyValueStoreOptions CoordinatorKvOptions(KeyValueStoreOptions kv) {
+  kv.require_prefix = true;
+  return kv;
+}
+
+// per_processor * n, or `cap` when that is smaller (and without overflowing).
+int64_t SessionQuota(int64_t per_processor, int n, int64_t cap) {
+  return per_processor > cap / n ? cap : per_processor * n;
+}
+
 }  // namespace
 
 Coordinator::Coordinator(CoordinatorOptions options, WorkerClientFactory* workers)
-    : options_(options), factory_(workers) {
+    : options_(options), factory_(workers), kv_(CoordinatorKvOptions(options.kv)) {
   reaper_ = std::thread([this] { ReaperLoop(); });
 }
 
@@ -136,10 +147,12 @@ void Coordinator::FailSessionLocked(Session* session, const absl::Status& why) {
 
 void Coordinator::ReleaseSession(const std::shared_ptr<Session>& session) {
   std::vector<std::shared_ptr<WorkerClient>> live;
+  std::string kv_prefix;
   {
     absl::MutexLock lock(&mu_);
     if (session->released) return;
     session->released = true;
+    kv_prefix = session->kv_prefix;
     for (int id : session->worker_ids) {
       auto it = workers_.find(id);
       if (it != workers_.end() && it->second->session == session->id) {
@@ -149,6 +162,8 @@ void Coordinator::ReleaseSession(const std::shared_ptr<Session>& session) {
       }
     }
   }
+  // First, so that workers still waiting in a rendezvous of this session fail at once.
+  if (!kv_prefix.empty()) kv_.DeletePrefix(kv_prefix);
   ParallelFor(static_cast<int>(live.size()), [&](int i) {
     absl::Status s = live[i]->CloseSession(session->id, absl::Seconds(5));
     if (!s.ok() && s.code() != absl::StatusCode::kNotFound) {
@@ -307,13 +322,18 @@ absl::StatusOr<v1::CreateSessionResponse> Coordinator::CreateSession(
         "CreateSession needs a mesh with at least one dim, e.g. rows:2 (the request's mesh is "
         "empty)");
   }
+  // Caps first, before anything in proportion to the request is allocated; none of this takes mu_.
+  const RequestLimits& limits = options_.limits;
+  RETURN_IF_ERROR(CheckGraphBytes(static_cast<int64_t>(request.ByteSizeLong()), limits,
+                                  "the CreateSession request"));
+  RETURN_IF_ERROR(CheckMeshLimits(request.mesh(), limits));
   auto session = std::make_shared<Session>();
   session->owner = caller;
   {
     ASSIGN_OR_RETURN(std::string token, RandomToken());
     session->id = absl::StrCat("s-", token.substr(0, 32));
   }
-  ASSIGN_OR_RETURN(session->graph, Graph::Build(request.graph()));
+  ASSIGN_OR_RETURN(session->graph, Graph::Build(request.graph(), limits));
   ASSIGN_OR_RETURN(session->mesh, Mesh::FromProto(request.mesh()));
   ASSIGN_OR_RETURN(LayoutRules rules, LayoutRules::FromProto(request.rules(), session->mesh));
   ASSIGN_OR_RETURN(session->program, Lower(session->graph, session->mesh, rules));
@@ -383,6 +403,28 @@ absl::StatusOr<v1::CreateSessionResponse> Coordinator::CreateSession(
   {
     std::random_device rd;
     prefix = absl::StrFormat("session/%s/%08x", session->id, rd());
+  }
+  absl::Status registered;
+  {
+    // Under mu_ with `released`: a session released meanwhile (a worker dropped) never registers a
+    // prefix that nothing would delete. kv_ takes no lock of ours, and this is one map insert.
+    absl::MutexLock lock(&mu_);
+    if (!session->released) {
+      session->kv_prefix = prefix;
+      registered = kv_.RegisterPrefix(
+          prefix,
+          KeyValueQuota{SessionQuota(options_.kv_keys_per_processor, n, options_.kv.max_keys),
+                        SessionQuota(options_.kv_bytes_per_processor, n, options_.kv.max_bytes)});
+      if (!registered.ok()) {
+        session->kv_prefix.clear();
+        FailSessionLocked(session.get(), registered);
+        sessions_.erase(session->id);
+      }
+    }
+  }
+  if (!registered.ok()) {
+    ReleaseSession(session);
+    return registered;
   }
   std::vector<absl::Status> loaded(n);
   ParallelFor(n, [&](int p) {

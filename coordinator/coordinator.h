@@ -4,7 +4,10 @@
 //     worker silent for `heartbeat_timeout` is dropped, and so is one whose RPC fails as
 //     unreachable. A re-registration from the same address with a new incarnation replaces the old
 //     entry (the process restarted).
-//   - Key-value store with blocking get: Gloo's rendezvous runs on it.
+//   - Key-value store with blocking get: Gloo's rendezvous runs on it. Each session's keys live
+//     under its kv_prefix, with a quota (CoordinatorOptions::kv_*_per_processor); keys outside
+//     every live session's prefix are refused, and a session's keys are deleted when it is closed
+//     or fails.
 //   - Checkpoints: SaveCheckpoint / RestoreCheckpoint fan out to a session's workers; a checkpoint
 //     saved on one mesh and layout restores on any other (runtime/checkpoint.h).
 //   - Sessions: CreateSession validates the graph, the mesh and the layout, lowers the graph, picks
@@ -31,6 +34,7 @@
 #include "absl/time/time.h"
 #include "coordinator/worker_client.h"
 #include "core/interpreter.h"
+#include "core/limits.h"
 #include "proto/coordinator.pb.h"
 #include "rpc/auth.h"
 #include "runtime/kv_store.h"
@@ -55,6 +59,15 @@ struct CoordinatorOptions {
   // --checkpoint_root: the directory (on the filesystem shared with every worker) that checkpoint
   // names are relative to and that checkpoints never leave. Empty: checkpoints are refused.
   std::string checkpoint_root;
+  // Caps on one CreateSession request (core/limits.h), checked before the graph is built.
+  RequestLimits limits;
+  // Caps of the whole KV store (runtime/kv_store.h). The coordinator always sets its
+  // require_prefix: only keys under a live session's kv_prefix are accepted.
+  KeyValueStoreOptions kv;
+  // Each session's quota in the KV store, per processor of its mesh (Gloo's rendezvous stores a
+  // few keys per processor and mesh-axis group, of ~170 bytes per member of the group).
+  int64_t kv_keys_per_processor = 4096;
+  int64_t kv_bytes_per_processor = 4 << 20;
 };
 
 class Coordinator {
@@ -68,15 +81,18 @@ class Coordinator {
   // Drops the worker at once (it is shutting down) and fails its session with an error naming
   // the worker and `request.reason()`. NotFound when the id and incarnation name no live worker.
   absl::Status DeregisterWorker(const v1::DeregisterWorkerRequest& request);
-  KeyValueStore& kv() { return kv_; }
+  InMemoryKeyValueStore& kv() { return kv_; }
   // The workers, the sessions and the waiting CreateSession calls. A client sees only its own
   // sessions: other sessions' ids are left out (a worker busy in one shows session "(another
   // client's)"). Operators see everything.
   v1::ListWorkersResponse ListWorkers(const Caller& caller = Caller::Trusted());
 
-  // Errors: InvalidArgument for a bad graph, mesh or layout, or a mesh needing more workers than
-  // are registered (after waiting up to the request's timeout); Unavailable when enough workers
-  // are registered but not enough are free; the workers' errors while loading.
+  // Errors: ResourceExhausted / InvalidArgument for a request over CoordinatorOptions::limits
+  // (naming the limit's flag), checked before the graph is built; InvalidArgument for a bad graph,
+  // mesh or layout, or a mesh needing more workers than are registered (after waiting up to the
+  // request's timeout); Unavailable when enough workers are registered but not enough are free;
+  // the workers' errors while loading. Validation and lowering run without the coordinator's
+  // lock, so heartbeats are answered meanwhile.
   // The session belongs to `caller` (its name): only it and operators may use it afterwards
   // (CheckSessionAccess). Session ids are random (128 bits), never reused.
   absl::StatusOr<v1::CreateSessionResponse> CreateSession(const v1::CreateSessionRequest& request,

@@ -6,11 +6,13 @@
 #include <atomic>
 #include <cstdio>
 #include <iostream>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/grpc_coordinator_service.h"
 #include "coordinator/grpc_worker_client.h"
+#include "core/limits.h"
 #include "core/logging.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "rpc/auth.h"
@@ -38,6 +40,8 @@ int CoordinatorMain(int argc, char** argv) {
   int64_t health_port = 0;
   std::string checkpoint_root;
   SecurityOptions security_options;
+  CoordinatorOptions options;
+  RequestLimits& limits = options.limits;
   FlagSet flags("meshrt-coordinator [flags]",
                 "Runs the meshrt coordinator: workers register with it; clients create sessions "
                 "(graph + mesh + layout rules) and run steps through it.\n"
@@ -62,6 +66,32 @@ int CoordinatorMain(int argc, char** argv) {
                "clients name checkpoints relative to this directory (on a filesystem shared with "
                "every worker, which needs the same --checkpoint_root), and no checkpoint is "
                "written or read outside it; empty = checkpoints are refused");
+  flags.Int(kMaxGraphBytesFlag, &limits.max_graph_bytes,
+            "largest CreateSession request (serialised graph, mesh and layout rules), in bytes");
+  flags.Int(kMaxOpsFlag, &limits.max_ops, "most ops in one graph, counting every while_loop body");
+  flags.Int(kMaxInputsPerOpFlag, &limits.max_inputs_per_op, "most inputs of one op");
+  flags.Int(kMaxNameLengthFlag, &limits.max_name_length,
+            "longest op, tensor, dim, attr or mesh dim name, in bytes");
+  flags.Int(kMaxDimsPerShapeFlag, &limits.max_dims_per_shape, "most dims of one tensor shape");
+  flags.Int(kMaxMeshDimsFlag, &limits.max_mesh_dims, "most dims of a session's mesh");
+  flags.Int(kMaxMeshProcessorsFlag, &limits.max_mesh_processors,
+            "most processors (= workers) of a session's mesh");
+  flags.Int(kMaxElementsPerTensorFlag, &limits.max_elements_per_tensor,
+            "most elements of one (whole, unsliced) tensor of a graph");
+  flags.Int(kMaxWhileLoopDepthFlag, &limits.max_while_loop_depth,
+            "deepest nesting of while_loop bodies");
+  flags.Int(kMaxAttrListLengthFlag, &limits.max_attr_list_length,
+            "most values of one list attr of an op");
+  flags.Int("max_kv_keys_per_processor", &options.kv_keys_per_processor,
+            "KV store quota of a session: keys per processor of its mesh");
+  flags.Int("max_kv_bytes_per_processor", &options.kv_bytes_per_processor,
+            "KV store quota of a session: bytes per processor of its mesh");
+  flags.Int("max_kv_value_bytes", &options.kv.max_value_bytes, "largest value in the KV store");
+  flags.Int("max_kv_keys", &options.kv.max_keys,
+            "most keys in the KV store, all sessions together");
+  flags.Int("max_kv_bytes", &options.kv.max_bytes,
+            "most bytes in the KV store, all sessions together (keys, values and 64 bytes of "
+            "overhead per key)");
   AddSecurityFlags(&flags, &security_options, /*server=*/true);
   flags.String("auth_token_file", &credentials.auth_token_file,
                "file of client tokens, one per line: \"NAME TOKEN\" (NAME owns the sessions the "
@@ -89,6 +119,22 @@ int CoordinatorMain(int argc, char** argv) {
   if (flags.help()) {
     std::cout << flags.Help();
     return 0;
+  }
+  if (absl::Status s = CheckRequestLimits(limits); !s.ok()) {
+    std::fprintf(stderr, "meshrt-coordinator: %s\n", std::string(s.message()).c_str());
+    return 2;
+  }
+  for (const auto& [value, flag] :
+       {std::pair<int64_t, const char*>{options.kv_keys_per_processor, "max_kv_keys_per_processor"},
+        {options.kv_bytes_per_processor, "max_kv_bytes_per_processor"},
+        {options.kv.max_value_bytes, "max_kv_value_bytes"},
+        {options.kv.max_keys, "max_kv_keys"},
+        {options.kv.max_bytes, "max_kv_bytes"}}) {
+    if (value < 1) {
+      std::fprintf(stderr, "meshrt-coordinator: --%s is %lld; it must be >= 1\n", flag,
+                   static_cast<long long>(value));
+      return 2;
+    }
   }
   absl::StatusOr<Security> security = LoadSecurity(security_options);
   if (!security.ok()) {
@@ -121,7 +167,6 @@ int CoordinatorMain(int argc, char** argv) {
   signal(SIGTERM, OnSignal);
   signal(SIGPIPE, SIG_IGN);
 
-  CoordinatorOptions options;
   options.checkpoint_root = checkpoint_root;
   options.heartbeat_interval = absl::Milliseconds(heartbeat_interval_ms);
   options.heartbeat_timeout = absl::Milliseconds(heartbeat_timeout_ms);

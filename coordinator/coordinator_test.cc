@@ -4,6 +4,7 @@
 #include "coordinator/coordinator.h"
 
 #include <random>
+#include <thread>
 
 #include "absl/strings/match.h"
 
@@ -280,6 +281,131 @@ TEST_F(CoordinatorTest, RegistrationNeedsTheWorkersSecretAndEmptyRequestsAreName
   no_mesh.clear_mesh();
   EXPECT_TRUE(StatusIs(coordinator_.CreateSession(no_mesh).status(),
                        absl::StatusCode::kInvalidArgument, {"mesh is empty"}));
+}
+
+}  // namespace
+}  // namespace meshrt
+
+namespace meshrt {
+namespace {
+
+// A session's KV keys live under its kv_prefix and are deleted when it is closed or fails; keys of
+// no live session are refused; a Get blocked on a closed session's key returns at once.
+TEST_F(CoordinatorTest, SessionKvKeysAreGoneAfterCloseSessionOrFailure) {
+  Register(4);
+  ASSERT_OK_AND_ASSIGN(v1::CreateSessionResponse s1,
+                       coordinator_.CreateSession(Request("p:2", "batch:p")));
+  ASSERT_OK_AND_ASSIGN(v1::CreateSessionResponse s2,
+                       coordinator_.CreateSession(Request("p:2", "batch:p")));
+  const std::string p1 = workers_.KvPrefix(s1.session()), p2 = workers_.KvPrefix(s2.session());
+  ASSERT_FALSE(p1.empty());
+  ASSERT_NE(p1, p2);
+  KeyValueStore& kv = coordinator_.kv();
+  ASSERT_OK(kv.Set(p1 + "/rank/0", "a"));
+  ASSERT_OK(kv.Set(p1 + "/rank/1", "b"));
+  ASSERT_OK(kv.Set(p2 + "/rank/0", "c"));
+  EXPECT_TRUE(StatusIs(kv.Set("session/s999/00000000/k", "x"),
+                       absl::StatusCode::kFailedPrecondition,
+                       {"'session/s999/00000000/k' is under no live session's prefix"}));
+
+  absl::StatusOr<std::string> blocked;
+  const absl::Time start = absl::Now();
+  std::thread waiter([&] { blocked = kv.Get(p1 + "/never", absl::Seconds(30)); });
+  absl::SleepFor(absl::Milliseconds(50));
+  ASSERT_OK(coordinator_.CloseSession(s1.session()));
+  waiter.join();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+  EXPECT_TRUE(StatusIs(blocked.status(), absl::StatusCode::kAborted, {p1, "was deleted"}));
+  EXPECT_TRUE(StatusIs(kv.Get(p1 + "/rank/0", absl::ZeroDuration()).status(),
+                       absl::StatusCode::kFailedPrecondition, {"no live session"}));
+  EXPECT_TRUE(StatusIs(kv.Set(p1 + "/rank/2", "late"), absl::StatusCode::kFailedPrecondition));
+  EXPECT_EQ(coordinator_.kv().size(), 1u);  // only s2's key
+  ASSERT_OK_AND_ASSIGN(std::string c, kv.Get(p2 + "/rank/0", absl::ZeroDuration()));
+  EXPECT_EQ(c, "c");
+
+  // A failed session's keys go at the failure, before it is closed.
+  const Graph g = Graph::Build(MlpGraph()).value();
+  const v1::ListWorkersResponse list = coordinator_.ListWorkers();
+  for (const v1::WorkerInfo& w : list.workers()) {
+    if (w.session() == s2.session()) workers_.Break(w.address(), absl::UnavailableError("gone"));
+  }
+  EXPECT_FALSE(coordinator_.RunStep(s2.session(), RandomFeeds(g, 3), {}).ok());
+  EXPECT_EQ(coordinator_.kv().size(), 0u);
+  EXPECT_TRUE(StatusIs(kv.Set(p2 + "/rank/1", "x"), absl::StatusCode::kFailedPrecondition));
+}
+
+// Coordinator with `options` and `n` registered in-process workers w0..w{n-1}.
+struct SmallCluster {
+  SmallCluster(CoordinatorOptions options, int n) : coordinator(options, &workers) {
+    for (int i = 0; i < n; ++i) {
+      const std::string address = absl::StrCat("w", i);
+      workers.AddWorker(address);
+      v1::RegisterWorkerRequest r;
+      r.set_address(address);
+      r.set_incarnation("1");
+      EXPECT_TRUE(coordinator.RegisterWorker(r).ok());
+    }
+  }
+  InProcessWorkers workers;
+  Coordinator coordinator;
+};
+
+TEST(CoordinatorKvQuotaTest, SessionQuotaIsPerProcessorOfItsMesh) {
+  CoordinatorOptions o;
+  o.kv_keys_per_processor = 2;
+  SmallCluster cluster(o, 2);
+  ASSERT_OK_AND_ASSIGN(v1::CreateSessionResponse s,
+                       cluster.coordinator.CreateSession(Request("p:2", "batch:p")));
+  const std::string prefix = cluster.workers.KvPrefix(s.session());
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_OK(cluster.coordinator.kv().Set(absl::StrCat(prefix, "/", i), "v"));
+  }
+  EXPECT_TRUE(StatusIs(cluster.coordinator.kv().Set(prefix + "/4", "v"),
+                       absl::StatusCode::kResourceExhausted,
+                       {absl::StrCat("session prefix '", prefix, "'"), "quota of 4 keys",
+                        "--max_kv_keys_per_processor"}));
+}
+
+// Requests over the limits are refused before the graph is built or a worker is asked; the
+// coordinator stays usable.
+TEST(CoordinatorLimitsTest, OversizedRequestsAreRefusedBeforeBuild) {
+  CoordinatorOptions o;
+  o.limits.max_ops = 7;  // MlpGraph has 7 ops
+  o.limits.max_graph_bytes = 1 << 20;
+  SmallCluster cluster(o, 2);
+  Coordinator& c = cluster.coordinator;
+  ASSERT_OK_AND_ASSIGN(v1::CreateSessionResponse ok, c.CreateSession(Request("p:2", "batch:p")));
+  ASSERT_OK(c.CloseSession(ok.session()));
+  const int loads = cluster.workers.loads();
+
+  v1::CreateSessionRequest many = Request("p:2", "batch:p");
+  v1::Op extra = many.graph().ops(0);
+  extra.set_name("x2");
+  *many.mutable_graph()->add_ops() = extra;
+  EXPECT_TRUE(StatusIs(c.CreateSession(many).status(), absl::StatusCode::kResourceExhausted,
+                       {"at least 8 ops", "--max_ops"}));
+  // 2^32 processors (an int cast made that a session on 0 workers) and 10^9 processors.
+  for (const char* mesh : {"a:65536,b:65536", "a:1000,b:1000,c:1000"}) {
+    SCOPED_TRACE(mesh);
+    v1::CreateSessionRequest huge = Request("p:2", "");
+    huge.clear_mesh();
+    const std::vector<Dim> dims = ParseDimList(mesh).value();
+    for (const Dim& d : dims) {
+      v1::Dim* pd = huge.mutable_mesh()->add_dims();
+      pd->set_name(d.name);
+      pd->set_size(d.size);
+    }
+    EXPECT_TRUE(StatusIs(c.CreateSession(huge).status(), absl::StatusCode::kResourceExhausted,
+                         {"more than 4096 processors", "--max_mesh_processors"}));
+  }
+  v1::CreateSessionRequest big = Request("p:2", "batch:p");
+  big.mutable_graph()->mutable_ops(0)->set_name(std::string(2 << 20, 'x'));
+  EXPECT_TRUE(StatusIs(c.CreateSession(big).status(), absl::StatusCode::kResourceExhausted,
+                       {"the CreateSession request is", "--max_graph_bytes"}));
+  EXPECT_EQ(cluster.workers.loads(), loads);
+  EXPECT_EQ(c.ListWorkers().sessions_size(), 0);
+  ASSERT_OK_AND_ASSIGN(v1::CreateSessionResponse again, c.CreateSession(Request("p:2", "batch:p")));
+  ASSERT_OK(c.CloseSession(again.session()));
 }
 
 }  // namespace

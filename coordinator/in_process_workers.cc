@@ -52,6 +52,7 @@ class InProcessWorkers::Client : public WorkerClient {
       Entry& e = owner_->workers_.at(address_);
       if (!e.broken.ok()) return e.broken;
       ++owner_->loads_;
+      owner_->kv_prefixes_[spec.session()] = spec.kv_prefix();
       w = e.worker.get();
     }
     return w->LoadSession(spec);
@@ -153,8 +154,15 @@ int InProcessWorkers::loads() const {
   return loads_;
 }
 
+std::string InProcessWorkers::KvPrefix(const std::string& session) const {
+  absl::MutexLock lock(&mu_);
+  auto it = kv_prefixes_.find(session);
+  return it == kv_prefixes_.end() ? "" : it->second;
+}
+
 std::unique_ptr<WorkerClient> InProcessWorkers::Connect(const std::string& address,
                                                         const std::string& /*secret*/) {
+
   return std::make_unique<Client>(this, address);
 }
 

@@ -31,6 +31,8 @@ class InProcessWorkers : public WorkerClientFactory, public CommunicatorFactory 
   void FailNextSave(const std::string& address, absl::Status status);
   // Number of LoadSession calls that reached any worker.
   int loads() const;
+  // The kv_prefix the coordinator gave `session` (from its last LoadSession), or "".
+  std::string KvPrefix(const std::string& session) const;
 
   std::unique_ptr<WorkerClient> Connect(const std::string& address,
                                         const std::string& secret) override;
@@ -50,6 +52,7 @@ class InProcessWorkers : public WorkerClientFactory, public CommunicatorFactory 
   std::map<std::string, Entry> workers_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::unique_ptr<LocalCollectiveHub>> hubs_ ABSL_GUARDED_BY(mu_);
   int loads_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<std::string, std::string> kv_prefixes_ ABSL_GUARDED_BY(mu_);  // by session
 };
 
 }  // namespace meshrt

@@ -67,7 +67,31 @@ absl::StatusOr<std::vector<int>> TopologicalOrder(const v1::Graph& g,
                    "; a tensor cannot depend on itself"));
 }
 
+// The limits of the innermost Graph::Build(proto, limits) running on this thread. Shape inference
+// of a while_loop (core/ops_control.cc) builds its body with Graph::Build(proto): the body's
+// tensors are held to the same limits as the graph around it through this. The loop wraps a body's
+// error in an InvalidArgument of its own; `violation` keeps the code of a limit's error so the
+// outer call can restore it.
+struct ActiveLimits {
+  const RequestLimits* limits = nullptr;
+  absl::StatusCode violation = absl::StatusCode::kOk;
+};
+thread_local ActiveLimits active;
+
 }  // namespace
+
+absl::StatusOr<Graph> Graph::Build(const v1::Graph& proto, const RequestLimits& limits) {
+  RETURN_IF_ERROR(CheckGraphStructure(proto, limits));
+  const ActiveLimits outer = active;
+  active = ActiveLimits{&limits, absl::StatusCode::kOk};
+  absl::StatusOr<Graph> g = Build(proto);
+  const absl::StatusCode violation = active.violation;
+  active = outer;
+  if (!g.ok() && violation != absl::StatusCode::kOk) {
+    return absl::Status(violation, g.status().message());
+  }
+  return g;
+}
 
 absl::StatusOr<Graph> Graph::Build(v1::Graph proto) {
   Graph g;
@@ -105,6 +129,18 @@ absl::StatusOr<Graph> Graph::Build(v1::Graph proto) {
     std::vector<TensorType> inputs;
     for (const std::string& in : op.inputs()) inputs.push_back(g.types_.at(in));
     ASSIGN_OR_RETURN(TensorType type, InferOutputType(op, inputs));
+    if (active.limits != nullptr) {
+      absl::Status s = CheckTensorElements(type.shape, op.name(), op.type(), *active.limits);
+      if (!s.ok()) {
+        if (active.violation == absl::StatusCode::kOk) active.violation = s.code();
+        return s;
+      }
+    } else {
+      RETURN_IF_ERROR(type.shape
+                          .CheckedNumElements(absl::StrCat("tensor '", op.name(), "' (made by op '",
+                                                           op.name(), "', ", op.type(), ")"))
+                          .status());
+    }
     for (const Dim& d : type.shape.dims()) {
       auto [it, inserted] = dim_sizes.emplace(d.name, std::make_pair(d.size, op.name()));
       if (!inserted && it->second.first != d.size) {
@@ -135,6 +171,14 @@ const TensorType& Graph::type(absl::string_view name) const {
   auto it = types_.find(std::string(name));
   MESHRT_CHECK(it != types_.end(), "no tensor ", name);
   return it->second;
+}
+
+absl::StatusOr<const TensorType*> Graph::FindType(absl::string_view name) const {
+  auto it = types_.find(std::string(name));
+  if (it == types_.end()) {
+    return absl::InvalidArgumentError(absl::StrCat("the graph has no tensor '", name, "'"));
+  }
+  return &it->second;
 }
 
 std::vector<std::string> Graph::Placeholders() const {

@@ -13,6 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "core/limits.h"
 #include "core/ops.h"
 #include "proto/graph.pb.h"
 
@@ -24,7 +25,17 @@ class Graph {
   //   an op without a name, or two ops with one name; an unknown op type; a wrong input count;
   //   an input naming no op (dangling); a cycle (listing its ops); a repeated dim in a shape; one dim
   //   name with two sizes (naming both tensors); an `outputs` entry naming no tensor.
+  // Every inferred tensor's element count is overflow-checked (InvalidArgument).
+  // No RequestLimits apply (for graphs made in process), except inside a call of the overload
+  // below on the same thread: while_loop bodies, which shape inference builds through this
+  // overload, are then held to that call's limits.
   static absl::StatusOr<Graph> Build(v1::Graph proto);
+  // For untrusted graphs: first CheckGraphStructure(proto, limits) (core/limits.h), before
+  // copying `proto` or allocating anything in proportion to it; then Build; then every tensor's
+  // type (while_loop bodies' too) against max_dims_per_shape and max_elements_per_tensor. Errors
+  // are those of the limit checks (ResourceExhausted / InvalidArgument naming the limit's flag)
+  // and of Build.
+  static absl::StatusOr<Graph> Build(const v1::Graph& proto, const RequestLimits& limits);
 
   const v1::Graph& proto() const { return proto_; }
   // Op indices into proto().ops() in a topological order (inputs before users).
@@ -32,8 +43,11 @@ class Graph {
   const v1::Op& op(int index) const { return proto_.ops(index); }
   // The op called `name` (which is also its output tensor's name), or nullptr.
   const v1::Op* FindOp(absl::string_view name) const;
-  // Type of tensor `name`. Precondition: the tensor exists (CHECKed).
+  // Type of tensor `name`. Precondition: the tensor exists (CHECKed): for names the graph itself
+  // holds (its ops, their inputs). Names from a request go through FindType.
   const TensorType& type(absl::string_view name) const;
+  // Type of tensor `name`, or InvalidArgument naming it when the graph has no such tensor.
+  absl::StatusOr<const TensorType*> FindType(absl::string_view name) const;
   bool HasTensor(absl::string_view name) const { return types_.count(std::string(name)) > 0; }
   // Placeholder op names, in topological order.
   std::vector<std::string> Placeholders() const;

@@ -34,6 +34,14 @@ TEST(GraphTest, BuildsAndInfersShapes) {
   EXPECT_EQ(g.Outputs(), (std::vector<std::string>{"s"}));
 }
 
+TEST(GraphTest, FindTypeNamesAMissingTensor) {
+  ASSERT_OK_AND_ASSIGN(Graph g, Graph::Build(ParseGraph(kMlp)));
+  ASSERT_OK_AND_ASSIGN(const TensorType* h, g.FindType("h"));
+  EXPECT_EQ(h->shape, Shape({{"batch", 8}, {"hidden", 6}}));
+  EXPECT_TRUE(StatusIs(g.FindType("nope").status(), absl::StatusCode::kInvalidArgument,
+                       {"no tensor 'nope'"}));
+}
+
 TEST(GraphTest, OpsMayBeListedInAnyOrder) {
   v1::Graph p = ParseGraph(kMlp);
   std::reverse(p.mutable_ops()->begin(), p.mutable_ops()->end());

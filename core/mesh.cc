@@ -22,6 +22,11 @@ absl::StatusOr<Mesh> Mesh::Make(std::vector<Dim> dims) {
       return absl::InvalidArgumentError(absl::StrCat("mesh repeats dim '", d.name, "'"));
     }
   }
+  absl::StatusOr<int64_t> n = CheckedDimProduct(dims, kMaxProcessors, "mesh");
+  if (!n.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(n.status().message(), " (a mesh has at most ",
+                                                   kMaxProcessors, " processors)"));
+  }
   Mesh m;
   m.dims_ = std::move(dims);
   return m;
@@ -49,7 +54,7 @@ v1::Mesh Mesh::ToProto() const {
 
 int Mesh::num_processors() const {
   int64_t n = 1;
-  for (const Dim& d : dims_) n *= d.size;
+  for (const Dim& d : dims_) n *= d.size;  // <= kMaxProcessors: Make checked the product
   return static_cast<int>(n);
 }
 

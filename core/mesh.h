@@ -7,6 +7,7 @@
 #ifndef MESHRT_CORE_MESH_H_
 #define MESHRT_CORE_MESH_H_
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
@@ -20,8 +21,13 @@ namespace meshrt {
 
 class Mesh {
  public:
+  // Most processors any mesh may have, so that processor numbers fit in an int. A daemon's own cap
+  // (RequestLimits::max_mesh_processors, core/limits.h) is far lower and is checked first.
+  static constexpr int64_t kMaxProcessors = INT32_MAX;
+
   Mesh() = default;  // the 1-processor mesh with no dims
-  // Validates: distinct non-empty names, sizes >= 1. InvalidArgument naming the bad mesh dim.
+  // Validates: distinct non-empty names, sizes >= 1, at most kMaxProcessors processors (the
+  // product is overflow-checked). InvalidArgument naming the bad mesh dim. Allocates per dim only.
   static absl::StatusOr<Mesh> Make(std::vector<Dim> dims);
   // Parses "rows:2,cols:2".
   static absl::StatusOr<Mesh> Parse(absl::string_view text);
@@ -31,6 +37,7 @@ class Mesh {
   int ndims() const { return static_cast<int>(dims_.size()); }
   const std::vector<Dim>& dims() const { return dims_; }
   int64_t size(int axis) const { return dims_[axis].size; }
+  // Fits in an int: Make refuses larger meshes.
   int num_processors() const;
   int AxisOf(absl::string_view name) const;  // -1 when absent
 

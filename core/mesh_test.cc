@@ -28,6 +28,50 @@ TEST(ShapeTest, RefusesRepeatedDimAndBadSizes) {
                        {"expected name:size"}));
 }
 
+// Element counts never wrap: Make refuses a shape past Shape::kMaxElements (2^59), and
+// CheckedNumElements refuses one built unchecked.
+TEST(ShapeTest, ElementCountOverflowIsRefused) {
+  ASSERT_OK_AND_ASSIGN(Shape at, Shape::Make({{"a", int64_t{1} << 29}, {"b", int64_t{1} << 30}}));
+  EXPECT_EQ(at.num_elements(), Shape::kMaxElements);
+  EXPECT_TRUE(StatusIs(
+      Shape::Make({{"a", int64_t{1} << 29}, {"b", (int64_t{1} << 30) + 1}}, "tensor 't'").status(),
+      absl::StatusCode::kInvalidArgument, {"tensor 't'", "passes 576460752303423488 at dim 'b'"}));
+  // 2^32 * 2^32 would wrap to 0 in int64.
+  EXPECT_TRUE(StatusIs(Shape::Parse("a:4294967296,b:4294967296").status(),
+                       absl::StatusCode::kInvalidArgument, {"at dim 'b'"}));
+  v1::Shape proto;
+  for (const char* name : {"a", "b", "c"}) {  // 2^120 would wrap to 0
+    v1::Dim* d = proto.add_dims();
+    d->set_name(name);
+    d->set_size(int64_t{1} << 40);
+  }
+  EXPECT_TRUE(StatusIs(Shape::FromProto(proto, "feed 'x'").status(),
+                       absl::StatusCode::kInvalidArgument, {"feed 'x'", "at dim 'b'"}));
+  const Shape unchecked({{"a", int64_t{1} << 40}, {"b", int64_t{1} << 40}});
+  EXPECT_TRUE(StatusIs(unchecked.CheckedNumElements("tensor 'u'").status(),
+                       absl::StatusCode::kInvalidArgument, {"tensor 'u'", "at dim 'b'"}));
+  ASSERT_OK_AND_ASSIGN(int64_t n, Shape({{"a", 3}, {"b", 5}}).CheckedNumElements());
+  EXPECT_EQ(n, 15);
+}
+
+// A mesh's processor count fits in an int: 2^32 processors (once cast to 0) are refused at
+// parse and FromProto, and so is a product that would overflow int64.
+TEST(MeshTest, ProcessorCountOverflowIsRefused) {
+  ASSERT_OK_AND_ASSIGN(Mesh max, Mesh::Parse("a:2147483647"));
+  EXPECT_EQ(max.num_processors(), Mesh::kMaxProcessors);
+  EXPECT_TRUE(StatusIs(Mesh::Parse("rows:65536,cols:65536").status(),
+                       absl::StatusCode::kInvalidArgument,
+                       {"mesh", "at dim 'cols'", "at most 2147483647 processors"}));
+  v1::Mesh proto;
+  for (const char* name : {"a", "b"}) {  // 2^64 would wrap to 0
+    v1::Dim* d = proto.add_dims();
+    d->set_name(name);
+    d->set_size(int64_t{1} << 32);
+  }
+  EXPECT_TRUE(StatusIs(Mesh::FromProto(proto).status(), absl::StatusCode::kInvalidArgument,
+                       {"at dim 'a'"}));
+}
+
 TEST(MeshTest, CoordinatesAreRowMajor) {
   ASSERT_OK_AND_ASSIGN(Mesh m, Mesh::Parse("rows:2,cols:3"));
   EXPECT_EQ(m.num_processors(), 6);

@@ -3,12 +3,13 @@
 #include <cctype>
 #include <set>
 
-#include "core/logging.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "core/logging.h"
+#include "core/status_macros.h"
 
 namespace meshrt {
 
@@ -34,9 +35,29 @@ absl::StatusOr<Shape> Shape::Make(std::vector<Dim> dims, absl::string_view what)
           what, " repeats dim '", d.name, "'; every dim of a shape needs its own name (rename one)"));
     }
   }
+  RETURN_IF_ERROR(CheckedDimProduct(dims, kMaxElements, what).status());
   Shape s;
   s.dims_ = std::move(dims);
   return s;
+}
+
+absl::StatusOr<int64_t> CheckedDimProduct(const std::vector<Dim>& dims, int64_t max,
+                                          absl::string_view what) {
+  int64_t n = 1;
+  for (const Dim& d : dims) {
+    if (d.size < 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ": dim '", d.name, "' has size ", d.size, "; sizes must be >= 1"));
+    }
+    // n <= max and d.size >= 1: the product exceeds max exactly when n > max / d.size.
+    if (n > max / d.size) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, ": the product of the sizes passes ", max, " at dim '", d.name, "' (size ", d.size,
+          ", after ", n, " from the dims before it); use smaller dims"));
+    }
+    n *= d.size;
+  }
+  return n;
 }
 
 absl::StatusOr<std::vector<Dim>> ParseDimList(absl::string_view text) {
@@ -80,6 +101,10 @@ int64_t Shape::num_elements() const {
   int64_t n = 1;
   for (const Dim& d : dims_) n *= d.size;
   return n;
+}
+
+absl::StatusOr<int64_t> Shape::CheckedNumElements(absl::string_view what) const {
+  return CheckedDimProduct(dims_, kMaxElements, what);
 }
 
 int Shape::IndexOf(absl::string_view name) const {

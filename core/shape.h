@@ -27,13 +27,18 @@ struct Dim {
 
 class Shape {
  public:
+  // Most elements any shape made by Make/Parse/FromProto may have: 2^59, so that elements times
+  // any dtype's size (<= 8 bytes) and sums of a few such byte counts still fit in int64.
+  static constexpr int64_t kMaxElements = int64_t{1} << 59;
+
   Shape() = default;
   // Precondition (CHECKed): names are distinct. Use Shape::Make for untrusted input.
   Shape(std::initializer_list<Dim> dims);
   explicit Shape(std::vector<Dim> dims);
 
-  // Validates untrusted dims: distinct, non-empty names; sizes >= 1. InvalidArgument otherwise,
-  // naming `what` (e.g. "tensor 'h'") and the offending dim.
+  // Validates untrusted dims: distinct, non-empty names; sizes >= 1; at most kMaxElements
+  // elements (so element and byte counts of a made shape never overflow int64). InvalidArgument
+  // otherwise, naming `what` (e.g. "tensor 'h'") and the offending dim.
   static absl::StatusOr<Shape> Make(std::vector<Dim> dims, absl::string_view what = "shape");
   // Parses "batch:8,d_model:16" (also ';' or whitespace as separators). "" is the scalar shape.
   static absl::StatusOr<Shape> Parse(absl::string_view text);
@@ -43,7 +48,12 @@ class Shape {
   int rank() const { return static_cast<int>(dims_.size()); }
   const std::vector<Dim>& dims() const { return dims_; }
   const Dim& dim(int i) const { return dims_[i]; }
+  // The product of the sizes. Fast and unchecked: for shapes made by Make/Parse/FromProto or
+  // checked with CheckedNumElements (a product past int64 would wrap).
   int64_t num_elements() const;
+  // The product of the sizes, InvalidArgument naming `what` and the dim where it passes
+  // kMaxElements (or when a size is below 1) instead of overflowing.
+  absl::StatusOr<int64_t> CheckedNumElements(absl::string_view what = "shape") const;
   // Index of the dim called `name`, or -1.
   int IndexOf(absl::string_view name) const;
   bool Contains(absl::string_view name) const { return IndexOf(name) >= 0; }
@@ -59,6 +69,11 @@ class Shape {
  private:
   std::vector<Dim> dims_;
 };
+
+// The product of `dims`' sizes when every size is >= 1 and the product stays <= `max`; else
+// InvalidArgument naming `what`, the dim where the product passes `max` and `max`.
+absl::StatusOr<int64_t> CheckedDimProduct(const std::vector<Dim>& dims, int64_t max,
+                                          absl::string_view what);
 
 // Parses "name:size" lists shared by shapes and meshes.
 absl::StatusOr<std::vector<Dim>> ParseDimList(absl::string_view text);

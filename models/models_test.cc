@@ -16,6 +16,7 @@
 #include "absl/time/time.h"
 #include "core/builder.h"
 #include "core/interpreter.h"
+#include "core/limits.h"
 #include "core/lowering.h"
 #include "core/mesh.h"
 #include "core/test_util.h"
@@ -379,6 +380,60 @@ TEST(TransformerTest, BenchConfigHasThePeersParameterCount) {
   const int64_t D = 256, HK = 8 * 32, F = 1024, V = 256, L = 128;
   EXPECT_EQ(n, V * D + L * D + 2 * (4 * D + 3 * D * HK + HK * D + 2 * D * F) + 2 * D + D * V);
   ASSERT_OK(b.Build().status());
+}
+
+// Ops (counting while_loop bodies) and the longest op name of `graph`.
+void CountOps(const v1::Graph& graph, int64_t* ops, int64_t* longest_name, int64_t* most_inputs) {
+  for (const v1::Op& op : graph.ops()) {
+    ++*ops;
+    *longest_name = std::max<int64_t>(*longest_name, op.name().size());
+    *most_inputs = std::max<int64_t>(*most_inputs, op.inputs_size());
+    if (op.has_body()) CountOps(op.body(), ops, longest_name, most_inputs);
+  }
+}
+
+// A 48-layer Transformer training graph with Adam passes the default RequestLimits (core/limits.h)
+// with room to spare; the defaults' documented figures are this test's output.
+TEST(TransformerTest, Transformer48LayersPassesTheDefaultLimits) {
+  TransformerOptions o;
+  o.layers = 48;
+  o.batch = 64;
+  o.length = 512;
+  o.d_model = 1024;
+  o.heads = 16;
+  o.d_kv = 64;
+  o.d_ff = 4096;
+  TrainOptions adam;
+  adam.optimizer = "adam";
+  adam.clip_global_norm = 1.0f;
+  ASSERT_OK_AND_ASSIGN(TrainGraph t, BuildTransformerTrainGraph(o, adam));
+  const v1::Graph& proto = t.graph.proto();
+  int64_t ops = 0, longest_name = 0, most_inputs = 0;
+  CountOps(proto, &ops, &longest_name, &most_inputs);
+  int64_t largest = 0;
+  for (const v1::Op& op : proto.ops()) {
+    largest = std::max(largest, t.graph.type(op.name()).shape.num_elements());
+  }
+  const int64_t bytes = static_cast<int64_t>(proto.ByteSizeLong());
+  std::printf(
+      "48-layer Transformer + Adam: %lld ops, %lld bytes serialised, longest op name %lld, "
+      "most inputs %lld, largest tensor %lld elements\n",
+      static_cast<long long>(ops), static_cast<long long>(bytes),
+      static_cast<long long>(longest_name), static_cast<long long>(most_inputs),
+      static_cast<long long>(largest));
+  const RequestLimits limits;
+  // At least 10x headroom on the volume caps.
+  EXPECT_LE(10 * ops, limits.max_ops);
+  EXPECT_LE(10 * bytes, limits.max_graph_bytes);
+  EXPECT_LE(10 * largest, limits.max_elements_per_tensor);
+  EXPECT_LE(10 * longest_name, limits.max_name_length);
+  ASSERT_OK(CheckGraphBytes(bytes, limits));
+  ASSERT_OK(Graph::Build(proto, limits).status());
+  // The defaults are not vacuous: a tenth of them refuses this graph.
+  RequestLimits tight = limits;
+  tight.max_ops = ops - 1;
+  EXPECT_TRUE(StatusIs(Graph::Build(proto, tight).status(), absl::StatusCode::kResourceExhausted,
+                       {"--max_ops"}));
 }
 
 }  // namespace

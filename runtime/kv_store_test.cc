@@ -113,3 +113,152 @@ TEST(InMemoryKeyValueStoreTest, AbortWakesWaitersAndSticks) {
 
 }  // namespace
 }  // namespace meshrt
+
+namespace meshrt {
+namespace {
+
+using ::testing::HasSubstr;
+
+// Bytes charged for one key of the store.
+int64_t Charge(const std::string& key, const std::string& value) {
+  return static_cast<int64_t>(key.size() + value.size()) +
+         InMemoryKeyValueStore::kEntryOverheadBytes;
+}
+
+TEST(KeyValueQuotaTest, PrefixKeyQuotaAtAndOverTheLimit) {
+  InMemoryKeyValueStore store;
+  ASSERT_TRUE(store.RegisterPrefix("session/s1/ab", {/*max_keys=*/3, /*max_bytes=*/1 << 20}).ok());
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(store.Set(absl::StrCat("session/s1/ab/", i), "v").ok()) << i;
+  }
+  absl::Status s = store.Set("session/s1/ab/3", "v");
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("session prefix 'session/s1/ab'"));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("quota of 3 keys"));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("--max_kv_keys_per_processor"));
+  EXPECT_TRUE(store.Set("session/s1/ab/0", "v").ok()) << "re-setting the same value is free";
+  EXPECT_TRUE(store.Set("elsewhere", "v").ok()) << "keys under no prefix have no quota";
+  EXPECT_EQ(store.size(), 4u);
+}
+
+TEST(KeyValueQuotaTest, PrefixByteQuotaCountsKeysValuesAndOverhead) {
+  InMemoryKeyValueStore store;
+  const std::string key = "p/k", value(100, 'x');
+  ASSERT_TRUE(store.RegisterPrefix("p", {10, 2 * Charge(key, value)}).ok());
+  ASSERT_TRUE(store.Set("p/k", value).ok());
+  ASSERT_TRUE(store.Set("p/l", value).ok());  // exactly at the quota
+  absl::Status s = store.Set("p/m", "");
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("prefix 'p'"));
+  EXPECT_THAT(std::string(s.message()), HasSubstr(absl::StrCat(2 * Charge(key, value), " bytes")));
+  EXPECT_EQ(store.bytes(), 2 * Charge(key, value));
+}
+
+TEST(KeyValueQuotaTest, ValueKeyAndStoreCaps) {
+  KeyValueStoreOptions options;
+  options.max_value_bytes = 8;
+  options.max_key_bytes = 4;
+  options.max_keys = 2;
+  InMemoryKeyValueStore store(options);
+  ASSERT_TRUE(store.Set("a", std::string(8, 'v')).ok());
+  absl::Status s = store.Set("b", std::string(9, 'v'));
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("key 'b' is 9 bytes, over the limit of 8"));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("--max_kv_value_bytes"));
+  ASSERT_TRUE(store.Set("abcd", "v").ok());
+  s = store.Set("abcde", "v");
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("'abcde' is 5 bytes"));
+  s = store.Set("c", "v");  // a third key
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("limit of 2 keys"));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("--max_kv_keys"));
+
+  KeyValueStoreOptions small;
+  small.max_bytes = Charge("a", "12345");
+  InMemoryKeyValueStore tiny(small);
+  ASSERT_TRUE(tiny.Set("a", "12345").ok());
+  s = tiny.Set("b", "");
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("--max_kv_bytes"));
+}
+
+TEST(KeyValueQuotaTest, RequirePrefixRefusesKeysOfNoLiveSession) {
+  KeyValueStoreOptions options;
+  options.require_prefix = true;
+  InMemoryKeyValueStore store(options);
+  absl::Status s = store.Set("session/s9/x/k", "v");
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("'session/s9/x/k' is under no live session"));
+  EXPECT_EQ(store.Get("session/s9/x/k", absl::Seconds(10)).status().code(),
+            absl::StatusCode::kFailedPrecondition)
+      << "refused at once, not after the timeout";
+  ASSERT_TRUE(store.RegisterPrefix("session/s9/x", {10, 1 << 20}).ok());
+  EXPECT_TRUE(store.Set("session/s9/x/k", "v").ok());
+  // The prefix itself, and names that only start with it, are not under it.
+  EXPECT_EQ(store.Set("session/s9/x", "v").code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(store.Set("session/s9/xy/k", "v").code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(KeyValueQuotaTest, PrefixesMustNotNest) {
+  InMemoryKeyValueStore store;
+  ASSERT_TRUE(store.RegisterPrefix("s/1", {1, 1000}).ok());
+  ASSERT_TRUE(store.RegisterPrefix("s/1.5", {1, 1000}).ok());  // "s/1.5/" sorts before "s/1/"
+  ASSERT_TRUE(store.RegisterPrefix("s/10", {1, 1000}).ok());
+  EXPECT_EQ(store.RegisterPrefix("s/1", {1, 1000}).code(), absl::StatusCode::kAlreadyExists);
+  absl::Status s = store.RegisterPrefix("s/1/inner", {1, 1000});
+  EXPECT_EQ(s.code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("overlaps registered prefix 's/1'"));
+  EXPECT_EQ(store.RegisterPrefix("s", {1, 1000}).code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(store.RegisterPrefix("", {1, 1000}).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(store.RegisterPrefix("t/", {1, 1000}).code(), absl::StatusCode::kInvalidArgument);
+  // Each key counts against its own prefix only.
+  ASSERT_TRUE(store.Set("s/1/k", "v").ok());
+  ASSERT_TRUE(store.Set("s/1.5/k", "v").ok());
+  ASSERT_TRUE(store.Set("s/10/k", "v").ok());
+  EXPECT_EQ(store.Set("s/1/l", "v").code(), absl::StatusCode::kResourceExhausted);
+}
+
+TEST(KeyValueQuotaTest, DeletePrefixRemovesItsKeysOnly) {
+  InMemoryKeyValueStore store;
+  ASSERT_TRUE(store.RegisterPrefix("session/s1/a", {2, 1 << 20}).ok());
+  ASSERT_TRUE(store.RegisterPrefix("session/s2/b", {2, 1 << 20}).ok());
+  ASSERT_TRUE(store.Set("session/s1/a/0", "x").ok());
+  ASSERT_TRUE(store.Set("session/s1/a/1", "y").ok());
+  ASSERT_TRUE(store.Set("session/s2/b/0", "z").ok());
+  EXPECT_EQ(store.DeletePrefix("session/s1/a"), 2);
+  EXPECT_EQ(store.size(), 1u);
+  EXPECT_EQ(store.bytes(), Charge("session/s2/b/0", "z"));
+  EXPECT_EQ(*store.Get("session/s2/b/0", absl::ZeroDuration()), "z");
+  EXPECT_EQ(store.Get("session/s1/a/0", absl::ZeroDuration()).status().code(),
+            absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(store.DeletePrefix("session/s1/a"), 0);
+  // The prefix can be registered again, with a fresh quota.
+  ASSERT_TRUE(store.RegisterPrefix("session/s1/a", {2, 1 << 20}).ok());
+  EXPECT_TRUE(store.Set("session/s1/a/0", "other").ok());
+  EXPECT_TRUE(store.Set("session/s1/a/1", "other").ok());
+}
+
+TEST(KeyValueQuotaTest, DeletePrefixWakesItsWaitersPromptly) {
+  InMemoryKeyValueStore store;
+  ASSERT_TRUE(store.RegisterPrefix("session/s1/a", {10, 1 << 20}).ok());
+  ASSERT_TRUE(store.RegisterPrefix("session/s2/b", {10, 1 << 20}).ok());
+  absl::StatusOr<std::string> deleted, other;
+  const absl::Time start = absl::Now();
+  std::thread waiter([&] { deleted = store.Get("session/s1/a/never", absl::Seconds(30)); });
+  std::thread bystander([&] { other = store.Get("session/s2/b/late", absl::Seconds(30)); });
+  absl::SleepFor(absl::Milliseconds(50));
+  store.DeletePrefix("session/s1/a");
+  waiter.join();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+  EXPECT_EQ(deleted.status().code(), absl::StatusCode::kAborted);
+  EXPECT_THAT(std::string(deleted.status().message()), HasSubstr("'session/s1/a' was deleted"));
+  // The other session's waiter keeps waiting and gets its key.
+  ASSERT_TRUE(store.Set("session/s2/b/late", "v").ok());
+  bystander.join();
+  ASSERT_TRUE(other.ok()) << other.status();
+  EXPECT_EQ(*other, "v");
+}
+
+}  // namespace
+}  // namespace meshrt
