@@ -343,6 +343,7 @@ struct SmallCluster {
       v1::RegisterWorkerRequest r;
       r.set_address(address);
       r.set_incarnation("1");
+      r.set_secret("secret-0123456789abcdef");
       EXPECT_TRUE(coordinator.RegisterWorker(r).ok());
     }
   }

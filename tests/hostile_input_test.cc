@@ -455,7 +455,7 @@ TEST_F(HostileInputTest, EveryCaseIsRefusedByNameAndEveryDaemonSurvives) {
   create("mesh of 2^32 processors",
          FromText("graph { " + x_op +
                   R"( } mesh { dims { name: "a" size: 65536 } dims { name: "b" size: 65536 } })"),
-         kInvalid, {"mesh"});
+         grpc::StatusCode::RESOURCE_EXHAUSTED, {"a:65536,b:65536", "--max_mesh_processors"});
   create("mesh bigger than the cluster",
          FromText("graph { " + x_op + R"( } mesh { dims { name: "rows" size: 64 } })"), kInvalid,
          {"needs 64 worker(s)"});
