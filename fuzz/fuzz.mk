@@ -37,7 +37,7 @@ MODEL_SRCS := $(filter-out %_test.cc,$(wildcard models/*.cc))
 
 obj = $(patsubst %.cc,$(OUT)/obj/%.o,$(patsubst $(OUT)/gen/%,%,$(1)))
 LIB_OBJS := $(call obj,$(PROTO_SRCS)) $(call obj,$(CORE_SRCS))
-FUZZER_OBJS := $(LIB_OBJS) $(call obj,fuzz/graph_fuzzer.cc)
+FUZZER_OBJS := $(LIB_OBJS) $(call obj,fuzz/graph_fuzzer.cc fuzz/request_mutator.cc)
 CORPUS_OBJS := $(LIB_OBJS) $(call obj,$(MODEL_SRCS)) $(call obj,fuzz/make_corpus.cc)
 
 .PHONY: all corpus

@@ -6,10 +6,13 @@
 // Input: the first byte picks the encoding of the rest, a v1::CreateSessionRequest:
 //   't'        protobuf text format (reaches deep quickly: mutating "size: 8" keeps it parseable)
 //   otherwise  binary protobuf, as it arrives over gRPC
+// Half the mutations are libFuzzer's byte-level ones, half structure-aware
+// (fuzz/request_mutator.h) on the decoded request, written back in the input's encoding.
 // Every error status is a fine outcome; a crash, abort (MESHRT_CHECK), sanitizer report, leak or
 // timeout is a finding. See fuzz/README.md.
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <map>
 #include <string>
 
@@ -19,6 +22,7 @@
 #include "core/lowering.h"
 #include "core/mesh.h"
 #include "fuzz/request_guard.h"
+#include "fuzz/request_mutator.h"
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/stubs/logging.h"
 #include "google/protobuf/text_format.h"
@@ -45,6 +49,17 @@ bool Decode(const uint8_t* data, size_t size, v1::CreateSessionRequest* request)
     return parser.ParseFromString(std::string(rest, rest_size), request);
   }
   return request->ParseFromArray(rest, rest_size);
+}
+
+// The inverse of Decode, keeping the encoding `flag` selects.
+std::string Encode(uint8_t flag, const v1::CreateSessionRequest& request) {
+  std::string out(1, static_cast<char>(flag));
+  if (flag == 't') {
+    std::string text;
+    google::protobuf::TextFormat::PrintToString(request, &text);
+    return out + text;
+  }
+  return out + request.SerializeAsString();
 }
 
 // Coordinator::CreateSession up to the wait for workers, then the response's explain.
@@ -75,6 +90,21 @@ void CreateSessionWithoutWorkers(const v1::CreateSessionRequest& request) {
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   google::protobuf::SetLogHandler(nullptr);  // e.g. "String field contains invalid UTF-8"
   return 0;
+}
+
+extern "C" size_t LLVMFuzzerMutate(uint8_t* data, size_t size, size_t max_size);
+
+extern "C" size_t LLVMFuzzerCustomMutator(uint8_t* data, size_t size, size_t max_size,
+                                          unsigned int seed) {
+  meshrt::v1::CreateSessionRequest request;
+  if (seed % 2 == 0 || !meshrt::Decode(data, size, &request)) {
+    return LLVMFuzzerMutate(data, size, max_size);
+  }
+  meshrt::fuzz::MutateRequest(seed / 2, &request);
+  const std::string out = meshrt::Encode(data[0], request);
+  if (out.size() > max_size) return LLVMFuzzerMutate(data, size, max_size);
+  std::memcpy(data, out.data(), out.size());
+  return out.size();
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
