@@ -21,22 +21,43 @@ class Mutator {
 
   void MutateOnce() {
     switch (Below(9)) {
-      case 0: NewRules(); break;
-      case 1: NewMesh(); break;
-      case 2: DimSize(); break;
-      case 3: OpType(); break;
-      case 4: Rewire(); break;
-      case 5: IntAttr(); break;
-      case 6: StringAttr(); break;
-      case 7: CopyOp(); break;
-      default: NewMesh(); NewRules(); break;  // layouts matter most to lowering
+      case 0:
+        NewRules();
+        break;
+      case 1:
+        NewMesh();
+        break;
+      case 2:
+        DimSize();
+        break;
+      case 3:
+        OpType();
+        break;
+      case 4:
+        Rewire();
+        break;
+      case 5:
+        IntAttr();
+        break;
+      case 6:
+        StringAttr();
+        break;
+      case 7:
+        CopyOp();
+        break;
+      default:  // layouts matter most to lowering: a new mesh and new rules together
+        NewMesh();
+        NewRules();
+        break;
     }
   }
 
  private:
   int Below(int n) { return n <= 0 ? 0 : std::uniform_int_distribution<int>(0, n - 1)(rng_); }
   template <typename T>
-  const T& Pick(const std::vector<T>& v) { return v[Below(static_cast<int>(v.size()))]; }
+  const T& Pick(const std::vector<T>& v) {
+    return v[Below(static_cast<int>(v.size()))];
+  }
   template <typename T>
   const T& Pick(const std::set<T>& s) {
     auto it = s.begin();

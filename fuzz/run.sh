@@ -18,7 +18,10 @@ case "$mode" in
   bounded) seconds="${FUZZ_SECONDS:-30}" ;;
   long) seconds="${FUZZ_SECONDS:-600}" ;;
   replay) seconds=0 ;;
-  *) echo "usage: fuzz/run.sh [bounded|long|replay] (FUZZ_SECONDS overrides the time)" >&2; exit 2 ;;
+  *)
+    echo "usage: fuzz/run.sh [bounded|long|replay] (FUZZ_SECONDS overrides the time)" >&2
+    exit 2
+    ;;
 esac
 
 cd "$(dirname "$0")/.."
@@ -50,8 +53,8 @@ if [ "${#regressions[@]}" -ne 0 ]; then
   echo "fuzz: replaying ${#regressions[@]} input(s) from fuzz/regressions/"
   for r in "${regressions[@]}"; do
     if ! "$fuzzer" "${limits[@]}" "$r" >"$out/replay.log" 2>&1; then
-      grep -A30 -m1 -E '^==[0-9]+==|runtime error|CHECK failed|deadly signal' "$out/replay.log" >&2 ||
-        cat "$out/replay.log" >&2
+      grep -A30 -m1 -E '^==[0-9]+==|runtime error|CHECK failed|deadly signal' \
+        "$out/replay.log" >&2 || cat "$out/replay.log" >&2
       echo "fuzz: FAILED: regression $r fails again; replay: $fuzzer $r" >&2
       failed=1
       [ "$mode" = long ] || exit 1
@@ -108,7 +111,8 @@ if [ "${#found[@]}" -eq 0 ] && [ "$status" -eq 0 ] && [ "$failed" -eq 0 ]; then
 fi
 echo "fuzz: FAILED: ${#found[@]} input(s) in $artifacts (libFuzzer exit $status), by report:" >&2
 for f in "${found[@]}"; do echo "$(describe "$f")	$f"; done | sort | awk -F'\t' '
-  $1 != last { if (n) printf "  %d x %s\n     e.g. %s\n", n, last, first; last = $1; first = $2; n = 0 }
-  { n++ } END { if (n) printf "  %d x %s\n     e.g. %s\n", n, last, first }' >&2
+  function flush() { if (n) printf "  %d x %s\n     e.g. %s\n", n, last, first }
+  $1 != last { flush(); last = $1; first = $2; n = 0 }
+  { n++ } END { flush() }' >&2
 echo "fuzz: replay one: $fuzzer FILE; record it (minimized) in fuzz/regressions/" >&2
 exit 1
