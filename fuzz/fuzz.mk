@@ -28,8 +28,9 @@ LIBS := -lprotobuf \
     -labsl_int128 -labsl_throw_delegate -labsl_raw_logging_internal -labsl_time_zone \
     -labsl_log_severity -latomic -lrt -lpthread
 
-# proto/BUILD.bazel's MESSAGES (no gRPC services).
-PROTOS := tensor graph mesh program session checkpoint
+# Every proto/*.proto, so a new message file needs no change here (--cpp_out makes messages only,
+# no gRPC code, from the service files too).
+PROTOS := $(basename $(notdir $(wildcard proto/*.proto)))
 PROTO_HDRS := $(PROTOS:%=$(OUT)/gen/proto/%.pb.h)
 PROTO_SRCS := $(PROTOS:%=$(OUT)/gen/proto/%.pb.cc)
 CORE_SRCS := $(filter-out %_test.cc,$(wildcard core/*.cc))
@@ -59,10 +60,10 @@ corpus: $(OUT)/make_corpus
 
 # One protoc run makes every message (they import each other); a stamp keeps it to one run.
 $(PROTO_HDRS) $(PROTO_SRCS): $(OUT)/gen/.stamp
-$(OUT)/gen/.stamp: $(PROTOS:%=proto/%.proto)
+$(OUT)/gen/.stamp: $(PROTOS:%=proto/%.proto) fuzz/fuzz.mk
 	@mkdir -p $(OUT)/gen
 	@echo "  PROTOC $(OUT)/gen/proto"
-	@$(PROTOC) --proto_path=. --cpp_out=$(OUT)/gen $^
+	@$(PROTOC) --proto_path=. --cpp_out=$(OUT)/gen $(filter %.proto,$^)
 	@touch $@
 
 $(OUT)/obj/proto/%.o: $(OUT)/gen/proto/%.cc
