@@ -2,7 +2,7 @@
 BAZEL ?= bazel
 BAZEL_FLAGS ?=
 
-.PHONY: setup build test demo bench clean
+.PHONY: setup build test fuzz demo bench clean
 
 setup:
 	@bash tools/setup.sh
@@ -10,8 +10,14 @@ setup:
 build: setup
 	$(BAZEL) build $(BAZEL_FLAGS) //...
 
+# Then a bounded run of the graph fuzzer (fuzz/README.md): its regressions, and ~30 s of fuzzing.
 test: setup
 	$(BAZEL) test $(BAZEL_FLAGS) //...
+	@bash fuzz/run.sh bounded
+
+# The graph fuzzer for FUZZ_SECONDS (default 600), growing out/fuzz/corpus across runs.
+fuzz: setup
+	@bash fuzz/run.sh long
 
 demo: setup
 	$(BAZEL) run $(BAZEL_FLAGS) //client:meshrt -- demo
@@ -30,3 +36,4 @@ bench: setup
 
 clean:
 	$(BAZEL) clean
+	rm -rf out/fuzz

@@ -24,6 +24,10 @@ PACKAGES=(
   iproute2
   shellcheck
   util-linux
+  # The graph fuzzer (fuzz/: libFuzzer with ASan and UBSan, built outside Bazel), run briefly by
+  # `make test` and at length by `make fuzz`.
+  clang-14
+  libclang-rt-14-dev
   # Training data: plain English text (fortune cookies, one file per theme, under
   # /usr/share/games/fortunes/). The Transformer trains on /usr/share/games/fortunes/cookie
   # (245,093 bytes of ASCII), read by the text_windows op (core/ops_dataset.h) on the workers.
