@@ -1,5 +1,7 @@
 #include "core/limits.h"
 
+#include <algorithm>
+
 #include <string>
 #include <utility>
 #include <vector>
@@ -172,8 +174,49 @@ absl::Status CheckGraphBytes(int64_t bytes, const RequestLimits& limits, absl::s
       "; split the model into smaller graphs or raise --", kMaxGraphBytesFlag));
 }
 
+namespace {
+
+// The ops lowering emits for `graph`: a while_loop's body is lowered trip_count times, so a loop
+// of 10^9 trips over one op is 10^9 ops of program. Saturates at cap + 1; sets `*loop` to a
+// loop whose unrolling passes the cap.
+int64_t UnrolledOps(const v1::Graph& graph, int64_t cap, const v1::Op** loop) {
+  int64_t total = 0;
+  for (const v1::Op& op : graph.ops()) {
+    int64_t n = 1;
+    if (op.has_body()) {
+      auto trip = op.attrs().find("trip_count");
+      const int64_t trips =
+          trip == op.attrs().end() ? 0 : std::max<int64_t>(trip->second.i(), 0);
+      const int64_t body = UnrolledOps(op.body(), cap, loop);
+      if (trips > 0 && body > cap / trips) {
+        if (*loop == nullptr) *loop = &op;
+        return cap + 1;
+      }
+      n += trips * body;
+    }
+    total += n;
+    if (total > cap) {
+      if (*loop == nullptr && op.has_body()) *loop = &op;
+      return cap + 1;
+    }
+  }
+  return total;
+}
+
+}  // namespace
+
 absl::Status CheckGraphStructure(const v1::Graph& graph, const RequestLimits& limits) {
-  return StructureCheck(limits).Graph(graph, 0, "");
+  RETURN_IF_ERROR(StructureCheck(limits).Graph(graph, 0, ""));
+  const v1::Op* loop = nullptr;
+  if (UnrolledOps(graph, limits.max_ops, &loop) > limits.max_ops) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the graph has more than ", limits.max_ops, " ops once its while_loops are unrolled",
+        loop != nullptr ? absl::StrCat(" (while_loop '", Head(loop->name()), "' repeats its body ",
+                                       loop->attrs().at("trip_count").i(), " times)")
+                        : "",
+        ", ", Over(limits.max_ops, kMaxOpsFlag), "; use fewer trips or raise --", kMaxOpsFlag));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status CheckMeshLimits(const v1::Mesh& mesh, const RequestLimits& limits) {

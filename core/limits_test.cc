@@ -99,12 +99,31 @@ TEST(RequestLimitsTest, OpCountIncludesWhileLoopBodies) {
   EXPECT_TRUE(CheckGraphStructure(Placeholders(5), l).ok());
   EXPECT_TRUE(StatusIs(CheckGraphStructure(Placeholders(6), l), StatusCode::kResourceExhausted,
                        {"at least 6 ops", "limit of 5", "--max_ops"}));
-  // NestedLoops(1): 2 ops on top, 4 in the body.
-  l.max_ops = 6;
+  // NestedLoops(1): 2 ops on top, 4 in the body, which runs twice: 10 ops of program.
+  l.max_ops = 10;
   EXPECT_TRUE(CheckGraphStructure(NestedLoops(1), l).ok());
   l.max_ops = 5;
   EXPECT_TRUE(StatusIs(CheckGraphStructure(NestedLoops(1), l), StatusCode::kResourceExhausted,
                        {"in the graph in the body of while_loop 'loop'", "--max_ops"}));
+}
+
+// Lowering repeats a loop's body trip_count times: a loop of 10^9 trips is refused, not unrolled.
+TEST(RequestLimitsTest, UnrolledWhileLoopsCountTripsTimesTheirBody) {
+  RequestLimits l;
+  l.max_ops = 9;
+  EXPECT_TRUE(StatusIs(CheckGraphStructure(NestedLoops(1), l), StatusCode::kResourceExhausted,
+                       {"more than 9 ops once its while_loops are unrolled", "while_loop 'loop'",
+                        "2 times", "--max_ops"}));
+  v1::Graph huge = NestedLoops(1);
+  (*huge.mutable_ops(1)->mutable_attrs())["trip_count"].set_i(int64_t{1} << 40);
+  EXPECT_TRUE(StatusIs(CheckGraphStructure(huge, RequestLimits()), StatusCode::kResourceExhausted,
+                       {"1099511627776 times", "--max_ops"}));
+  // Nested: 2^20 trips of a loop of 2^20 trips saturates without overflow.
+  v1::Graph nested = NestedLoops(2);
+  (*nested.mutable_ops(1)->mutable_attrs())["trip_count"].set_i(int64_t{1} << 40);
+  (*nested.mutable_ops(1)->mutable_body()->mutable_ops(1)->mutable_attrs())["trip_count"].set_i(
+      int64_t{1} << 40);
+  EXPECT_EQ(CheckGraphStructure(nested, RequestLimits()).code(), StatusCode::kResourceExhausted);
 }
 
 // A million ops are refused by their count before Build looks at one of them: these ops have no

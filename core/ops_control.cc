@@ -83,11 +83,11 @@ absl::StatusOr<LoopSpec> ParseLoop(const v1::Op& op, const std::vector<TensorTyp
     spec.carried.assign(carried->second.strings().values().begin(),
                         carried->second.strings().values().end());
   }
-  if (!inputs.empty() || op.inputs_size() > 0) {
-    if (static_cast<int>(spec.carried.size()) != op.inputs_size()) {
-      return LoopError(op, absl::StrCat("has ", op.inputs_size(), " inputs but names ",
-                                        spec.carried.size(), " carried tensors"));
-    }
+  // Unconditional: a loop naming carried tensors without inputs would be lowered reading inputs
+  // it does not have (found by fuzz/graph_fuzzer).
+  if (static_cast<int>(spec.carried.size()) != op.inputs_size()) {
+    return LoopError(op, absl::StrCat("has ", op.inputs_size(), " inputs but names ",
+                                      spec.carried.size(), " carried tensors"));
   }
   std::vector<std::string> placeholders = spec.body.Placeholders();
   for (const std::string& p : placeholders) {

@@ -57,6 +57,13 @@ InMemoryKeyValueStore::CheckKeyLocked(const char* what, const std::string& key) 
 }
 
 absl::Status InMemoryKeyValueStore::Set(const std::string& key, const std::string& value) {
+  // Size first: an oversized value is refused before any lookup, whatever its key.
+  if (static_cast<int64_t>(value.size()) > options_.max_value_bytes) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("KeyValueStore: the value of key '", Head(key), "' is ", value.size(),
+                     " bytes, over the limit of ", options_.max_value_bytes,
+                     " bytes of one value (the coordinator's --max_kv_value_bytes)"));
+  }
   absl::MutexLock lock(&mu_);
   if (!abort_status_.ok()) return abort_status_;
   absl::StatusOr<std::shared_ptr<Prefix>> prefix = CheckKeyLocked("Set", key);
@@ -68,12 +75,6 @@ absl::Status InMemoryKeyValueStore::Set(const std::string& key, const std::strin
         absl::StrCat("KeyValueStore: key '", Head(key),
                      "' is already set to a different value; keys are write-once, so use a fresh "
                      "prefix for a new session or epoch"));
-  }
-  if (static_cast<int64_t>(value.size()) > options_.max_value_bytes) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("KeyValueStore: the value of key '", Head(key), "' is ", value.size(),
-                     " bytes, over the limit of ", options_.max_value_bytes,
-                     " bytes of one value (the coordinator's --max_kv_value_bytes)"));
   }
   const int64_t charge = Charge(key, value);
   if (Prefix* p = prefix->get(); p != nullptr) {

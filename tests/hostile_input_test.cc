@@ -5,6 +5,8 @@
 // that the message names the culprit; afterwards every daemon must still be alive and serving:
 // the workers heartbeat and a session computes the reference interpreter's values.
 #include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <sys/wait.h>
 
 #include <cstdlib>
@@ -70,6 +72,18 @@ class HostileInputTest : public ::testing::Test {
         "--cluster_token_file=" + cluster};
     o.operator_token_file = WriteFile("operator.token", absl::StrCat(kOperator, "\n"));
     o.worker_flags = {"--cluster_token_file=" + cluster};
+    // What a graph may touch: one data dir holding one file and a symlink out of it; checkpoints
+    // under their own root, with a symlink out of it too.
+    const std::string tmp = std::getenv("TEST_TMPDIR");
+    data_dir_ = tmp + "/data";
+    ::mkdir(data_dir_.c_str(), 0755);
+    std::ofstream(data_dir_ + "/text") << std::string(4096, 'a');
+    ::symlink("/etc/passwd", (data_dir_ + "/passwd").c_str());
+    o.data_dirs = {data_dir_};
+    o.checkpoint_root = tmp + "/checkpoints";
+    ::mkdir(o.checkpoint_root.c_str(), 0755);
+    ::mkdir((tmp + "/elsewhere").c_str(), 0755);
+    ::symlink((tmp + "/elsewhere").c_str(), (o.checkpoint_root + "/out").c_str());
     if (const char* dir = std::getenv("TEST_UNDECLARED_OUTPUTS_DIR")) o.log_dir = dir;
     auto started = LocalCluster::Start(o);
     ASSERT_TRUE(started.ok()) << started.status();
@@ -105,6 +119,7 @@ class HostileInputTest : public ::testing::Test {
     return o;
   }
 
+  static inline std::string data_dir_;
   static inline LocalCluster* cluster_ = nullptr;
   static inline std::shared_ptr<grpc::Channel> channel_;
   static inline v1::Coordinator::Stub* stub_ = nullptr;
@@ -500,6 +515,167 @@ TEST_F(HostileInputTest, EveryCaseIsRefusedByNameAndEveryDaemonSurvives) {
     huge.set_num_steps(int64_t{1} << 40);
     step("huge num_steps", huge, good, kInvalid, {"num_steps"});
   }
+
+  // 7. Request caps (core/limits.h), checked before anything is built.
+  {
+    v1::CreateSessionRequest many = Request(mlp, "rows:2", "batch:rows");
+    for (int i = 0; i < 250000; ++i) {
+      v1::Op* op = many.mutable_graph()->add_ops();
+      op->set_name(absl::StrCat("r", i));
+      op->set_type("relu");
+      op->add_inputs("h");
+    }
+    create("250,000 ops", many, grpc::StatusCode::RESOURCE_EXHAUSTED, {"ops", "--max_ops"});
+    v1::CreateSessionRequest big = Request(mlp, "rows:2", "batch:rows");
+    v1::Op* fat = big.mutable_graph()->add_ops();
+    fat->set_name("fat");
+    fat->set_type("constant");
+    fat->mutable_value()->set_content(std::string(20 << 20, 'x'));
+    create("a 20 MiB request", big, grpc::StatusCode::RESOURCE_EXHAUSTED, {"--max_graph_bytes"});
+    create("a name of 5000 bytes",
+           FromText(R"(graph { ops { name: ")" + std::string(5000, 'n') +
+                    R"(" type: "placeholder" shape { dims { name: "b" size: 4 } } } })" + rows2),
+           kInvalid, {"--max_name_length"});
+    std::string dims;
+    for (int i = 0; i < 40; ++i) absl::StrAppend(&dims, "dims { name: \"d", i, "\" size: 1 } ");
+    create("a shape of 40 dims",
+           FromText(R"(graph { ops { name: "x" type: "placeholder" shape { )" + dims + "} } }" +
+                    rows2),
+           kInvalid, {"40 dims", "--max_dims_per_shape"});
+    create("a tensor of 2^40 elements",
+           FromText(R"(graph { ops { name: "x" type: "placeholder" shape {
+                    dims { name: "a" size: 1048576 } dims { name: "b" size: 1048576 } } } })" + rows2),
+           grpc::StatusCode::RESOURCE_EXHAUSTED, {"'x'", "--max_elements_per_tensor"});
+    std::string mesh_dims;
+    for (int i = 0; i < 10; ++i) absl::StrAppend(&mesh_dims, "dims { name: \"m", i, "\" size: 1 } ");
+    create("a mesh of 10 dims", FromText("graph { " + x_op + " } mesh { " + mesh_dims + "}"),
+           kInvalid, {"10 dims", "--max_mesh_dims"});
+    create("a mesh of 10^9 processors",
+           FromText("graph { " + x_op + R"( } mesh { dims { name: "p" size: 1000000000 } })"),
+           grpc::StatusCode::RESOURCE_EXHAUSTED, {"--max_mesh_processors"});
+    // A loop nested 20 deep, and a loop of 10^12 trips (lowering would unroll it).
+    const std::string x4 =
+        "ops { name: \"x\" type: \"placeholder\" shape { dims { name: \"b\" size: 4 } } } ";
+    std::string nested = x4;
+    for (int i = 0; i < 20; ++i) {
+      nested = absl::StrCat(x4, "ops { name: \"l", i,
+                            "\" type: \"while_loop\" inputs: \"x\" "
+                            "attrs { key: \"carried\" value { strings { values: \"x\" } } } "
+                            "attrs { key: \"trip_count\" value { i: 1 } } "
+                            "attrs { key: \"output\" value { i: 0 } } body { ",
+                            nested, " outputs: \"x\" } } ");
+    }
+    create("while_loops nested 20 deep", FromText("graph { " + nested + " }" + rows2), kInvalid,
+           {"--max_while_loop_depth"});
+    create("a while_loop of 10^12 trips",
+           FromText(R"(graph { ops { name: "x" type: "placeholder" shape { dims { name: "b" size: 4 } } }
+             ops { name: "forever" type: "while_loop" inputs: "x"
+               attrs { key: "carried" value { strings { values: "x" } } }
+               attrs { key: "trip_count" value { i: 1000000000000 } }
+               attrs { key: "output" value { i: 0 } }
+               body { ops { name: "x" type: "placeholder" shape { dims { name: "b" size: 4 } } }
+                      ops { name: "y" type: "relu" inputs: "x" } outputs: "y" } } })" + rows2),
+           grpc::StatusCode::RESOURCE_EXHAUSTED, {"'forever'", "--max_ops"});
+    create("a while_loop naming carried tensors without inputs (fuzzer finding)",
+           FromText(R"(graph { ops { name: "loop" type: "while_loop"
+               attrs { key: "carried" value { strings { values: "x" } } }
+               attrs { key: "trip_count" value { i: 1 } } attrs { key: "output" value { i: 0 } }
+               body { ops { name: "x" type: "placeholder" shape { dims { name: "d" size: 2 } } }
+                      outputs: "x" } } })" + rows2),
+           kInvalid, {"loop", "0 inputs", "1 carried"});
+  }
+
+  // 8. Files a graph may read: only under the workers' --data_dir (the step fails on the workers,
+  //    PermissionDenied naming the path and the flag; nothing is read).
+  auto read_file = [&](std::string name, const std::string& path, grpc::StatusCode code,
+                       std::vector<std::string> needles) {
+    add("text_windows: " + name, [path] {
+          GraphBuilder b;
+          TensorRef step = b.Placeholder("step", Shape({}));
+          v1::Op op;
+          op.set_type("text_windows");
+          *op.mutable_shape() = Shape({{"batch", 2}, {"len", 4}}).ToProto();
+          op.set_dtype(v1::DT_INT32);
+          (*op.mutable_attrs())["path"].set_s(path);
+          b.MarkOutput(b.Apply(op, {step}, "t"));
+          v1::CreateSessionResponse created;
+          grpc::Status s = stub_->CreateSession(Ctx(kBob).get(),
+                                                Request(b.proto(), "rows:2", "batch:rows"), &created);
+          if (!s.ok()) return s;
+          v1::RunStepRequest h;
+          h.set_session(created.session());
+          h.add_fetches("t");
+          TensorMap feeds;
+          feeds.emplace("step", Tensor(DType::kFloat32, Shape({})));
+          const grpc::Status ran = RawRunStep(stub_, kBob, h, feeds);
+          v1::CloseSessionRequest close;
+          close.set_session(created.session());
+          v1::CloseSessionResponse closed;
+          stub_->CloseSession(Ctx(kBob).get(), close, &closed);
+          return ran;
+        },
+        code, std::move(needles));
+  };
+  const grpc::StatusCode kDenied = grpc::StatusCode::PERMISSION_DENIED;
+  read_file("/etc/passwd", "/etc/passwd", kDenied, {"/etc/passwd", "--data_dir"});
+  read_file("the token files beside the data dir", data_dir_ + "/../clients.token", kDenied,
+            {"clients.token", "--data_dir"});
+  read_file("a symlink out of the data dir", data_dir_ + "/passwd", kDenied,
+            {"passwd", "--data_dir"});
+  read_file("/proc/self/environ", "/proc/self/environ", kDenied, {"/proc/self/environ", "--data_dir"});
+  read_file("a file that does not exist, outside", "/root/.ssh/id_rsa", kDenied,
+            {"/root/.ssh/id_rsa", "--data_dir"});
+
+  // 9. Checkpoints only under --checkpoint_root, named relative to it.
+  auto checkpoint = [&](std::string name, const std::string& directory, grpc::StatusCode code,
+                        std::vector<std::string> needles) {
+    add("SaveCheckpoint to " + name, [directory, sid] {
+          v1::SaveCheckpointRequest r;
+          r.set_session(sid);
+          r.set_directory(directory);
+          v1::SaveCheckpointResponse out;
+          return stub_->SaveCheckpoint(Ctx(kAlice).get(), r, &out);
+        },
+        code, needles);
+    add("RestoreCheckpoint from " + name, [directory, sid] {
+          v1::RestoreCheckpointRequest r;
+          r.set_session(sid);
+          r.set_directory(directory);
+          v1::RestoreCheckpointResponse out;
+          return stub_->RestoreCheckpoint(Ctx(kAlice).get(), r, &out);
+        },
+        code, needles);
+  };
+  checkpoint("an absolute path", "/etc", kInvalid, {"/etc", "--checkpoint_root"});
+  checkpoint("a path with ..", "../../etc", kInvalid, {"../../etc", "--checkpoint_root"});
+  checkpoint("a symlink out of the root", "out/ck", kDenied, {"out", "--checkpoint_root"});
+  checkpoint("an empty name", "", kInvalid, {"--checkpoint_root"});
+
+  // 10. The KV store, even for members, only holds live sessions' keys, within their quotas.
+  add("KvSet outside every session's prefix", [] {
+        v1::KvSetRequest r;
+        r.set_key("/etc/evil");
+        r.set_value("v");
+        v1::KvSetResponse out;
+        return stub_->KvSet(Ctx(kCluster).get(), r, &out);
+      },
+      grpc::StatusCode::FAILED_PRECONDITION, {"/etc/evil"});
+  add("KvSet of a 8 MiB value", [] {
+        v1::KvSetRequest r;
+        r.set_key("session/none/big");
+        r.set_value(std::string(8 << 20, 'v'));
+        v1::KvSetResponse out;
+        return stub_->KvSet(Ctx(kCluster).get(), r, &out);
+      },
+      grpc::StatusCode::RESOURCE_EXHAUSTED, {"--max_kv_value_bytes"});
+  add("KvGet waiting a year", [] {
+        v1::KvGetRequest r;
+        r.set_key("session/none/never");
+        r.set_timeout_ms(int64_t{365} * 24 * 3600 * 1000);
+        v1::KvGetResponse out;
+        return stub_->KvGet(Ctx(kCluster).get(), r, &out);
+      },
+      grpc::StatusCode::INVALID_ARGUMENT, {"timeout_ms", "session/none/never"});
 
   // Run every case; report each failure by name.
   for (const Case& c : cases) {
