@@ -290,8 +290,7 @@ std::string Coordinator::DescribeMissingLocked(int n) const {
       missing.push_back(absl::StrCat("rank ", r, " not registered"));
     } else if (!it->second->session.empty()) {
       missing.push_back(absl::StrCat("rank ", r, " (worker ", it->second->id, ", ",
-                                     it->second->address, ") busy in session ",
-                                     it->second->session));
+                                     it->second->address, ") busy in another session"));
     }
   }
   if (missing.empty()) return "";
@@ -306,7 +305,7 @@ std::string Coordinator::DescribeWorkersLocked() const {
   for (const auto& [id, w] : workers_) {
     parts.push_back(absl::StrCat("worker ", id, " (", w->address,
                                  w->rank >= 0 ? absl::StrCat(", rank ", w->rank) : "", ") ",
-                                 w->session.empty() ? "free" : "busy in session " + w->session));
+                                 w->session.empty() ? "free" : "busy in a session"));
   }
   return parts.empty() ? "no workers are registered" : absl::StrJoin(parts, "; ");
 }
