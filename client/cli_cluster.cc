@@ -94,6 +94,7 @@ absl::StatusOr<TensorMap> RunOnCluster(const ClusterTarget& target, const Graph&
     LocalClusterOptions options;
     options.workers = target.local_workers;
     options.log_dir = log_dir;
+    options.data_dirs = target.data_dirs;
     absl::StatusOr<std::unique_ptr<LocalCluster>> cluster = LocalCluster::Start(options);
     if (!cluster.ok()) {
       results = WithContext(cluster.status(), "cannot start the local cluster");

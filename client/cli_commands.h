@@ -64,7 +64,8 @@ struct ClusterTarget {
   int local_workers = 0;    // > 0: start an embedded LocalCluster with this many workers
   std::string log_dir;      // local cluster: daemon logs go here (created if needed)
   SecurityOptions
-      security;  // coordinator: TLS files and bearer token (the local cluster is plaintext)
+      security;  // coordinator: TLS files and bearer token (the local cluster makes its own)
+  std::vector<std::string> data_dirs;  // local cluster: the workers' --data_dir
 };
 
 // Registers the client's TLS and token flags (--tls_ca, --tls_cert, --tls_key, --tls_server_name,

@@ -61,6 +61,7 @@ struct RunOptions {
   std::string save_feeds;
   std::string fetch_all;
   bool print = false;
+  std::vector<std::string> data_dirs;  // with --local
   SecurityOptions security;  // with --coordinator
 };
 
@@ -201,6 +202,9 @@ absl::Status RunCommand(const std::vector<std::string>& args, CliIo io) {
                  "repeatable (default: none)");
   flags.String("fetch_all", &o.fetch_all,
                "DIR: write every graph output as DIR/NAME.npy (default: empty, off)");
+  flags.Repeated("data_dir", &o.data_dirs,
+                 "with --local: a directory whose files the graph may read (text_windows); "
+                 "repeatable; default none, so a graph reading a file is refused");
   flags.Bool("print", &o.print, "print each fetched tensor's name, shape, dtype and first values");
   AddClientSecurityFlags(flags, &o.security);
   ASSIGN_OR_RETURN(std::vector<std::string> positional, ParseCommandFlags(flags, args, "run"));
@@ -260,6 +264,7 @@ absl::Status RunCommand(const std::vector<std::string>& args, CliIo io) {
     target.local_workers = static_cast<int>(o.local);
     target.log_dir = o.log_dir;
     target.security = o.security;
+    target.data_dirs = o.data_dirs;
     ASSIGN_OR_RETURN(results, RunOnCluster(target, graph, layout, feeds, fetches));
   }
   for (const std::string& name : fetches) {

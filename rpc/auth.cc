@@ -133,9 +133,8 @@ absl::StatusOr<std::vector<Credential>> ParseTokenFile(absl::string_view text,
   return out;
 }
 
-absl::StatusOr<std::vector<Credential>> ReadTokenFile(const std::string& path,
-                                                      absl::string_view flag,
-                                                      absl::string_view default_name) {
+absl::StatusOr<std::string> ReadFlagFile(const std::string& path, absl::string_view flag,
+                                         bool allow_empty) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     return absl::InvalidArgumentError(
@@ -143,7 +142,18 @@ absl::StatusOr<std::vector<Credential>> ReadTokenFile(const std::string& path,
   }
   std::ostringstream text;
   text << in.rdbuf();
-  absl::StatusOr<std::vector<Credential>> parsed = ParseTokenFile(text.str(), flag, default_name);
+  if (!allow_empty && text.str().empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("--", flag, "=", path, ": the file is empty"));
+  }
+  return text.str();
+}
+
+absl::StatusOr<std::vector<Credential>> ReadTokenFile(const std::string& path,
+                                                      absl::string_view flag,
+                                                      absl::string_view default_name) {
+  absl::StatusOr<std::string> text = ReadFlagFile(path, flag, /*allow_empty=*/true);
+  if (!text.ok()) return text.status();
+  absl::StatusOr<std::vector<Credential>> parsed = ParseTokenFile(*text, flag, default_name);
   if (!parsed.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(parsed.status().message(), " (", path, ")"));
   }

@@ -60,6 +60,11 @@ struct Credential {
 absl::StatusOr<std::vector<Credential>> ParseTokenFile(absl::string_view text,
                                                        absl::string_view flag,
                                                        absl::string_view default_name);
+// The whole file named by flag --`flag`. InvalidArgument "--flag=path: cannot read the file" (and,
+// unless `allow_empty`, "...: the file is empty").
+absl::StatusOr<std::string> ReadFlagFile(const std::string& path, absl::string_view flag,
+                                         bool allow_empty = false);
+
 // Reads and parses `path` (flag names it in errors).
 absl::StatusOr<std::vector<Credential>> ReadTokenFile(const std::string& path,
                                                       absl::string_view flag,

@@ -20,20 +20,6 @@ namespace {
 constexpr char kAuthorization[] = "authorization";
 constexpr char kBearer[] = "Bearer ";
 
-absl::StatusOr<std::string> ReadFlagFile(const std::string& path, const char* flag) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--", flag, "=", path, ": cannot read the file"));
-  }
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (text.str().empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("--", flag, "=", path, ": the file is empty"));
-  }
-  return text.str();
-}
-
 }  // namespace
 
 grpc::Status ToGrpcStatus(const absl::Status& status) {
