@@ -82,5 +82,44 @@ TEST(CliClusterTest, BadInputIsOneLineAndNonZeroExit) {
       << c.output;
 }
 
+// A graph that reads a file: refused on workers without --data_dir (naming the path and the flag),
+// equal to the reference with the file's directory given.
+TEST(CliClusterTest, FilesAreReadOnlyUnderDataDir) {
+  const std::string data = TempDir("data");
+  std::string text;
+  for (int i = 0; i < 200; ++i) text.push_back(static_cast<char>('a' + i % 26));
+  FILE* f = std::fopen((data + "/text").c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  std::fputs(text.c_str(), f);
+  std::fclose(f);
+  const std::string graph = data + "/../windows.pbtxt";
+  f = std::fopen(graph.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  std::fprintf(f,
+               "ops { name: \"step\" type: \"zeros\" shape {} }\n"
+               "ops { name: \"t\" type: \"text_windows\" inputs: \"step\" dtype: DT_INT32\n"
+               "      shape { dims { name: \"batch\" size: 4 } dims { name: \"len\" size: 8 } }\n"
+               "      attrs { key: \"path\" value { s: \"%s/text\" } } }\n"
+               "outputs: \"t\"\n",
+               data.c_str());
+  std::fclose(f);
+  const std::string ref = TempDir("windows_ref");
+  Result r = Meshrt(absl::StrCat("run ", graph, " --reference --fetch_all ", ref));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string local = "run " + graph + " --local 2 --mesh p:2 --layout batch:p";
+  Result denied = Meshrt(local);
+  EXPECT_EQ(denied.exit_code, 1) << denied.output;
+  EXPECT_NE(denied.output.find(data + "/text"), std::string::npos) << denied.output;
+  EXPECT_NE(denied.output.find("--data_dir"), std::string::npos) << denied.output;
+  const std::string out = TempDir("windows_local");
+  Result allowed = Meshrt(absl::StrCat(local, " --data_dir ", data, " --fetch_all ", out));
+  ASSERT_EQ(allowed.exit_code, 0) << allowed.output;
+  auto want = ReadNpy(ref + "/t.npy");
+  auto got = ReadNpy(out + "/t.npy");
+  ASSERT_TRUE(want.ok() && got.ok());
+  EXPECT_EQ(want->data.size(), 4u * 8 * 4);  // 4 x 8 int32
+  EXPECT_EQ(got->data, want->data);
+}
+
 }  // namespace
 }  // namespace meshrt
