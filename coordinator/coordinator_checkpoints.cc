@@ -1,0 +1,178 @@
+// Coordinator::SaveCheckpoint and Coordinator::RestoreCheckpoint (coordinator.h): checkpoints of
+// a session's variables under --checkpoint_root, fanned out to its workers.
+#include <functional>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "coordinator/coordinator.h"
+#include "coordinator/coordinator_internal.h"
+#include "core/logging.h"
+#include "core/status_macros.h"
+#include "runtime/checkpoint.h"
+#include "runtime/checkpoint_store.h"
+
+namespace meshrt {
+
+using coordinator_internal::CoordString;
+using coordinator_internal::ParallelFor;
+
+namespace {
+
+// `s` with its code, prefixed with `what`.
+absl::Status Prefixed(const std::string& what, const absl::Status& s) {
+  return absl::Status(s.code(), absl::StrCat(what, ": ", s.message()));
+}
+
+// The first failure's code, with every failure in the message.
+absl::Status JoinFailures(const std::string& what, const std::vector<absl::Status>& results,
+                          const std::function<std::string(int)>& who) {
+  std::vector<std::string> errors;
+  absl::StatusCode code = absl::StatusCode::kOk;
+  for (size_t p = 0; p < results.size(); ++p) {
+    if (results[p].ok()) continue;
+    if (code == absl::StatusCode::kOk) code = results[p].code();
+    errors.push_back(absl::StrCat(who(static_cast<int>(p)), ": ", results[p].message()));
+  }
+  if (errors.empty()) return absl::OkStatus();
+  return absl::Status(code, absl::StrCat(what, ": ", absl::StrJoin(errors, "; ")));
+}
+
+}  // namespace
+
+absl::StatusOr<v1::SaveCheckpointResponse> Coordinator::SaveCheckpoint(
+    const std::string& id, const std::string& name) {
+  ASSIGN_OR_RETURN(const CheckpointRoot root, CheckpointRoot::Open(options_.checkpoint_root));
+  ASSIGN_OR_RETURN(std::shared_ptr<Session> session, FindSession(id));
+  absl::MutexLock step_lock(&session->step_mu);
+  RETURN_IF_ERROR(CheckUsable(session.get()));
+  const std::string what = absl::StrCat("saving a checkpoint of session ", id, " as '", name, "'");
+  absl::StatusOr<std::string> directory = root.Resolve(name, /*create=*/true);
+  if (!directory.ok()) return Prefixed(what, directory.status());
+  // A new version beside the committed one; nothing the previous save wrote is touched until the
+  // new version is committed (runtime/checkpoint_store.h).
+  absl::StatusOr<CheckpointWriter> writer = CheckpointWriter::Begin(*directory, session->step);
+  if (!writer.ok()) return Prefixed(what, writer.status());
+  const Mesh& mesh = session->mesh;
+  const int n = mesh.num_processors();
+  auto who = [&](int p) {
+    return absl::StrCat("worker ", session->worker_ids[p], " (", session->addresses[p],
+                        ", mesh coordinate ", CoordString(mesh.Coordinate(p)), ")");
+  };
+  std::vector<absl::StatusOr<v1::WorkerSaveCheckpointResponse>> saved(
+      n, absl::UnknownError("not run"));
+  ParallelFor(n, [&](int p) {
+    v1::WorkerSaveCheckpointRequest request;
+    request.set_session(id);
+    request.set_directory(writer->version_dir());
+    saved[p] = session->clients[p]->SaveCheckpoint(request, options_.checkpoint_timeout);
+  });
+  std::vector<absl::Status> statuses;
+  std::vector<v1::CheckpointShard> shards;
+  for (auto& r : saved) {
+    statuses.push_back(r.status());
+    if (r.ok()) {
+      for (v1::CheckpointShard& s : *r->mutable_shards()) shards.push_back(std::move(s));
+    }
+  }
+  absl::Status failed = JoinFailures(what, statuses, who);
+  absl::StatusOr<v1::CheckpointManifest> manifest = absl::UnknownError("no manifest built");
+  if (failed.ok()) {
+    manifest = BuildManifest(session->program, session->step, std::move(shards));
+    if (!manifest.ok()) failed = Prefixed(what, manifest.status());
+  }
+  if (failed.ok()) {
+    if (absl::Status s = writer->Commit(*manifest); !s.ok()) failed = Prefixed(what, s);
+  }
+  if (!failed.ok()) {
+    writer->Abandon();  // the new version's own files; the committed version stays as it was
+    return failed;
+  }
+  v1::SaveCheckpointResponse response;
+  response.set_step(manifest->step());
+  response.set_num_shards(manifest->shards_size());
+  for (const v1::CheckpointShard& s : manifest->shards()) {
+    response.set_num_bytes(response.num_bytes() + s.byte_size());
+  }
+  LogInfo("coordinator: session ", id, " saved a checkpoint at step ", manifest->step(), " as ",
+          writer->version_dir(), " (", manifest->shards_size(), " shards, ", response.num_bytes(),
+          " bytes)");
+  return response;
+}
+
+absl::StatusOr<v1::RestoreCheckpointResponse> Coordinator::RestoreCheckpoint(
+    const std::string& id, const std::string& name) {
+  ASSIGN_OR_RETURN(const CheckpointRoot root, CheckpointRoot::Open(options_.checkpoint_root));
+  ASSIGN_OR_RETURN(std::shared_ptr<Session> session, FindSession(id));
+  absl::MutexLock step_lock(&session->step_mu);
+  RETURN_IF_ERROR(CheckUsable(session.get()));
+  const std::string what =
+      absl::StrCat("restoring checkpoint '", name, "' into session ", id);
+  absl::StatusOr<std::string> checkpoint_dir = root.Resolve(name, /*create=*/false);
+  if (!checkpoint_dir.ok()) return Prefixed(what, checkpoint_dir.status());
+  // The committed version (CURRENT), never a save in progress or one that died half way.
+  absl::StatusOr<CommittedCheckpoint> committed_checkpoint =
+      ReadCommittedCheckpoint(*checkpoint_dir);
+  if (!committed_checkpoint.ok()) return Prefixed(what, committed_checkpoint.status());
+  const std::string& directory = committed_checkpoint->directory;
+  const v1::CheckpointManifest* const manifest = &committed_checkpoint->manifest;
+  if (absl::Status s = CheckManifestForProgram(*manifest, session->program); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat(what, ": ", s.message()));
+  }
+  const Mesh& mesh = session->mesh;
+  const int n = mesh.num_processors();
+  auto who = [&](int p) {
+    return absl::StrCat("worker ", session->worker_ids[p], " (", session->addresses[p],
+                        ", mesh coordinate ", CoordString(mesh.Coordinate(p)), ")");
+  };
+  auto fan_out = [&](v1::WorkerRestoreCheckpointRequest::Phase phase,
+                     const std::vector<bool>& to) {
+    std::vector<absl::Status> results(n);
+    ParallelFor(n, [&](int p) {
+      if (!to[p]) return;
+      v1::WorkerRestoreCheckpointRequest request;
+      request.set_session(id);
+      request.set_directory(directory);
+      request.set_phase(phase);
+      if (phase == v1::WorkerRestoreCheckpointRequest::PREPARE) {
+        *request.mutable_manifest() = *manifest;
+      }
+      results[p] = session->clients[p]->RestoreCheckpoint(request, options_.checkpoint_timeout);
+    });
+    return results;
+  };
+  const std::vector<bool> all(n, true);
+  std::vector<absl::Status> prepared = fan_out(v1::WorkerRestoreCheckpointRequest::PREPARE, all);
+  absl::Status failed = JoinFailures(what, prepared, who);
+  if (!failed.ok()) {
+    std::vector<bool> abort(n);
+    for (int p = 0; p < n; ++p) abort[p] = prepared[p].ok();
+    fan_out(v1::WorkerRestoreCheckpointRequest::ABORT, abort);  // best effort
+    return failed;
+  }
+  std::vector<absl::Status> committed = fan_out(v1::WorkerRestoreCheckpointRequest::COMMIT, all);
+  failed = JoinFailures(absl::StrCat(what, " (some workers installed the checkpoint, others "
+                                           "did not: the session is unusable)"),
+                        committed, who);
+  if (!failed.ok()) {
+    {
+      absl::MutexLock lock(&mu_);
+      FailSessionLocked(session.get(), failed);
+    }
+    ReleaseSession(session);
+    return failed;
+  }
+  session->step = manifest->step();
+  LogInfo("coordinator: session ", id, " restored checkpoint ", directory, " (step ",
+          manifest->step(), ", saved on mesh ",
+          [&] {
+            absl::StatusOr<Mesh> m = Mesh::FromProto(manifest->mesh());
+            return m.ok() ? m->ToString() : std::string("?");
+          }(),
+          ")");
+  v1::RestoreCheckpointResponse response;
+  response.set_step(manifest->step());
+  return response;
+}
+
+}  // namespace meshrt

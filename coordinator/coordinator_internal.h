@@ -1,0 +1,72 @@
+// Internal to //coordinator:coordinator: the coordinator's per-worker and per-session records and
+// small helpers shared by coordinator.cc (registry, sessions, steps) and
+// coordinator_checkpoints.cc (SaveCheckpoint, RestoreCheckpoint).
+#ifndef MESHRT_COORDINATOR_COORDINATOR_INTERNAL_H_
+#define MESHRT_COORDINATOR_COORDINATOR_INTERNAL_H_
+
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "coordinator/coordinator.h"
+#include "core/graph.h"
+#include "core/mesh.h"
+#include "proto/program.pb.h"
+
+namespace meshrt {
+
+struct Coordinator::WorkerEntry {
+  int id = 0;
+  std::string address;
+  std::string gloo_address;
+  std::string incarnation;
+  std::string secret;  // the worker's credential (RegisterWorkerRequest.secret); never listed
+  int rank = -1;  // stable rank (pod ordinal), -1 = none
+  absl::Time last_heartbeat;
+  std::string session;  // empty when free
+  std::vector<int64_t> coordinate;
+  std::shared_ptr<WorkerClient> client;
+};
+
+struct Coordinator::Session {
+  std::string id;
+  Caller owner;
+  std::string kv_prefix;  // registered in kv_ (set under Coordinator::mu_); empty until then
+  Graph graph;
+  v1::Program program;
+  Mesh mesh;
+  std::vector<int> worker_ids;  // by processor number
+  std::vector<std::string> addresses;
+  std::vector<std::shared_ptr<WorkerClient>> clients;
+  std::map<std::string, v1::ProgramTensor> outputs;  // by tensor name
+  absl::Mutex step_mu;
+  int64_t step = 0;
+  // Guarded by Coordinator::mu_.
+  absl::Status failed;
+  std::shared_ptr<Cancellation> cancel;
+  bool released = false;
+};
+
+namespace coordinator_internal {
+
+inline std::string CoordString(const std::vector<int64_t>& c) {
+  return absl::StrCat("(", absl::StrJoin(c, ","), ")");
+}
+
+// Runs fn(i) for i in [0, n) on n threads and waits for all.
+template <typename Fn>
+void ParallelFor(int n, Fn fn) {
+  std::vector<std::thread> threads;
+  threads.reserve(n);
+  for (int i = 0; i < n; ++i) threads.emplace_back([&fn, i] { fn(i); });
+  for (std::thread& t : threads) t.join();
+}
+
+}  // namespace coordinator_internal
+}  // namespace meshrt
+
+#endif  // MESHRT_COORDINATOR_COORDINATOR_INTERNAL_H_
