@@ -40,8 +40,8 @@ grpc::Status GrpcWorkerService::LoadSession(grpc::ServerContext* ctx,
                           absl::StrCat("loading session ", request->session(),
                                        ": this worker is shutting down (SIGTERM)"));
     }
+    const Admitted admitted{this};  // Done() however the handler ends
     grpc::Status status = ToGrpcStatus(worker_->LoadSession(*request));
-    Done();
     return status;
   });
 }
@@ -62,6 +62,7 @@ grpc::Status GrpcWorkerService::RunStep(
                                        ": this worker is shutting down (SIGTERM) and starts no new "
                                        "steps"));
     }
+    const Admitted admitted{this};  // Done() however the handler ends
     std::vector<std::string> fetches(header.fetches().begin(), header.fetches().end());
     std::vector<std::string> step_fetches(header.step_fetches().begin(),
                                           header.step_fetches().end());
@@ -69,7 +70,6 @@ grpc::Status GrpcWorkerService::RunStep(
                                                          header.num_steps(), step_fetches);
     grpc::Status status = out.ok() ? ToGrpcStatus(WriteStepResult(stream, *out, header.step()))
                                    : ToGrpcStatus(out.status());
-    Done();
     return status;
   });
 }
@@ -93,9 +93,9 @@ grpc::Status GrpcWorkerService::SaveCheckpoint(grpc::ServerContext* ctx,
                           absl::StrCat("saving a checkpoint of session ", request->session(),
                                        ": this worker is shutting down (SIGTERM)"));
     }
+    const Admitted admitted{this};  // Done() however the handler ends
     absl::StatusOr<std::vector<v1::CheckpointShard>> shards =
         worker_->SaveCheckpoint(request->session(), request->directory());
-    Done();
     if (!shards.ok()) return ToGrpcStatus(shards.status());
     for (v1::CheckpointShard& s : *shards) *response->add_shards() = std::move(s);
     return grpc::Status::OK;
@@ -112,8 +112,8 @@ grpc::Status GrpcWorkerService::RestoreCheckpoint(grpc::ServerContext* ctx,
                           absl::StrCat("restoring a checkpoint into session ", request->session(),
                                        ": this worker is shutting down (SIGTERM)"));
     }
+    const Admitted admitted{this};  // Done() however the handler ends
     grpc::Status status = ToGrpcStatus(worker_->RestoreCheckpoint(*request));
-    Done();
     return status;
   });
 }

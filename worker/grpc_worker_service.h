@@ -43,6 +43,11 @@ class GrpcWorkerService final : public v1::Worker::Service {
   // Counts a LoadSession or RunStep call in flight; false (and nothing counted) when draining.
   bool Admit();
   void Done();
+  // Calls Done() when it goes out of scope, also when a handler throws.
+  struct Admitted {
+    GrpcWorkerService* service;
+    ~Admitted() { service->Done(); }
+  };
 
   grpc::Status CheckCaller(const grpc::ServerContext& ctx) const;
 
