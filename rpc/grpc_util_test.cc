@@ -2,6 +2,8 @@
 // to end in tests/deploy_auth_test and tests/launch_manifests_tls_test).
 #include "rpc/grpc_util.h"
 
+#include <stdexcept>
+
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -82,6 +84,22 @@ TEST(SecurityHintTest, NamesTheLikelyCause) {
   // Nothing listening, or an error that is not about the connection: no hint.
   EXPECT_EQ(SecurityHint(absl::UnavailableError("Connection refused"), tls), "");
   EXPECT_EQ(SecurityHint(absl::InvalidArgumentError("bad layout"), tls), "");
+}
+
+TEST(GuardRpcTest, ExceptionsBecomeErrorsWithTheirMessage) {
+  EXPECT_TRUE(GuardRpc("Ok", [] { return grpc::Status::OK; }).ok());
+  grpc::Status s = GuardRpc("CreateSession", []() -> grpc::Status {
+    throw std::out_of_range("map::at");
+  });
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INTERNAL);
+  EXPECT_TRUE(absl::StrContains(s.error_message(), "CreateSession")) << s.error_message();
+  EXPECT_TRUE(absl::StrContains(s.error_message(), "map::at")) << s.error_message();
+  s = GuardRpc("RunStep", []() -> grpc::Status { throw std::bad_alloc(); });
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_TRUE(absl::StrContains(s.error_message(), "out of memory")) << s.error_message();
+  s = GuardRpc("KvGet", []() -> grpc::Status { throw 42; });
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INTERNAL);
+  EXPECT_TRUE(absl::StrContains(s.error_message(), "unknown exception")) << s.error_message();
 }
 
 }  // namespace
