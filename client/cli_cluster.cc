@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdlib>
+#include <filesystem>
 #include <memory>
 
 #include "absl/strings/str_cat.h"
@@ -215,7 +216,8 @@ absl::Status LocalCommand(const std::vector<std::string>& args, CliIo io) {
                  "/usr/share/games/fortunes, the default training text's, if present)");
   flags.String("checkpoint_root", &checkpoint_root,
                "the directory checkpoints are saved under, by names relative to it "
-               "(default: empty, checkpoints are refused)");
+               "(default: the current directory, as for `meshrt train --local`; the cluster is "
+               "yours alone, its tokens private to your user)");
   ASSIGN_OR_RETURN(std::vector<std::string> positional, ParseCommandFlags(flags, args, "local"));
   if (flags.help()) {
     io.out << flags.Help();
@@ -245,6 +247,11 @@ absl::Status LocalCommand(const std::vector<std::string>& args, CliIo io) {
   options.data_dirs = data_dirs;
   if (data_dirs.empty() && ::access("/usr/share/games/fortunes", X_OK) == 0) {
     options.data_dirs = {"/usr/share/games/fortunes"};
+  }
+  if (checkpoint_root.empty()) {
+    std::error_code error;
+    checkpoint_root = std::filesystem::current_path(error).string();
+    if (error) return absl::FailedPreconditionError("cannot read the current directory");
   }
   options.checkpoint_root = checkpoint_root;
   absl::Status status;
