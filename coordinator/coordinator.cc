@@ -408,6 +408,7 @@ absl::StatusOr<v1::CreateSessionResponse> Coordinator::CreateSession(
       if (IsTransportFailure(loaded[p])) DropWorkerLocked(session->worker_ids[p], "is unreachable");
     }
     ReleaseSession(session);
+    LogError("coordinator: ", error.message());
     return error;
   }
 
@@ -551,6 +552,7 @@ absl::StatusOr<TensorMap> Coordinator::RunStep(const std::string& id, const Tens
     }
   }
   if (failed) {
+    LogError("coordinator: ", session->failed.message());
     ReleaseSession(session);
     absl::MutexLock lock(&mu_);
     return session->failed;

@@ -1,7 +1,7 @@
 // Minimal logging and invariant checks (the installed Abseil has no absl/log).
 //
 // MESHRT_CHECK is for broken internal invariants only; bad user or remote input returns a Status.
-// LogInfo/LogWarning write one line to stderr, prefixed with the program name. Thread-safe.
+// LogInfo/LogWarning/LogError write one line to stderr, prefixed with the program name. Thread-safe.
 #ifndef MESHRT_CORE_LOGGING_H_
 #define MESHRT_CORE_LOGGING_H_
 
@@ -21,6 +21,10 @@ void LogInfo(const Args&... args) {
 template <typename... Args>
 void LogWarning(const Args&... args) {
   LogLine("W", absl::StrCat(args...));
+}
+template <typename... Args>
+void LogError(const Args&... args) {
+  LogLine("E", absl::StrCat(args...));
 }
 
 }  // namespace meshrt

@@ -9,6 +9,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/logging.h"
 #include "rpc/auth.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/health_check_service_interface.h"
@@ -25,7 +26,21 @@ constexpr char kBearer[] = "Bearer ";
 grpc::Status ToGrpcStatus(const absl::Status& status) {
   if (status.ok()) return grpc::Status::OK;
   // absl and gRPC share the canonical code numbering.
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
+  const auto code = static_cast<grpc::StatusCode>(status.code());
+  if (status.message().size() <= kMaxWireMessageBytes) {
+    return grpc::Status(code, std::string(status.message()));
+  }
+  LogError("error too long for the wire (", status.message().size(), " bytes), in full: ",
+           status.message());
+  // The head names what failed, the tail usually says why: keep both.
+  const absl::string_view message = status.message();
+  const std::string note = absl::StrCat(" ... [cut from ", message.size(),
+                                        " bytes; the whole text is in the log of the daemon that "
+                                        "answered] ... ");
+  const size_t tail = 512;
+  const size_t head = kMaxWireMessageBytes - note.size() - tail;
+  return grpc::Status(code, absl::StrCat(message.substr(0, head), note,
+                                         message.substr(message.size() - tail)));
 }
 
 absl::Status FromGrpcStatus(const grpc::Status& status) {

@@ -21,6 +21,11 @@ namespace meshrt {
 // are chunked, tensor_chunks.h) but graphs and programs do; 64 MiB holds any sane graph.
 inline constexpr int kMaxMessageBytes = 64 << 20;
 
+// Longest error message sent on the wire. gRPC carries it in trailing metadata, whose default
+// limit is 8 KiB: a longer message arrives as a transport error instead of the error itself.
+inline constexpr size_t kMaxWireMessageBytes = 4096;
+
+// A message over kMaxWireMessageBytes is cut (saying so) and logged whole at ERROR first.
 grpc::Status ToGrpcStatus(const absl::Status& status);
 absl::Status FromGrpcStatus(const grpc::Status& status);
 

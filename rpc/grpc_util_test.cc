@@ -102,5 +102,19 @@ TEST(GuardRpcTest, ExceptionsBecomeErrorsWithTheirMessage) {
   EXPECT_TRUE(absl::StrContains(s.error_message(), "unknown exception")) << s.error_message();
 }
 
+TEST(ToGrpcStatusTest, LongMessagesAreCutToFitTheWire) {
+  const grpc::Status short_one = ToGrpcStatus(absl::InvalidArgumentError("tensor 'x'"));
+  EXPECT_EQ(short_one.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(short_one.error_message(), "tensor 'x'");
+  const std::string huge = "worker 3: " + std::string(99990, 'e') + " (the cause)";
+  const grpc::Status cut = ToGrpcStatus(absl::UnavailableError(huge));
+  EXPECT_EQ(cut.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_LE(cut.error_message().size(), kMaxWireMessageBytes);
+  EXPECT_TRUE(absl::StartsWith(cut.error_message(), "worker 3: eee")) << cut.error_message();
+  EXPECT_TRUE(absl::StrContains(cut.error_message(), "cut from 100012 bytes"));
+  EXPECT_TRUE(absl::EndsWith(cut.error_message(), "eee (the cause)")) << cut.error_message();
+  EXPECT_TRUE(absl::StrContains(cut.error_message(), "log of the daemon"));
+}
+
 }  // namespace
 }  // namespace meshrt

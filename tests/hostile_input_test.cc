@@ -508,6 +508,9 @@ TEST_F(HostileInputTest, EveryCaseIsRefusedByNameAndEveryDaemonSurvives) {
     v1::RunStepRequest fetch;
     fetch.add_fetches("/etc/passwd");
     step("unknown fetch", fetch, good, kInvalid, {"/etc/passwd"});
+    v1::RunStepRequest long_fetch;  // its error would pass gRPC's 8 KiB metadata limit
+    long_fetch.add_fetches(std::string(20000, 'f'));
+    step("a 20,000-byte fetch name", long_fetch, good, kInvalid, {"names no tensor", "cut from"});
     v1::RunStepRequest negative;
     negative.set_num_steps(-5);
     step("negative num_steps", negative, good, kInvalid, {"num_steps -5"});
