@@ -46,6 +46,8 @@ int64_t SessionQuota(int64_t per_processor, int n, int64_t cap) {
 
 Coordinator::Coordinator(CoordinatorOptions options, WorkerClientFactory* workers)
     : options_(options), factory_(workers), kv_(CoordinatorKvOptions(options.kv)) {
+  absl::StatusOr<std::string> token = RandomToken();
+  incarnation_ = token.ok() ? token->substr(0, 16) : absl::StrCat(absl::ToUnixNanos(absl::Now()));
   reaper_ = std::thread([this] { ReaperLoop(); });
 }
 
@@ -166,6 +168,7 @@ absl::StatusOr<v1::RegisterWorkerResponse> Coordinator::RegisterWorker(
     entry->client = std::move(client);
     response.set_worker_id(entry->id);
     response.set_heartbeat_interval_ms(absl::ToInt64Milliseconds(options_.heartbeat_interval));
+    response.set_coordinator_incarnation(incarnation_);
     LogInfo("coordinator: worker ", entry->id, " registered from ", entry->address);
     workers_[entry->id] = std::move(entry);
   }

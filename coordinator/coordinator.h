@@ -164,6 +164,7 @@ class Coordinator {
   absl::Status CheckUsable(Session* session);
 
   const CoordinatorOptions options_;
+  std::string incarnation_;  // random per process; set once in the constructor
   WorkerClientFactory* const factory_;
   InMemoryKeyValueStore kv_;
 

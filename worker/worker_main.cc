@@ -305,6 +305,19 @@ int WorkerMain(int argc, char** argv) {
     return 1;
   }
   int worker_id = registered->worker_id();
+  std::string coordinator_incarnation = registered->coordinator_incarnation();
+  // After registering again: a restarted coordinator (another incarnation) will never run or close
+  // the sessions this worker holds for its predecessor; drop them.
+  auto adopt = [&](const v1::RegisterWorkerResponse& r) {
+    worker_id = r.worker_id();
+    if (r.coordinator_incarnation() == coordinator_incarnation) return;
+    for (const std::string& id : worker.Sessions()) {
+      LogWarning("meshrt-worker: dropped session ", id, " of an earlier coordinator incarnation (",
+                 coordinator_incarnation, "; now ", r.coordinator_incarnation(), ")");
+      worker.CloseSession(id).IgnoreError();
+    }
+    coordinator_incarnation = r.coordinator_incarnation();
+  };
   absl::Duration interval =
       absl::Milliseconds(std::max<int64_t>(registered->heartbeat_interval_ms(), 100));
   SetHealth({server.get(), health.get()}, "meshrt.v1.Worker", true);
@@ -324,7 +337,7 @@ int WorkerMain(int argc, char** argv) {
     if (r.ok() && r->reregister()) {
       auto again = register_once();
       if (again.ok()) {
-        worker_id = again->worker_id();
+        adopt(*again);
         LogInfo("meshrt-worker: re-registered as worker ", worker_id);
       }
     } else if (!r.ok() && (r.status().code() == absl::StatusCode::kUnauthenticated ||
@@ -335,7 +348,7 @@ int WorkerMain(int argc, char** argv) {
                  "); registering again with the current cluster token");
       auto again = register_once();
       if (again.ok()) {
-        worker_id = again->worker_id();
+        adopt(*again);
         LogInfo("meshrt-worker: re-registered as worker ", worker_id);
       }
     } else if (!r.ok()) {

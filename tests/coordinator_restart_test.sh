@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# A coordinator killed (SIGKILL) while a session is loaded, then started again on the same port:
+# it keeps its generated tokens, the workers register again, see a new coordinator incarnation and
+# drop the session of the dead one (nobody could run or close it any more), and a new session on
+# the same workers runs. Session ids are random, so the new one never collides with the old.
+set -euo pipefail
+
+fail() {
+  echo "FAIL: $*" >&2
+  exit 1
+}
+
+runfiles=$PWD
+meshrt=$runfiles/client/meshrt
+work=$(mktemp -d "${TEST_TMPDIR:-/tmp}/restart.XXXXXX")
+logs=${TEST_UNDECLARED_OUTPUTS_DIR:-$work}
+export MESHRT_HOME=$work/home
+pids=()
+cleanup() {
+  local status=$?
+  for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+  if [ "$status" -ne 0 ]; then tail -n 20 "$logs"/*.log 2>/dev/null || true; fi
+  rm -rf "${work:?}/home"
+  exit "$status"
+}
+trap cleanup EXIT
+
+start_coordinator() {  # PORT LOG
+  rm -f "$work/port"
+  "$runfiles/coordinator/meshrt-coordinator" --port="$1" --port_file="$work/port" \
+    --heartbeat_interval_ms=200 --heartbeat_timeout_ms=2000 >>"$2" 2>&1 &
+  coordinator=$!
+  pids+=("$coordinator")
+  for _ in $(seq 200); do [ -s "$work/port" ] && break; sleep 0.05; done
+  [ -s "$work/port" ] || fail "the coordinator did not start (see $2)"
+}
+
+start_coordinator 0 "$logs/coordinator.log"
+port=$(cat "$work/port")
+address=127.0.0.1:$port
+for i in 0 1; do
+  "$runfiles/worker/meshrt-worker" --coordinator="$address" --rank=$i >"$logs/worker$i.log" 2>&1 &
+  pids+=($!)
+done
+
+# A training run holds a session on both workers; the coordinator dies under it.
+"$meshrt" train --model mlp --mesh p:2 --layout batch:p --coordinator "$address" --steps 100000 \
+  >"$logs/train.log" 2>&1 &
+train=$!
+pids+=("$train")
+for _ in $(seq 300); do grep -q "session s-" "$logs/coordinator.log" && break; sleep 0.1; done
+old=$(grep -o "session s-[0-9a-f]*" "$logs/coordinator.log" | head -1 | cut -d' ' -f2)
+[ -n "$old" ] || fail "no session started"
+kill -KILL "$coordinator"
+wait "$coordinator" 2>/dev/null || true
+wait "$train" 2>/dev/null && fail "the training run should fail when its coordinator dies"
+
+start_coordinator "$port" "$logs/coordinator2.log"
+grep -q "generated credentials in $MESHRT_HOME/$port" "$logs/coordinator2.log" ||
+  fail "the restarted coordinator should reuse $MESHRT_HOME/$port"
+for i in 0 1; do
+  for _ in $(seq 100); do grep -q "dropped session $old" "$logs/worker$i.log" && break; sleep 0.1; done
+  grep -q "dropped session $old of an earlier coordinator incarnation" "$logs/worker$i.log" ||
+    fail "worker $i kept session $old of the dead coordinator: $(tail -3 "$logs/worker$i.log")"
+done
+echo "both workers dropped $old"
+
+out=$("$meshrt" run examples/graphs/mlp_forward.pbtxt --mesh p:2 --layout batch:p \
+  --coordinator "$address" --random_feeds 1 2>&1) || fail "a new session failed: $out"
+grep -q "^s \[batch:8\]" <<<"$out" || fail "no fetch printed: $out"
+new=$(grep -o "session s-[0-9a-f]*" "$logs/coordinator2.log" | head -1 | cut -d' ' -f2)
+{ [ -n "$new" ] && [ "$new" != "$old" ]; } || fail "the new session id '$new' should differ from '$old'"
+echo "PASS: new session $new ran on the workers of the dead coordinator's $old"
