@@ -24,10 +24,9 @@ struct Client::Impl {
                                                  " refused this client: ", s.message()));
     }
     if (s.code() != absl::StatusCode::kUnavailable) return s;
-    const std::string hint = SecurityHint(s, security);
-    return absl::Status(s.code(),
-                        absl::StrCat("coordinator ", options.address, ": ", s.message(),
-                                     hint.empty() ? "" : " (", hint, hint.empty() ? "" : ")"));
+    // No TLS hint here: Connect already proved this channel's security works, so an Unavailable
+    // now is a failure (a worker died, a link was cut), not a TLS mismatch.
+    return absl::Status(s.code(), absl::StrCat("coordinator ", options.address, ": ", s.message()));
   }
 
   // A context for one call: deadline and bearer token.
