@@ -64,6 +64,7 @@ std::string TopLevelHelp() {
       "  local    start a local cluster (a coordinator and N worker processes) until Ctrl-C\n"
       "  status   what a coordinator knows: workers, ranks, sessions, sessions waiting for "
       "workers\n"
+      "  sessions list a coordinator's sessions (owner, mesh, state, step) or close one\n"
       "  health   ask a daemon's gRPC health service, as a Kubernetes probe does\n"
       "  ops      list every op: family, inputs, gradient, collectives its lowering may emit\n"
       "  train    train the Transformer LM or the MLP: progress bar, loss CSV, greedy sample\n"
@@ -104,6 +105,8 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
     status = HealthCommand(rest, io);
   } else if (command == "status") {
     status = StatusCommand(rest, io);
+  } else if (command == "sessions") {
+    status = SessionsCommand(rest, io);
   } else if (command == "local") {
     status = LocalCommand(rest, io);
   } else if (command == "train") {
@@ -112,7 +115,8 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
     status = DemoCommand(rest, io);
   } else {
     status = UsageError(absl::StrCat("unknown command '", command,
-                                     "'; the commands are run, train, explain, local, status, health, ops, demo, help "
+                                     "'; the commands are run, train, explain, local, status, sessions, health, ops, "
+                                     "demo, help "
                                      "(see meshrt --help)"));
   }
   if (status.ok()) return 0;

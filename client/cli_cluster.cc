@@ -156,6 +156,52 @@ absl::Status StatusCommand(const std::vector<std::string>& args, CliIo io) {
   return absl::OkStatus();
 }
 
+absl::Status SessionsCommand(const std::vector<std::string>& args, CliIo io) {
+  std::string coordinator;
+  SecurityOptions security;
+  FlagSet flags(
+      "meshrt sessions --coordinator HOST:PORT [close ID] [--auth_token_file FILE ...]",
+      "Lists a coordinator's sessions (id, owner, mesh, layout, state, step, age, last error), or "
+      "closes one (`close ID`), freeing its workers: for a session whose client is gone. A "
+      "client token sees and closes its own sessions; the operator token every session (on "
+      "the coordinator's machine the generated operator token is used by itself).\n\n"
+      "examples:\n  meshrt sessions --coordinator 127.0.0.1:7070\n"
+      "  meshrt sessions close s-0123abcd... --coordinator 127.0.0.1:7070");
+  flags.String("coordinator", &coordinator, "coordinator address HOST:PORT (required)");
+  AddClientSecurityFlags(flags, &security);
+  ASSIGN_OR_RETURN(std::vector<std::string> positional,
+                   ParseCommandFlags(flags, args, "sessions"));
+  if (flags.help()) {
+    io.out << flags.Help();
+    return absl::OkStatus();
+  }
+  if (coordinator.empty()) return UsageError("meshrt sessions needs --coordinator HOST:PORT");
+  const bool close = !positional.empty() && positional[0] == "close";
+  if ((close && positional.size() != 2) || (!close && !positional.empty())) {
+    return UsageError("meshrt sessions takes no argument, or `close ID`");
+  }
+  ClientOptions options;
+  options.address = coordinator;
+  options.security = security;
+  options.prefer_operator_token = true;
+  ASSIGN_OR_RETURN(std::unique_ptr<Client> client, Client::Connect(options));
+  if (close) {
+    RETURN_IF_ERROR(client->CloseSession(positional[1]));
+    io.out << "closed session " << positional[1] << std::endl;
+    return absl::OkStatus();
+  }
+  ASSIGN_OR_RETURN(v1::ListWorkersResponse list, client->ListWorkers());
+  io.out << list.session_infos_size() << " session(s)\n";
+  for (const v1::SessionInfo& s : list.session_infos()) {
+    io.out << "  " << s.session() << "  owner " << (s.owner().empty() ? "-" : s.owner())
+           << "  mesh " << s.mesh() << "  layout '" << s.layout() << "'  " << s.state()
+           << "  step " << s.step() << "  age " << absl::StrFormat("%.1f", s.age_ms() / 1000.0)
+           << " s" << (s.last_error().empty() ? "" : "  error: " + s.last_error()) << "\n";
+  }
+  io.out.flush();
+  return absl::OkStatus();
+}
+
 absl::Status HealthCommand(const std::vector<std::string>& args, CliIo io) {
   std::string service;
   int64_t timeout_ms = 5000;

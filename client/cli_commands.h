@@ -86,6 +86,8 @@ absl::Status LocalCommand(const std::vector<std::string>& args, CliIo io);
 // `meshrt status --coordinator ADDR`: the coordinator's workers (rank, address, session, last
 // heartbeat), sessions, and the sessions waiting for workers with the ranks they miss.
 absl::Status StatusCommand(const std::vector<std::string>& args, CliIo io);
+// `meshrt sessions [close ID] --coordinator ADDR`: list a coordinator's sessions, or close one.
+absl::Status SessionsCommand(const std::vector<std::string>& args, CliIo io);
 // `meshrt health HOST:PORT [--service NAME]`: what a Kubernetes gRPC probe asks (the standard
 // health service); prints SERVING or NOT_SERVING. Not serving is an error (exit 1).
 absl::Status HealthCommand(const std::vector<std::string>& args, CliIo io);

@@ -174,11 +174,15 @@ absl::StatusOr<int64_t> Session::RestoreCheckpoint(const std::string& name) {
 absl::Status Session::Close() {
   if (closed_) return absl::OkStatus();
   closed_ = true;
-  Client::Impl& impl = *client_->impl_;
+  return client_->CloseSession(id_);
+}
+
+absl::Status Client::CloseSession(const std::string& id) {
+  Client::Impl& impl = *impl_;
   grpc::ClientContext ctx;
   impl.Prepare(&ctx, absl::Seconds(30));
   v1::CloseSessionRequest request;
-  request.set_session(id_);
+  request.set_session(id);
   v1::CloseSessionResponse response;
   return impl.Annotate(FromGrpcStatus(impl.stub->CloseSession(&ctx, request, &response)));
 }

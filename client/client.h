@@ -100,6 +100,9 @@ class Client {
       const v1::Graph& graph, const Mesh& mesh, const LayoutRules& rules,
       absl::Duration wait_for_workers = absl::Seconds(20));
   absl::StatusOr<v1::ListWorkersResponse> ListWorkers();
+  // Closes session `id` (this client's own, or any with an operator token): NotFound for an
+  // unknown id, PermissionDenied for another client's.
+  absl::Status CloseSession(const std::string& id);
 
  private:
   friend class Session;

@@ -229,7 +229,17 @@ v1::ListWorkersResponse Coordinator::ListWorkers(const Caller& caller) {
     for (int64_t c : w->coordinate) info->add_coordinate(c);
   }
   for (const auto& [id, s] : sessions_) {
-    if (visible(id)) response.add_sessions(id);
+    if (!visible(id)) continue;
+    response.add_sessions(id);
+    v1::SessionInfo* info = response.add_session_infos();
+    info->set_session(id);
+    info->set_owner(s->owner.name);
+    info->set_mesh(s->mesh.ToString());
+    info->set_layout(s->layout);
+    info->set_state(s->failed.ok() ? "ready" : "failed");
+    info->set_step(s->step.load());
+    info->set_age_ms(absl::ToInt64Milliseconds(now - s->created));
+    info->set_last_error(std::string(s->failed.message()));
   }
   for (const auto& [id, what] : waiting_) response.add_waiting(what);
   return response;
@@ -297,6 +307,7 @@ absl::StatusOr<v1::CreateSessionResponse> Coordinator::CreateSession(
   ASSIGN_OR_RETURN(session->graph, Graph::Build(request.graph(), limits));
   ASSIGN_OR_RETURN(session->mesh, Mesh::FromProto(request.mesh()));
   ASSIGN_OR_RETURN(LayoutRules rules, LayoutRules::FromProto(request.rules(), session->mesh));
+  session->layout = rules.ToString();
   ASSIGN_OR_RETURN(session->program, Lower(session->graph, session->mesh, rules));
   for (const v1::ProgramTensor& t : session->program.outputs()) session->outputs[t.name()] = t;
   const Mesh& mesh = session->mesh;

@@ -4,6 +4,7 @@
 #ifndef MESHRT_COORDINATOR_COORDINATOR_INTERNAL_H_
 #define MESHRT_COORDINATOR_COORDINATOR_INTERNAL_H_
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <string>
@@ -44,7 +45,9 @@ struct Coordinator::Session {
   std::vector<std::shared_ptr<WorkerClient>> clients;
   std::map<std::string, v1::ProgramTensor> outputs;  // by tensor name
   absl::Mutex step_mu;
-  int64_t step = 0;
+  std::atomic<int64_t> step{0};  // written under step_mu; read by ListWorkers without it
+  absl::Time created = absl::Now();
+  std::string layout;  // the layout rules as text
   // Guarded by Coordinator::mu_.
   absl::Status failed;
   std::shared_ptr<Cancellation> cancel;

@@ -261,6 +261,15 @@ TEST_F(CoordinatorTest, SessionsBelongToTheirCreatorAndHaveUnguessableIds) {
   const v1::ListWorkersResponse seen_by_bob = coordinator_.ListWorkers(bob);
   ASSERT_EQ(seen_by_bob.sessions_size(), 1);
   EXPECT_EQ(seen_by_bob.sessions(0), b.session());
+  ASSERT_EQ(seen_by_bob.session_infos_size(), 1);
+  const v1::SessionInfo& info = seen_by_bob.session_infos(0);
+  EXPECT_EQ(info.session(), b.session());
+  EXPECT_EQ(info.owner(), "bob");
+  EXPECT_EQ(info.mesh(), "rows:2");
+  EXPECT_EQ(info.layout(), "batch:rows");
+  EXPECT_EQ(info.state(), "ready");
+  EXPECT_EQ(info.step(), 0);
+  EXPECT_TRUE(info.last_error().empty());
   for (const v1::WorkerInfo& w : seen_by_bob.workers()) {
     EXPECT_NE(w.session(), a.session());
   }

@@ -2,7 +2,8 @@
 # A coordinator killed (SIGKILL) while a session is loaded, then started again on the same port:
 # it keeps its generated tokens, the workers register again, see a new coordinator incarnation and
 # drop the session of the dead one (nobody could run or close it any more), and a new session on
-# the same workers runs. Session ids are random, so the new one never collides with the old.
+# the same workers runs. Session ids are random, so the new one never collides with the old. Then
+# `meshrt sessions` lists a running session and `meshrt sessions close ID` frees its workers.
 set -euo pipefail
 
 fail() {
@@ -71,4 +72,32 @@ out=$("$meshrt" run examples/graphs/mlp_forward.pbtxt --mesh p:2 --layout batch:
 grep -q "^s \[batch:8\]" <<<"$out" || fail "no fetch printed: $out"
 new=$(grep -o "session s-[0-9a-f]*" "$logs/coordinator2.log" | head -1 | cut -d' ' -f2)
 { [ -n "$new" ] && [ "$new" != "$old" ]; } || fail "the new session id '$new' should differ from '$old'"
-echo "PASS: new session $new ran on the workers of the dead coordinator's $old"
+echo "new session $new ran on the workers of the dead coordinator's $old"
+
+# A client that hangs on to its session (here: a long training run) can have it closed by the
+# operator: `meshrt sessions` lists it, `meshrt sessions close ID` frees its workers.
+"$meshrt" train --model mlp --mesh p:2 --layout batch:p --coordinator "$address" --steps 100000 \
+  >"$logs/train2.log" 2>&1 &
+train=$!
+pids+=("$train")
+listed=""
+for _ in $(seq 300); do
+  listed=$("$meshrt" sessions --coordinator "$address" 2>&1) || fail "meshrt sessions: $listed"
+  grep -q "owner client  mesh p:2  layout 'batch:p'  ready  step [1-9]" <<<"$listed" && break
+  sleep 0.1
+done
+grep -q "owner client  mesh p:2  layout 'batch:p'  ready  step [1-9]" <<<"$listed" ||
+  fail "the training session is not listed with its owner, mesh, layout, state and step: $listed"
+id=$(grep -o "s-[0-9a-f]*" <<<"$listed" | head -1)
+closed=$("$meshrt" sessions close "$id" --coordinator "$address" 2>&1) || fail "close: $closed"
+grep -q "closed session $id" <<<"$closed" || fail "close said: $closed"
+wait "$train" 2>/dev/null && fail "the training run should fail once its session is closed"
+listed=$("$meshrt" sessions --coordinator "$address" 2>&1)
+grep -q "^0 session(s)" <<<"$listed" || fail "the closed session is still listed: $listed"
+unknown=$("$meshrt" sessions close "$id" --coordinator "$address" 2>&1) &&
+  fail "closing it twice should fail"
+grep -q "no session '$id'" <<<"$unknown" || fail "second close said: $unknown"
+# Its workers are free again: a new session runs at once.
+out=$("$meshrt" run examples/graphs/mlp_forward.pbtxt --mesh p:2 --layout batch:p \
+  --coordinator "$address" --random_feeds 1 2>&1) || fail "after close: $out"
+echo "PASS"
