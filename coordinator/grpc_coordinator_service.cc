@@ -84,13 +84,10 @@ grpc::Status GrpcCoordinatorService::KvGet(grpc::ServerContext* ctx,
                                            const v1::KvGetRequest* request,
                                            v1::KvGetResponse* response) {
   return Member("KvGet", ctx, [&] {
-    // A get blocks a server thread: bounded, like every wait (Gloo asks for its collective
-    // timeout, seconds to minutes).
-    constexpr int64_t kMaxWaitMs = 10 * 60 * 1000;
-    if (request->timeout_ms() < 0 || request->timeout_ms() > kMaxWaitMs) {
-      return ToGrpcStatus(absl::InvalidArgumentError(absl::StrCat(
-          "KvGet of '", request->key().substr(0, 200), "': timeout_ms ", request->timeout_ms(),
-          " is out of range [0, ", kMaxWaitMs, "]")));
+    // A negative wait is a malformed request; the store bounds long ones (max_wait).
+    if (request->timeout_ms() < 0) {
+      return ToGrpcStatus(absl::InvalidArgumentError(
+          absl::StrCat("KvGet: timeout_ms ", request->timeout_ms(), " is negative")));
     }
     absl::StatusOr<std::string> value =
         coordinator_->kv().Get(request->key(), absl::Milliseconds(request->timeout_ms()));

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/logging.h"
 #include "core/status_macros.h"
 
 namespace meshrt {
@@ -18,9 +19,7 @@ std::string Over(int64_t limit, const char* flag) {
 }
 
 // A name's first bytes, for messages about names that are too long.
-std::string Head(absl::string_view name) {
-  return name.size() <= 40 ? std::string(name) : absl::StrCat(name.substr(0, 40), "...");
-}
+std::string Head(absl::string_view name) { return Abbreviated(name, 40); }
 
 // One walk over a graph and its while_loop bodies. `where` says which body a graph is
 // ("" at top level, " in the body of while_loop 'a'" below it); it grows with the nesting depth

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 
 namespace meshrt {
 
@@ -25,6 +26,12 @@ void LogWarning(const Args&... args) {
 template <typename... Args>
 void LogError(const Args&... args) {
   LogLine("E", absl::StrCat(args...));
+}
+
+// `text`, or its first `max_bytes` bytes and "...": for messages quoting input that may be long.
+inline std::string Abbreviated(absl::string_view text, size_t max_bytes) {
+  return text.size() <= max_bytes ? std::string(text)
+                                  : absl::StrCat(text.substr(0, max_bytes), "...");
 }
 
 }  // namespace meshrt

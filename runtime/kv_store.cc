@@ -11,9 +11,7 @@ namespace meshrt {
 namespace {
 
 // A key's first bytes, for messages about keys that may be long.
-std::string Head(const std::string& key) {
-  return key.size() <= 200 ? key : absl::StrCat(key.substr(0, 200), "...");
-}
+std::string Head(const std::string& key) { return Abbreviated(key, 200); }
 
 int64_t Charge(const std::string& key, const std::string& value) {
   return static_cast<int64_t>(key.size() + value.size()) +
@@ -108,6 +106,12 @@ absl::Status InMemoryKeyValueStore::Set(const std::string& key, const std::strin
 
 absl::StatusOr<std::string> InMemoryKeyValueStore::Get(const std::string& key,
                                                        absl::Duration timeout) {
+  if (timeout > options_.max_wait) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "KeyValueStore::Get of '", Head(key), "': a wait (KvGet timeout_ms) of ",
+        absl::FormatDuration(timeout), " is over the limit of ",
+        absl::FormatDuration(options_.max_wait)));
+  }
   const absl::Time deadline = absl::Now() + timeout;
   absl::MutexLock lock(&mu_);
   if (!abort_status_.ok()) return abort_status_;

@@ -61,6 +61,9 @@ struct KeyValueStoreOptions {
   // coordinator's mode, where every key belongs to a live session. When false, other keys are
   // stored under the whole-store caps only.
   bool require_prefix = false;
+  // Longest wait of one Get: a waiting Get holds a thread (of the coordinator's RPC server), so
+  // it is bounded like every wait. Gloo asks for its collective timeout, seconds to minutes.
+  absl::Duration max_wait = absl::Minutes(10);
 };
 
 // What the keys under one registered prefix may hold together (counted as in
