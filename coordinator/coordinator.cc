@@ -1,7 +1,6 @@
 #include "coordinator/coordinator.h"
 
 #include <algorithm>
-#include <random>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -371,11 +370,8 @@ absl::StatusOr<v1::CreateSessionResponse> Coordinator::CreateSession(
     }
   }
 
-  std::string prefix;
-  {
-    std::random_device rd;
-    prefix = absl::StrFormat("session/%s/%08x", session->id, rd());
-  }
+  // Session ids are random and never reused, so the id alone makes the rendezvous keys fresh.
+  const std::string prefix = absl::StrCat("session/", session->id);
   absl::Status registered;
   {
     // Under mu_ with `released`: a session released meanwhile (a worker dropped) never registers a
