@@ -1,7 +1,6 @@
 #include "rpc/grpc_util.h"
 
 #include <chrono>
-#include <cstdio>
 #include <fstream>
 #include <sstream>
 
@@ -159,7 +158,7 @@ void AttachToken(grpc::ClientContext* context, const Security& security) {
 grpc::Status GuardedFailure(const char* rpc, grpc::StatusCode code, const std::string& what) {
   const std::string message =
       absl::StrCat(rpc, " failed on an unexpected error (please report it): ", what);
-  std::fprintf(stderr, "%s\n", message.c_str());
+  LogError(message);
   return grpc::Status(code, message);
 }
 

@@ -80,6 +80,12 @@ absl::StatusOr<std::optional<int>> ParseRank(const std::string& text) {
   return std::optional<int>(rank);
 }
 
+// The coordinator refused this worker's credential (rather than being unreachable).
+bool IsCredentialRefusal(const absl::Status& s) {
+  return s.code() == absl::StatusCode::kUnauthenticated ||
+         s.code() == absl::StatusCode::kPermissionDenied;
+}
+
 std::string NewIncarnation() {
   std::random_device rd;
   return absl::StrFormat("%08x%08x-%d", rd(), rd(), getpid());
@@ -288,10 +294,8 @@ int WorkerMain(int argc, char** argv) {
       }
       auto r = client.Register(reg, absl::Seconds(5));
       if (r.ok() || g_stop.load() || absl::Now() > deadline) return r;
-      const bool refused = r.status().code() == absl::StatusCode::kUnauthenticated ||
-                           r.status().code() == absl::StatusCode::kPermissionDenied;
       LogWarning("meshrt-worker: coordinator ", coordinator,
-                 refused ? " refused this worker's credential (" : " not reachable yet (",
+                 IsCredentialRefusal(r.status()) ? " refused this worker's credential (" : " not reachable yet (",
                  r.status().message(), "); retrying in ", absl::FormatDuration(backoff));
       absl::SleepFor(backoff);
       backoff = std::min(backoff * 2, absl::Seconds(2));
@@ -334,25 +338,21 @@ int WorkerMain(int argc, char** argv) {
     hb.set_worker_id(worker_id);
     hb.set_incarnation(reg.incarnation());
     auto r = client.Heartbeat(hb, interval * 2);
-    if (r.ok() && r->reregister()) {
-      auto again = register_once();
-      if (again.ok()) {
-        adopt(*again);
-        LogInfo("meshrt-worker: re-registered as worker ", worker_id);
-      }
-    } else if (!r.ok() && (r.status().code() == absl::StatusCode::kUnauthenticated ||
-                           r.status().code() == absl::StatusCode::kPermissionDenied)) {
-      // The coordinator no longer takes our token (it restarted with a new cluster token):
-      // register again, reading the token afresh.
+    // Register again when the coordinator no longer knows us (it restarted) or no longer takes
+    // our token (it restarted with a new cluster token: register_once reads it afresh).
+    const bool refused = !r.ok() && IsCredentialRefusal(r.status());
+    if (refused) {
       LogWarning("meshrt-worker: heartbeat refused (", r.status().message(),
                  "); registering again with the current cluster token");
+    } else if (!r.ok()) {
+      LogWarning("meshrt-worker: heartbeat failed: ", r.status().message());
+    }
+    if (refused || (r.ok() && r->reregister())) {
       auto again = register_once();
       if (again.ok()) {
         adopt(*again);
         LogInfo("meshrt-worker: re-registered as worker ", worker_id);
       }
-    } else if (!r.ok()) {
-      LogWarning("meshrt-worker: heartbeat failed: ", r.status().message());
     }
     while (!g_stop.load() && absl::Now() < next) absl::SleepFor(absl::Milliseconds(20));
   }
