@@ -78,8 +78,8 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
   const std::string port_file = absl::StrCat(dir_template, "/port");
   cluster->credentials_dir_ = options.credentials_dir;
   if (cluster->credentials_dir_.empty()) {
+    cluster->own_dir_ = dir_template;
     cluster->credentials_dir_ = absl::StrCat(dir_template, "/credentials");
-    cluster->own_credentials_dir_ = true;
   }
 
   std::vector<std::string> argv = options.coordinator_command;
@@ -113,7 +113,7 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
     absl::SleepFor(absl::Milliseconds(20));
   }
   std::remove(port_file.c_str());
-  if (!cluster->own_credentials_dir_) rmdir(dir_template);
+  if (cluster->own_dir_.empty()) rmdir(dir_template);
   cluster->port_ = port;
   cluster->address_ = absl::StrCat("127.0.0.1:", port);
   for (int i = 0; i < options.workers; ++i) {
@@ -128,9 +128,9 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
 LocalCluster::~LocalCluster() {
   for (pid_t w : workers_) Stop(w);
   Stop(coordinator_);
-  if (own_credentials_dir_) {
+  if (!own_dir_.empty()) {
     std::error_code ignored;  // <tmp>/credentials/<port>/*.token, then <tmp>
-    std::filesystem::remove_all(std::filesystem::path(credentials_dir_).parent_path(), ignored);
+    std::filesystem::remove_all(own_dir_, ignored);
   }
 }
 

@@ -82,7 +82,7 @@ class LocalCluster {
 
   LocalClusterOptions options_;
   std::string credentials_dir_;
-  bool own_credentials_dir_ = false;
+  std::string own_dir_;  // the temp dir holding credentials_dir_, removed with us; "" = none
   int port_ = 0;
   std::string address_;
   pid_t coordinator_ = -1;
