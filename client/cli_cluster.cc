@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdlib>
@@ -58,6 +59,33 @@ absl::StatusOr<TensorMap> RunThroughClient(const std::string& address,
 }
 
 }  // namespace
+
+std::vector<std::string> LocalDataDirs(const std::string& data_path) {
+  std::vector<std::string> dirs;
+  if (!data_path.empty()) {
+    char* resolved = ::realpath(data_path.c_str(), nullptr);
+    if (resolved != nullptr) {
+      const std::string r = resolved;
+      ::free(resolved);
+      dirs.push_back(r.substr(0, std::max<size_t>(r.rfind('/'), 1)));
+    }
+  }
+  const std::string fortunes = "/usr/share/games/fortunes";  // the default --data's
+  if (::access(fortunes.c_str(), X_OK) == 0 &&
+      std::find(dirs.begin(), dirs.end(), fortunes) == dirs.end()) {
+    dirs.push_back(fortunes);
+  }
+  return dirs;
+}
+
+absl::StatusOr<std::string> CurrentDirectory() {
+  std::error_code error;
+  const std::filesystem::path cwd = std::filesystem::current_path(error);
+  if (error) {
+    return absl::FailedPreconditionError("cannot read the current directory (--checkpoint_root)");
+  }
+  return cwd.string();
+}
 
 absl::StatusOr<std::string> LogDirectory(const std::string& requested, absl::string_view command) {
   if (!requested.empty()) {
@@ -290,14 +318,9 @@ absl::Status LocalCommand(const std::vector<std::string>& args, CliIo io) {
   // In the default credentials dir, so `meshrt run/train/status --coordinator` on this machine
   // find the generated tokens without flags.
   options.credentials_dir = DefaultCredentialsDir();
-  options.data_dirs = data_dirs;
-  if (data_dirs.empty() && ::access("/usr/share/games/fortunes", X_OK) == 0) {
-    options.data_dirs = {"/usr/share/games/fortunes"};
-  }
+  options.data_dirs = data_dirs.empty() ? LocalDataDirs("") : data_dirs;
   if (checkpoint_root.empty()) {
-    std::error_code error;
-    checkpoint_root = std::filesystem::current_path(error).string();
-    if (error) return absl::FailedPreconditionError("cannot read the current directory");
+    ASSIGN_OR_RETURN(checkpoint_root, CurrentDirectory());
   }
   options.checkpoint_root = checkpoint_root;
   absl::Status status;

@@ -58,6 +58,14 @@ absl::Status MakeDirs(const std::string& dir);
 // $TMPDIR/meshrt-COMMAND-XXXXXX when it is empty. Errors name the directory.
 absl::StatusOr<std::string> LogDirectory(const std::string& requested, absl::string_view command);
 
+// The directories a local cluster's workers may read (--data_dir): the one holding `data_path`
+// (resolved, as the workers resolve it; none when empty or missing) and the default training
+// text's, /usr/share/games/fortunes, when present.
+std::vector<std::string> LocalDataDirs(const std::string& data_path);
+
+// The current directory: a local cluster's default --checkpoint_root.
+absl::StatusOr<std::string> CurrentDirectory();
+
 // Where `meshrt run` executes a graph on workers: exactly one of the two is set.
 struct ClusterTarget {
   std::string coordinator;  // address of a running coordinator

@@ -4,8 +4,6 @@
 // `meshrt demo` runs it with the paper's 2x2 layout.
 #include "client/cli_train.h"
 
-#include <limits.h>
-#include <stdlib.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -187,33 +185,9 @@ absl::StatusOr<CheckpointPlace> PlaceCheckpoints(const TrainFlags& f) {
         "--checkpoint_root DIR and names relative to it");
   }
   if (place.root.empty()) {
-    char cwd[PATH_MAX];
-    if (::getcwd(cwd, sizeof(cwd)) == nullptr) {
-      return absl::FailedPreconditionError("cannot read the current directory (--checkpoint_root)");
-    }
-    place.root = cwd;
+    ASSIGN_OR_RETURN(place.root, CurrentDirectory());
   }
   return place;
-}
-
-// The directories a local cluster's workers may read: the one holding --data (resolved, as the
-// workers resolve it) and the default text's.
-std::vector<std::string> DataDirs(const std::string& data_path) {
-  std::vector<std::string> dirs;
-  if (!data_path.empty()) {
-    char* resolved = ::realpath(data_path.c_str(), nullptr);
-    if (resolved != nullptr) {
-      const std::string r = resolved;
-      ::free(resolved);
-      dirs.push_back(r.substr(0, std::max<size_t>(r.rfind('/'), 1)));
-    }
-  }
-  const std::string fortunes = "/usr/share/games/fortunes";
-  if (::access(fortunes.c_str(), X_OK) == 0 &&
-      std::find(dirs.begin(), dirs.end(), fortunes) == dirs.end()) {
-    dirs.push_back(fortunes);
-  }
-  return dirs;
 }
 
 }  // namespace
@@ -376,7 +350,7 @@ absl::Status RunTraining(const TrainFlags& f, CliIo io, float* final_loss) {
       }
       LocalClusterOptions options;
       options.workers = static_cast<int>(f.local);
-      options.data_dirs = DataDirs(tmodel.data_path);
+      options.data_dirs = LocalDataDirs(tmodel.data_path);
       options.checkpoint_root = place.root;
       ASSIGN_OR_RETURN(const std::string log_dir, LogDirectory(f.log_dir, "train"));
       options.log_dir = log_dir;
