@@ -63,14 +63,14 @@ class HostileInputTest : public ::testing::Test {
     o.coordinator_command = {"coordinator/meshrt-coordinator"};
     o.worker_command = {"worker/meshrt-worker"};
     const std::string cluster = WriteFile("cluster.token", absl::StrCat(kCluster, "\n"));
+    o.operator_token_file = WriteFile("operator.token", absl::StrCat(kOperator, "\n"));
     o.coordinator_flags = {
         "--heartbeat_interval_ms=200", "--heartbeat_timeout_ms=3000",
         "--collective_timeout_ms=5000",
         "--auth_token_file=" +
             WriteFile("clients.token", absl::StrCat("alice ", kAlice, "\nbob ", kBob, "\n")),
-        "--operator_token_file=" + WriteFile("operator.token", absl::StrCat(kOperator, "\n")),
+        "--operator_token_file=" + o.operator_token_file,
         "--cluster_token_file=" + cluster};
-    o.operator_token_file = WriteFile("operator.token", absl::StrCat(kOperator, "\n"));
     o.worker_flags = {"--cluster_token_file=" + cluster};
     // What a graph may touch: one data dir holding one file and a symlink out of it; checkpoints
     // under their own root, with a symlink out of it too.
