@@ -229,9 +229,9 @@ absl::Status SessionsCommand(const std::vector<std::string>& args, CliIo io) {
            << "  mesh " << s.mesh() << "  layout '" << s.layout() << "'  " << s.state()
            << "  step " << s.step() << "  age " << absl::StrFormat("%.1f", s.age_ms() / 1000.0)
            << " s"
-           << (s.lease_renewed_ms_ago() >= 0
-                   ? absl::StrFormat("  lease renewed %.1f s ago", s.lease_renewed_ms_ago() / 1000.0)
-                   : std::string())
+           << (s.lease_renewed_ms_ago() >= 0 ? absl::StrFormat("  lease renewed %.1f s ago",
+                                                               s.lease_renewed_ms_ago() / 1000.0)
+                                             : std::string())
            << (s.last_error().empty() ? "" : "  error: " + s.last_error()) << "\n";
   }
   io.out.flush();

@@ -96,8 +96,11 @@ listed=$("$meshrt" sessions --coordinator "$address" 2>&1)
 grep -q "$id  owner client  mesh p:2  layout 'batch:p'  expired  step 1000000  age [0-9.]* s  error: session $id expired: its client (client 'client') was silent for [0-9.]*s (> --session_lease 2s)" \
   <<<"$listed" || fail "the expired session is not listed as expired with why: $listed"
 for i in 0 1; do
-  for _ in $(seq 100); do grep -q "session $id was closed while this step ran" "$logs/worker$i.log" && break; sleep 0.1; done
-  grep -q "worker: session $id was closed while this step ran (after [0-9]* of 1000000 repetitions)" \
+  for _ in $(seq 100); do
+    grep -q "session $id was closed while step" "$logs/worker$i.log" && break
+    sleep 0.1
+  done
+  grep -q "worker: session $id was closed while step [0-9]* ran; it stopped after [0-9]* of 1000000 repetitions" \
     "$logs/worker$i.log" || fail "worker $i did not stop the expired session's step: $(tail -3 "$logs/worker$i.log")"
 done
 
