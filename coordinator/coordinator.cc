@@ -534,6 +534,7 @@ absl::StatusOr<TensorMap> Coordinator::RunStep(const std::string& id, const Tens
   std::vector<std::string> errors;
   absl::Status first;
   bool failed = false;
+  bool expired = false;
   {
     absl::MutexLock lock(&mu_);
     session->cancel = nullptr;
@@ -567,16 +568,16 @@ absl::StatusOr<TensorMap> Coordinator::RunStep(const std::string& id, const Tens
     if (session->expired) {
       // The lease ran out under the step (ExpireLeasesLocked cancelled it and logged why): the
       // expiry is the reason, not the cancellations and aborts it caused on the workers.
-      failed = true;
+      failed = expired = true;
     } else if (failed) {
       session->failed = absl::Status(first.code(), absl::StrCat("step ", step, " of session ", id,
                                                                 " failed: ",
                                                                 absl::StrJoin(errors, "; ")));
       for (int w : dead) DropWorkerLocked(w, "is unreachable");
-      LogError("coordinator: ", session->failed.message());
     }
   }
   if (failed) {
+    if (!expired) LogError("coordinator: ", session->failed.message());
     ReleaseSession(session);
     absl::MutexLock lock(&mu_);
     return session->failed;
