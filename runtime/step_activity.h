@@ -1,0 +1,81 @@
+// StepActivity: what the step thread of one session is doing right now — which step, which
+// instruction it entered last, and since when. The worker sends it with every heartbeat; the
+// coordinator names a stuck rank from the processors' activities (coordinator/stuck_step.h) and
+// `meshrt status --session` shows them.
+//
+// Cost: Executor calls Enter() before every instruction it runs: one uncontended lock, one clock
+// read and a few integer stores; nothing is allocated. Only indices are stored; whoever reads a
+// Snapshot turns the instruction index into names with the program (it knows the program).
+//
+// Ordinal: the number of Enter calls in the step so far. Every processor of a session runs the
+// same plan and enters the same instructions in the same order, so ordinals compare across
+// processors: the lowest is the furthest behind. (Instruction indices do not: deferred allreduces
+// run after later instructions.)
+//
+// Abort(): the session is going away (closed, or its step declared stuck). Enter() returns false
+// from then on, and the executor ends the step with Aborted at the next instruction boundary.
+// An instruction already running (a kernel, a collective) is not interrupted.
+//
+// FreezeAt() (fault injection for tests: a worker's --debug_freeze_at_step): Enter() blocks
+// before the matching instruction of the matching step until Abort(); the heartbeats meanwhile
+// report the frozen instruction, as for a rank stuck for real.
+//
+// Thread-safety: thread-safe. BeginStep/Enter/EndStep are called by the one step thread; Read,
+// Abort and FreezeAt by any thread.
+#ifndef MESHRT_RUNTIME_STEP_ACTIVITY_H_
+#define MESHRT_RUNTIME_STEP_ACTIVITY_H_
+
+#include <cstdint>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+
+namespace meshrt {
+
+class StepActivity {
+ public:
+  struct Snapshot {
+    int64_t step = 0;      // the step running, or (running == false) the last one run; 0: none
+    bool running = false;  // between BeginStep and EndStep
+    int instruction = -1;  // program index entered last in this step; -1: none yet
+    int64_t ordinal = 0;   // Enter calls in this step so far
+    absl::Duration in_step;         // since BeginStep (running) or since EndStep (idle)
+    absl::Duration in_instruction;  // since the last Enter (or BeginStep when none)
+    bool frozen = false;   // blocked by FreezeAt
+    bool aborted = false;
+  };
+
+  // Step thread: the start and end of step `step` (the coordinator's step number).
+  void BeginStep(int64_t step);
+  void EndStep();
+  // Step thread, before running program instruction `instruction`. False once Abort()ed (the
+  // step must stop). Blocks (without holding the lock) while a FreezeAt matches, until Abort().
+  bool Enter(int instruction);
+
+  // Makes every later Enter return false. Idempotent; never undone.
+  void Abort();
+  bool aborted() const;
+  // From now on, Enter(instruction) in step `step` blocks until Abort(); `instruction` -1 means
+  // the first instruction that step enters. `step` <= 0 turns it off.
+  void FreezeAt(int64_t step, int instruction);
+
+  Snapshot Read() const;
+
+ private:
+  mutable absl::Mutex mu_;
+  int64_t step_ ABSL_GUARDED_BY(mu_) = 0;
+  bool running_ ABSL_GUARDED_BY(mu_) = false;
+  int instruction_ ABSL_GUARDED_BY(mu_) = -1;
+  int64_t ordinal_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Time step_since_ ABSL_GUARDED_BY(mu_) = absl::Now();
+  absl::Time instruction_since_ ABSL_GUARDED_BY(mu_) = absl::Now();
+  bool aborted_ ABSL_GUARDED_BY(mu_) = false;
+  bool frozen_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t freeze_step_ ABSL_GUARDED_BY(mu_) = 0;
+  int freeze_instruction_ ABSL_GUARDED_BY(mu_) = -1;
+};
+
+}  // namespace meshrt
+
+#endif  // MESHRT_RUNTIME_STEP_ACTIVITY_H_
