@@ -29,6 +29,9 @@ absl::Duration StuckStepLimit(const StuckStepOptions& options, const StepDuratio
 }
 
 std::string ShortDuration(absl::Duration d) {
+  if (d < absl::Milliseconds(10)) {
+    return absl::StrFormat("%.2f ms", absl::ToDoubleMilliseconds(d));
+  }
   if (d < absl::Seconds(1)) return absl::StrCat(absl::ToInt64Milliseconds(d), " ms");
   return absl::StrFormat("%.1f s", absl::ToDoubleSeconds(d));
 }

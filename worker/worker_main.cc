@@ -325,14 +325,21 @@ int WorkerMain(int argc, char** argv) {
   }
   int worker_id = registered->worker_id();
   std::string coordinator_incarnation = registered->coordinator_incarnation();
-  // After registering again: a restarted coordinator (another incarnation) will never run or close
-  // the sessions this worker holds for its predecessor; drop them.
-  auto adopt = [&](const v1::RegisterWorkerResponse& r) {
+  // After registering again, drop the sessions held from before (`held`): a restarted coordinator
+  // (another incarnation) will never run or close its predecessor's, and the same coordinator
+  // asks a worker to register again only after dropping it (e.g. it stopped responding), which
+  // failed the session it served. Sessions loaded after the registration are kept.
+  auto adopt = [&](const v1::RegisterWorkerResponse& r, const std::vector<std::string>& held) {
     worker_id = r.worker_id();
-    if (r.coordinator_incarnation() == coordinator_incarnation) return;
-    for (const std::string& id : worker.Sessions()) {
-      LogWarning("meshrt-worker: dropped session ", id, " of an earlier coordinator incarnation (",
-                 coordinator_incarnation, "; now ", r.coordinator_incarnation(), ")");
+    const bool restarted = r.coordinator_incarnation() != coordinator_incarnation;
+    for (const std::string& id : held) {
+      if (restarted) {
+        LogWarning("meshrt-worker: dropped session ", id, " of an earlier coordinator incarnation (",
+                   coordinator_incarnation, "; now ", r.coordinator_incarnation(), ")");
+      } else {
+        LogWarning("meshrt-worker: dropped session ", id, ": the coordinator had dropped this "
+                   "worker (and failed the session)");
+      }
       worker.CloseSession(id).IgnoreError();
     }
     coordinator_incarnation = r.coordinator_incarnation();
@@ -364,9 +371,10 @@ int WorkerMain(int argc, char** argv) {
       LogWarning("meshrt-worker: heartbeat failed: ", r.status().message());
     }
     if (refused || (r.ok() && r->reregister())) {
+      const std::vector<std::string> held = worker.Sessions();
       auto again = register_once();
       if (again.ok()) {
-        adopt(*again);
+        adopt(*again, held);
         LogInfo("meshrt-worker: re-registered as worker ", worker_id);
       }
     }
