@@ -3,9 +3,11 @@
 // coordinator names a stuck rank from the processors' activities (coordinator/stuck_step.h) and
 // `meshrt status --session` shows them.
 //
-// Cost: Executor calls Enter() before every instruction it runs: one uncontended lock, one clock
-// read and a few integer stores; nothing is allocated. Only indices are stored; whoever reads a
-// Snapshot turns the instruction index into names with the program (it knows the program).
+// Cost: Executor calls Enter() before every instruction it runs: a coarse monotonic clock read
+// and a few relaxed atomic stores under a sequence counter (a seqlock: the one writer never waits,
+// readers retry), no lock and no allocation; about 10 ns. Only indices are stored; whoever reads a
+// Snapshot turns the instruction index into names with the program (it knows the program). Times
+// have the coarse clock's resolution (a few milliseconds).
 //
 // Ordinal: the number of Enter calls in the step so far. Every processor of a session runs the
 // same plan and enters the same instructions in the same order, so ordinals compare across
@@ -25,6 +27,7 @@
 #ifndef MESHRT_RUNTIME_STEP_ACTIVITY_H_
 #define MESHRT_RUNTIME_STEP_ACTIVITY_H_
 
+#include <atomic>
 #include <cstdint>
 
 #include "absl/base/thread_annotations.h"
@@ -35,6 +38,10 @@ namespace meshrt {
 
 class StepActivity {
  public:
+  StepActivity();
+  StepActivity(const StepActivity&) = delete;
+  StepActivity& operator=(const StepActivity&) = delete;
+
   struct Snapshot {
     int64_t step = 0;      // the step running, or (running == false) the last one run; 0: none
     bool running = false;  // between BeginStep and EndStep
@@ -63,17 +70,29 @@ class StepActivity {
   Snapshot Read() const;
 
  private:
-  mutable absl::Mutex mu_;
-  int64_t step_ ABSL_GUARDED_BY(mu_) = 0;
-  bool running_ ABSL_GUARDED_BY(mu_) = false;
-  int instruction_ ABSL_GUARDED_BY(mu_) = -1;
-  int64_t ordinal_ ABSL_GUARDED_BY(mu_) = 0;
-  absl::Time step_since_ ABSL_GUARDED_BY(mu_) = absl::Now();
-  absl::Time instruction_since_ ABSL_GUARDED_BY(mu_) = absl::Now();
-  bool aborted_ ABSL_GUARDED_BY(mu_) = false;
-  bool frozen_ ABSL_GUARDED_BY(mu_) = false;
-  int64_t freeze_step_ ABSL_GUARDED_BY(mu_) = 0;
-  int freeze_instruction_ ABSL_GUARDED_BY(mu_) = -1;
+  // The clock of every time here: CLOCK_MONOTONIC_COARSE, in nanoseconds.
+  static int64_t NowNanos();
+  // The single writer's side of the seqlock around changes of the fields below.
+  uint32_t BeginWrite();
+  void EndWrite(uint32_t seq);
+  // Waits (Enter's slow path) until Abort().
+  void WaitForAbort();
+
+  // Written by the step thread only, between two increments of seq_ (odd while writing).
+  std::atomic<uint32_t> seq_{0};
+  std::atomic<int64_t> step_{0};
+  std::atomic<bool> running_{false};
+  std::atomic<int> instruction_{-1};
+  std::atomic<int64_t> ordinal_{0};
+  std::atomic<int64_t> step_since_{0};         // NowNanos()
+  std::atomic<int64_t> instruction_since_{0};  // NowNanos()
+  std::atomic<bool> frozen_{false};
+
+  std::atomic<bool> aborted_{false};
+  std::atomic<int64_t> freeze_step_{0};
+  std::atomic<int> freeze_instruction_{-1};
+  absl::Mutex mu_;  // for waiting in WaitForAbort
+  bool abort_seen_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace meshrt
