@@ -582,10 +582,12 @@ absl::StatusOr<TensorMap> Coordinator::RunStep(const std::string& id, const Tens
       if (IsTransportFailure(s)) return 0;
       return s.code() == absl::StatusCode::kUnavailable ? 2 : 1;
     };
-    std::vector<int> dead;
-    if (!stuck.ok()) {  // the watchdog's diagnosis names the cause; the workers' errors follow
-      errors.push_back(std::string(stuck.message()));
-      first = stuck;
+    std::vector<std::pair<int, std::string>> dead;  // worker id, why
+    // Failed from outside while the step ran (the watchdog's diagnosis, a worker that stopped
+    // heartbeating or left): that is the cause; the workers' errors follow.
+    if (!session->failed.ok()) {
+      errors.push_back(std::string(session->failed.message()));
+      first = session->failed;
       failed = true;
     }
     for (int pass = 0; pass < 3; ++pass) {
@@ -599,26 +601,21 @@ absl::StatusOr<TensorMap> Coordinator::RunStep(const std::string& id, const Tens
           auto w = workers_.find(session->worker_ids[p]);
           std::optional<absl::Duration> age;
           if (w != workers_.end()) age = absl::Now() - w->second->last_heartbeat;
-          errors.push_back(
-              absl::StrCat(who, " ", DescribeLostWorker(s, age, StaleHeartbeat())));
+          const std::string why = DescribeLostWorker(s, age, StaleHeartbeat());
+          errors.push_back(absl::StrCat(who, " ", why));
+          dead.emplace_back(session->worker_ids[p], why);
         } else {
           errors.push_back(absl::StrCat(who, ": ", s.message()));
         }
         if (!failed) first = s;
         failed = true;
-        if (pass == 0) dead.push_back(session->worker_ids[p]);
       }
-    }
-    if (!failed && !session->failed.ok()) {
-      failed = true;  // cancelled from outside, e.g. a worker missed its heartbeats
-      first = session->failed;
-      errors.push_back(std::string(session->failed.message()));
     }
     if (failed) {
       session->failed = absl::Status(first.code(), absl::StrCat("step ", step, " of session ", id,
                                                                 " failed: ",
                                                                 absl::StrJoin(errors, "; ")));
-      for (int w : dead) DropWorkerLocked(w, "is unreachable");
+      for (const auto& [w, why] : dead) DropWorkerLocked(w, why);
     }
   }
   if (failed) {

@@ -110,6 +110,7 @@ for want in "step 12 has run for" "over the stuck-step limit" \
   "Meanwhile processor 0 (worker [0-9]*, $w0_address, mesh coordinate (0)) waits in instruction"; do
   grep -q -- "$want" <<<"$error" || fail "the error should say '$want': $error"
 done
+if grep -q "TLS" <<<"$error"; then fail "no TLS hint on a plaintext cluster: $error"; fi
 kill -0 "$coordinator" "$worker0" "$worker1" 2>/dev/null || fail "a daemon died"
 grep -q "^E .*step [0-9]* of session $session failed: step 12 has run for" "$logs/coordinator.log" ||
   fail "the coordinator should log the failed step at ERROR"
@@ -156,7 +157,7 @@ error=$(grep -i "error\|fail" "$logs/train2.log" | tail -1)
 echo "error: $error"
 grep -q "worker [0-9]* ($w0_address, mesh coordinate (0)) is not responding (no heartbeat for [0-9.]* s" \
   <<<"$error" || fail "the stopped worker should be 'not responding': $error"
-if grep -q "died" <<<"$error"; then fail "a stopped worker is not dead: $error"; fi
+if grep -Eq "died|gone|TLS" <<<"$error"; then fail "a stopped worker is not dead: $error"; fi
 kill -CONT "$worker0"
 for _ in $(seq 100); do grep -q "re-registered" "$logs/worker0.log" && break; sleep 0.1; done
 grep -q "re-registered" "$logs/worker0.log" || fail "worker 0 did not register again after SIGCONT"
