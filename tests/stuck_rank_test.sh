@@ -36,7 +36,7 @@ trap cleanup EXIT
 now_ms() { date +%s%3N; }
 
 "$runfiles/coordinator/meshrt-coordinator" --port=0 --port_file="$work/port" \
-  --heartbeat_interval_ms=200 --heartbeat_timeout_ms=3000 >"$logs/coordinator.log" 2>&1 &
+  --heartbeat_interval_ms=200 >"$logs/coordinator.log" 2>&1 &
 coordinator=$!
 pids+=("$coordinator")
 for _ in $(seq 200); do [ -s "$work/port" ] && break; sleep 0.05; done
