@@ -171,8 +171,7 @@ absl::Status PrintSessionStatus(const v1::ListWorkersResponse& list, const std::
            std::vector<int64_t>(b->coordinate().begin(), b->coordinate().end());
   });
   out << "session " << id << "  mesh " << info->mesh() << "  layout '" << info->layout() << "'  "
-      << info->state() << "  step " << info->step() << "  " << workers.size()
-      << " processor(s)\n";
+      << info->state() << "  step " << info->step() << "  " << workers.size() << " processor(s)\n";
   if (!info->last_error().empty()) out << "  error: " << info->last_error() << "\n";
   auto seconds = [](int64_t ms) { return absl::StrFormat("%.1f s", ms / 1000.0); };
   for (size_t p = 0; p < workers.size(); ++p) {

@@ -439,13 +439,13 @@ absl::StatusOr<v1::CreateSessionResponse> Coordinator::CreateSession(
     }
     absl::Status error(
         loaded[p].code(),
-        absl::StrCat("loading session ", session->id, after.empty() ? " failed on " : " failed first on ",
-                     where(p), ": ",
-                     loaded[p].message(),
-                     after.empty() ? ""
-                                   : absl::StrCat("; then ", after.size(),
-                                                  " other worker(s) failed after it: ",
-                                                  absl::StrJoin(after, "; "))));
+        absl::StrCat(
+            "loading session ", session->id, after.empty() ? " failed on " : " failed first on ",
+            where(p), ": ", loaded[p].message(),
+            after.empty()
+                ? ""
+                : absl::StrCat("; then ", after.size(),
+                               " other worker(s) failed after it: ", absl::StrJoin(after, "; "))));
     {
       absl::MutexLock lock(&mu_);
       FailSessionLocked(session.get(), error);

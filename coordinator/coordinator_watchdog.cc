@@ -45,10 +45,9 @@ absl::Status Coordinator::CheckStuckStep(Session* session, StepProgress* progres
   if (!progress->reported() || elapsed <= StuckStepLimit(options_.stuck_step, session->durations)) {
     return absl::OkStatus();
   }
-  const StuckDiagnosis d =
-      DiagnoseStuckStep(progress->step(), elapsed,
-                        DescribeStuckStepLimit(options_.stuck_step, session->durations), views,
-                        StaleHeartbeat());
+  const StuckDiagnosis d = DiagnoseStuckStep(
+      progress->step(), elapsed, DescribeStuckStepLimit(options_.stuck_step, session->durations),
+      views, StaleHeartbeat());
   return absl::DeadlineExceededError(d.message);
 }
 

@@ -39,8 +39,9 @@ std::string ShortDuration(absl::Duration d) {
 std::string DescribeStuckStepLimit(const StuckStepOptions& options,
                                    const StepDurations& durations) {
   return absl::StrCat(
-      ShortDuration(StuckStepLimit(options, durations)), " (the larger of --stuck_step_min_ms=",
-      absl::ToInt64Milliseconds(options.min), " and --stuck_step_factor=", options.factor,
+      ShortDuration(StuckStepLimit(options, durations)),
+      " (the larger of --stuck_step_min_ms=", absl::ToInt64Milliseconds(options.min),
+      " and --stuck_step_factor=", options.factor,
       durations.size() == 0
           ? " times the median step time, of which there is none yet)"
           : absl::StrCat(" times the median of the last ", durations.size(), " step times, ",
@@ -156,9 +157,8 @@ StuckDiagnosis DiagnoseStuckStep(int64_t step, absl::Duration elapsed,
       }
     }
   }
-  std::string message =
-      absl::StrCat("step ", step, " has run for ", ShortDuration(elapsed),
-                   ", over the stuck-step limit of ", limit_text, ": ");
+  std::string message = absl::StrCat("step ", step, " has run for ", ShortDuration(elapsed),
+                                     ", over the stuck-step limit of ", limit_text, ": ");
   if (everyone) {
     const bool collective = InCollective(processors[0]);
     absl::StrAppend(&message, "every processor is at the same place, ",
@@ -194,9 +194,9 @@ std::string DescribeLostWorker(const absl::Status& status,
                                std::optional<absl::Duration> heartbeat_age,
                                absl::Duration stale_heartbeat) {
   if (heartbeat_age.has_value() && *heartbeat_age > stale_heartbeat) {
-    return absl::StrCat("is not responding (no heartbeat for ", ShortDuration(*heartbeat_age),
-                        "; the process may be stopped or hung, or its network failed): ",
-                        status.message());
+    return absl::StrCat(
+        "is not responding (no heartbeat for ", ShortDuration(*heartbeat_age),
+        "; the process may be stopped or hung, or its network failed): ", status.message());
   }
   const std::string text = absl::AsciiStrToLower(status.message());
   for (const char* gone : {"connection refused", "failed to connect", "connection reset",

@@ -57,8 +57,8 @@ struct ProcessorView {
   int worker_id = -1;
   std::string address;
   std::vector<int64_t> coordinate;
-  bool registered = true;       // false: its worker has been dropped
-  absl::Duration heartbeat_age;  // since its last heartbeat (and so since `activity`)
+  bool registered = true;                      // false: its worker has been dropped
+  absl::Duration heartbeat_age;                // since its last heartbeat (and so since `activity`)
   std::optional<v1::WorkerActivity> activity;  // its latest report for this session, if any
 };
 

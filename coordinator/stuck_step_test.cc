@@ -67,7 +67,8 @@ TEST(StepDurationsTest, TheLimitIsTheFloorOrFactorTimesTheMedian) {
   d.Add(absl::Milliseconds(12));
   EXPECT_EQ(StuckStepLimit(o, d), absl::Seconds(10));
   EXPECT_TRUE(absl::StrContains(DescribeStuckStepLimit(o, d), "--stuck_step_min_ms=10000"));
-  EXPECT_TRUE(absl::StrContains(DescribeStuckStepLimit(o, d), "median of the last 1 step times, 12 ms"));
+  EXPECT_TRUE(
+      absl::StrContains(DescribeStuckStepLimit(o, d), "median of the last 1 step times, 12 ms"));
   d.Add(absl::Seconds(3));
   d.Add(absl::Seconds(3));
   EXPECT_EQ(StuckStepLimit(o, d), absl::Seconds(15));
@@ -135,13 +136,15 @@ TEST(DiagnoseStuckStepTest, NamesTheProcessorBehindAndWhereTheOthersWait) {
   EXPECT_TRUE(absl::StartsWith(m, "step 7 has run for 10.2 s, over the stuck-step limit of 10 s: "))
       << m;
   EXPECT_TRUE(absl::StrContains(
-      m, "processor 2 (worker 12, 10.0.0.2:7000, mesh coordinate (1,0)) has not arrived: it is in "
-         "instruction 4 (source_op 'h', local op 'einsum') of step 7 for 10.3 s [frozen on "
-         "purpose"))
+      m,
+      "processor 2 (worker 12, 10.0.0.2:7000, mesh coordinate (1,0)) has not arrived: it is in "
+      "instruction 4 (source_op 'h', local op 'einsum') of step 7 for 10.3 s [frozen on "
+      "purpose"))
       << m;
-  EXPECT_TRUE(absl::StrContains(m, "Meanwhile processor 0 (worker 10, 10.0.0.0:7000, mesh "
-                                   "coordinate (0,0)) waits in instruction 12 (source_op "
-                                   "'grad_w', collective ALLREDUCE over [rows])"))
+  EXPECT_TRUE(absl::StrContains(m,
+                                "Meanwhile processor 0 (worker 10, 10.0.0.0:7000, mesh "
+                                "coordinate (0,0)) waits in instruction 12 (source_op "
+                                "'grad_w', collective ALLREDUCE over [rows])"))
       << m;
   EXPECT_TRUE(absl::StrContains(m, "processor 3 (worker 13")) << m;
 }
@@ -155,7 +158,8 @@ TEST(DiagnoseStuckStepTest, AProcessorAStepBehindIsTheOneNamed) {
   ps[1].activity = Idle(7);  // done with 7, never started 8 (its request did not arrive)
   const StuckDiagnosis d = DiagnoseStuckStep(8, absl::Seconds(11), "10 s", ps, absl::Seconds(2));
   EXPECT_EQ(d.behind, std::vector<int>({1}));
-  EXPECT_TRUE(absl::StrContains(d.message, "has not arrived: it is idle after step 7")) << d.message;
+  EXPECT_TRUE(absl::StrContains(d.message, "has not arrived: it is idle after step 7"))
+      << d.message;
 }
 
 TEST(DiagnoseStuckStepTest, AProcessorWithoutHeartbeatsIsNotResponding) {
@@ -165,9 +169,10 @@ TEST(DiagnoseStuckStepTest, AProcessorWithoutHeartbeatsIsNotResponding) {
   ps[1].heartbeat_age = absl::Seconds(6);
   const StuckDiagnosis d = DiagnoseStuckStep(3, absl::Seconds(11), "10 s", ps, absl::Seconds(2));
   EXPECT_EQ(d.behind, std::vector<int>({1}));
-  EXPECT_TRUE(absl::StrContains(d.message, "processor 1 (worker 11, 10.0.0.1:7000, mesh "
-                                           "coordinate (0,1)) is not responding (no heartbeat "
-                                           "for 6.0 s"))
+  EXPECT_TRUE(absl::StrContains(d.message,
+                                "processor 1 (worker 11, 10.0.0.1:7000, mesh "
+                                "coordinate (0,1)) is not responding (no heartbeat "
+                                "for 6.0 s"))
       << d.message;
   EXPECT_FALSE(absl::StrContains(d.message, "died")) << d.message;
 }
@@ -197,16 +202,15 @@ TEST(DiagnoseStuckStepTest, EveryoneInTheSameCollectiveIsACollectiveThatDoesNotC
 
 TEST(DescribeLostWorkerTest, StoppedIsNotRespondingAndGoneIsUnreachable) {
   const absl::Status keepalive = absl::UnavailableError("keepalive watchdog timeout");
-  EXPECT_TRUE(absl::StartsWith(
-      DescribeLostWorker(keepalive, absl::Seconds(4.2), absl::Seconds(2)),
-      "is not responding (no heartbeat for 4.2 s"));
-  EXPECT_TRUE(absl::StartsWith(
-      DescribeLostWorker(absl::UnavailableError("Socket closed"), absl::Milliseconds(300),
-                         absl::Seconds(2)),
-      "is unreachable: its process is gone (socket closed): Socket closed"));
-  EXPECT_TRUE(absl::StartsWith(
-      DescribeLostWorker(keepalive, absl::Milliseconds(300), absl::Seconds(2)),
-      "is unreachable (it died or its network failed): keepalive"));
+  EXPECT_TRUE(absl::StartsWith(DescribeLostWorker(keepalive, absl::Seconds(4.2), absl::Seconds(2)),
+                               "is not responding (no heartbeat for 4.2 s"));
+  EXPECT_TRUE(
+      absl::StartsWith(DescribeLostWorker(absl::UnavailableError("Socket closed"),
+                                          absl::Milliseconds(300), absl::Seconds(2)),
+                       "is unreachable: its process is gone (socket closed): Socket closed"));
+  EXPECT_TRUE(
+      absl::StartsWith(DescribeLostWorker(keepalive, absl::Milliseconds(300), absl::Seconds(2)),
+                       "is unreachable (it died or its network failed): keepalive"));
   EXPECT_TRUE(absl::StartsWith(DescribeLostWorker(keepalive, std::nullopt, absl::Seconds(2)),
                                "is unreachable (it died or its network failed)"));
 }

@@ -10,10 +10,10 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "core/logging.h"
-#include "rpc/auth.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/support/server_interceptor.h"
+#include "rpc/auth.h"
 
 namespace meshrt {
 namespace {
@@ -52,8 +52,7 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
   // The head names what failed, the tail usually says why: keep both.
   const absl::string_view message = status.message();
   const std::string note = absl::StrCat(" ... [cut from ", message.size(),
-                                        " bytes; the whole text is in ", DaemonLogName(),
-                                        "] ... ");
+                                        " bytes; the whole text is in ", DaemonLogName(), "] ... ");
   const size_t tail = 512;
   const size_t head = kMaxWireMessageBytes - note.size() - tail;
   return grpc::Status(code, absl::StrCat(message.substr(0, head), note,

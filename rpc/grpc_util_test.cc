@@ -4,11 +4,10 @@
 
 #include <unistd.h>
 
-#include <stdexcept>
-
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <stdexcept>
 #include <string>
 
 #include "absl/strings/match.h"

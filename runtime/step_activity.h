@@ -43,13 +43,13 @@ class StepActivity {
   StepActivity& operator=(const StepActivity&) = delete;
 
   struct Snapshot {
-    int64_t step = 0;      // the step running, or (running == false) the last one run; 0: none
-    bool running = false;  // between BeginStep and EndStep
-    int instruction = -1;  // program index entered last in this step; -1: none yet
-    int64_t ordinal = 0;   // Enter calls in this step so far
-    absl::Duration in_step;         // since BeginStep (running) or since EndStep (idle)
+    int64_t step = 0;        // the step running, or (running == false) the last one run; 0: none
+    bool running = false;    // between BeginStep and EndStep
+    int instruction = -1;    // program index entered last in this step; -1: none yet
+    int64_t ordinal = 0;     // Enter calls in this step so far
+    absl::Duration in_step;  // since BeginStep (running) or since EndStep (idle)
     absl::Duration in_instruction;  // since the last Enter (or BeginStep when none)
-    bool frozen = false;   // blocked by FreezeAt
+    bool frozen = false;            // blocked by FreezeAt
     bool aborted = false;
   };
 

@@ -258,8 +258,8 @@ int WorkerMain(int argc, char** argv) {
   files.checkpoints = &*checkpoint_policy;
   Worker worker(&CpuKernels(), &communicators, files);
   if (debug_freeze_at_step > 0) {
-    LogWarning("meshrt-worker: --debug_freeze_at_step=", debug_freeze_at_step,
-               ": step ", debug_freeze_at_step, " of every session will freeze (a test fault)");
+    LogWarning("meshrt-worker: --debug_freeze_at_step=", debug_freeze_at_step, ": step ",
+               debug_freeze_at_step, " of every session will freeze (a test fault)");
     worker.SetDebugFreeze(debug_freeze_at_step, static_cast<int>(debug_freeze_at_instruction));
   }
   GrpcWorkerService service(&worker, *secret);
@@ -334,10 +334,12 @@ int WorkerMain(int argc, char** argv) {
     const bool restarted = r.coordinator_incarnation() != coordinator_incarnation;
     for (const std::string& id : held) {
       if (restarted) {
-        LogWarning("meshrt-worker: dropped session ", id, " of an earlier coordinator incarnation (",
-                   coordinator_incarnation, "; now ", r.coordinator_incarnation(), ")");
+        LogWarning("meshrt-worker: dropped session ", id,
+                   " of an earlier coordinator incarnation (", coordinator_incarnation, "; now ",
+                   r.coordinator_incarnation(), ")");
       } else {
-        LogWarning("meshrt-worker: dropped session ", id, ": the coordinator had dropped this "
+        LogWarning("meshrt-worker: dropped session ", id,
+                   ": the coordinator had dropped this "
                    "worker (and failed the session)");
       }
       worker.CloseSession(id).IgnoreError();
