@@ -97,6 +97,11 @@ done
 grep -q "^  processor 0  (0)  .* in collective ALLREDUCE over \[p\]  heartbeat" <<<"$status_out" ||
   fail "status should show processor 0 waiting in the allreduce: $status_out"
 
+if out=$("$meshrt" status --coordinator "$address" --session s-0000 2>&1); then
+  fail "status of an unknown session should fail: $out"
+fi
+grep -q "has no session s-0000" <<<"$out" || fail "status should name the unknown session: $out"
+
 if wait "$train1"; then fail "the training run should fail when a rank freezes"; fi
 failed_at=$(now_ms)
 elapsed=$((failed_at - frozen_at))
