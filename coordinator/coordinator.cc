@@ -597,8 +597,10 @@ absl::StatusOr<TensorMap> Coordinator::RunStep(const std::string& id, const Tens
         std::string who = absl::StrCat("worker ", session->worker_ids[p], " (",
                                        session->addresses[p], ", mesh coordinate ",
                                        CoordString(mesh.Coordinate(p)), ")");
+        auto w = workers_.find(session->worker_ids[p]);
+        // Dropped meanwhile (e.g. its heartbeats stopped): session->failed says why already.
+        if (pass == 0 && w == workers_.end() && !session->failed.ok()) continue;
         if (pass == 0) {
-          auto w = workers_.find(session->worker_ids[p]);
           std::optional<absl::Duration> age;
           if (w != workers_.end()) age = absl::Now() - w->second->last_heartbeat;
           const std::string why = DescribeLostWorker(s, age, StaleHeartbeat());

@@ -193,12 +193,18 @@ StuckDiagnosis DiagnoseStuckStep(int64_t step, absl::Duration elapsed,
 std::string DescribeLostWorker(const absl::Status& status,
                                std::optional<absl::Duration> heartbeat_age,
                                absl::Duration stale_heartbeat) {
+  const std::string text = absl::AsciiStrToLower(status.message());
   if (heartbeat_age.has_value() && *heartbeat_age > stale_heartbeat) {
     return absl::StrCat(
         "is not responding (no heartbeat for ", ShortDuration(*heartbeat_age),
         "; the process may be stopped or hung, or its network failed): ", status.message());
   }
-  const std::string text = absl::AsciiStrToLower(status.message());
+  if (absl::StrContains(text, "keepalive")) {  // the connection is up, nobody answers on it
+    return absl::StrCat(
+        "is not responding (it answers no keepalive pings; the process may be stopped or hung, or "
+        "its network failed): ",
+        status.message());
+  }
   for (const char* gone : {"connection refused", "failed to connect", "connection reset",
                            "socket closed", "end of tcp stream", "broken pipe"}) {
     if (absl::StrContains(text, gone)) {

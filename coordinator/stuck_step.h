@@ -103,7 +103,8 @@ StuckDiagnosis DiagnoseStuckStep(int64_t step, absl::Duration elapsed,
 
 // How the coordinator names a worker whose RPC failed in transport (`status`): "is not
 // responding (no heartbeat for 4.2 s ...)" when its heartbeats stopped too (older than
-// `stale_heartbeat`; e.g. a stopped process), "is unreachable: its process is gone ..." when the
+// `stale_heartbeat`; e.g. a stopped process) or it answers no keepalive pings, "is unreachable:
+// its process is gone ..." when the
 // connection was refused or reset, else "is unreachable (it died or its network failed)"; then
 // the status's message.
 std::string DescribeLostWorker(const absl::Status& status,
