@@ -174,9 +174,13 @@ absl::Status PrintSessionStatus(const v1::ListWorkersResponse& list, const std::
       << info->state() << "  step " << info->step() << "  " << workers.size() << " processor(s)\n";
   if (!info->last_error().empty()) out << "  error: " << info->last_error() << "\n";
   auto seconds = [](int64_t ms) { return absl::StrFormat("%.1f s", ms / 1000.0); };
+  absl::StatusOr<Mesh> mesh = Mesh::Parse(info->mesh());
   for (size_t p = 0; p < workers.size(); ++p) {
     const v1::WorkerInfo& w = *workers[p];
-    out << "  processor " << p << "  (" << absl::StrJoin(w.coordinate(), ",") << ")  worker "
+    const std::vector<int64_t> coord(w.coordinate().begin(), w.coordinate().end());
+    const bool fits = mesh.ok() && static_cast<int>(coord.size()) == mesh->ndims();
+    out << "  processor " << (fits ? absl::StrCat(mesh->ProcessorNumber(coord)) : "?") << "  ("
+        << absl::StrJoin(coord, ",") << ")  worker "
         << w.worker_id() << " " << w.address() << "  ";
     if (!w.has_activity()) {
       out << "no activity reported yet";
