@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "client/cli_commands.h"
@@ -144,16 +145,88 @@ void AddClientSecurityFlags(FlagSet& flags, SecurityOptions* options) {
   AddSecurityFlags(&flags, options, /*server=*/false);
 }
 
+namespace {
+
+// `meshrt status --session ID`: the session's processors, each with what its step thread did at
+// its worker's last heartbeat.
+absl::Status PrintSessionStatus(const v1::ListWorkersResponse& list, const std::string& id,
+                                const std::string& coordinator, std::ostream& out) {
+  const v1::SessionInfo* info = nullptr;
+  for (const v1::SessionInfo& s : list.session_infos()) {
+    if (s.session() == id) info = &s;
+  }
+  if (info == nullptr) {
+    return absl::NotFoundError(absl::StrCat(
+        "coordinator ", coordinator, " has no session ", id,
+        " that this client may see (see `meshrt sessions`; another client's sessions need the "
+        "operator token)"));
+  }
+  std::vector<const v1::WorkerInfo*> workers;
+  for (const v1::WorkerInfo& w : list.workers()) {
+    if (w.session() == id) workers.push_back(&w);
+  }
+  // Row-major coordinates sort in processor-number order.
+  std::sort(workers.begin(), workers.end(), [](const v1::WorkerInfo* a, const v1::WorkerInfo* b) {
+    return std::vector<int64_t>(a->coordinate().begin(), a->coordinate().end()) <
+           std::vector<int64_t>(b->coordinate().begin(), b->coordinate().end());
+  });
+  out << "session " << id << "  mesh " << info->mesh() << "  layout '" << info->layout() << "'  "
+      << info->state() << "  step " << info->step() << "  " << workers.size() << " processor(s)\n";
+  if (!info->last_error().empty()) out << "  error: " << info->last_error() << "\n";
+  auto seconds = [](int64_t ms) { return absl::StrFormat("%.1f s", ms / 1000.0); };
+  absl::StatusOr<Mesh> mesh = Mesh::Parse(info->mesh());
+  for (size_t p = 0; p < workers.size(); ++p) {
+    const v1::WorkerInfo& w = *workers[p];
+    const std::vector<int64_t> coord(w.coordinate().begin(), w.coordinate().end());
+    const bool fits = mesh.ok() && static_cast<int>(coord.size()) == mesh->ndims();
+    out << "  processor " << (fits ? absl::StrCat(mesh->ProcessorNumber(coord)) : "?") << "  ("
+        << absl::StrJoin(coord, ",") << ")  worker "
+        << w.worker_id() << " " << w.address() << "  ";
+    if (!w.has_activity()) {
+      out << "no activity reported yet";
+    } else if (!w.activity().running()) {
+      out << "idle after step " << w.activity().step() << " for "
+          << seconds(w.activity().step_ms() + w.last_heartbeat_ms_ago());
+    } else {
+      const v1::WorkerActivity& a = w.activity();
+      out << "step " << a.step() << "  ";
+      if (a.instruction() < 0) {
+        out << "starting";
+      } else {
+        out << "instruction " << a.instruction() << " '" << a.op() << "' " << a.kind();
+      }
+      out << "  for " << seconds(a.instruction_ms() + w.last_heartbeat_ms_ago());
+      if (!a.collective().empty()) {
+        out << "  in collective " << a.collective() << " over ["
+            << absl::StrJoin(a.mesh_dims(), ",") << "]";
+      }
+      if (!a.note().empty()) out << "  [" << a.note() << "]";
+    }
+    out << "  heartbeat " << seconds(w.last_heartbeat_ms_ago()) << " ago\n";
+  }
+  out.flush();
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status StatusCommand(const std::vector<std::string>& args, CliIo io) {
   std::string coordinator;
+  std::string session;
   SecurityOptions security;
   FlagSet flags(
-      "meshrt status --coordinator HOST:PORT [--tls_ca FILE ...] [--auth_token_file FILE]",
+      "meshrt status --coordinator HOST:PORT [--session ID] [--tls_ca FILE ...] "
+      "[--auth_token_file FILE]",
       "Shows what a coordinator knows: its workers (rank, gRPC and Gloo addresses, the "
       "session each serves, seconds since its last heartbeat), its sessions, and every "
-      "session waiting for workers with the ranks it still misses and why.\n\n"
-      "example:\n  meshrt status --coordinator 127.0.0.1:7070");
+      "session waiting for workers with the ranks it still misses and why. With --session: "
+      "that session's processors live, each with its coordinate, worker, the step and the "
+      "instruction (op, collective) its step thread is in and for how long, and its "
+      "heartbeat's age (the session's owner or an operator).\n\n"
+      "examples:\n  meshrt status --coordinator 127.0.0.1:7070\n"
+      "  meshrt status --coordinator 127.0.0.1:7070 --session s-0123abcd...");
   flags.String("coordinator", &coordinator, "coordinator address HOST:PORT (required)");
+  flags.String("session", &session, "show this session's processors and their current ops");
   AddClientSecurityFlags(flags, &security);
   ASSIGN_OR_RETURN(std::vector<std::string> positional, ParseCommandFlags(flags, args, "status"));
   if (flags.help()) {
@@ -168,6 +241,7 @@ absl::Status StatusCommand(const std::vector<std::string>& args, CliIo io) {
   options.prefer_operator_token = true;
   ASSIGN_OR_RETURN(std::unique_ptr<Client> client, Client::Connect(options));
   ASSIGN_OR_RETURN(v1::ListWorkersResponse list, client->ListWorkers());
+  if (!session.empty()) return PrintSessionStatus(list, session, coordinator, io.out);
   io.out << "coordinator " << coordinator << ": " << list.workers_size() << " worker(s), "
          << list.sessions_size() << " session(s), " << list.waiting_size() << " waiting\n";
   for (const v1::WorkerInfo& w : list.workers()) {

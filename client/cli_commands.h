@@ -92,7 +92,10 @@ absl::Status ExplainCommand(const std::vector<std::string>& args, CliIo io);
 absl::Status OpsCommand(const std::vector<std::string>& args, CliIo io);
 absl::Status LocalCommand(const std::vector<std::string>& args, CliIo io);
 // `meshrt status --coordinator ADDR`: the coordinator's workers (rank, address, session, last
-// heartbeat), sessions, and the sessions waiting for workers with the ranks they miss.
+// heartbeat), sessions, and the sessions waiting for workers with the ranks they miss. With
+// `--session ID`: that session's processors, each with the step, instruction, op and collective
+// its step thread is in, for how long, and its heartbeat's age (NotFound when the caller may not
+// see the session).
 absl::Status StatusCommand(const std::vector<std::string>& args, CliIo io);
 // `meshrt sessions [close ID] --coordinator ADDR`: list a coordinator's sessions, or close one.
 absl::Status SessionsCommand(const std::vector<std::string>& args, CliIo io);

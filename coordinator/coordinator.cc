@@ -75,8 +75,12 @@ void Coordinator::ReaperLoop() {
       }
       for (int id : silent) {
         const std::string session = workers_[id]->session;
-        DropWorkerLocked(id, absl::StrCat("missed heartbeats for ",
-                                          absl::FormatDuration(options_.heartbeat_timeout)));
+        DropWorkerLocked(id, absl::StrCat("is not responding (no heartbeat for ",
+                                          ShortDuration(now - workers_[id]->last_heartbeat),
+                                          ", over --heartbeat_timeout_ms=",
+                                          absl::ToInt64Milliseconds(options_.heartbeat_timeout),
+                                          "; the process may be stopped or hung, or its network "
+                                          "failed)"));
         auto it = sessions_.find(session);
         if (it != sessions_.end()) to_release.push_back(it->second);
       }
@@ -183,7 +187,12 @@ absl::StatusOr<v1::HeartbeatResponse> Coordinator::Heartbeat(const v1::Heartbeat
   if (it == workers_.end() || it->second->incarnation != request.incarnation()) {
     response.set_reregister(true);
   } else {
-    it->second->last_heartbeat = absl::Now();
+    WorkerEntry& w = *it->second;
+    w.last_heartbeat = absl::Now();
+    w.activity.reset();
+    for (const v1::WorkerActivity& a : request.activities()) {
+      if (!w.session.empty() && a.session() == w.session) w.activity = a;
+    }
   }
   return response;
 }
@@ -227,6 +236,7 @@ v1::ListWorkersResponse Coordinator::ListWorkers(const Caller& caller) {
     info->set_last_heartbeat_ms_ago(absl::ToInt64Milliseconds(now - w->last_heartbeat));
     info->set_session(visible(w->session) ? w->session : "(another client's)");
     for (int64_t c : w->coordinate) info->add_coordinate(c);
+    if (w->activity.has_value() && visible(w->session)) *info->mutable_activity() = *w->activity;
   }
   for (const auto& [id, s] : sessions_) {
     if (!visible(id)) continue;
@@ -397,7 +407,11 @@ absl::StatusOr<v1::CreateSessionResponse> Coordinator::CreateSession(
     ReleaseSession(session);
     return registered;
   }
+  // The first worker to fail names the cause: it ends the session's rendezvous at once, so the
+  // others (waiting in it for the failed one) fail now too instead of at their timeout.
   std::vector<absl::Status> loaded(n);
+  std::vector<int> failed_order;  // processors in the order their loads failed
+  absl::Mutex failed_mu;
   ParallelFor(n, [&](int p) {
     v1::SessionSpec spec;
     spec.set_session(session->id);
@@ -406,14 +420,35 @@ absl::StatusOr<v1::CreateSessionResponse> Coordinator::CreateSession(
     spec.set_kv_prefix(prefix);
     spec.set_collective_timeout_ms(absl::ToInt64Milliseconds(options_.collective_timeout));
     loaded[p] = session->clients[p]->LoadSession(spec, options_.collective_timeout + absl::Seconds(10));
+    if (loaded[p].ok()) return;
+    bool first = false;
+    {
+      absl::MutexLock lock(&failed_mu);
+      first = failed_order.empty();
+      failed_order.push_back(p);
+    }
+    if (first) kv_.DeletePrefix(prefix);
   });
-  for (int p = 0; p < n; ++p) {
-    if (loaded[p].ok()) continue;
-    absl::Status error(loaded[p].code(),
-                       absl::StrCat("loading session ", session->id, " on worker ",
-                                    session->worker_ids[p], " (", session->addresses[p],
-                                    ", mesh coordinate ", CoordString(mesh.Coordinate(p)),
-                                    "): ", loaded[p].message()));
+  if (!failed_order.empty()) {
+    auto where = [&](int p) {
+      return absl::StrCat("worker ", session->worker_ids[p], " (", session->addresses[p],
+                          ", mesh coordinate ", CoordString(mesh.Coordinate(p)), ")");
+    };
+    const int p = failed_order[0];
+    std::vector<std::string> after;
+    for (size_t k = 1; k < failed_order.size(); ++k) {
+      const int q = failed_order[k];
+      after.push_back(absl::StrCat(where(q), ": ", Abbreviated(loaded[q].message(), 300)));
+    }
+    absl::Status error(
+        loaded[p].code(),
+        absl::StrCat(
+            "loading session ", session->id, after.empty() ? " failed on " : " failed first on ",
+            where(p), ": ", loaded[p].message(),
+            after.empty()
+                ? ""
+                : absl::StrCat("; then ", after.size(),
+                               " other worker(s) failed after it: ", absl::StrJoin(after, "; "))));
     {
       absl::MutexLock lock(&mu_);
       FailSessionLocked(session.get(), error);
@@ -519,12 +554,26 @@ absl::StatusOr<TensorMap> Coordinator::RunStep(const std::string& id, const Tens
       ++done;
     });
   }
+  // Meanwhile the watchdog follows the steps in the workers' heartbeats (CheckStuckStep).
+  StepProgress progress(step, step + num_steps - 1, absl::Now());
+  absl::Status stuck;
   {
-    absl::MutexLock lock(&done_mu);
     auto all_done = [&] { return done == n; };
     auto any_failed = [&] { return done == n || failures > 0; };
-    done_mu.Await(absl::Condition(&any_failed));
-    if (!all_done()) {
+    while (true) {
+      {
+        absl::MutexLock lock(&done_mu);
+        if (done_mu.AwaitWithTimeout(absl::Condition(&any_failed), absl::Milliseconds(100))) break;
+      }
+      stuck = CheckStuckStep(session.get(), &progress);
+      if (!stuck.ok()) {
+        absl::MutexLock lock(&mu_);
+        FailSessionLocked(session.get(), stuck);  // cancels the step on every worker
+        break;
+      }
+    }
+    absl::MutexLock lock(&done_mu);
+    if (stuck.ok() && !all_done()) {
       done_mu.AwaitWithTimeout(absl::Condition(&all_done), options_.failure_grace);
     }
   }
@@ -544,7 +593,14 @@ absl::StatusOr<TensorMap> Coordinator::RunStep(const std::string& id, const Tens
       if (IsTransportFailure(s)) return 0;
       return s.code() == absl::StatusCode::kUnavailable ? 2 : 1;
     };
-    std::vector<int> dead;
+    std::vector<std::pair<int, std::string>> dead;  // worker id, why
+    // Failed from outside while the step ran (the watchdog's diagnosis, a worker that stopped
+    // heartbeating or left): that is the cause; the workers' errors follow.
+    if (!session->failed.ok()) {
+      errors.push_back(std::string(session->failed.message()));
+      first = session->failed;
+      failed = true;
+    }
     for (int pass = 0; pass < 3; ++pass) {
       for (int p = 0; p < n; ++p) {
         const absl::Status& s = results[p].status();
@@ -552,12 +608,20 @@ absl::StatusOr<TensorMap> Coordinator::RunStep(const std::string& id, const Tens
         std::string who = absl::StrCat("worker ", session->worker_ids[p], " (",
                                        session->addresses[p], ", mesh coordinate ",
                                        CoordString(mesh.Coordinate(p)), ")");
-        errors.push_back(pass == 0 ? absl::StrCat(who, " is unreachable (it died or its network "
-                                                       "failed): ", s.message())
-                                   : absl::StrCat(who, ": ", s.message()));
+        auto w = workers_.find(session->worker_ids[p]);
+        // Dropped meanwhile (e.g. its heartbeats stopped): session->failed says why already.
+        if (pass == 0 && w == workers_.end() && !session->failed.ok()) continue;
+        if (pass == 0) {
+          std::optional<absl::Duration> age;
+          if (w != workers_.end()) age = absl::Now() - w->second->last_heartbeat;
+          const std::string why = DescribeLostWorker(s, age, StaleHeartbeat());
+          errors.push_back(absl::StrCat(who, " ", why));
+          dead.emplace_back(session->worker_ids[p], why);
+        } else {
+          errors.push_back(absl::StrCat(who, ": ", s.message()));
+        }
         if (!failed) first = s;
         failed = true;
-        if (pass == 0) dead.push_back(session->worker_ids[p]);
       }
     }
     if (!failed && !session->failed.ok()) {
@@ -573,7 +637,7 @@ absl::StatusOr<TensorMap> Coordinator::RunStep(const std::string& id, const Tens
       session->failed = absl::Status(first.code(), absl::StrCat("step ", step, " of session ", id,
                                                                 " failed: ",
                                                                 absl::StrJoin(errors, "; ")));
-      for (int w : dead) DropWorkerLocked(w, "is unreachable");
+      for (const auto& [w, why] : dead) DropWorkerLocked(w, why);
     }
   }
   if (failed) {
@@ -583,6 +647,7 @@ absl::StatusOr<TensorMap> Coordinator::RunStep(const std::string& id, const Tens
     return session->failed;
   }
 
+  progress.Finish(absl::Now(), &session->durations);
   TensorMap out;
   for (const std::string& f : fetches) {
     const v1::ProgramTensor& t = session->outputs.at(f);

@@ -23,6 +23,10 @@
 //     (which are free at once), a WARNING names it, its owner and the silence, and every later call
 //     on it is FailedPrecondition "session ... expired: its client was silent for ...". It stays
 //     listed (state "expired") for `expired_session_retention`, then it is forgotten (NotFound).
+//   - Stuck steps: workers send what their step threads are doing with every heartbeat
+//     (WorkerActivity); a step that runs too long (CoordinatorOptions::stuck_step) fails its
+//     session with an error naming the processor the others wait for, its worker, mesh
+//     coordinate, instruction and op. ListWorkers shows each worker's latest activity.
 //
 // Thread-safe. Steps of one session run one at a time; different sessions run concurrently.
 #ifndef MESHRT_COORDINATOR_COORDINATOR_H_
@@ -38,6 +42,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "coordinator/stuck_step.h"
 #include "coordinator/worker_client.h"
 #include "core/interpreter.h"
 #include "core/limits.h"
@@ -58,6 +63,10 @@ struct CoordinatorOptions {
   absl::Duration default_worker_wait = absl::Seconds(10);
   // Deadline of one step on the workers.
   absl::Duration step_timeout = absl::Minutes(10);
+  // The stuck-step watchdog (coordinator/stuck_step.h): a step running longer than
+  // max(min, factor × the session's median step time), as the workers' heartbeat activities
+  // show, fails its session naming the processor the others wait for.
+  StuckStepOptions stuck_step;
   // After a worker fails a step, how long the others may take to report before being cancelled.
   absl::Duration failure_grace = absl::Seconds(2);
   // Deadline of one worker's part of a checkpoint save or restore.
@@ -185,6 +194,14 @@ class Coordinator {
   // Frees the session's workers and tells the live ones to drop it (outside mu_).
   void ReleaseSession(const std::shared_ptr<Session>& session);
   std::string DescribeWorkersLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The session's processors as the registry last heard from them (stuck_step.h).
+  std::vector<ProcessorView> ProcessorViewsLocked(const Session& session) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The watchdog's check while a step of `session` runs (its step lock held): DeadlineExceeded
+  // naming the processor the others wait for once the step in progress runs over the limit.
+  absl::Status CheckStuckStep(Session* session, StepProgress* progress);
+  // Heartbeats older than this make a worker "not responding".
+  absl::Duration StaleHeartbeat() const;
   // Which of the `n` lowest ranks a waiting session still misses, and why.
   std::string DescribeMissingLocked(int n) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The session `id` (its lease renewed: a call on it is a sign of life); the caller takes its

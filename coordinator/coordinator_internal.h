@@ -7,6 +7,7 @@
 #include <atomic>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -28,6 +29,8 @@ struct Coordinator::WorkerEntry {
   std::string secret;  // the worker's credential (RegisterWorkerRequest.secret); never listed
   int rank = -1;  // stable rank (pod ordinal), -1 = none
   absl::Time last_heartbeat;
+  // What its step thread did for `session` at the last heartbeat (none before a report).
+  std::optional<v1::WorkerActivity> activity;
   std::string session;  // empty when free
   std::vector<int64_t> coordinate;
   std::shared_ptr<WorkerClient> client;
@@ -48,6 +51,7 @@ struct Coordinator::Session {
   std::atomic<int64_t> step{0};  // written under step_mu; read by ListWorkers without it
   absl::Time created = absl::Now();
   std::string layout;  // the layout rules as text
+  StepDurations durations;  // of its recent steps, for the stuck-step watchdog; under step_mu
   // Guarded by Coordinator::mu_.
   absl::Status failed;
   std::shared_ptr<Cancellation> cancel;

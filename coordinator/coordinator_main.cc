@@ -53,6 +53,8 @@ int CoordinatorMain(int argc, char** argv) {
   int64_t heartbeat_timeout_ms = 5000;
   int64_t collective_timeout_ms = 30000;
   int64_t worker_wait_ms = 10000;
+  int64_t stuck_step_min_ms = 10000;
+  double stuck_step_factor = 5;
   std::string port_file;
   int64_t health_port = 0;
   std::string checkpoint_root;
@@ -80,6 +82,13 @@ int CoordinatorMain(int argc, char** argv) {
                "lost its network) expires: its step in flight is cancelled, its workers are freed, "
                "and it is listed as expired for 10 minutes; clients renew every quarter of it. A "
                "duration with a unit (10s, 2500ms, 1m), at least 1s; 0 = sessions never expire");
+  flags.Int("stuck_step_min_ms", &stuck_step_min_ms,
+            "a step that runs longer than this and than --stuck_step_factor times the session's "
+            "median step time is stuck: its session fails naming the rank the others wait for "
+            "(from the workers' heartbeats); 0 = never");
+  flags.Double("stuck_step_factor", &stuck_step_factor,
+               "see --stuck_step_min_ms: how many times its session's median step time a step "
+               "may take");
   flags.String("port_file", &port_file,
                "write the bound port to this file once serving (for --port 0)");
   flags.Int("health_port", &health_port,
@@ -149,6 +158,12 @@ int CoordinatorMain(int argc, char** argv) {
     return 2;
   }
   options.session_lease = *lease;
+  if (stuck_step_min_ms < 0 || !(stuck_step_factor >= 1)) {
+    std::fprintf(stderr,
+                 "meshrt-coordinator: --stuck_step_min_ms must be >= 0 (0 = no watchdog) and "
+                 "--stuck_step_factor >= 1\n");
+    return 2;
+  }
   if (absl::Status s = CheckRequestLimits(limits); !s.ok()) {
     std::fprintf(stderr, "meshrt-coordinator: %s\n", std::string(s.message()).c_str());
     return 2;
@@ -195,12 +210,15 @@ int CoordinatorMain(int argc, char** argv) {
   signal(SIGINT, OnSignal);
   signal(SIGTERM, OnSignal);
   signal(SIGPIPE, SIG_IGN);
+  SetDaemonLogName("coordinator");
 
   options.checkpoint_root = checkpoint_root;
   options.heartbeat_interval = absl::Milliseconds(heartbeat_interval_ms);
   options.heartbeat_timeout = absl::Milliseconds(heartbeat_timeout_ms);
   options.collective_timeout = absl::Milliseconds(collective_timeout_ms);
   options.default_worker_wait = absl::Milliseconds(worker_wait_ms);
+  options.stuck_step.min = absl::Milliseconds(stuck_step_min_ms);
+  options.stuck_step.factor = stuck_step_factor;
   GrpcWorkerClientFactory factory(*security);
   Coordinator coordinator(options, &factory);
   GrpcCoordinatorService service(&coordinator, Authenticator({}));

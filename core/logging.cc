@@ -1,5 +1,8 @@
 #include "core/logging.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
 
@@ -19,6 +22,15 @@ void LogLine(const char* level, const std::string& msg) {
       level, " ", absl::FormatTime("%H:%M:%E3S", absl::Now(), absl::LocalTimeZone()), " ", msg,
       "\n");
   std::fputs(line.c_str(), stderr);
+}
+
+std::string StderrLogPath() {
+  struct stat st;
+  if (fstat(2, &st) != 0 || !S_ISREG(st.st_mode)) return "";
+  char path[4096];
+  const ssize_t n = readlink("/proc/self/fd/2", path, sizeof(path) - 1);
+  if (n <= 0 || path[0] != '/') return "";
+  return std::string(path, n);
 }
 
 }  // namespace meshrt

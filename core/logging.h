@@ -28,6 +28,10 @@ void LogError(const Args&... args) {
   LogLine("E", absl::StrCat(args...));
 }
 
+// The file stderr (and so this log) goes to, when it is a regular file (a daemon started with
+// `2>FILE`, or by LocalCluster); "" for a terminal, pipe, socket or /dev/null.
+std::string StderrLogPath();
+
 // `text`, or its first `max_bytes` bytes and "...": for messages quoting input that may be long.
 inline std::string Abbreviated(absl::string_view text, size_t max_bytes) {
   return text.size() <= max_bytes ? std::string(text)

@@ -8,11 +8,12 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
 #include "core/logging.h"
-#include "rpc/auth.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/support/server_interceptor.h"
+#include "rpc/auth.h"
 
 namespace meshrt {
 namespace {
@@ -20,7 +21,24 @@ namespace {
 constexpr char kAuthorization[] = "authorization";
 constexpr char kBearer[] = "Bearer ";
 
+absl::Mutex log_name_mu;
+std::string* log_name ABSL_GUARDED_BY(log_name_mu) = nullptr;  // SetDaemonLogName's
+
+std::string DaemonLogName() {
+  absl::MutexLock lock(&log_name_mu);
+  return log_name != nullptr ? *log_name : "the log of the daemon that answered";
+}
+
 }  // namespace
+
+void SetDaemonLogName(const std::string& daemon) {
+  const std::string path = StderrLogPath();
+  std::string name = path.empty() ? absl::StrCat("the ", daemon, " log (its stderr)")
+                                  : absl::StrCat("the ", daemon, " log ", Abbreviated(path, 400));
+  absl::MutexLock lock(&log_name_mu);
+  delete log_name;
+  log_name = new std::string(std::move(name));
+}
 
 grpc::Status ToGrpcStatus(const absl::Status& status) {
   if (status.ok()) return grpc::Status::OK;
@@ -34,8 +52,7 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
   // The head names what failed, the tail usually says why: keep both.
   const absl::string_view message = status.message();
   const std::string note = absl::StrCat(" ... [cut from ", message.size(),
-                                        " bytes; the whole text is in the log of the daemon that "
-                                        "answered] ... ");
+                                        " bytes; the whole text is in ", DaemonLogName(), "] ... ");
   const size_t tail = 512;
   const size_t head = kMaxWireMessageBytes - note.size() - tail;
   return grpc::Status(code, absl::StrCat(message.substr(0, head), note,

@@ -25,8 +25,14 @@ inline constexpr int kMaxMessageBytes = 64 << 20;
 // limit is 8 KiB: a longer message arrives as a transport error instead of the error itself.
 inline constexpr size_t kMaxWireMessageBytes = 4096;
 
-// A message over kMaxWireMessageBytes is cut (saying so) and logged whole at ERROR first.
+// A message over kMaxWireMessageBytes is cut (saying so, and where the whole text is: see
+// SetDaemonLogName) and logged whole at ERROR first.
 grpc::Status ToGrpcStatus(const absl::Status& status);
+
+// Names this process's log in the messages ToGrpcStatus cuts: "the <daemon> log <path>" when
+// stderr goes to a file (StderrLogPath), else "the <daemon> log (its stderr)". Daemons call it
+// once at startup; until then the note says "the log of the daemon that answered".
+void SetDaemonLogName(const std::string& daemon);
 absl::Status FromGrpcStatus(const grpc::Status& status);
 
 // Transport security of one process, as given by its flags (AddSecurityFlags). Every field empty

@@ -2,11 +2,12 @@
 // to end in tests/deploy_auth_test and tests/launch_manifests_tls_test).
 #include "rpc/grpc_util.h"
 
-#include <stdexcept>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <stdexcept>
 #include <string>
 
 #include "absl/strings/match.h"
@@ -114,6 +115,39 @@ TEST(ToGrpcStatusTest, LongMessagesAreCutToFitTheWire) {
   EXPECT_TRUE(absl::StrContains(cut.error_message(), "cut from 100012 bytes"));
   EXPECT_TRUE(absl::EndsWith(cut.error_message(), "eee (the cause)")) << cut.error_message();
   EXPECT_TRUE(absl::StrContains(cut.error_message(), "log of the daemon"));
+}
+
+// A daemon whose stderr goes to a file names that file where a cut message says the whole text is.
+TEST(ToGrpcStatusTest, ACutMessageNamesTheDaemonsLogFile) {
+  const std::string path = absl::StrCat(std::getenv("TEST_TMPDIR"), "/worker.log");
+  const int saved = dup(2);
+  ASSERT_GE(saved, 0);
+  FILE* log = std::fopen(path.c_str(), "w");
+  ASSERT_NE(log, nullptr);
+  ASSERT_GE(dup2(fileno(log), 2), 0);
+  SetDaemonLogName("worker");
+  const grpc::Status cut = ToGrpcStatus(absl::InternalError(std::string(9000, 'x')));
+  std::fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  std::fclose(log);
+  EXPECT_TRUE(absl::StrContains(cut.error_message(),
+                                absl::StrCat("the whole text is in the worker log ", path)))
+      << cut.error_message();
+  EXPECT_LE(cut.error_message().size(), kMaxWireMessageBytes);
+  // Not a file (here: a pipe): the note still says whose log.
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  const int saved2 = dup(2);
+  dup2(fds[1], 2);
+  SetDaemonLogName("coordinator");
+  dup2(saved2, 2);
+  close(saved2);
+  close(fds[0]);
+  close(fds[1]);
+  const grpc::Status piped = ToGrpcStatus(absl::InternalError(std::string(9000, 'x')));
+  EXPECT_TRUE(absl::StrContains(piped.error_message(), "the coordinator log (its stderr)"))
+      << piped.error_message();
 }
 
 }  // namespace

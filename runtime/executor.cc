@@ -126,6 +126,8 @@ absl::Status Executor::RunPlan(const std::map<std::string, Tensor>& input_slices
       next_due = std::min(next_due, plan.due[i]);
       continue;
     }
+    s = Enter(i);
+    if (!s.ok()) break;
     const v1::Instruction& instr = program_.instructions(i);
     Tensor out;
     auto fused = plan.fused.find(i);
@@ -631,6 +633,12 @@ absl::Status Executor::RunCollective(const v1::Collective& c, const Tensor& in, 
   return absl::OkStatus();
 }
 
+absl::Status Executor::Enter(int index) {
+  if (activity_ == nullptr || activity_->Enter(index)) return absl::OkStatus();
+  return InstructionError(index, absl::AbortedError("the step was aborted before this instruction "
+                                                    "(its session is being closed)"));
+}
+
 absl::Status Executor::InstructionError(int index, const absl::Status& s,
                                         const std::string& note) const {
   const v1::Instruction& instr = program_.instructions(index);
@@ -670,6 +678,7 @@ absl::Status Executor::FlushAllReduces(std::vector<int>* pending) {
   pending->clear();
   for (const Group& g : groups) {
     const int first = g.members.front();
+    RETURN_IF_ERROR(Enter(first));
     auto fail = [&](const absl::Status& s) {
       return InstructionError(
           first, s,

@@ -15,6 +15,9 @@
 // Thread-safety: thread-compatible. One Run at a time; Buffer/OutputSlice must not race with Run.
 // Distinct executors (one per processor) may run concurrently.
 //
+// Activity: with set_activity, Run reports every instruction it enters (StepActivity::Enter) and
+// stops with Aborted at the next instruction once the activity is aborted.
+//
 // Errors from Run:
 //   - InvalidArgument before any instruction runs: the program is malformed (bad mesh, buffer
 //     index, layout), the coordinate is not in the mesh, a feed is missing, unknown, or has the
@@ -22,6 +25,7 @@
 //   - Errors of a step keep their code, and the message names the instruction index, its
 //     source_op and its kind (e.g. "collective ALLGATHER over [cols]", "local op 'einsum'"). A
 //     step whose result does not match its declared slice shape or dtype is InvalidArgument.
+//   - Aborted, naming the instruction it would have run next, after StepActivity::Abort().
 #ifndef MESHRT_RUNTIME_EXECUTOR_H_
 #define MESHRT_RUNTIME_EXECUTOR_H_
 
@@ -40,6 +44,7 @@
 #include "proto/program.pb.h"
 #include "runtime/buffer_pool.h"
 #include "runtime/communicator.h"
+#include "runtime/step_activity.h"
 
 namespace meshrt {
 
@@ -75,6 +80,10 @@ class Executor {
   absl::StatusOr<Tensor> OutputSlice(const std::string& name) const;
 
   const std::vector<int64_t>& coordinate() const { return coordinate_; }
+
+  // Where Run reports the instruction it enters (borrowed; null = nowhere). The caller brackets
+  // each Run with BeginStep/EndStep. Not while Run runs.
+  void set_activity(StepActivity* activity) { activity_ = activity; }
 
   // Variables (proto ProgramVariable, core/ops_state.h): this processor's slices, kept between
   // runs. A variable without a slice is initialised by the next Run; a failed Run changes none.
@@ -144,6 +153,8 @@ class Executor {
   // Runs the deferred allreduces `pending` (instruction indices, in program order), fused by
   // (mesh axes, op, dtype); clears it.
   absl::Status FlushAllReduces(std::vector<int>* pending);
+  // Reports instruction `index` to activity_ (if any); Aborted naming it once that is aborted.
+  absl::Status Enter(int index);
   // `s` prefixed with instruction `index`, its source op and kind (plus `note`) and the processor.
   absl::Status InstructionError(int index, const absl::Status& s,
                                 const std::string& note = "") const;
@@ -169,6 +180,7 @@ class Executor {
   const KernelRunner* const kernels_;
   Communicator* const communicator_;
   const KernelContext context_;
+  StepActivity* activity_ = nullptr;
 
   Mesh mesh_;  // parsed from the program by Run
   std::vector<std::optional<Tensor>> buffers_;

@@ -11,11 +11,16 @@
 #include "core/status_macros.h"
 #include "runtime/checkpoint.h"
 #include "runtime/executor.h"
+#include "runtime/step_activity.h"
 
 namespace meshrt {
 
 struct Worker::SessionState {
   v1::SessionSpec spec;
+  Mesh mesh;  // the program's
+  // What the step thread does (the executor reports into it); aborted by CloseSession. Declared
+  // before the executor, which borrows it.
+  StepActivity activity;
   std::unique_ptr<Communicator> communicator;
   std::unique_ptr<Executor> executor;
   absl::Mutex step_mu;  // held while a step, a save or a restore runs
@@ -93,13 +98,22 @@ absl::Status Worker::LoadSession(const v1::SessionSpec& spec) {
   }
   auto state = std::make_shared<SessionState>();
   state->spec = spec;
-  ASSIGN_OR_RETURN(state->communicator,
-                   communicators_->Create(spec, mesh, CollectiveGroups(spec.program())));
+  state->mesh = mesh;
+  absl::StatusOr<std::unique_ptr<Communicator>> communicator =
+      communicators_->Create(spec, mesh, CollectiveGroups(spec.program()));
+  if (!communicator.ok()) {
+    LogError("worker: loading session ", spec.session(), " at mesh coordinate (",
+             absl::StrJoin(coord, ","), ") failed: ", communicator.status().message());
+    return communicator.status();
+  }
+  state->communicator = *std::move(communicator);
   KernelContext context;
   context.files = files_.data;
   state->executor = std::make_unique<Executor>(state->spec.program(), coord, kernels_,
                                                state->communicator.get(), context);
+  state->executor->set_activity(&state->activity);
   absl::MutexLock lock(&mu_);
+  if (freeze_step_ > 0) state->activity.FreezeAt(freeze_step_, freeze_instruction_);
   sessions_[spec.session()] = std::move(state);
   return absl::OkStatus();
 }
@@ -136,7 +150,9 @@ absl::StatusOr<TensorMap> Worker::RunStep(const std::string& session, int64_t st
           absl::AbortedError(absl::StrCat("session ", session, " was closed while this step ran"));
       break;
     }
+    state->activity.BeginStep(step + done);
     status = state->executor->Run(feeds, step_fetches.empty() ? fetches : step_fetches);
+    state->activity.EndStep();
     if (!status.ok()) break;
     ++done;
   }
@@ -162,7 +178,13 @@ absl::StatusOr<TensorMap> Worker::RunStep(const std::string& session, int64_t st
   }
   state->step_mu.Unlock();
   if (!status.ok()) {
-    return absl::Status(status.code(), absl::StrCat("step ", step, ": ", status.message()));
+    status = absl::Status(status.code(), absl::StrCat("step ", step, ": ", status.message()));
+    if (state->activity.aborted()) {
+      LogWarning("worker: session ", session, " closed while its step ran: ", status.message());
+    } else {
+      LogError("worker: session ", session, " failed: ", status.message());
+    }
+    return status;
   }
   return out;
 }
@@ -250,7 +272,52 @@ absl::Status Worker::CloseSession(const std::string& session) {
     sessions_.erase(it);
   }
   state->closed.store(true);
+  state->activity.Abort();  // a step still running stops at its next instruction
   return absl::OkStatus();  // `state` dies here, or when a running step lets go of it
+}
+
+std::vector<v1::WorkerActivity> Worker::Activities() const {
+  std::vector<std::shared_ptr<SessionState>> states;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [id, s] : sessions_) states.push_back(s);
+  }
+  std::vector<v1::WorkerActivity> out;
+  for (const std::shared_ptr<SessionState>& state : states) {
+    const StepActivity::Snapshot s = state->activity.Read();
+    v1::WorkerActivity a;
+    a.set_session(state->spec.session());
+    a.set_step(s.step);
+    a.set_running(s.running);
+    a.set_instruction(s.instruction);
+    a.set_ordinal(s.ordinal);
+    a.set_instruction_ms(absl::ToInt64Milliseconds(s.in_instruction));
+    a.set_step_ms(absl::ToInt64Milliseconds(s.in_step));
+    for (int64_t c : state->spec.coordinate()) a.add_coordinate(c);
+    const v1::Program& program = state->spec.program();
+    if (s.instruction >= 0 && s.instruction < program.instructions_size()) {
+      const v1::Instruction& instr = program.instructions(s.instruction);
+      a.set_op(instr.source_op());
+      a.set_kind(DescribeInstructionKind(instr, state->mesh));
+      if (instr.has_collective()) {
+        a.set_collective(v1::Collective::Kind_Name(instr.collective().kind()));
+        for (int axis : instr.collective().mesh_axes()) {
+          if (axis >= 0 && axis < state->mesh.ndims()) {
+            a.add_mesh_dims(state->mesh.dims()[axis].name);
+          }
+        }
+      }
+    }
+    if (s.frozen) a.set_note("frozen on purpose by --debug_freeze_at_step (a test fault)");
+    out.push_back(std::move(a));
+  }
+  return out;
+}
+
+void Worker::SetDebugFreeze(int64_t step, int instruction) {
+  absl::MutexLock lock(&mu_);
+  freeze_step_ = step;
+  freeze_instruction_ = instruction;
 }
 
 std::vector<std::string> Worker::Sessions() const {

@@ -87,13 +87,22 @@ class Worker {
   absl::Status RestoreCheckpoint(const v1::WorkerRestoreCheckpointRequest& request);
 
   // Frees the session at once: it is unknown to later calls (NotFound), and a step still running
-  // on it stops before its next repetition with Aborted "session ... was closed while this step
-  // ran" (the repetition in progress finishes, or fails fast in a collective when a peer has
-  // stopped and closed its connections); its memory goes when that step returns. NotFound if
+  // on it stops with Aborted at its next instruction (an instruction in progress — a kernel, a
+  // collective — is not interrupted; a collective whose peer has stopped fails fast) or before its
+  // next repetition; its memory goes when that step returns. NotFound if
   // unknown.
   absl::Status CloseSession(const std::string& session);
 
   std::vector<std::string> Sessions() const;
+
+  // What each loaded session's step thread is doing (runtime/step_activity.h), with the
+  // instruction's names filled in from its program: for the heartbeats.
+  std::vector<v1::WorkerActivity> Activities() const;
+
+  // Fault injection for tests (the daemon's --debug_freeze_at_step): in every session loaded from
+  // now on, step `step` blocks before instruction `instruction` (-1: its first) until the session
+  // is closed, while heartbeats go on. `step` <= 0 turns it off.
+  void SetDebugFreeze(int64_t step, int instruction);
 
  private:
   struct SessionState;
@@ -106,6 +115,8 @@ class Worker {
   const WorkerFileAccess files_;
   mutable absl::Mutex mu_;
   std::map<std::string, std::shared_ptr<SessionState>> sessions_ ABSL_GUARDED_BY(mu_);
+  int64_t freeze_step_ ABSL_GUARDED_BY(mu_) = 0;
+  int freeze_instruction_ ABSL_GUARDED_BY(mu_) = -1;
 };
 
 }  // namespace meshrt

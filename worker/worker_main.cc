@@ -108,6 +108,8 @@ int WorkerMain(int argc, char** argv) {
   std::string rank_text;
   std::vector<std::string> data_dirs;
   std::string checkpoint_root;
+  int64_t debug_freeze_at_step = 0;
+  int64_t debug_freeze_at_instruction = -1;
   SecurityOptions security_options;
   FlagSet flags("meshrt-worker --coordinator HOST:PORT [flags]",
                 "Runs a meshrt worker: registers with the coordinator, loads the SPMD programs of "
@@ -142,6 +144,13 @@ int WorkerMain(int argc, char** argv) {
                "checkpoints are written to and read from directories under this one only "
                "(the coordinator's --checkpoint_root, on the shared filesystem at the same "
                "path); empty = this worker takes no part in checkpoints");
+  flags.Int("debug_freeze_at_step", &debug_freeze_at_step,
+            "FOR TESTS ONLY (fault injection): in every session, step N blocks before "
+            "--debug_freeze_at_instruction until the session is closed, while heartbeats go on "
+            "(a stuck rank); 0 = off");
+  flags.Int("debug_freeze_at_instruction", &debug_freeze_at_instruction,
+            "FOR TESTS ONLY: the program instruction --debug_freeze_at_step blocks before "
+            "(-1 = the step's first)");
   AddSecurityFlags(&flags, &security_options, /*server=*/true);
   flags.String("cluster_token_file", &cluster_token_file,
                "file with the cluster token this worker presents to the coordinator (the "
@@ -233,6 +242,7 @@ int WorkerMain(int argc, char** argv) {
   signal(SIGINT, OnSignal);
   signal(SIGTERM, OnSignal);
   signal(SIGPIPE, SIG_IGN);
+  SetDaemonLogName("worker");
   // Every step allocates its slices afresh; by default glibc returns big freed blocks to the kernel
   // and the next step pays the page faults again (bench/reshard_bench: most of a reshard's time).
   // Keep blocks up to glibc's largest mmap threshold on the heap, and freed memory mapped.
@@ -247,6 +257,11 @@ int WorkerMain(int argc, char** argv) {
   files.data = &*data_policy;
   files.checkpoints = &*checkpoint_policy;
   Worker worker(&CpuKernels(), &communicators, files);
+  if (debug_freeze_at_step > 0) {
+    LogWarning("meshrt-worker: --debug_freeze_at_step=", debug_freeze_at_step, ": step ",
+               debug_freeze_at_step, " of every session will freeze (a test fault)");
+    worker.SetDebugFreeze(debug_freeze_at_step, static_cast<int>(debug_freeze_at_instruction));
+  }
   GrpcWorkerService service(&worker, *secret);
 
   grpc::EnableDefaultHealthCheckService(true);
@@ -310,14 +325,23 @@ int WorkerMain(int argc, char** argv) {
   }
   int worker_id = registered->worker_id();
   std::string coordinator_incarnation = registered->coordinator_incarnation();
-  // After registering again: a restarted coordinator (another incarnation) will never run or close
-  // the sessions this worker holds for its predecessor; drop them.
-  auto adopt = [&](const v1::RegisterWorkerResponse& r) {
+  // After registering again, drop the sessions held from before (`held`): a restarted coordinator
+  // (another incarnation) will never run or close its predecessor's, and the same coordinator
+  // asks a worker to register again only after dropping it (e.g. it stopped responding), which
+  // failed the session it served. Sessions loaded after the registration are kept.
+  auto adopt = [&](const v1::RegisterWorkerResponse& r, const std::vector<std::string>& held) {
     worker_id = r.worker_id();
-    if (r.coordinator_incarnation() == coordinator_incarnation) return;
-    for (const std::string& id : worker.Sessions()) {
-      LogWarning("meshrt-worker: dropped session ", id, " of an earlier coordinator incarnation (",
-                 coordinator_incarnation, "; now ", r.coordinator_incarnation(), ")");
+    const bool restarted = r.coordinator_incarnation() != coordinator_incarnation;
+    for (const std::string& id : held) {
+      if (restarted) {
+        LogWarning("meshrt-worker: dropped session ", id,
+                   " of an earlier coordinator incarnation (", coordinator_incarnation, "; now ",
+                   r.coordinator_incarnation(), ")");
+      } else {
+        LogWarning("meshrt-worker: dropped session ", id,
+                   ": the coordinator had dropped this "
+                   "worker (and failed the session)");
+      }
       worker.CloseSession(id).IgnoreError();
     }
     coordinator_incarnation = r.coordinator_incarnation();
@@ -337,6 +361,7 @@ int WorkerMain(int argc, char** argv) {
     v1::HeartbeatRequest hb;
     hb.set_worker_id(worker_id);
     hb.set_incarnation(reg.incarnation());
+    for (v1::WorkerActivity& a : worker.Activities()) *hb.add_activities() = std::move(a);
     auto r = client.Heartbeat(hb, interval * 2);
     // Register again when the coordinator no longer knows us (it restarted) or no longer takes
     // our token (it restarted with a new cluster token: register_once reads it afresh).
@@ -348,9 +373,10 @@ int WorkerMain(int argc, char** argv) {
       LogWarning("meshrt-worker: heartbeat failed: ", r.status().message());
     }
     if (refused || (r.ok() && r->reregister())) {
+      const std::vector<std::string> held = worker.Sessions();
       auto again = register_once();
       if (again.ok()) {
-        adopt(*again);
+        adopt(*again, held);
         LogInfo("meshrt-worker: re-registered as worker ", worker_id);
       }
     }

@@ -1,0 +1,100 @@
+// StepActivity: what the step thread of one session is doing right now — which step, which
+// instruction it entered last, and since when. The worker sends it with every heartbeat; the
+// coordinator names a stuck rank from the processors' activities (coordinator/stuck_step.h) and
+// `meshrt status --session` shows them.
+//
+// Cost: Executor calls Enter() before every instruction it runs: a coarse monotonic clock read
+// and a few relaxed atomic stores under a sequence counter (a seqlock: the one writer never waits,
+// readers retry), no lock and no allocation; about 10 ns. Only indices are stored; whoever reads a
+// Snapshot turns the instruction index into names with the program (it knows the program). Times
+// have the coarse clock's resolution (a few milliseconds).
+//
+// Ordinal: the number of Enter calls in the step so far. Every processor of a session runs the
+// same plan and enters the same instructions in the same order, so ordinals compare across
+// processors: the lowest is the furthest behind. (Instruction indices do not: deferred allreduces
+// run after later instructions.)
+//
+// Abort(): the session is going away (closed, or its step declared stuck). Enter() returns false
+// from then on, and the executor ends the step with Aborted at the next instruction boundary.
+// An instruction already running (a kernel, a collective) is not interrupted.
+//
+// FreezeAt() (fault injection for tests: a worker's --debug_freeze_at_step): Enter() blocks
+// before the matching instruction of the matching step until Abort(); the heartbeats meanwhile
+// report the frozen instruction, as for a rank stuck for real.
+//
+// Thread-safety: thread-safe. BeginStep/Enter/EndStep are called by the one step thread; Read,
+// Abort and FreezeAt by any thread.
+#ifndef MESHRT_RUNTIME_STEP_ACTIVITY_H_
+#define MESHRT_RUNTIME_STEP_ACTIVITY_H_
+
+#include <atomic>
+#include <cstdint>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+
+namespace meshrt {
+
+class StepActivity {
+ public:
+  StepActivity();
+  StepActivity(const StepActivity&) = delete;
+  StepActivity& operator=(const StepActivity&) = delete;
+
+  struct Snapshot {
+    int64_t step = 0;        // the step running, or (running == false) the last one run; 0: none
+    bool running = false;    // between BeginStep and EndStep
+    int instruction = -1;    // program index entered last in this step; -1: none yet
+    int64_t ordinal = 0;     // Enter calls in this step so far
+    absl::Duration in_step;  // since BeginStep (running) or since EndStep (idle)
+    absl::Duration in_instruction;  // since the last Enter (or BeginStep when none)
+    bool frozen = false;            // blocked by FreezeAt
+    bool aborted = false;
+  };
+
+  // Step thread: the start and end of step `step` (the coordinator's step number).
+  void BeginStep(int64_t step);
+  void EndStep();
+  // Step thread, before running program instruction `instruction`. False once Abort()ed (the
+  // step must stop). Blocks (without holding the lock) while a FreezeAt matches, until Abort().
+  bool Enter(int instruction);
+
+  // Makes every later Enter return false. Idempotent; never undone.
+  void Abort();
+  bool aborted() const;
+  // From now on, Enter(instruction) in step `step` blocks until Abort(); `instruction` -1 means
+  // the first instruction that step enters. `step` <= 0 turns it off.
+  void FreezeAt(int64_t step, int instruction);
+
+  Snapshot Read() const;
+
+ private:
+  // The clock of every time here: CLOCK_MONOTONIC_COARSE, in nanoseconds.
+  static int64_t NowNanos();
+  // The single writer's side of the seqlock around changes of the fields below.
+  uint32_t BeginWrite();
+  void EndWrite(uint32_t seq);
+  // Waits (Enter's slow path) until Abort().
+  void WaitForAbort();
+
+  // Written by the step thread only, between two increments of seq_ (odd while writing).
+  std::atomic<uint32_t> seq_{0};
+  std::atomic<int64_t> step_{0};
+  std::atomic<bool> running_{false};
+  std::atomic<int> instruction_{-1};
+  std::atomic<int64_t> ordinal_{0};
+  std::atomic<int64_t> step_since_{0};         // NowNanos()
+  std::atomic<int64_t> instruction_since_{0};  // NowNanos()
+  std::atomic<bool> frozen_{false};
+
+  std::atomic<bool> aborted_{false};
+  std::atomic<int64_t> freeze_step_{0};
+  std::atomic<int> freeze_instruction_{-1};
+  absl::Mutex mu_;  // for waiting in WaitForAbort
+  bool abort_seen_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace meshrt
+
+#endif  // MESHRT_RUNTIME_STEP_ACTIVITY_H_

@@ -1,0 +1,162 @@
+#include "runtime/step_activity.h"
+
+#include <thread>
+
+#include "core/test_util.h"
+#include "gtest/gtest.h"
+#include "runtime/executor.h"
+#include "runtime/local_communicator.h"
+#include "runtime/test_kernels.h"
+
+namespace meshrt {
+namespace {
+
+// y = x + x (instruction 0), z = allreduce(y) (instruction 1, a small allreduce deferred to the
+// end of the step).
+constexpr char kProgram[] = R"pb(
+  mesh { dims { name: "x" size: 1 } }
+  num_buffers: 3
+  inputs {
+    name: "x"
+    buffer: 0
+    dtype: DT_FLOAT32
+    layout { mesh_axis: -1 }
+    shape { dims { name: "n" size: 4 } }
+  }
+  instructions {
+    output: 1
+    inputs: [ 0, 0 ]
+    dtype: DT_FLOAT32
+    source_op: "y"
+    slice_shape { dims { name: "n" size: 4 } }
+    local { type: "add" }
+  }
+  instructions {
+    output: 2
+    inputs: 1
+    dtype: DT_FLOAT32
+    source_op: "z"
+    slice_shape { dims { name: "n" size: 4 } }
+    collective { kind: ALLREDUCE mesh_axes: 0 reduce_op: REDUCE_SUM }
+  }
+  outputs {
+    name: "z"
+    buffer: 2
+    dtype: DT_FLOAT32
+    layout { mesh_axis: -1 }
+    shape { dims { name: "n" size: 4 } }
+  }
+)pb";
+
+// Polls `activity` until `done` holds for its snapshot (at most 10 s).
+template <typename F>
+bool WaitFor(const StepActivity& activity, F done) {
+  for (int i = 0; i < 1000; ++i) {
+    if (done(activity.Read())) return true;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  return false;
+}
+
+TEST(StepActivityTest, RecordsTheStepTheInstructionAndTheOrdinal) {
+  StepActivity a;
+  EXPECT_FALSE(a.Read().running);
+  a.BeginStep(7);
+  StepActivity::Snapshot s = a.Read();
+  EXPECT_TRUE(s.running);
+  EXPECT_EQ(s.step, 7);
+  EXPECT_EQ(s.instruction, -1);
+  EXPECT_EQ(s.ordinal, 0);
+  EXPECT_TRUE(a.Enter(5));
+  EXPECT_TRUE(a.Enter(2));
+  s = a.Read();
+  EXPECT_EQ(s.instruction, 2);
+  EXPECT_EQ(s.ordinal, 2);
+  absl::SleepFor(absl::Milliseconds(50));
+  EXPECT_GE(a.Read().in_instruction, absl::Milliseconds(30));  // a coarse clock: ms resolution
+  a.EndStep();
+  s = a.Read();
+  EXPECT_FALSE(s.running);
+  EXPECT_EQ(s.step, 7);  // the last step run
+  a.BeginStep(8);
+  EXPECT_EQ(a.Read().ordinal, 0);
+}
+
+TEST(StepActivityTest, TheExecutorEntersEveryInstructionIncludingDeferredAllReduces) {
+  const v1::Program program = ParseProgram(kProgram);
+  TestKernels kernels;
+  LocalCollectiveHub hub(*Mesh::Parse("x:1"));
+  Executor executor(program, {0}, &kernels, hub.communicator(0));
+  StepActivity activity;
+  executor.set_activity(&activity);
+  activity.BeginStep(1);
+  ASSERT_OK(executor.Run({{"x", Tensor::Float(Shape{{"n", 4}}, {1, 2, 3, 4})}}));
+  const StepActivity::Snapshot s = activity.Read();
+  EXPECT_EQ(s.ordinal, 2);
+  EXPECT_EQ(s.instruction, 1);  // the allreduce ran last, at the end of the step
+}
+
+TEST(StepActivityTest, AnAbortedActivityStopsTheStepNamingTheInstruction) {
+  const v1::Program program = ParseProgram(kProgram);
+  TestKernels kernels;
+  LocalCollectiveHub hub(*Mesh::Parse("x:1"));
+  Executor executor(program, {0}, &kernels, hub.communicator(0));
+  StepActivity activity;
+  executor.set_activity(&activity);
+  activity.Abort();
+  activity.BeginStep(1);
+  EXPECT_TRUE(StatusIs(executor.Run({{"x", Tensor::Float(Shape{{"n", 4}}, {1, 2, 3, 4})}}),
+                       absl::StatusCode::kAborted,
+                       {"instruction 0", "source_op 'y'", "aborted", "session"}));
+}
+
+TEST(StepActivityTest, AFrozenStepWaitsBeforeItsInstructionUntilAborted) {
+  const v1::Program program = ParseProgram(kProgram);
+  TestKernels kernels;
+  LocalCollectiveHub hub(*Mesh::Parse("x:1"));
+  Executor executor(program, {0}, &kernels, hub.communicator(0));
+  StepActivity activity;
+  executor.set_activity(&activity);
+  activity.FreezeAt(2, 1);
+  const std::map<std::string, Tensor> feeds = {{"x", Tensor::Float(Shape{{"n", 4}}, {1, 2, 3, 4})}};
+  activity.BeginStep(1);  // another step: not frozen
+  ASSERT_OK(executor.Run(feeds));
+  activity.EndStep();
+
+  absl::Status result;
+  std::thread step([&] {
+    activity.BeginStep(2);
+    result = executor.Run(feeds);
+    activity.EndStep();
+  });
+  ASSERT_TRUE(WaitFor(activity, [](const StepActivity::Snapshot& s) { return s.frozen; }));
+  absl::SleepFor(absl::Milliseconds(100));
+  const StepActivity::Snapshot s = activity.Read();
+  EXPECT_TRUE(s.running);
+  EXPECT_EQ(s.step, 2);
+  EXPECT_EQ(s.instruction, 1);
+  EXPECT_EQ(s.ordinal, 2);
+  EXPECT_GE(s.in_instruction, absl::Milliseconds(80));
+  activity.Abort();
+  step.join();
+  EXPECT_TRUE(StatusIs(result, absl::StatusCode::kAborted, {"instruction 1", "source_op 'z'"}));
+  EXPECT_FALSE(activity.Read().frozen);
+}
+
+TEST(StepActivityTest, FreezingAtInstructionMinusOneStopsAtTheFirstOneEntered) {
+  StepActivity activity;
+  activity.FreezeAt(3, -1);
+  bool entered = true;
+  std::thread step([&] {
+    activity.BeginStep(3);
+    entered = activity.Enter(9);
+  });
+  ASSERT_TRUE(WaitFor(activity, [](const StepActivity::Snapshot& s) { return s.frozen; }));
+  EXPECT_EQ(activity.Read().instruction, 9);
+  activity.Abort();
+  step.join();
+  EXPECT_FALSE(entered);
+}
+
+}  // namespace
+}  // namespace meshrt
