@@ -63,14 +63,10 @@ std::string TopLevelHelp() {
       "bytes\n"
       "  local    start a local cluster (a coordinator and N worker processes) until Ctrl-C\n"
       "  status   what a coordinator knows: workers, ranks, sessions, sessions waiting for "
-      "workers;
-"
-      "           --session ID: every rank's current step, op and collective, live
-"
-      "  sessions list a coordinator's sessions (owner, mesh, state, step) or close one;
-"
-      "           a session whose client died expires after --session_lease (coordinator)
-"
+      "workers;\n"
+      "           --session ID: every rank's current step, op and collective, live\n"
+      "  sessions list a coordinator's sessions (owner, mesh, state, step) or close one;\n"
+      "           a session whose client died expires after --session_lease (coordinator)\n"
       "  health   ask a daemon's gRPC health service, as a Kubernetes probe does\n"
       "  ops      list every op: family, inputs, gradient, collectives its lowering may emit\n"
       "  train    train the Transformer LM or the MLP: progress bar, loss CSV, greedy sample\n"
