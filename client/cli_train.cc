@@ -4,14 +4,17 @@
 // `meshrt demo` runs it with the paper's 2x2 layout.
 #include "client/cli_train.h"
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <csignal>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <memory>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
@@ -19,8 +22,10 @@
 #include "client/client.h"
 #include "client/graph_io.h"
 #include "client/local_cluster.h"
+#include "client/training_run.h"
 #include "core/file_access.h"
 #include "core/interpreter.h"
+#include "core/logging.h"
 #include "core/lowering.h"
 #include "core/status_macros.h"
 #include "kernels/cpu_kernels.h"
@@ -36,35 +41,49 @@ namespace {
 class Trainer {
  public:
   virtual ~Trainer() = default;
-  // Runs `n` steps; returns the last one's `fetches`.
+  // Steps done (a restored checkpoint's included). A recovery may move it back.
+  virtual int64_t step() const = 0;
+  // Runs up to `n` steps; returns the last one's `fetches`.
   virtual absl::StatusOr<TensorMap> Steps(int64_t n, const std::vector<std::string>& fetches) = 0;
   // Checkpoints (proto/checkpoint.proto): every variable, optimizer slot and counter.
-  virtual absl::Status Save(const std::string& dir) = 0;
-  // Returns the number of steps the checkpoint had run.
-  virtual absl::StatusOr<int64_t> Restore(const std::string& dir) = 0;
+  virtual absl::Status Save(const std::string& name, int keep) = 0;
+  // Continues from checkpoint `name`; returns the number of steps it had run.
+  virtual absl::StatusOr<int64_t> Restore(const std::string& name) = 0;
 };
 
 // The single-process reference: the interpreter with the CPU kernels. Its checkpoints are those
-// of a one-processor mesh, so they restore onto any mesh and any mesh's restore here.
+// of a one-processor mesh, so they restore onto any mesh and any mesh's restore here. With a
+// `checkpoint` name it saves every `save_every` steps, like a TrainingRun.
 class InProcessTrainer : public Trainer {
  public:
   // Checkpoint names are relative to `checkpoint_root`.
-  InProcessTrainer(const Graph& graph, std::string checkpoint_root)
-      : graph_(graph), checkpoint_root_(std::move(checkpoint_root)) {}
+  InProcessTrainer(const Graph& graph, std::string checkpoint_root, std::string checkpoint,
+                   int64_t save_every, int keep)
+      : graph_(graph),
+        checkpoint_root_(std::move(checkpoint_root)),
+        checkpoint_(std::move(checkpoint)),
+        save_every_(save_every),
+        keep_(keep) {}
+  int64_t step() const override { return step_; }
   absl::StatusOr<TensorMap> Steps(int64_t n, const std::vector<std::string>& fetches) override {
     TensorMap out;
     for (int64_t i = 0; i < n; ++i) {
       ASSIGN_OR_RETURN(out, InterpretStep(graph_, {}, fetches, &variables_, CpuKernels()));
       ++step_;
+      if (save_every_ > 0 && step_ % save_every_ == 0) {
+        RETURN_IF_ERROR(Save(checkpoint_, keep_));
+        LogInfo("train: saved checkpoint '", checkpoint_, "' at step ", step_);
+        if (i + 1 < n) break;  // a checkpoint ends a request, as on a cluster
+      }
     }
     return out;
   }
   // The same versions and commit as a cluster's save (runtime/checkpoint_store.h).
-  absl::Status Save(const std::string& name) override {
+  absl::Status Save(const std::string& name, int keep) override {
     ASSIGN_OR_RETURN(const v1::Program program, OneProcessorProgram());
     ASSIGN_OR_RETURN(const CheckpointRoot root, CheckpointRoot::Open(checkpoint_root_));
     ASSIGN_OR_RETURN(const std::string dir, root.Resolve(name, /*create=*/true));
-    ASSIGN_OR_RETURN(CheckpointWriter writer, CheckpointWriter::Begin(dir, step_));
+    ASSIGN_OR_RETURN(CheckpointWriter writer, CheckpointWriter::Begin(dir, step_, keep));
     absl::StatusOr<std::vector<v1::CheckpointShard>> shards =
         SaveShards(program, {0}, variables_, writer.version_dir());
     absl::StatusOr<v1::CheckpointManifest> manifest =
@@ -93,24 +112,56 @@ class InProcessTrainer : public Trainer {
 
   const Graph& graph_;
   const std::string checkpoint_root_;
+  const std::string checkpoint_;
+  const int64_t save_every_;
+  const int keep_;
   TensorMap variables_;
   int64_t step_ = 0;
 };
 
-class SessionTrainer : public Trainer {
+// A TrainingRun on a coordinator: periodic checkpoints and recovery (client/training_run.h).
+class RunTrainer : public Trainer {
  public:
-  explicit SessionTrainer(Session* session) : session_(session) {}
+  explicit RunTrainer(std::unique_ptr<TrainingRun> run) : run_(std::move(run)) {}
+  int64_t step() const override { return run_->step(); }
   absl::StatusOr<TensorMap> Steps(int64_t n, const std::vector<std::string>& fetches) override {
-    return session_->RunSteps(n, {}, fetches);
+    return run_->Steps(n, fetches);
   }
-  absl::Status Save(const std::string& dir) override { return session_->SaveCheckpoint(dir); }
-  absl::StatusOr<int64_t> Restore(const std::string& dir) override {
-    return session_->RestoreCheckpoint(dir);
+  absl::Status Save(const std::string& name, int keep) override {
+    if (run_->session() == nullptr) return absl::FailedPreconditionError("the run is closed");
+    return run_->session()->SaveCheckpoint(name, keep);
   }
+  absl::StatusOr<int64_t> Restore(const std::string& name) override {
+    return absl::UnimplementedError("a TrainingRun restores at its start");
+  }
+  TrainingRun& run() { return *run_; }
 
  private:
-  Session* session_;
+  std::unique_ptr<TrainingRun> run_;
 };
+
+// Set by SIGTERM while a run with a checkpoint directory trains: it saves and stops.
+volatile std::sig_atomic_t g_terminate = 0;
+void OnTerminate(int) { g_terminate = 1; }
+
+// Keeps the rows of loss CSV `path` up to step `last` (a resumed run appends after them).
+absl::Status TruncateLossCsv(const std::string& path, int64_t last) {
+  std::ifstream in(path);
+  if (!in) return absl::OkStatus();  // none yet
+  std::vector<std::string> kept;
+  std::string line;
+  while (std::getline(in, line)) {
+    int64_t step = 0;
+    if (kept.empty() || (absl::SimpleAtoi(line.substr(0, line.find(',')), &step) && step <= last)) {
+      kept.push_back(line);
+    }
+  }
+  in.close();
+  std::ofstream out(path, std::ios::trunc);
+  for (const std::string& l : kept) out << l << "\n";
+  if (!out) return absl::PermissionDeniedError(absl::StrCat("cannot write --loss_csv ", path));
+  return absl::OkStatus();
+}
 
 std::string Duration(double seconds) {
   if (!std::isfinite(seconds) || seconds < 0) return "?";
@@ -152,16 +203,16 @@ absl::StatusOr<std::string> GreedySample(const models::TransformerOptions& model
 // Where --save and --restore live when this process starts the run (--reference, --local).
 struct CheckpointPlace {
   std::string root;  // the checkpoint root
-  std::string save, restore;  // names under it
+  std::string save, restore, checkpoint_dir;  // names under it
 };
 
 // --checkpoint_root, with the names as given; else an absolute name's parent directory, with its
 // base name (a command like `--save /tmp/ck` keeps working); else the current directory.
 absl::StatusOr<CheckpointPlace> PlaceCheckpoints(const TrainFlags& f) {
-  CheckpointPlace place{f.checkpoint_root, f.save, f.restore};
+  CheckpointPlace place{f.checkpoint_root, f.save, f.restore, f.checkpoint_dir};
   if (!f.checkpoint_root.empty()) return place;
   bool relative = false;
-  for (std::string* name : {&place.save, &place.restore}) {
+  for (std::string* name : {&place.save, &place.restore, &place.checkpoint_dir}) {
     if (name->empty()) continue;
     if ((*name)[0] != '/') {
       relative = true;
@@ -170,10 +221,11 @@ absl::StatusOr<CheckpointPlace> PlaceCheckpoints(const TrainFlags& f) {
     const std::string normal = LexicallyNormal(*name);
     const size_t slash = normal.rfind('/');
     const std::string parent = slash == 0 ? "/" : normal.substr(0, slash);
-    if (normal == "/") return UsageError("--save / --restore cannot be '/'");
+    if (normal == "/") return UsageError("--save / --restore / --checkpoint_dir cannot be '/'");
     if (!place.root.empty() && place.root != parent) {
       return UsageError(absl::StrCat(
-          "--save and --restore are absolute paths in different directories (", place.root,
+          "--save, --restore and --checkpoint_dir are absolute paths in different directories (",
+          place.root,
           ", ", parent, "): pass --checkpoint_root DIR and names relative to it"));
     }
     place.root = parent;
@@ -181,7 +233,8 @@ absl::StatusOr<CheckpointPlace> PlaceCheckpoints(const TrainFlags& f) {
   }
   if (!place.root.empty() && relative) {
     return UsageError(
-        "one of --save and --restore is an absolute path and the other relative: pass "
+        "of --save, --restore and --checkpoint_dir, one is an absolute path and another "
+        "relative: pass "
         "--checkpoint_root DIR and names relative to it");
   }
   if (place.root.empty()) {
@@ -239,6 +292,27 @@ void AddTrainFlags(FlagSet& flags, TrainFlags* f) {
   flags.String("checkpoint_root", &f->checkpoint_root,
                "with --local or --reference: the directory --save and --restore names are "
                "relative to (default: the current directory, or an absolute name's parent)");
+  flags.String("checkpoint_dir", &f->checkpoint_dir,
+               "long runs: the checkpoint NAME (named as --save) written every --save_every "
+               "steps, at the end and on SIGTERM; with --resume the run continues from it, and "
+               "failures are recovered from it (--recover)");
+  flags.Int("save_every", &f->save_every,
+            "with --checkpoint_dir: checkpoint every N steps (0: only at the end and on SIGTERM)");
+  flags.Int("keep", &f->keep,
+            "with --checkpoint_dir: checkpoint versions kept (default 2; a restore falls back "
+            "to an older one when the newest is damaged)");
+  flags.Bool("resume", &f->resume,
+             "continue from the newest valid version of --checkpoint_dir (start at step 0 when "
+             "there is none); --steps is then the total, so a restarted job ends where the "
+             "first would have");
+  flags.String("recover", &f->recover,
+               "auto (the default with --checkpoint_dir) or off: on a lost worker, a stuck rank "
+               "or a coordinator restart, restore the last checkpoint on a new session — on a "
+               "replacement worker if one registers within --replace_wait, else on a smaller "
+               "mesh, growing back at a later checkpoint — and continue");
+  flags.Int("replace_wait", &f->replace_wait,
+            "seconds a recovery waits for a replacement worker before it continues on a "
+            "smaller mesh (default 10)");
   flags.Int("max_seconds", &f->max_seconds, "stop early after this many seconds (0: no limit)");
   flags.String("log_dir", &f->log_dir, "with --local: the daemons' logs (default: a temp dir)");
   flags.String("export_graph", &f->export_graph,
@@ -260,6 +334,16 @@ absl::Status RunTraining(const TrainFlags& f, CliIo io, float* final_loss) {
   if (f.model != "transformer" && f.model != "mlp") {
     return UsageError(absl::StrCat("--model '", f.model, "' is not transformer or mlp"));
   }
+  if (f.checkpoint_dir.empty() && (f.save_every != 0 || f.resume)) {
+    return UsageError("--save_every and --resume need --checkpoint_dir NAME");
+  }
+  if (f.save_every < 0) return UsageError("--save_every needs N >= 0");
+  if (f.keep < 1 || f.keep > 1000) return UsageError("--keep needs 1 <= K <= 1000");
+  if (f.replace_wait < 0) return UsageError("--replace_wait needs N >= 0 seconds");
+  if (!f.recover.empty() && f.recover != "auto" && f.recover != "off") {
+    return UsageError(absl::StrCat("--recover '", f.recover, "' is not auto or off"));
+  }
+  const bool recover = f.recover.empty() ? !f.checkpoint_dir.empty() : f.recover == "auto";
   TrainOptions train;
   train.optimizer = f.optimizer;
   const bool adaptive =
@@ -310,11 +394,9 @@ absl::Status RunTraining(const TrainFlags& f, CliIo io, float* final_loss) {
   RETURN_IF_ERROR(ValidateLayouts(tg->graph, layout.mesh, layout.rules));
 
   std::unique_ptr<LocalCluster> cluster;
-  std::unique_ptr<Client> client;
-  std::unique_ptr<Session> session;
   std::unique_ptr<Trainer> trainer;
   std::string where;
-  CheckpointPlace place{f.checkpoint_root, f.save, f.restore};
+  CheckpointPlace place{f.checkpoint_root, f.save, f.restore, f.checkpoint_dir};
   if (!f.coordinator.empty() && !f.checkpoint_root.empty()) {
     return UsageError(
         "--checkpoint_root is for --local and --reference: with --coordinator, --save and "
@@ -322,15 +404,19 @@ absl::Status RunTraining(const TrainFlags& f, CliIo io, float* final_loss) {
   }
   if (f.coordinator.empty()) {
     ASSIGN_OR_RETURN(place, PlaceCheckpoints(f));
-    if (!place.save.empty()) {
-      // A name the save would refuse is refused now, not after the training.
+    if (!place.save.empty() || !place.checkpoint_dir.empty()) {
       RETURN_IF_ERROR(MakeDirs(place.root));
       ASSIGN_OR_RETURN(const CheckpointRoot root, CheckpointRoot::Open(place.root));
-      const absl::Status s = root.Resolve(place.save, /*create=*/false).status();
-      if (!s.ok() && s.code() != absl::StatusCode::kNotFound) return WithContext(s, "--save");
+      // A name the save would refuse is refused now, not after the training.
+      for (const auto& [name, flag] : {std::make_pair(place.save, "--save"),
+                                       std::make_pair(place.checkpoint_dir, "--checkpoint_dir")}) {
+        if (name.empty()) continue;
+        const absl::Status s = root.Resolve(name, /*create=*/false).status();
+        if (!s.ok() && s.code() != absl::StatusCode::kNotFound) return WithContext(s, flag);
+      }
     }
   } else {
-    for (const std::string* name : {&f.save, &f.restore}) {
+    for (const std::string* name : {&f.save, &f.restore, &f.checkpoint_dir}) {
       if (!name->empty() && (*name)[0] == '/') {
         return UsageError(absl::StrCat(
             "with --coordinator, --save and --restore name a checkpoint relative to the "
@@ -338,9 +424,38 @@ absl::Status RunTraining(const TrainFlags& f, CliIo io, float* final_loss) {
       }
     }
   }
+  const int keep = static_cast<int>(f.keep);
+  // Recovery events and checkpoints, on their own lines (a tty's progress bar is redrawn after).
+  const bool tty = ::isatty(STDOUT_FILENO) && &io.out == &std::cout;
+  auto event = [&](const std::string& line) {
+    io.out << (tty ? "\n" : "") << line << "\n" << std::flush;
+  };
+  int64_t first_step = 0;  // steps the run starts after (a restored checkpoint's)
   if (f.reference) {
-    trainer = std::make_unique<InProcessTrainer>(tg->graph, place.root);
+    auto in_process = std::make_unique<InProcessTrainer>(tg->graph, place.root,
+                                                         place.checkpoint_dir, f.save_every, keep);
     where = "in process (reference interpreter, 1 processor)";
+    bool resumed = false;
+    if (f.resume) {
+      absl::StatusOr<int64_t> restored = in_process->Restore(place.checkpoint_dir);
+      if (restored.ok()) {
+        first_step = *restored;
+        resumed = true;
+        event(absl::StrCat("resumed from checkpoint '", f.checkpoint_dir, "' (after step ",
+                           first_step, ")"));
+      } else if (restored.status().code() != absl::StatusCode::kNotFound) {
+        return WithContext(restored.status(), absl::StrCat("resuming ", f.checkpoint_dir));
+      }
+    }
+    if (!resumed && !f.restore.empty()) {
+      absl::StatusOr<int64_t> restored = in_process->Restore(place.restore);
+      if (!restored.ok()) {
+        return WithContext(restored.status(), absl::StrCat("restoring ", f.restore));
+      }
+      first_step = *restored;
+      event(absl::StrCat("restored ", f.restore, " (after step ", first_step, ")"));
+    }
+    trainer = std::move(in_process);
   } else {
     std::string address = f.coordinator;
     if (f.local > 0) {
@@ -361,12 +476,34 @@ absl::Status RunTraining(const TrainFlags& f, CliIo io, float* final_loss) {
       cluster = *std::move(started);
       address = cluster->address();
     }
-    ClientOptions options;
-    options.address = address;
-    options.security = cluster == nullptr ? f.security : cluster->client_security();
-    ASSIGN_OR_RETURN(client, Client::Connect(options));
-    ASSIGN_OR_RETURN(session, client->CreateSession(tg->graph.proto(), layout.mesh, layout.rules));
-    trainer = std::make_unique<SessionTrainer>(session.get());
+    TrainingRunOptions run;
+    run.client.address = address;
+    run.client.security = cluster == nullptr ? f.security : cluster->client_security();
+    run.graph = tg->graph.proto();
+    run.mesh = layout.mesh;
+    run.rules = layout.rules;
+    run.checkpoint = place.checkpoint_dir;
+    run.save_every = f.save_every;
+    run.keep = keep;
+    run.resume = f.resume;
+    run.initial_checkpoint = place.restore;
+    run.recover = recover;
+    run.replace_wait = absl::Seconds(f.replace_wait);
+    run.log = event;
+    absl::StatusOr<std::unique_ptr<TrainingRun>> started = TrainingRun::Start(std::move(run));
+    if (!started.ok()) {
+      return f.restore.empty()
+                 ? started.status()
+                 : WithContext(started.status(), absl::StrCat("restoring ", f.restore));
+    }
+    auto run_trainer = std::make_unique<RunTrainer>(*std::move(started));
+    first_step = run_trainer->step();
+    if (first_step > 0) {
+      event(absl::StrCat(run_trainer->run().resumed() ? "resumed from checkpoint '" : "restored '",
+                         run_trainer->run().resumed() ? f.checkpoint_dir : f.restore,
+                         "' (after step ", first_step, ")"));
+    }
+    trainer = std::move(run_trainer);
     where = absl::StrCat(layout.mesh.num_processors(), " worker processes, mesh ",
                          layout.mesh.ToString(), ", layout '",
                          f.layout.empty() ? "(replicated)" : f.layout, "'");
@@ -379,73 +516,104 @@ absl::Status RunTraining(const TrainFlags& f, CliIo io, float* final_loss) {
         tmodel.batch, tmodel.length, tmodel.d_model, tmodel.heads, tmodel.d_ff, tmodel.layers,
         tmodel.vocab, tmodel.data_path.empty() ? "synthetic" : tmodel.data_path);
   }
-  io.out << " with " << train.optimizer << " lr " << train.learning_rate.base << " for " << f.steps
-         << " steps on " << where << "\n";
+  // --steps: the total with --resume (a restarted job ends where the first would have), else
+  // the steps to run from where the run starts.
+  const int64_t target = f.resume ? f.steps : first_step + f.steps;
+  io.out << " with " << train.optimizer << " lr " << train.learning_rate.base << " to step "
+         << target << " on " << where << "\n";
 
-  int64_t first_step = 0;  // steps the run starts after (a restored checkpoint's)
-  if (!f.restore.empty()) {
-    absl::StatusOr<int64_t> restored = trainer->Restore(place.restore);
-    if (!restored.ok()) {
-      return WithContext(restored.status(), absl::StrCat("restoring ", f.restore));
-    }
-    first_step = *restored;
-    io.out << "restored " << f.restore << " (after step " << first_step << ")\n";
-  }
   std::ofstream csv;
   if (!f.loss_csv.empty()) {
-    csv.open(f.loss_csv);
+    if (first_step > 0 && f.resume) RETURN_IF_ERROR(TruncateLossCsv(f.loss_csv, first_step));
+    const bool append = first_step > 0 && f.resume && std::ifstream(f.loss_csv).good();
+    csv.open(f.loss_csv, append ? std::ios::app : std::ios::trunc);
     if (!csv)
       return absl::PermissionDeniedError(absl::StrCat("cannot write --loss_csv ", f.loss_csv));
-    csv << "step,loss,learning_rate,tokens_per_s,elapsed_s\n";
+    if (!append) csv << "step,loss,learning_rate,tokens_per_s,elapsed_s\n";
   }
-  const bool tty = ::isatty(STDOUT_FILENO) && &io.out == &std::cout;
+  // SIGTERM (a pod deleted, a job stopped) saves a checkpoint and stops.
+  struct sigaction previous_term {};
+  const bool handle_term = !f.checkpoint_dir.empty();
+  if (handle_term) {
+    g_terminate = 0;
+    struct sigaction sa {};
+    sa.sa_handler = OnTerminate;
+    sigemptyset(&sa.sa_mask);
+    ::sigaction(SIGTERM, &sa, &previous_term);
+  }
+  struct RestoreTerm {
+    bool active;
+    struct sigaction* previous;
+    ~RestoreTerm() {
+      if (active) ::sigaction(SIGTERM, previous, nullptr);
+    }
+  } restore_term{handle_term, &previous_term};
+
   const absl::Time start = absl::Now();
-  int64_t done = 0;
   float loss = NAN;
   std::vector<std::pair<int64_t, float>> logged;  // (step, loss) of every request
+  int64_t written = first_step;  // the last step with a CSV row
   TensorMap final_vars;
-  const int64_t report_every = std::max<int64_t>(1, f.steps / 20);
-  int64_t next_report = report_every;
-  while (done < f.steps) {
-    const int64_t n = std::min(f.log_every, f.steps - done);
+  const int64_t total = std::max<int64_t>(1, target - first_step);
+  const int64_t report_every = std::max<int64_t>(1, total / 20);
+  int64_t next_report = first_step + report_every;
+  int64_t done = 0;  // steps run by this process (redone ones included)
+  while (trainer->step() < target) {
+    const int64_t n = std::min(f.log_every, target - trainer->step());
     std::vector<std::string> fetches = {tg->loss, tg->learning_rate};
-    const bool last = done + n >= f.steps ||
-                      (f.max_seconds > 0 && absl::Now() - start > absl::Seconds(f.max_seconds));
+    const bool out_of_time =
+        f.max_seconds > 0 && absl::Now() - start > absl::Seconds(f.max_seconds);
+    const bool last = trainer->step() + n >= target || out_of_time;
     if (last && f.sample > 0 && f.model == "transformer") {
       // The weights the last step starts from: the ones its reported loss is computed with.
       for (const std::string& v : tg->trainable) fetches.push_back(v);
     }
+    const int64_t before = trainer->step();
     absl::StatusOr<TensorMap> out = trainer->Steps(n, fetches);
     if (!out.ok()) {
-      return WithContext(out.status(), absl::StrCat("training step ", done + 1, "..", done + n));
+      return WithContext(out.status(),
+                         absl::StrCat("training step ", before + 1, "..", before + n));
     }
-    done += n;
+    const int64_t step = trainer->step();
+    done += std::max<int64_t>(0, step - before);
     loss = out->at(tg->loss).f32()[0];
-    logged.emplace_back(done, loss);
     if (!std::isfinite(loss)) {
       return absl::InternalError(
-          absl::StrCat("the loss is ", loss, " at step ", done, "; try a smaller --lr or --clip"));
+          absl::StrCat("the loss is ", loss, " at step ", step, "; try a smaller --lr or --clip"));
     }
+    while (!logged.empty() && logged.back().first >= step) logged.pop_back();  // redone
+    logged.emplace_back(step, loss);
     const double elapsed = absl::ToDoubleSeconds(absl::Now() - start);
     const double tps = tokens_per_step * done / std::max(elapsed, 1e-9);
-    if (csv.is_open()) {
-      csv << first_step + done << "," << loss << "," << out->at(tg->learning_rate).f32()[0] << ","
-          << absl::StrFormat("%.1f", tps) << "," << absl::StrFormat("%.3f", elapsed) << "\n";
+    if (csv.is_open() && step > written) {
+      csv << step << "," << loss << "," << out->at(tg->learning_rate).f32()[0] << ","
+          << absl::StrFormat("%.1f", tps) << "," << absl::StrFormat("%.3f", elapsed) << "\n"
+          << std::flush;
+      written = step;
     }
-    const double eta = elapsed / done * (f.steps - done);
+    const double eta = elapsed / std::max<int64_t>(done, 1) * (target - step);
     const int width = 24;
-    const int filled = static_cast<int>(width * done / f.steps);
+    const int filled = static_cast<int>(width * std::min<int64_t>(step, target) / target);
     const std::string line = absl::StrFormat(
         "[%s%s] step %d/%d  loss %.4f  %s/s %.0f  elapsed %s  ETA %s", std::string(filled, '#'),
-        std::string(width - filled, '.'), done, f.steps, loss,
+        std::string(width - filled, '.'), step, target, loss,
         f.model == "transformer" ? "tokens" : "examples", tps, Duration(elapsed), Duration(eta));
+    const bool finished = step >= target || (out_of_time && step > before);
     if (tty) {
       io.out << "\r" << line << std::flush;
-    } else if (done >= next_report || done == f.steps || last) {
+    } else if (step >= next_report || finished) {
       io.out << line << "\n" << std::flush;
-      while (next_report <= done) next_report += report_every;
+      while (next_report <= step) next_report += report_every;
     }
-    if (last) {
+    if (g_terminate && handle_term) {
+      RETURN_IF_ERROR(WithContext(trainer->Save(place.checkpoint_dir, keep),
+                                  absl::StrCat("saving ", f.checkpoint_dir, " on SIGTERM")));
+      event(absl::StrCat("SIGTERM: saved checkpoint '", f.checkpoint_dir, "' at step ", step,
+                         "; run again with --resume to continue"));
+      return absl::CancelledError(
+          absl::StrCat("stopped by SIGTERM after step ", step, " (checkpoint saved)"));
+    }
+    if (finished) {
       for (const std::string& v : tg->trainable) {
         if (out->count(v)) final_vars[v] = out->at(v);
       }
@@ -454,11 +622,12 @@ absl::Status RunTraining(const TrainFlags& f, CliIo io, float* final_loss) {
   }
   if (tty) io.out << "\n";
   const double elapsed = absl::ToDoubleSeconds(absl::Now() - start);
+  const int64_t final_step = trainer->step();
   // One batch's loss is noisy: also report the mean over the last 50 steps' logged losses.
   double sum = 0;
   int count = 0;
   for (const auto& [step, l] : logged) {
-    if (step > done - 50) {
+    if (step > final_step - 50) {
       sum += l;
       ++count;
     }
@@ -467,18 +636,39 @@ absl::Status RunTraining(const TrainFlags& f, CliIo io, float* final_loss) {
   io.out << absl::StrFormat(
       "final loss %.4f after %d steps in %s (%.0f %s/s); mean of the losses logged over the "
       "last 50 steps %.4f\n",
-      loss, first_step + done, Duration(elapsed), tokens_per_step * done / std::max(elapsed, 1e-9),
+      loss, final_step, Duration(elapsed), tokens_per_step * done / std::max(elapsed, 1e-9),
       f.model == "transformer" ? "tokens" : "examples", smoothed);
+  if (auto* run = dynamic_cast<RunTrainer*>(trainer.get());
+      run != nullptr && !run->run().recoveries().empty()) {
+    io.out << run->run().recoveries().size() << " recover"
+           << (run->run().recoveries().size() == 1 ? "y" : "ies") << ":";
+    for (const Recovery& r : run->run().recoveries()) {
+      io.out << absl::StrFormat(" [step %d -> %d on %s in %.1f s]", r.failed_at, r.resumed_at,
+                                r.mesh, absl::ToDoubleSeconds(r.took));
+    }
+    io.out << "\n";
+  }
   if (final_loss != nullptr) *final_loss = smoothed;
+  if (!f.checkpoint_dir.empty()) {
+    if (auto* run = dynamic_cast<RunTrainer*>(trainer.get()); run != nullptr) {
+      RETURN_IF_ERROR(WithContext(run->run().Save(), absl::StrCat("saving ", f.checkpoint_dir)));
+    } else if (f.save_every == 0 || final_step % f.save_every != 0) {
+      RETURN_IF_ERROR(WithContext(trainer->Save(place.checkpoint_dir, keep),
+                                  absl::StrCat("saving ", f.checkpoint_dir)));
+    }
+  }
   if (!f.save.empty()) {
-    RETURN_IF_ERROR(WithContext(trainer->Save(place.save), absl::StrCat("saving ", f.save)));
-    io.out << "saved a checkpoint of step " << first_step + done << " in " << f.save << "\n";
+    RETURN_IF_ERROR(
+        WithContext(trainer->Save(place.save, keep), absl::StrCat("saving ", f.save)));
+    io.out << "saved a checkpoint of step " << final_step << " in " << f.save << "\n";
   }
   if (f.sample > 0 && f.model == "transformer") {
     ASSIGN_OR_RETURN(std::string text, GreedySample(tmodel, final_vars, f.prompt, f.sample));
     io.out << "greedy sample (prompt \"" << f.prompt << "\"):\n" << f.prompt << text << "\n";
   }
-  if (session != nullptr) RETURN_IF_ERROR(session->Close());
+  if (auto* run = dynamic_cast<RunTrainer*>(trainer.get()); run != nullptr) {
+    RETURN_IF_ERROR(run->run().Close());
+  }
   return absl::OkStatus();
 }
 

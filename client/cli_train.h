@@ -36,6 +36,13 @@ struct TrainFlags {
   std::string save;             // checkpoint names (proto/checkpoint.proto)
   std::string restore;
   std::string checkpoint_root;  // --local / --reference: what the names are relative to
+  // Long runs (client/training_run.h): periodic checkpoints, resume, automatic recovery.
+  std::string checkpoint_dir;  // a name, like --save's
+  int64_t save_every = 0;
+  int64_t keep = 2;
+  bool resume = false;
+  std::string recover;  // "auto" or "off"; "" = auto with a checkpoint_dir, else off
+  int64_t replace_wait = 10;  // seconds
   int64_t max_seconds = 0;
   std::string log_dir;
   std::string export_graph;

@@ -146,13 +146,14 @@ absl::StatusOr<TensorMap> Session::RunSteps(int64_t num_steps, const TensorMap& 
   return result;
 }
 
-absl::Status Session::SaveCheckpoint(const std::string& name) {
+absl::Status Session::SaveCheckpoint(const std::string& name, int keep) {
   Client::Impl& impl = *client_->impl_;
   grpc::ClientContext ctx;
   impl.Prepare(&ctx, impl.options.rpc_timeout);
   v1::SaveCheckpointRequest request;
   request.set_session(id_);
   request.set_directory(name);
+  request.set_keep(keep);
   v1::SaveCheckpointResponse response;
   return impl.Annotate(FromGrpcStatus(impl.stub->SaveCheckpoint(&ctx, request, &response)));
 }

@@ -70,7 +70,9 @@ class Session {
   // (names, shapes, dtypes) on any mesh and layout, and returns the restored step count; a
   // missing or corrupted shard or manifest fails it (NotFound / DataLoss naming the file) and
   // changes nothing.
-  absl::Status SaveCheckpoint(const std::string& name);
+  // `keep` (>= 1): how many versions of the checkpoint the save leaves, the new one included (the
+  // older ones are what a restore falls back to when the newest is damaged).
+  absl::Status SaveCheckpoint(const std::string& name, int keep = 2);
   absl::StatusOr<int64_t> RestoreCheckpoint(const std::string& name);
   absl::Status Close();
 

@@ -16,6 +16,7 @@
 #include "absl/strings/str_join.h"
 #include "client/client.h"
 #include "core/logging.h"
+#include "core/status_macros.h"
 #include "rpc/auth.h"
 
 namespace meshrt {
@@ -82,40 +83,9 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
     cluster->credentials_dir_ = absl::StrCat(dir_template, "/credentials");
   }
 
-  std::vector<std::string> argv = options.coordinator_command;
-  argv.push_back(absl::StrCat("--port=", options.port));
-  argv.push_back("--host=127.0.0.1");
-  argv.push_back(absl::StrCat("--port_file=", port_file));
-  argv.push_back(absl::StrCat("--credentials_dir=", cluster->credentials_dir_));
-  if (!options.checkpoint_root.empty()) {
-    argv.push_back(absl::StrCat("--checkpoint_root=", options.checkpoint_root));
-  }
-  for (const std::string& f : options.coordinator_flags) argv.push_back(f);
-  auto pid = cluster->Spawn(argv, "coordinator");
-  if (!pid.ok()) return pid.status();
-  cluster->coordinator_ = *pid;
-
+  cluster->port_file_ = port_file;
   const absl::Time deadline = absl::Now() + options.startup_timeout;
-  int port = 0;
-  while (port == 0) {
-    std::ifstream in(port_file);
-    std::string text;
-    if (in >> text && absl::SimpleAtoi(text, &port) && port > 0) break;
-    port = 0;
-    if (Exited(cluster->coordinator_)) {
-      cluster->coordinator_ = -1;
-      return absl::InternalError(absl::StrCat("the coordinator (", absl::StrJoin(argv, " "),
-                                              ") exited at start"));
-    }
-    if (absl::Now() > deadline) {
-      return absl::DeadlineExceededError("the coordinator did not start listening in time");
-    }
-    absl::SleepFor(absl::Milliseconds(20));
-  }
-  std::remove(port_file.c_str());
-  if (cluster->own_dir_.empty()) rmdir(dir_template);
-  cluster->port_ = port;
-  cluster->address_ = absl::StrCat("127.0.0.1:", port);
+  RETURN_IF_ERROR(cluster->StartCoordinator(options.port, deadline));
   for (int i = 0; i < options.workers; ++i) {
     absl::Status s = cluster->AddWorker(-1);
     if (!s.ok()) return s;
@@ -125,10 +95,59 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
   return cluster;
 }
 
+absl::Status LocalCluster::StartCoordinator(int port, absl::Time deadline) {
+  std::vector<std::string> argv = options_.coordinator_command;
+  argv.push_back(absl::StrCat("--port=", port));
+  argv.push_back("--host=127.0.0.1");
+  argv.push_back(absl::StrCat("--port_file=", port_file_));
+  argv.push_back(absl::StrCat("--credentials_dir=", credentials_dir_));
+  if (!options_.checkpoint_root.empty()) {
+    argv.push_back(absl::StrCat("--checkpoint_root=", options_.checkpoint_root));
+  }
+  for (const std::string& f : options_.coordinator_flags) argv.push_back(f);
+  auto pid = Spawn(argv, "coordinator");
+  if (!pid.ok()) return pid.status();
+  coordinator_ = *pid;
+
+  std::remove(port_file_.c_str());
+  int bound = 0;
+  while (bound == 0) {
+    std::ifstream in(port_file_);
+    std::string text;
+    if (in >> text && absl::SimpleAtoi(text, &bound) && bound > 0) break;
+    bound = 0;
+    if (Exited(coordinator_)) {
+      coordinator_ = -1;
+      return absl::InternalError(absl::StrCat("the coordinator (", absl::StrJoin(argv, " "),
+                                              ") exited at start"));
+    }
+    if (absl::Now() > deadline) {
+      return absl::DeadlineExceededError("the coordinator did not start listening in time");
+    }
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  std::remove(port_file_.c_str());
+  port_ = bound;
+  address_ = absl::StrCat("127.0.0.1:", bound);
+  return absl::OkStatus();
+}
+
+absl::Status LocalCluster::RestartCoordinator(absl::Duration down) {
+  if (coordinator_ > 0) {
+    kill(coordinator_, SIGKILL);
+    waitpid(coordinator_, nullptr, 0);
+    coordinator_ = -1;
+  }
+  absl::SleepFor(down);
+  return StartCoordinator(port_, absl::Now() + options_.startup_timeout);
+}
+
 LocalCluster::~LocalCluster() {
   for (pid_t w : workers_) Stop(w);
   Stop(coordinator_);
-  if (!own_dir_.empty()) {
+  if (own_dir_.empty()) {
+    rmdir(std::filesystem::path(port_file_).parent_path().c_str());  // the port file's dir
+  } else {
     std::error_code ignored;  // <tmp>/credentials/<port>/*.token, then <tmp>
     std::filesystem::remove_all(own_dir_, ignored);
   }

@@ -73,16 +73,22 @@ class LocalCluster {
   absl::StatusOr<int> TerminateWorker(int i, absl::Duration timeout);
   // Starts one more worker process and waits until `expected_alive` workers are registered.
   absl::Status AddWorker(int expected_alive);
+  // kill -9 of the coordinator; after `down`, a new one on the same port with the same flags (and
+  // the same generated tokens, kept in the credentials dir). Workers re-register by themselves.
+  absl::Status RestartCoordinator(absl::Duration down = absl::ZeroDuration());
   // Waits until the coordinator lists `n` live workers.
   absl::Status WaitForWorkers(int n, absl::Duration timeout);
 
  private:
   LocalCluster() = default;
   absl::StatusOr<pid_t> Spawn(const std::vector<std::string>& argv, const std::string& log_name);
+  // Starts the coordinator on `port` (0: any) and waits until it listens; sets port_, address_.
+  absl::Status StartCoordinator(int port, absl::Time deadline);
 
   LocalClusterOptions options_;
   std::string credentials_dir_;
   std::string own_dir_;  // the temp dir holding credentials_dir_, removed with us; "" = none
+  std::string port_file_;  // where the coordinator writes the port it listens on
   int port_ = 0;
   std::string address_;
   pid_t coordinator_ = -1;

@@ -341,6 +341,47 @@ TEST_F(CheckpointCoordinatorTest, ASaveInterruptedBeforeItsCommitIsIgnoredThenCl
   ASSERT_OK(coordinator_.CloseSession(a));
 }
 
+// The bytes of every shard file of version directory `version` flipped at one offset.
+void DamageShards(const std::string& version) {
+  for (const auto& e : fs::directory_iterator(version)) {
+    if (e.path().extension() != ".shard") continue;
+    std::fstream f(e.path(), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(0);
+    f.put('\x55');
+  }
+}
+
+TEST_F(CheckpointCoordinatorTest, ADamagedNewestVersionFallsBackToTheOlderOnesKept) {
+  Register(2);
+  const std::string a = Create("x:2", "hidden:x");
+  std::vector<float> want;
+  want.push_back(Step(a, 1));
+  ASSERT_OK(coordinator_.SaveCheckpoint(a, "ck", /*keep=*/3).status());  // after step 1
+  const std::string v1 = Committed("ck");
+  want.push_back(Step(a, 2));
+  ASSERT_OK(coordinator_.SaveCheckpoint(a, "ck", /*keep=*/3).status());  // after step 2
+  const std::string v2 = Committed("ck");
+  want.push_back(Step(a, 3));
+  EXPECT_TRUE(StatusIs(coordinator_.SaveCheckpoint(a, "ck", /*keep=*/0).status(),
+                       absl::StatusCode::kInvalidArgument, {"keep 0"}));
+  ASSERT_OK(coordinator_.CloseSession(a));
+
+  // The newest version's shards are damaged: the restore takes v1 and step 2 is redone exactly.
+  DamageShards(v2);
+  const std::string b = Create("x:1", "");
+  ASSERT_OK_AND_ASSIGN(v1::RestoreCheckpointResponse restored,
+                       coordinator_.RestoreCheckpoint(b, "ck"));
+  EXPECT_EQ(restored.step(), 1);
+  for (int s = 2; s <= 3; ++s) {
+    EXPECT_NEAR(Step(b, s), want[s - 1], 1e-5 * std::abs(want[s - 1])) << "step " << s;
+  }
+  // Both damaged: DataLoss that says no version is intact.
+  DamageShards(v1);
+  EXPECT_TRUE(StatusIs(coordinator_.RestoreCheckpoint(b, "ck").status(),
+                       absl::StatusCode::kDataLoss, {"no version of it is intact"}));
+  ASSERT_OK(coordinator_.CloseSession(b));
+}
+
 TEST_F(CheckpointCoordinatorTest, ACorruptedManifestIsDataLoss) {
   Register(1);
   const std::string a = Create("x:1", "");

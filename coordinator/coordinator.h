@@ -129,10 +129,13 @@ class Coordinator {
   // values yet) removes the new version's files and leaves the previous checkpoint committed and
   // restorable; so does a coordinator that dies half way (restore ignores versions CURRENT does not
   // name). A failed save changes no variable.
+  // `keep` (>= 1) versions are left, the new one included.
   absl::StatusOr<v1::SaveCheckpointResponse> SaveCheckpoint(const std::string& session,
-                                                            const std::string& name);
+                                                            const std::string& name, int keep = 2);
   // RestoreCheckpoint follows CURRENT (or reads an old-format checkpoint whose manifest is directly
-  // in the directory), reads the manifest — DataLoss naming the file when its checksum or contents
+  // in the directory; when CURRENT's version is damaged — a manifest or shard fails its checksum,
+  // a file is missing — the older complete versions the saves kept, newest first, with a
+  // warning), reads the manifest — DataLoss naming the file when its checksum or contents
   // are wrong — and checks it against the session's program before dispatching anything
   // (InvalidArgument naming missing, extra and mismatched variables; the mesh and layout may
   // differ; NotFound when there is no such checkpoint or no save of it was committed). Then every

@@ -19,6 +19,8 @@ using coordinator_internal::ParallelFor;
 
 namespace {
 
+constexpr int kMaxCheckpointVersionsKept = 1000;
+
 // `s` with its code, prefixed with `what`.
 absl::Status Prefixed(const std::string& what, const absl::Status& s) {
   return absl::Status(s.code(), absl::StrCat(what, ": ", s.message()));
@@ -41,17 +43,21 @@ absl::Status JoinFailures(const std::string& what, const std::vector<absl::Statu
 }  // namespace
 
 absl::StatusOr<v1::SaveCheckpointResponse> Coordinator::SaveCheckpoint(
-    const std::string& id, const std::string& name) {
+    const std::string& id, const std::string& name, int keep) {
+  const std::string what = absl::StrCat("saving a checkpoint of session ", id, " as '", name, "'");
+  if (keep < 1 || keep > kMaxCheckpointVersionsKept) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": keep ", keep, " versions is not in [1, ",
+                                                   kMaxCheckpointVersionsKept, "]"));
+  }
   ASSIGN_OR_RETURN(const CheckpointRoot root, CheckpointRoot::Open(options_.checkpoint_root));
   ASSIGN_OR_RETURN(std::shared_ptr<Session> session, FindSession(id));
   absl::MutexLock step_lock(&session->step_mu);
   RETURN_IF_ERROR(CheckUsable(session.get()));
-  const std::string what = absl::StrCat("saving a checkpoint of session ", id, " as '", name, "'");
   absl::StatusOr<std::string> directory = root.Resolve(name, /*create=*/true);
   if (!directory.ok()) return Prefixed(what, directory.status());
   // A new version beside the committed one; nothing the previous save wrote is touched until the
   // new version is committed (runtime/checkpoint_store.h).
-  absl::StatusOr<CheckpointWriter> writer = CheckpointWriter::Begin(*directory, session->step);
+  absl::StatusOr<CheckpointWriter> writer = CheckpointWriter::Begin(*directory, session->step, keep);
   if (!writer.ok()) return Prefixed(what, writer.status());
   const Mesh& mesh = session->mesh;
   const int n = mesh.num_processors();
@@ -110,14 +116,14 @@ absl::StatusOr<v1::RestoreCheckpointResponse> Coordinator::RestoreCheckpoint(
       absl::StrCat("restoring checkpoint '", name, "' into session ", id);
   absl::StatusOr<std::string> checkpoint_dir = root.Resolve(name, /*create=*/false);
   if (!checkpoint_dir.ok()) return Prefixed(what, checkpoint_dir.status());
-  // The committed version (CURRENT), never a save in progress or one that died half way.
-  absl::StatusOr<CommittedCheckpoint> committed_checkpoint =
-      ReadCommittedCheckpoint(*checkpoint_dir);
-  if (!committed_checkpoint.ok()) return Prefixed(what, committed_checkpoint.status());
-  const std::string& directory = committed_checkpoint->directory;
-  const v1::CheckpointManifest* const manifest = &committed_checkpoint->manifest;
-  if (absl::Status s = CheckManifestForProgram(*manifest, session->program); !s.ok()) {
-    return absl::Status(s.code(), absl::StrCat(what, ": ", s.message()));
+  // The committed version (CURRENT), never a save in progress or one that died half way; when
+  // it is damaged (a manifest or shard fails its checksum, a file is missing), the older complete
+  // versions the saves kept, newest first (runtime/checkpoint_store.h).
+  std::vector<std::string> versions;
+  {
+    absl::StatusOr<std::vector<std::string>> listed = RestorableVersions(*checkpoint_dir);
+    if (!listed.ok()) return Prefixed(what, listed.status());
+    versions = *std::move(listed);
   }
   const Mesh& mesh = session->mesh;
   const int n = mesh.num_processors();
@@ -125,6 +131,9 @@ absl::StatusOr<v1::RestoreCheckpointResponse> Coordinator::RestoreCheckpoint(
     return absl::StrCat("worker ", session->worker_ids[p], " (", session->addresses[p],
                         ", mesh coordinate ", CoordString(mesh.Coordinate(p)), ")");
   };
+  std::string directory;
+  v1::CheckpointManifest manifest_storage;
+  const v1::CheckpointManifest* const manifest = &manifest_storage;
   auto fan_out = [&](v1::WorkerRestoreCheckpointRequest::Phase phase,
                      const std::vector<bool>& to) {
     std::vector<absl::Status> results(n);
@@ -141,14 +150,52 @@ absl::StatusOr<v1::RestoreCheckpointResponse> Coordinator::RestoreCheckpoint(
     });
     return results;
   };
+  // Damage that an older version may not have; anything else (a program that does not match, a
+  // worker that fails) is the answer.
+  auto damaged = [](const absl::Status& s) {
+    return s.code() == absl::StatusCode::kDataLoss || s.code() == absl::StatusCode::kNotFound;
+  };
   const std::vector<bool> all(n, true);
-  std::vector<absl::Status> prepared = fan_out(v1::WorkerRestoreCheckpointRequest::PREPARE, all);
-  absl::Status failed = JoinFailures(what, prepared, who);
-  if (!failed.ok()) {
+  absl::Status failed;
+  std::vector<std::string> skipped;  // damaged versions, with why
+  const bool versioned = !versions.empty();  // else an old-format checkpoint, or none
+  for (size_t v = 0; v < (versioned ? versions.size() : 1); ++v) {
+    absl::StatusOr<CommittedCheckpoint> candidate =
+        versioned ? ReadCheckpointVersion(versions[v]) : ReadCommittedCheckpoint(*checkpoint_dir);
+    if (!candidate.ok()) {
+      failed = Prefixed(what, candidate.status());
+      if (!versioned || !damaged(candidate.status())) return failed;
+      skipped.push_back(std::string(candidate.status().message()));
+      continue;
+    }
+    directory = candidate->directory;
+    manifest_storage = std::move(candidate->manifest);
+    if (absl::Status s = CheckManifestForProgram(*manifest, session->program); !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat(what, ": ", s.message()));
+    }
+    std::vector<absl::Status> prepared =
+        fan_out(v1::WorkerRestoreCheckpointRequest::PREPARE, all);
+    failed = JoinFailures(what, prepared, who);
+    if (failed.ok()) break;
     std::vector<bool> abort(n);
-    for (int p = 0; p < n; ++p) abort[p] = prepared[p].ok();
+    bool all_damage = true;
+    for (int p = 0; p < n; ++p) {
+      abort[p] = prepared[p].ok();
+      if (!prepared[p].ok() && !damaged(prepared[p])) all_damage = false;
+    }
     fan_out(v1::WorkerRestoreCheckpointRequest::ABORT, abort);  // best effort
-    return failed;
+    if (!versioned || !all_damage) return failed;
+    skipped.push_back(std::string(failed.message()));
+  }
+  if (!failed.ok()) {
+    if (skipped.size() < 2) return failed;
+    return absl::Status(failed.code(),
+                        absl::StrCat(what, ": no version of it is intact: ",
+                                     absl::StrJoin(skipped, "; ")));
+  }
+  if (!skipped.empty()) {
+    LogWarning("coordinator: ", what, ": the newest version is damaged, restoring the older ",
+               directory, " (", absl::StrJoin(skipped, "; "), ")");
   }
   std::vector<absl::Status> committed = fan_out(v1::WorkerRestoreCheckpointRequest::COMMIT, all);
   failed = JoinFailures(absl::StrCat(what, " (some workers installed the checkpoint, others "

@@ -144,7 +144,8 @@ grpc::Status GrpcCoordinatorService::SaveCheckpoint(grpc::ServerContext* ctx,
                                                     const v1::SaveCheckpointRequest* request,
                                                     v1::SaveCheckpointResponse* response) {
   return Client("SaveCheckpoint", ctx, &request->session(), [&](const Caller&) {
-    return Reply(coordinator_->SaveCheckpoint(request->session(), request->directory()), response);
+    return Reply(coordinator_->SaveCheckpoint(request->session(), request->directory(),
+                                             request->keep() == 0 ? 2 : request->keep()), response);
   });
 }
 

@@ -6,7 +6,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -76,6 +78,46 @@ absl::StatusOr<std::string> ReadCurrent(const std::string& checkpoint_dir) {
   return version;
 }
 
+// The step a version name carries ("v-0000000120-..." -> 120).
+int64_t VersionStep(absl::string_view version) {
+  int64_t step = 0;
+  for (size_t i = 2; i < version.size() && absl::ascii_isdigit(version[i]); ++i) {
+    step = step * 10 + (version[i] - '0');
+  }
+  return step;
+}
+
+bool HasManifest(const std::string& version_dir) {
+  struct stat st;
+  return ::lstat(Join(version_dir, kCheckpointManifestFile).c_str(), &st) == 0 &&
+         S_ISREG(st.st_mode);
+}
+
+// The version directories of `checkpoint_dir` other than `except` that hold a manifest (a save
+// that got as far as its commit), newest step first.
+std::vector<std::string> CompleteVersions(const std::string& checkpoint_dir,
+                                          const std::vector<std::string>& except) {
+  std::vector<std::string> versions;
+  DIR* d = ::opendir(checkpoint_dir.c_str());
+  if (d == nullptr) return versions;
+  while (struct dirent* e = ::readdir(d)) {
+    const std::string name = e->d_name;
+    if (!IsCheckpointVersionName(name)) continue;
+    if (std::find(except.begin(), except.end(), name) != except.end()) continue;
+    struct stat st;
+    const std::string dir = Join(checkpoint_dir, name);
+    if (::lstat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && HasManifest(dir)) {
+      versions.push_back(name);
+    }
+  }
+  ::closedir(d);
+  std::sort(versions.begin(), versions.end(), [](const std::string& a, const std::string& b) {
+    const int64_t sa = VersionStep(a), sb = VersionStep(b);
+    return sa != sb ? sa > sb : a > b;
+  });
+  return versions;
+}
+
 }  // namespace
 
 absl::StatusOr<CheckpointRoot> CheckpointRoot::Open(const std::string& root,
@@ -143,11 +185,16 @@ bool IsCheckpointVersionName(absl::string_view name) {
 }
 
 absl::StatusOr<CheckpointWriter> CheckpointWriter::Begin(const std::string& checkpoint_dir,
-                                                         int64_t step) {
+                                                         int64_t step, int keep) {
   if (step < 0) {
     return absl::InvalidArgumentError(absl::StrCat("a checkpoint of step ", step, " (negative)"));
   }
+  if (keep < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a save must keep at least 1 checkpoint version, not ", keep));
+  }
   CheckpointWriter w;
+  w.keep_ = keep;
   w.checkpoint_dir_ = checkpoint_dir;
   const std::string lock = Join(checkpoint_dir, kCheckpointLockFile);
   w.lock_fd_ = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
@@ -190,6 +237,7 @@ CheckpointWriter::CheckpointWriter(CheckpointWriter&& other) noexcept
       version_dir_(std::move(other.version_dir_)),
       version_(std::move(other.version_)),
       previous_(std::move(other.previous_)),
+      keep_(other.keep_),
       lock_fd_(other.lock_fd_),
       locked_(other.locked_),
       committed_(other.committed_) {
@@ -208,12 +256,21 @@ absl::Status CheckpointWriter::Commit(const v1::CheckpointManifest& manifest) {
                                       absl::StrCat(version_, "\n")));
   committed_ = true;
   if (!locked_) return absl::OkStatus();
+  // Kept: the new version, then the one committed before it, then the newest complete others.
+  std::vector<std::string> kept = {version_};
+  if (!previous_.empty() && keep_ > 1) kept.push_back(previous_);
+  for (const std::string& name : CompleteVersions(checkpoint_dir_, kept)) {
+    if (static_cast<int>(kept.size()) >= keep_) break;
+    kept.push_back(name);
+  }
   DIR* d = ::opendir(checkpoint_dir_.c_str());
   if (d == nullptr) return absl::OkStatus();
   std::vector<std::string> old;
   while (struct dirent* e = ::readdir(d)) {
     const std::string name = e->d_name;
-    if (IsCheckpointVersionName(name) && name != version_ && name != previous_) old.push_back(name);
+    if (IsCheckpointVersionName(name) && std::find(kept.begin(), kept.end(), name) == kept.end()) {
+      old.push_back(name);
+    }
   }
   ::closedir(d);
   for (const std::string& name : old) {
@@ -253,6 +310,12 @@ absl::StatusOr<CommittedCheckpoint> ReadCommittedCheckpoint(const std::string& c
                                             " names version ", version,
                                             ", which is missing (removed by a later save?)"));
   }
+  return ReadCheckpointVersion(c.directory);
+}
+
+absl::StatusOr<CommittedCheckpoint> ReadCheckpointVersion(const std::string& version_dir) {
+  CommittedCheckpoint c;
+  c.directory = version_dir;
   ASSIGN_OR_RETURN(c.manifest, ReadManifest(c.directory));
   if (c.manifest.format_version() < 2) {
     return absl::DataLossError(absl::StrCat(Join(c.directory, kCheckpointManifestFile),
@@ -261,6 +324,25 @@ absl::StatusOr<CommittedCheckpoint> ReadCommittedCheckpoint(const std::string& c
                                             "checksum (format 2 or later)"));
   }
   return c;
+}
+
+absl::StatusOr<std::vector<std::string>> RestorableVersions(const std::string& checkpoint_dir) {
+  absl::StatusOr<std::string> current = ReadCurrent(checkpoint_dir);
+  std::vector<std::string> names;
+  int64_t max_step = INT64_MAX;
+  if (current.ok()) {
+    if (current->empty()) return std::vector<std::string>();
+    names.push_back(*current);
+    max_step = VersionStep(*current);
+  } else if (current.status().code() != absl::StatusCode::kDataLoss) {
+    return current.status();
+  }
+  for (const std::string& name : CompleteVersions(checkpoint_dir, names)) {
+    if (VersionStep(name) <= max_step) names.push_back(name);
+  }
+  std::vector<std::string> dirs;
+  for (const std::string& name : names) dirs.push_back(Join(checkpoint_dir, name));
+  return dirs;
 }
 
 }  // namespace meshrt

@@ -9,10 +9,13 @@
 // writes a new version beside the old ones and commits it by replacing CURRENT atomically (write
 // CURRENT.tmp, fsync, rename, fsync the directory). Until that rename, CURRENT still names the
 // previous version, so a save that fails or dies half way (a worker killed, a disk error, the
-// coordinator killed) leaves the previous checkpoint restorable; restore never looks at a version
-// CURRENT does not name. After the commit, versions other than the new one and the one committed
-// before it are removed — only directories named like versions, and in them only meshrt's files
-// (manifest.pbtxt, *.shard and their .tmp files); a directory holding anything else is left.
+// coordinator killed) leaves the previous checkpoint restorable. After the commit, a save keeps
+// `keep` versions (default 2): the new one, the one committed before it, and the newest other
+// complete versions (those with a manifest, by step); the rest are removed — only directories
+// named like versions, and in them only meshrt's files (manifest.pbtxt, *.shard and their .tmp
+// files); a directory holding anything else is left. Restore reads the version CURRENT names; a
+// caller that finds it damaged may fall back to the older complete versions a save kept
+// (RestorableVersions), newest first.
 // Nothing else in the checkpoint directory (an old-format checkpoint's files, other files) is ever
 // deleted.
 //
@@ -28,6 +31,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -72,7 +76,9 @@ class CheckpointWriter {
   // Takes `checkpoint_dir`/LOCK, reads which version CURRENT commits (if any) and creates a new,
   // empty version directory for `step`. FailedPrecondition when another save holds the lock;
   // DataLoss when CURRENT names no version; errno errors naming the file.
-  static absl::StatusOr<CheckpointWriter> Begin(const std::string& checkpoint_dir, int64_t step);
+  // `keep` (>= 1): how many versions the commit leaves, the new one included.
+  static absl::StatusOr<CheckpointWriter> Begin(const std::string& checkpoint_dir, int64_t step,
+                                                int keep = 2);
 
   CheckpointWriter(CheckpointWriter&& other) noexcept;
   CheckpointWriter& operator=(CheckpointWriter&&) = delete;
@@ -98,6 +104,7 @@ class CheckpointWriter {
   std::string version_dir_;
   std::string version_;
   std::string previous_;
+  int keep_ = 2;
   int lock_fd_ = -1;
   bool locked_ = false;  // false when the filesystem has no flock: nothing is then removed
   bool committed_ = false;
@@ -116,6 +123,16 @@ struct CommittedCheckpoint {
 // names is missing; DataLoss when CURRENT is malformed or the manifest is corrupted (ReadManifest),
 // naming the file.
 absl::StatusOr<CommittedCheckpoint> ReadCommittedCheckpoint(const std::string& checkpoint_dir);
+
+// The version directories (absolute) a restore of `checkpoint_dir` may use, newest first: the one
+// CURRENT names, then the other versions with a manifest whose step is not above CURRENT's, by
+// step. Empty when there is no CURRENT (an old-format checkpoint, or none). Errors of CURRENT as
+// ReadCommittedCheckpoint; when CURRENT is corrupted, every version with a manifest, by step.
+absl::StatusOr<std::vector<std::string>> RestorableVersions(const std::string& checkpoint_dir);
+
+// Reads and verifies the manifest of one version directory (as ReadCommittedCheckpoint does for
+// the version CURRENT names): NotFound / DataLoss naming the file.
+absl::StatusOr<CommittedCheckpoint> ReadCheckpointVersion(const std::string& version_dir);
 
 }  // namespace meshrt
 

@@ -114,8 +114,8 @@ class CheckpointWriterTest : public ::testing::Test {
   }
 
   // Saves w = {v, v, v, v} as step `step` and commits it; returns the version directory.
-  std::string Save(float v, int64_t step) {
-    auto writer = CheckpointWriter::Begin(dir_, step);
+  std::string Save(float v, int64_t step, int keep = 2) {
+    auto writer = CheckpointWriter::Begin(dir_, step, keep);
     EXPECT_TRUE(writer.ok()) << writer.status();
     if (!writer.ok()) return "";
     auto shards = SaveShards(program_, {0}, Values(v), writer->version_dir());
@@ -220,6 +220,40 @@ TEST_F(CheckpointWriterTest, CleanupKeepsThePreviousVersionAndOnlyTouchesMeshrtF
   EXPECT_TRUE(fs::exists(dir_ + "/notes"));
   EXPECT_TRUE(fs::exists(dir_ + "/README"));
   EXPECT_EQ(Restored(), std::make_pair(4.0f, int64_t{4}));
+}
+
+TEST_F(CheckpointWriterTest, KeepLeavesTheNewestCompleteVersions) {
+  std::vector<std::string> saved;
+  for (int step = 1; step <= 5; ++step) saved.push_back(Save(step, step, /*keep=*/3));
+  // A save that died after its shards (no manifest): never kept, never restorable.
+  std::string dead;
+  {
+    ASSERT_OK_AND_ASSIGN(CheckpointWriter dying, CheckpointWriter::Begin(dir_, 6, 3));
+    dead = dying.version_dir();
+    ASSERT_OK(SaveShards(program_, {0}, Values(9.0f), dead).status());
+  }
+  EXPECT_EQ(Versions(), (std::vector<std::string>{fs::path(saved[2]).filename().string(),
+                                                  fs::path(saved[3]).filename().string(),
+                                                  fs::path(saved[4]).filename().string(),
+                                                  fs::path(dead).filename().string()}));
+  ASSERT_OK_AND_ASSIGN(std::vector<std::string> restorable, RestorableVersions(dir_));
+  EXPECT_EQ(restorable, (std::vector<std::string>{saved[4], saved[3], saved[2]}));
+  ASSERT_OK_AND_ASSIGN(CommittedCheckpoint older, ReadCheckpointVersion(saved[3]));
+  EXPECT_EQ(older.manifest.step(), 4);
+  // keep=1 leaves only the new version; a keep below 1 is refused.
+  const std::string last = Save(7.0f, 7, /*keep=*/1);
+  EXPECT_EQ(Versions(), std::vector<std::string>{fs::path(last).filename().string()});
+  EXPECT_TRUE(StatusIs(CheckpointWriter::Begin(dir_, 8, 0).status(),
+                       absl::StatusCode::kInvalidArgument, {"at least 1"}));
+}
+
+TEST_F(CheckpointWriterTest, RestorableVersionsWithADamagedCurrent) {
+  EXPECT_TRUE(RestorableVersions(dir_)->empty());  // no checkpoint yet
+  const std::string v1 = Save(1.0f, 1);
+  const std::string v2 = Save(2.0f, 2);
+  std::ofstream(dir_ + "/CURRENT", std::ios::trunc) << "garbage\n";
+  ASSERT_OK_AND_ASSIGN(std::vector<std::string> restorable, RestorableVersions(dir_));
+  EXPECT_EQ(restorable, (std::vector<std::string>{v2, v1}));
 }
 
 TEST_F(CheckpointWriterTest, OneSaveAtATime) {
