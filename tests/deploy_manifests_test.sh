@@ -241,7 +241,7 @@ echo "== shellcheck and node --check on the deploy test scripts"
 command -v shellcheck >/dev/null 2>&1 || fail "shellcheck is not on PATH; run tools/setup.sh"
 for script in tests/deploy_manifests_test.sh tests/deploy_auth_test.sh tests/deploy_listen_test.sh \
   tests/launch_manifests_test.sh tests/launch_make_certs.sh deploy/k8s/create-secrets.sh; do
-  shellcheck "$(src_of "$script")" || fail "shellcheck $script"
+  shellcheck -x "$(src_of "$script")" || fail "shellcheck $script"
 done
 for script in tests/launch_pod.js third_party/k8s_validate/validate.js; do
   node --check "$(src_of "$script")" || fail "node --check $script"
