@@ -33,6 +33,7 @@ bench: setup
 	$(BAZEL) run $(BAZEL_FLAGS) -c opt //bench:cluster_bench
 	$(BAZEL) run $(BAZEL_FLAGS) -c opt //bench:reshard_bench
 	$(BAZEL) run $(BAZEL_FLAGS) -c opt //bench:train_bench
+	$(BAZEL) run $(BAZEL_FLAGS) -c opt //bench:recovery_bench
 
 clean:
 	$(BAZEL) clean

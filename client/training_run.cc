@@ -281,11 +281,11 @@ absl::Status TrainingRun::Recover(const absl::Status& cause) {
   const absl::Time deadline = start + options_.recovery_timeout;
   const int64_t failed_at = step_;
   Log(absl::StrCat("step ", failed_at + 1, " failed on mesh ", mesh_.ToString(), ": ",
-                   Headline(cause.message()),
+                   Headline(cause.message(), 600),
                    options_.checkpoint.empty() || saved_step_ < 0
                        ? "; starting again from where the run began"
                        : absl::StrCat("; recovering from the checkpoint of step ", saved_step_)));
-  LogError("training run: step ", failed_at + 1, " failed: ", cause.message());
+  if (!options_.log) LogError("training run: step ", failed_at + 1, " failed: ", cause.message());
   if (session_ != nullptr) {
     std::unique_ptr<Session> old = std::move(session_);
     (void)old->Close();  // best effort: the coordinator may be gone
