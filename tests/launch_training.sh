@@ -27,12 +27,29 @@ wait_for() {
 }
 # in_log PATTERN [MIN]: the Job's log holds more than MIN (default 0) lines matching PATTERN.
 in_log() { [ "$(grep -cE -- "$1" "$job_log" 2>/dev/null)" -gt "${2:-0}" ]; }
-# kill_pod HOST: SIGKILL every process of the pod (a node crash, an OOM kill), until none is left.
+# live_pids NS: the processes in network namespace NS that still run (not zombies: a killed
+# pod's PID 1 is reparented outside its PID namespace and reaped whenever its new parent does).
+live_pids() {
+  local pid state
+  for pid in $(ip netns pids "$1" 2>/dev/null); do
+    state=$(sed 's/.*) //' "/proc/$pid/stat" 2>/dev/null | cut -d' ' -f1) || continue
+    [ -n "$state" ] && [ "$state" != Z ] && echo "$pid"
+  done
+  return 0
+}
+# kill_pod HOST: SIGKILL every process of the pod (a node crash, an OOM kill), until none runs.
 kill_pod() {
   local ns pid
   ns=$(ns_of "$1")
-  for pid in $(ip netns pids "$ns"); do kill -KILL "$pid" 2>/dev/null || true; done
-  wait_for "the processes of pod $1 to die" 10 test -z "$(ip netns pids "$ns")"
+  for pid in $(live_pids "$ns"); do kill -KILL "$pid" 2>/dev/null || true; done
+  local deadline=$((SECONDS + 10))
+  while [ -n "$(live_pids "$ns")" ]; do
+    if [ "$SECONDS" -ge "$deadline" ]; then
+      ps -o pid,ppid,stat,wchan:20,args -p "$(live_pids "$ns" | paste -sd,)" >&2 || true
+      fail "the processes of pod $1 still run 10 s after SIGKILL (above)"
+    fi
+    sleep 0.1
+  done
 }
 # final_loss FILE: the loss on the client's "final loss X after $train_steps steps" line.
 final_loss() { sed -n "s/^final loss \([0-9.]*\) after $train_steps steps .*/\1/p" "$1" | tail -1; }
