@@ -189,10 +189,14 @@ absl::Status SessionsCommand(const std::vector<std::string>& args, CliIo io) {
   SecurityOptions security;
   FlagSet flags(
       "meshrt sessions --coordinator HOST:PORT [close ID] [--auth_token_file FILE ...]",
-      "Lists a coordinator's sessions (id, owner, mesh, layout, state, step, age, last error), or "
-      "closes one (`close ID`), freeing its workers: for a session whose client is gone. A "
-      "client token sees and closes its own sessions; the operator token every session (on "
-      "the coordinator's machine the generated operator token is used by itself).\n\n"
+      "Lists a coordinator's sessions (id, owner, mesh, layout, state, step, age, when its "
+      "client last renewed its lease, last error), or closes one (`close ID`), freeing its "
+      "workers. States: ready; failed (a worker or step failed it; its workers are free, it "
+      "waits for its client to close it); expired (its client was silent longer than the "
+      "coordinator's --session_lease, e.g. killed: its workers were freed, and it stays listed "
+      "for 10 minutes with why). A client token sees and closes its own sessions; the operator "
+      "token every session (on the coordinator's machine the generated operator token is used "
+      "by itself).\n\n"
       "examples:\n  meshrt sessions --coordinator 127.0.0.1:7070\n"
       "  meshrt sessions close s-0123abcd... --coordinator 127.0.0.1:7070");
   flags.String("coordinator", &coordinator, "coordinator address HOST:PORT (required)");
@@ -224,7 +228,11 @@ absl::Status SessionsCommand(const std::vector<std::string>& args, CliIo io) {
     io.out << "  " << s.session() << "  owner " << (s.owner().empty() ? "-" : s.owner())
            << "  mesh " << s.mesh() << "  layout '" << s.layout() << "'  " << s.state()
            << "  step " << s.step() << "  age " << absl::StrFormat("%.1f", s.age_ms() / 1000.0)
-           << " s" << (s.last_error().empty() ? "" : "  error: " + s.last_error()) << "\n";
+           << " s"
+           << (s.lease_renewed_ms_ago() >= 0 ? absl::StrFormat("  lease renewed %.1f s ago",
+                                                               s.lease_renewed_ms_ago() / 1000.0)
+                                             : std::string())
+           << (s.last_error().empty() ? "" : "  error: " + s.last_error()) << "\n";
   }
   io.out.flush();
   return absl::OkStatus();

@@ -1,9 +1,13 @@
 #include "client/client.h"
 
 #include <algorithm>
+#include <set>
 #include <system_error>
+#include <thread>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "core/logging.h"
 #include "proto/coordinator.grpc.pb.h"
 #include "rpc/auth.h"
@@ -34,10 +38,87 @@ struct Client::Impl {
     SetTimeout(ctx, timeout);
     AttachToken(ctx, security);
   }
+
+  // Leases (client.h): the open sessions' ids, renewed by `renewer` every quarter of the lease.
+  void StartLease(const std::string& id, absl::Duration lease);
+  void EndLease(const std::string& id);
+  void RenewLoop();
+  void StopRenewing();
+
+  absl::Mutex lease_mu;
+  std::set<std::string> leased ABSL_GUARDED_BY(lease_mu);
+  absl::Duration lease ABSL_GUARDED_BY(lease_mu) = absl::ZeroDuration();
+  bool stopping ABSL_GUARDED_BY(lease_mu) = false;
+  grpc::ClientContext* renewing ABSL_GUARDED_BY(lease_mu) = nullptr;  // the KeepAlive in flight
+  std::thread renewer;  // started with the first leased session
 };
 
+void Client::Impl::StartLease(const std::string& id, absl::Duration session_lease) {
+  if (session_lease <= absl::ZeroDuration()) return;  // the coordinator never expires sessions
+  absl::MutexLock lock(&lease_mu);
+  lease = session_lease;
+  leased.insert(id);
+  if (!renewer.joinable()) renewer = std::thread([this] { RenewLoop(); });
+}
+
+void Client::Impl::EndLease(const std::string& id) {
+  absl::MutexLock lock(&lease_mu);
+  leased.erase(id);
+}
+
+void Client::Impl::RenewLoop() {
+  bool failing = false;  // the last renewal failed (logged once per run of failures)
+  while (true) {
+    v1::KeepAliveRequest request;
+    grpc::ClientContext ctx;
+    {
+      absl::MutexLock lock(&lease_mu);
+      // A quarter of the lease: three renewals may fail (a slow network, a busy coordinator)
+      // before the session is at risk.
+      const absl::Duration interval = std::max(lease / 4, absl::Milliseconds(100));
+      if (lease_mu.AwaitWithTimeout(absl::Condition(&stopping), interval)) return;
+      if (leased.empty()) continue;
+      for (const std::string& id : leased) request.add_sessions(id);
+      // Short, so that one renewal stuck on the network does not delay the next.
+      Prepare(&ctx, std::min(std::max(interval, absl::Milliseconds(200)), absl::Seconds(5)));
+      renewing = &ctx;
+    }
+    v1::KeepAliveResponse response;
+    // No lock here: StopRenewing cancels this call through `renewing`.
+    const absl::Status s = Annotate(FromGrpcStatus(stub->KeepAlive(&ctx, request, &response)));
+    absl::MutexLock lock(&lease_mu);
+    renewing = nullptr;
+    if (!s.ok()) {
+      if (!failing && !stopping) {
+        LogWarning("renewing the lease of ", request.sessions_size(), " session(s) failed (",
+                   s.message(), "); retrying every ", absl::FormatDuration(lease / 4),
+                   "; a session expires after ", absl::FormatDuration(lease), " without renewal");
+      }
+      failing = true;
+      continue;
+    }
+    if (failing) LogInfo("renewing session leases works again");
+    failing = false;
+    if (response.lease_ms() > 0) lease = absl::Milliseconds(response.lease_ms());
+    for (const v1::LostSession& lost : response.lost()) {
+      if (leased.erase(lost.session()) > 0) {
+        LogWarning("session ", lost.session(), " is no longer renewed: ", lost.reason());
+      }
+    }
+  }
+}
+
+void Client::Impl::StopRenewing() {
+  {
+    absl::MutexLock lock(&lease_mu);
+    stopping = true;
+    if (renewing != nullptr) renewing->TryCancel();
+  }
+  if (renewer.joinable()) renewer.join();
+}
+
 Client::Client(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-Client::~Client() = default;
+Client::~Client() { impl_->StopRenewing(); }
 
 absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
   if (options.address.empty()) {
@@ -111,6 +192,7 @@ absl::StatusOr<std::unique_ptr<Session>> Client::CreateSession(const v1::Graph& 
   absl::Status s =
       impl_->Annotate(FromGrpcStatus(impl_->stub->CreateSession(&ctx, request, &response)));
   if (!s.ok()) return s;
+  impl_->StartLease(response.session(), absl::Milliseconds(response.lease_ms()));
   return std::unique_ptr<Session>(new Session(this, response.session(), response.explain()));
 }
 
@@ -180,6 +262,7 @@ absl::Status Session::Close() {
 
 absl::Status Client::CloseSession(const std::string& id) {
   Client::Impl& impl = *impl_;
+  impl.EndLease(id);
   grpc::ClientContext ctx;
   impl.Prepare(&ctx, absl::Seconds(30));
   v1::CloseSessionRequest request;

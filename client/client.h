@@ -8,6 +8,15 @@
 // Errors come back as absl::Status with the coordinator's message (which names the tensor, dim,
 // op, worker or step). Client and Session are thread-compatible; a Session must not outlive its
 // Client.
+//
+// Leases: a session lives as long as its client renews its lease (the coordinator's
+// --session_lease, 10 s by default, sent with CreateSession). A Client renews the leases of all its
+// open sessions from one background thread, every quarter of the lease, also while a long step
+// (RunSteps) is in flight; the thread starts with the first session and stops in ~Client. A client
+// process that dies, stops or loses its network for longer than the lease loses its sessions:
+// their workers are freed for others, and a later call on such a session fails with
+// FailedPrecondition "session ... expired: its client was silent for ... (> --session_lease ...)".
+// Failed renewals are logged once per run of failures and retried.
 #ifndef MESHRT_CLIENT_CLIENT_H_
 #define MESHRT_CLIENT_CLIENT_H_
 
@@ -56,7 +65,8 @@ class Session {
   // coordinator slices them per layout. Returns whole tensors by name.
   absl::StatusOr<TensorMap> Run(const TensorMap& feeds, const std::vector<std::string>& fetches);
   // Runs `num_steps` steps on the workers in one request (same feeds each time; a training loop
-  // whose data the workers read themselves) and returns the last step's fetches.
+  // whose data the workers read themselves) and returns the last step's fetches. The lease is
+  // renewed meanwhile, so a long request keeps its session.
   absl::StatusOr<TensorMap> RunSteps(int64_t num_steps, const TensorMap& feeds,
                                      const std::vector<std::string>& fetches);
   // Checkpoints of the session's variables (proto/checkpoint.proto). `name` is relative to the
@@ -74,6 +84,8 @@ class Session {
   // older ones are what a restore falls back to when the newest is damaged).
   absl::Status SaveCheckpoint(const std::string& name, int keep = 2);
   absl::StatusOr<int64_t> RestoreCheckpoint(const std::string& name);
+  // Closes the session on the coordinator and stops renewing its lease. Closing an expired
+  // session is OK.
   absl::Status Close();
 
  private:
@@ -94,16 +106,19 @@ class Client {
   // client certificate, TLS on one side only); Unauthenticated when the token is missing or
   // wrong.
   static absl::StatusOr<std::unique_ptr<Client>> Connect(const ClientOptions& options);
+  // Stops the lease thread (cancelling a renewal in flight; it does not wait for its deadline).
+  // Does not close open sessions: Session's destructor does, and it must run first.
   ~Client();
 
   // Validates, lays out, lowers and dispatches on the coordinator, waiting up to
-  // `wait_for_workers` for enough workers to register.
+  // `wait_for_workers` for enough workers to register. The session's lease is renewed from then
+  // on (see "Leases" above).
   absl::StatusOr<std::unique_ptr<Session>> CreateSession(
       const v1::Graph& graph, const Mesh& mesh, const LayoutRules& rules,
       absl::Duration wait_for_workers = absl::Seconds(20));
   absl::StatusOr<v1::ListWorkersResponse> ListWorkers();
   // Closes session `id` (this client's own, or any with an operator token): NotFound for an
-  // unknown id, PermissionDenied for another client's.
+  // unknown id, PermissionDenied for another client's. This client stops renewing its lease.
   absl::Status CloseSession(const std::string& id);
 
  private:

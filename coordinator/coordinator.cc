@@ -80,6 +80,7 @@ void Coordinator::ReaperLoop() {
         auto it = sessions_.find(session);
         if (it != sessions_.end()) to_release.push_back(it->second);
       }
+      ExpireLeasesLocked(now, &to_release);
     }
     for (auto& s : to_release) ReleaseSession(s);
   }
@@ -235,10 +236,12 @@ v1::ListWorkersResponse Coordinator::ListWorkers(const Caller& caller) {
     info->set_owner(s->owner.name);
     info->set_mesh(s->mesh.ToString());
     info->set_layout(s->layout);
-    info->set_state(s->failed.ok() ? "ready" : "failed");
+    info->set_state(s->expired ? "expired" : s->failed.ok() ? "ready" : "failed");
     info->set_step(s->step.load());
     info->set_age_ms(absl::ToInt64Milliseconds(now - s->created));
     info->set_last_error(std::string(s->failed.message()));
+    const bool leased = options_.session_lease > absl::ZeroDuration() && !s->expired;
+    info->set_lease_renewed_ms_ago(leased ? absl::ToInt64Milliseconds(now - s->lease_renewed) : -1);
   }
   for (const auto& [id, what] : waiting_) response.add_waiting(what);
   return response;
@@ -422,8 +425,15 @@ absl::StatusOr<v1::CreateSessionResponse> Coordinator::CreateSession(
     return error;
   }
 
+  {
+    // From now on its client knows the id and renews the lease.
+    absl::MutexLock lock(&mu_);
+    session->creating = false;
+    session->lease_renewed = absl::Now();
+  }
   v1::CreateSessionResponse response;
   response.set_session(session->id);
+  response.set_lease_ms(absl::ToInt64Milliseconds(options_.session_lease));
   response.set_explain(ExplainProgram(session->program));
   for (int p = 0; p < n; ++p) {
     v1::WorkerInfo* info = response.add_workers();
@@ -524,6 +534,7 @@ absl::StatusOr<TensorMap> Coordinator::RunStep(const std::string& id, const Tens
   std::vector<std::string> errors;
   absl::Status first;
   bool failed = false;
+  bool expired = false;
   {
     absl::MutexLock lock(&mu_);
     session->cancel = nullptr;
@@ -554,7 +565,11 @@ absl::StatusOr<TensorMap> Coordinator::RunStep(const std::string& id, const Tens
       first = session->failed;
       errors.push_back(std::string(session->failed.message()));
     }
-    if (failed) {
+    if (session->expired) {
+      // The lease ran out under the step (ExpireLeasesLocked cancelled it and logged why): the
+      // expiry is the reason, not the cancellations and aborts it caused on the workers.
+      failed = expired = true;
+    } else if (failed) {
       session->failed = absl::Status(first.code(), absl::StrCat("step ", step, " of session ", id,
                                                                 " failed: ",
                                                                 absl::StrJoin(errors, "; ")));
@@ -562,7 +577,7 @@ absl::StatusOr<TensorMap> Coordinator::RunStep(const std::string& id, const Tens
     }
   }
   if (failed) {
-    LogError("coordinator: ", session->failed.message());
+    if (!expired) LogError("coordinator: ", session->failed.message());
     ReleaseSession(session);
     absl::MutexLock lock(&mu_);
     return session->failed;
@@ -601,7 +616,7 @@ absl::Status Coordinator::CloseSession(const std::string& id) {
     session = it->second;
     sessions_.erase(it);
   }
-  ReleaseSession(session);
+  ReleaseSession(session);  // a no-op for an expired session: it was released when it expired
   LogInfo("coordinator: session ", id, " closed");
   return absl::OkStatus();
 }
@@ -623,11 +638,13 @@ absl::StatusOr<std::shared_ptr<Coordinator::Session>> Coordinator::FindSession(
   absl::MutexLock lock(&mu_);
   auto it = sessions_.find(id);
   if (it == sessions_.end()) return absl::NotFoundError(absl::StrCat("no session '", id, "'"));
+  if (!it->second->expired) it->second->lease_renewed = absl::Now();
   return it->second;
 }
 
 absl::Status Coordinator::CheckUsable(Session* session) {
   absl::MutexLock lock(&mu_);
+  if (session->expired) return session->failed;  // FailedPrecondition, saying why
   if (!session->failed.ok()) {
     return absl::FailedPreconditionError(absl::StrCat("session ", session->id,
                                                       " has failed and must be closed: ",

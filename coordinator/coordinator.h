@@ -17,6 +17,12 @@
 //     been checked. A failing worker fails its session (and only it) with an error naming the
 //     worker, its mesh coordinate, the step and what the worker reported; the other workers of the
 //     session are released.
+//   - Leases: a session belongs to its client's lease. The client renews it (KeepAlive; any call
+//     on the session renews it too); a session whose client was silent longer than
+//     `session_lease` expires: a step in flight is cancelled, the session is closed on its workers
+//     (which are free at once), a WARNING names it, its owner and the silence, and every later call
+//     on it is FailedPrecondition "session ... expired: its client was silent for ...". It stays
+//     listed (state "expired") for `expired_session_retention`, then it is forgotten (NotFound).
 //
 // Thread-safe. Steps of one session run one at a time; different sessions run concurrently.
 #ifndef MESHRT_COORDINATOR_COORDINATOR_H_
@@ -68,6 +74,13 @@ struct CoordinatorOptions {
   // few keys per processor and mesh-axis group, of ~170 bytes per member of the group).
   int64_t kv_keys_per_processor = 4096;
   int64_t kv_bytes_per_processor = 4 << 20;
+  // --session_lease: a session whose client has renewed nothing for this long expires (its
+  // workers are freed). Zero: sessions never expire (only CloseSession, a failed worker or a
+  // coordinator restart end them).
+  absl::Duration session_lease = absl::Seconds(10);
+  // How long an expired session stays listed (state "expired") and answers calls with why it
+  // expired, before it is forgotten.
+  absl::Duration expired_session_retention = absl::Minutes(10);
 };
 
 class Coordinator {
@@ -110,7 +123,16 @@ class Coordinator {
                                     const std::vector<std::string>& fetches,
                                     int64_t num_steps = 1);
 
+  // Closes the session on its workers and forgets it. NotFound for an unknown session. Closing an
+  // expired session only forgets it (its workers were freed when it expired).
   absl::Status CloseSession(const std::string& session);
+
+  // Renews the leases of `sessions` for `caller` (KeepAlive). Each session that is not renewed is
+  // listed in the response with why: unknown, expired (repeating why), or another client's (an
+  // operator may renew any). Failed sessions are renewed too (they stay until their client closes
+  // them). The response carries the lease duration. Never fails as a whole.
+  v1::KeepAliveResponse KeepAlive(const std::vector<std::string>& sessions,
+                                  const Caller& caller = Caller::Trusted());
 
   // Checkpoints (proto/checkpoint.proto, runtime/checkpoint_store.h). `name` is relative to
   // options.checkpoint_root ("ck", "runs/ck"), which must be on a filesystem shared by the
@@ -152,6 +174,10 @@ class Coordinator {
   struct Session;
 
   void ReaperLoop();
+  // Expires the sessions whose lease ran out (collecting them into `expired` for ReleaseSession)
+  // and forgets expired ones past expired_session_retention. Requires mu_.
+  void ExpireLeasesLocked(absl::Time now, std::vector<std::shared_ptr<Session>>* expired)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Drops worker `id` (if present): fails its session with `why`. Requires mu_.
   void DropWorkerLocked(int id, const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Marks a session failed and cancels its step in flight. Requires mu_.
@@ -161,9 +187,10 @@ class Coordinator {
   std::string DescribeWorkersLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Which of the `n` lowest ranks a waiting session still misses, and why.
   std::string DescribeMissingLocked(int n) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The session `id` ready for a checkpoint: its step lock is taken by the caller. NotFound,
-  // FailedPrecondition (failed earlier).
+  // The session `id` (its lease renewed: a call on it is a sign of life); the caller takes its
+  // step lock and then calls CheckUsable. NotFound.
   absl::StatusOr<std::shared_ptr<Session>> FindSession(const std::string& id);
+  // FailedPrecondition for a session that failed or expired, saying why.
   absl::Status CheckUsable(Session* session);
 
   const CoordinatorOptions options_;

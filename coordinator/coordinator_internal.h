@@ -52,6 +52,12 @@ struct Coordinator::Session {
   absl::Status failed;
   std::shared_ptr<Cancellation> cancel;
   bool released = false;
+  // Until CreateSession returns it to its client, the lease does not run (the client cannot renew
+  // a session whose id it does not know yet).
+  bool creating = true;
+  absl::Time lease_renewed = absl::Now();  // the last sign of life of its client
+  bool expired = false;  // its lease ran out: `failed` says so, its workers are released
+  absl::Time expired_at;
 };
 
 namespace coordinator_internal {

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/grpc_coordinator_service.h"
 #include "coordinator/grpc_worker_client.h"
@@ -26,6 +27,22 @@ namespace {
 std::atomic<bool> g_stop{false};
 void OnSignal(int) { g_stop.store(true); }
 
+// --session_lease: "10s", "2500ms", "1m"; "0" = sessions never expire.
+absl::StatusOr<absl::Duration> ParseSessionLease(const std::string& text) {
+  absl::Duration d;
+  if (!absl::ParseDuration(text, &d)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--session_lease=", text, " is not a duration; give one with a unit, e.g. 10s or 2500ms "
+        "(0 = sessions never expire)"));
+  }
+  if (d != absl::ZeroDuration() && d < absl::Seconds(1)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--session_lease=", text, " is below 1s: a client that pauses briefly (a busy machine) "
+        "would lose its sessions; give 1s or more, or 0 for sessions that never expire"));
+  }
+  return d;
+}
+
 }  // namespace
 
 int CoordinatorMain(int argc, char** argv) {
@@ -39,6 +56,7 @@ int CoordinatorMain(int argc, char** argv) {
   std::string port_file;
   int64_t health_port = 0;
   std::string checkpoint_root;
+  std::string session_lease = "10s";
   SecurityOptions security_options;
   CoordinatorOptions options;
   RequestLimits& limits = options.limits;
@@ -57,6 +75,11 @@ int CoordinatorMain(int argc, char** argv) {
             "timeout of every collective (Gloo operation) on the workers");
   flags.Int("worker_wait_ms", &worker_wait_ms,
             "how long a new session waits for enough free workers");
+  flags.String("session_lease", &session_lease,
+               "a session whose client renewed nothing for this long (the client was killed, or "
+               "lost its network) expires: its step in flight is cancelled, its workers are freed, "
+               "and it is listed as expired for 10 minutes; clients renew every quarter of it. A "
+               "duration with a unit (10s, 2500ms, 1m), at least 1s; 0 = sessions never expire");
   flags.String("port_file", &port_file,
                "write the bound port to this file once serving (for --port 0)");
   flags.Int("health_port", &health_port,
@@ -120,6 +143,12 @@ int CoordinatorMain(int argc, char** argv) {
     std::cout << flags.Help();
     return 0;
   }
+  absl::StatusOr<absl::Duration> lease = ParseSessionLease(session_lease);
+  if (!lease.ok()) {
+    std::fprintf(stderr, "meshrt-coordinator: %s\n", std::string(lease.status().message()).c_str());
+    return 2;
+  }
+  options.session_lease = *lease;
   if (absl::Status s = CheckRequestLimits(limits); !s.ok()) {
     std::fprintf(stderr, "meshrt-coordinator: %s\n", std::string(s.message()).c_str());
     return 2;
@@ -233,7 +262,11 @@ int CoordinatorMain(int argc, char** argv) {
     }
   }
   LogInfo("meshrt-coordinator: serving on ", host, ":", bound, " (", security->Describe(), "; ",
-          auth_description, ")");
+          auth_description, "; session lease ",
+          options.session_lease == absl::ZeroDuration()
+              ? std::string("off")
+              : absl::FormatDuration(options.session_lease),
+          ")");
   while (!g_stop.load()) absl::SleepFor(absl::Milliseconds(50));
   LogInfo("meshrt-coordinator: stopping");
   SetHealth({server.get(), health.get()}, "meshrt.v1.Coordinator", false);

@@ -140,6 +140,23 @@ grpc::Status GrpcCoordinatorService::CloseSession(grpc::ServerContext* ctx,
   });
 }
 
+grpc::Status GrpcCoordinatorService::KeepAlive(grpc::ServerContext* ctx,
+                                               const v1::KeepAliveRequest* request,
+                                               v1::KeepAliveResponse* response) {
+  return Client("KeepAlive", ctx, nullptr, [&](const Caller& caller) {
+    // Bounded work under the coordinator's lock: no client holds this many sessions.
+    constexpr int kMaxSessions = 10000;
+    if (request->sessions_size() > kMaxSessions) {
+      return ToGrpcStatus(absl::InvalidArgumentError(
+          absl::StrCat("KeepAlive names ", request->sessions_size(), " sessions; at most ",
+                       kMaxSessions, " per call")));
+    }
+    const std::vector<std::string> sessions(request->sessions().begin(), request->sessions().end());
+    *response = coordinator_->KeepAlive(sessions, caller);
+    return grpc::Status::OK;
+  });
+}
+
 grpc::Status GrpcCoordinatorService::SaveCheckpoint(grpc::ServerContext* ctx,
                                                     const v1::SaveCheckpointRequest* request,
                                                     v1::SaveCheckpointResponse* response) {

@@ -44,6 +44,9 @@ class GrpcCoordinatorService final : public v1::Coordinator::Service {
       grpc::ServerReaderWriter<v1::RunStepResponse, v1::RunStepRequest>* stream) override;
   grpc::Status CloseSession(grpc::ServerContext*, const v1::CloseSessionRequest* request,
                             v1::CloseSessionResponse* response) override;
+  // A client renews its own sessions only (Coordinator::KeepAlive checks the owner per session).
+  grpc::Status KeepAlive(grpc::ServerContext*, const v1::KeepAliveRequest* request,
+                         v1::KeepAliveResponse* response) override;
   grpc::Status SaveCheckpoint(grpc::ServerContext*, const v1::SaveCheckpointRequest* request,
                               v1::SaveCheckpointResponse* response) override;
   grpc::Status RestoreCheckpoint(grpc::ServerContext*, const v1::RestoreCheckpointRequest* request,

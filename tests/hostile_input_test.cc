@@ -292,6 +292,13 @@ TEST_F(HostileInputTest, EveryCaseIsRefusedByNameAndEveryDaemonSurvives) {
          v1::CloseSessionResponse out;
          return stub_->CloseSession(Ctx(t).get(), r, &out);
        }},
+      {"KeepAlive", false,
+       [&](const std::string& t) {
+         v1::KeepAliveRequest r;
+         r.add_sessions(sid);
+         v1::KeepAliveResponse out;
+         return stub_->KeepAlive(Ctx(t).get(), r, &out);
+       }},
       {"SaveCheckpoint", false,
        [&](const std::string& t) {
          v1::SaveCheckpointRequest r;
@@ -328,7 +335,10 @@ TEST_F(HostileInputTest, EveryCaseIsRefusedByNameAndEveryDaemonSurvives) {
   // 2. Another client's session: bob can neither use, save, restore nor close alice's, and does
   //    not see it listed. Unknown sessions are NotFound, by name.
   for (const Rpc& rpc : rpcs) {
-    if (rpc.member || rpc.name == "ListWorkers" || rpc.name == "CreateSession") continue;
+    if (rpc.member || rpc.name == "ListWorkers" || rpc.name == "CreateSession" ||
+        rpc.name == "KeepAlive") {
+      continue;
+    }
     add(rpc.name + " on another client's session", [&rpc] { return rpc.call(kBob); },
         grpc::StatusCode::PERMISSION_DENIED, {sid, "belongs to another client"});
   }
@@ -339,6 +349,24 @@ TEST_F(HostileInputTest, EveryCaseIsRefusedByNameAndEveryDaemonSurvives) {
         return stub_->CloseSession(Ctx(kOperator).get(), r, &out);
       },
       grpc::StatusCode::NOT_FOUND, {"s-00000000000000000000000000000000"});
+  // KeepAlive answers OK and lists what it did not renew (a client renews several sessions at
+  // once): bob's renewal of alice's session is refused inside the response.
+  add("KeepAlive of another client's session", [&] {
+        v1::KeepAliveRequest r;
+        r.add_sessions(sid);
+        v1::KeepAliveResponse out;
+        grpc::Status s = stub_->KeepAlive(Ctx(kBob).get(), r, &out);
+        if (!s.ok() || out.lost_size() != 1) return s;
+        return grpc::Status(grpc::StatusCode::PERMISSION_DENIED, out.lost(0).reason());
+      },
+      grpc::StatusCode::PERMISSION_DENIED, {sid, "belongs to another client"});
+  add("KeepAlive of too many sessions", [&] {
+        v1::KeepAliveRequest r;
+        for (int i = 0; i < 10001; ++i) r.add_sessions(sid);
+        v1::KeepAliveResponse out;
+        return stub_->KeepAlive(Ctx(kAlice).get(), r, &out);
+      },
+      grpc::StatusCode::INVALID_ARGUMENT, {"KeepAlive names 10001 sessions", "at most 10000"});
   add("RunStep of the old sequential id s1", [&] {
         v1::RunStepRequest h;
         h.set_session("s1");
@@ -395,8 +423,8 @@ TEST_F(HostileInputTest, EveryCaseIsRefusedByNameAndEveryDaemonSurvives) {
 
   // 4. Undecodable requests to every unary coordinator method (truncated varint / bad wire type).
   for (const char* method : {"RegisterWorker", "Heartbeat", "DeregisterWorker", "KvSet", "KvGet",
-                             "ListWorkers", "CreateSession", "CloseSession", "SaveCheckpoint",
-                             "RestoreCheckpoint"}) {
+                             "ListWorkers", "CreateSession", "CloseSession", "KeepAlive",
+                             "SaveCheckpoint", "RestoreCheckpoint"}) {
     const std::string full = absl::StrCat("/meshrt.v1.Coordinator/", method);
     add(absl::StrCat(method, " undecodable"), [this, full] {
           return RawUnary(channel_, full, std::string("\x0a\xff\xff\xff\xff\x0f", 6), kOperator);

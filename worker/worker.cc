@@ -1,6 +1,7 @@
 #include "worker/worker.h"
 
 #include <algorithm>
+#include <atomic>
 #include <optional>
 #include <set>
 
@@ -18,6 +19,8 @@ struct Worker::SessionState {
   std::unique_ptr<Communicator> communicator;
   std::unique_ptr<Executor> executor;
   absl::Mutex step_mu;  // held while a step, a save or a restore runs
+  // Set by CloseSession: a step still running stops before its next repetition.
+  std::atomic<bool> closed{false};
   // Slices of a prepared restore, installed by its COMMIT. Guarded by step_mu.
   std::optional<std::map<std::string, Tensor>> restore;
 };
@@ -122,12 +125,28 @@ absl::StatusOr<TensorMap> Worker::RunStep(const std::string& session, int64_t st
         absl::StrCat("session ", session, ": step ", step, " arrived while another step runs"));
   }
   absl::Status status;
-  int64_t done = 0;
-  for (; status.ok() && done < std::max<int64_t>(num_steps, 1); ++done) {
+  int64_t done = 0;  // repetitions completed
+  const int64_t repetitions = std::max<int64_t>(num_steps, 1);
+  while (done < repetitions) {
+    if (state->closed.load()) {
+      // The coordinator closed the session under the step (its client's lease ran out, or an
+      // operator closed it): stop now rather than run the remaining repetitions for nobody. Peers
+      // still inside a repetition fail fast once this worker's communicator goes with the state.
+      status =
+          absl::AbortedError(absl::StrCat("session ", session, " was closed while this step ran"));
+      break;
+    }
     status = state->executor->Run(feeds, step_fetches.empty() ? fetches : step_fetches);
+    if (!status.ok()) break;
+    ++done;
   }
-  if (!status.ok() && num_steps > 1) {
-    status = absl::Status(status.code(), absl::StrCat("(repetition ", done, " of ", num_steps,
+  if (state->closed.load()) {
+    // Whether it stopped here or in a collective whose peer had stopped first: say so once.
+    LogWarning("worker: session ", session, " was closed while step ", step,
+               " ran; it stopped after ", done, " of ", repetitions, " repetitions",
+               status.ok() ? std::string() : absl::StrCat(": ", status.message()));
+  } else if (!status.ok() && num_steps > 1) {
+    status = absl::Status(status.code(), absl::StrCat("(repetition ", done + 1, " of ", num_steps,
                                                       ") ", status.message()));
   }
   TensorMap out;
@@ -230,6 +249,7 @@ absl::Status Worker::CloseSession(const std::string& session) {
     state = std::move(it->second);
     sessions_.erase(it);
   }
+  state->closed.store(true);
   return absl::OkStatus();  // `state` dies here, or when a running step lets go of it
 }
 

@@ -86,7 +86,10 @@ class Worker {
   // drops them.
   absl::Status RestoreCheckpoint(const v1::WorkerRestoreCheckpointRequest& request);
 
-  // Frees the session (a step still running finishes first, in its own thread). NotFound if
+  // Frees the session at once: it is unknown to later calls (NotFound), and a step still running
+  // on it stops before its next repetition with Aborted "session ... was closed while this step
+  // ran" (the repetition in progress finishes, or fails fast in a collective when a peer has
+  // stopped and closed its connections); its memory goes when that step returns. NotFound if
   // unknown.
   absl::Status CloseSession(const std::string& session);
 
