@@ -6,8 +6,8 @@
 #   2. as the Job, restarted on failure as restartPolicy OnFailure does (up to backoffLimit
 #      times), while a worker pod is killed (SIGKILL) after the first checkpoint and recreated
 #      as its StatefulSet would, and then, once the run has recovered and checkpointed again, the
-#      client pod is killed (SIGKILL) too; the coordinator frees the dead client's session after
-#      its --session_lease (a coordinator without one: the test closes it, as an operator would);
+#      client pod is killed (SIGKILL) too; nobody closes the dead client's session: the
+#      coordinator frees its workers after the --session_lease (default 10 s);
 # and must complete: exit 0, resumed from the checkpoint, with the baseline's final loss.
 # Uses the launch test's variables and functions (pod_command, start_pod, ns_of, fail, ...).
 
@@ -114,23 +114,23 @@ echo "measured: worker killed -> training again: $((SECONDS - killed_at)) s (who
 
 saves=$(grep -c "^saved checkpoint 'runs/launch'" "$job_log")
 wait_for "a checkpoint after the recovery" 60 in_log "^saved checkpoint 'runs/launch'" "$saves"
+# The Job's session, listed (as the operator) while the client lives: the client "trainer" owns it.
 operator=(--coordinator "$coordinator" --auth_token_file "$work/volumes/coordinator/operator-token/operator.token")
-# The Job's session(s), listed while the client lives: the client "trainer" owns them.
-mapfile -t dead_sessions < <(client sessions "${operator[@]}" | awk '$2 == "owner" && $3 == "trainer" { print $1 }')
+mapfile -t dead_sessions < <(client sessions "${operator[@]}" |
+  awk '$2 == "owner" && $3 == "trainer" && / ready +step / { print $1 }')
+[ "${#dead_sessions[@]}" -eq 1 ] ||
+  fail "expected one ready session of the client trainer, listed: ${dead_sessions[*]}"
 echo "== kill the Job's pod (SIGKILL) after: $(grep '^saved checkpoint' "$job_log" | tail -1)"
 kill_pod job
 client_killed_at=$SECONDS
-if "$bin/meshrt-coordinator" --help 2>&1 | grep -q -- 'session_lease'; then
-  echo "the coordinator frees the dead client's session (${dead_sessions[*]}) after its --session_lease"
-else
-  echo "NOTE: this coordinator has no --session_lease: the dead client's session (${dead_sessions[*]})" \
-    "is closed here as an operator would, or it would keep the workers forever"
-  [ "${#dead_sessions[@]}" -gt 0 ] || fail "no session of the client trainer was listed"
-  for id in "${dead_sessions[@]}"; do client sessions close "$id" "${operator[@]}"; done
-fi
+echo "its session ${dead_sessions[0]} holds the workers until the coordinator's --session_lease expires it"
 wait_for "the restarted client to resume" 90 in_log "^resumed from checkpoint 'runs/launch' \(after step [1-9]"
 grep '^resumed from checkpoint' "$job_log"
 echo "measured: client killed -> resumed: $((SECONDS - client_killed_at)) s (incl. the 1 s restart)"
+listed=$(client sessions "${operator[@]}")
+grep -qE "^  ${dead_sessions[0]} .* expired +step " <<<"$listed" ||
+  fail "the dead client's session ${dead_sessions[0]} should be listed as expired: $listed"
+grep -E "^  ${dead_sessions[0]} " <<<"$listed"
 
 wait_for "the Job to complete" 90 bash -c "! kill -0 $job_loop 2>/dev/null"
 rc=0
