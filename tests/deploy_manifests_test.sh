@@ -4,8 +4,12 @@
 # which also rejects unknown fields), and a few facts the daemons rely on hold: both daemons listen
 # on the pod's interfaces, the production overlay runs mutual TLS, each credential reaches only the
 # daemons of its role, and every file a daemon's flag names exists in its container once the
-# Secrets deploy/k8s/create-secrets.sh makes are mounted. The validator is also shown a broken copy
-# each run and must reject it, so this test cannot pass vacuously.
+# Secrets deploy/k8s/create-secrets.sh makes are mounted. Overlays with a training Job
+# (components/training) also: the Job runs `meshrt train --resume --recover auto` against the
+# coordinator Service with a client's token alone, restarts on failure, and the coordinator and the
+# workers share its checkpoints' volume at their --checkpoint_root. The image (deploy/Dockerfile)
+# carries the examples and the training text the workers' --data_dir names. The validator is also
+# shown a broken copy each run and must reject it, so this test cannot pass vacuously.
 set -euo pipefail
 
 fail() {
@@ -44,7 +48,8 @@ yamllint -c "$deploy/.yamllint.yaml" -f parsable --strict "$deploy/k8s"
 out=${TEST_TMPDIR:-$(mktemp -d)}
 overlays=()
 for dir in "$deploy"/k8s/overlays/*/; do overlays+=("$(basename "$dir")"); done
-[ "${#overlays[@]}" -ge 2 ] || fail "expected the local-dev and production overlays, found: ${overlays[*]}"
+[ "${#overlays[@]}" -ge 4 ] ||
+  fail "expected the local-dev, production, training and training-production overlays, found: ${overlays[*]}"
 
 for overlay in "${overlays[@]}"; do
   rendered="$out/$overlay.yaml"
@@ -57,6 +62,11 @@ for overlay in "${overlays[@]}"; do
     grep -q "^kind: $kind\$" "$rendered" || fail "overlays/$overlay renders no $kind"
   done
 done
+# has_job OVERLAY: whether it renders the training Job.
+has_job() { grep -q '^kind: Job$' "$out/$1.yaml"; }
+for overlay in training training-production; do
+  has_job "$overlay" || fail "overlays/$overlay renders no Job"
+done
 
 echo "== facts the daemons rely on"
 prod="$out/production.yaml"
@@ -66,8 +76,13 @@ for flag in --tls_cert= --tls_key= --tls_ca= --tls_require_client_cert; do
   [ "$(grep -c -- "- $flag" "$prod")" -eq 2 ] || fail "production must pass $flag to both daemons"
   if grep -q -- "$flag" "$dev"; then fail "local-dev must stay plaintext ($flag found)"; fi
 done
-# count FILE FLAG: how many containers get FLAG.
-count() { grep -c -- "^ *- $2" "$1" || true; }
+# is_tls OVERLAY: whether its daemons run mutual TLS.
+is_tls() { [ "$(count "$out/$1.yaml" --tls_require_client_cert)" -eq 2 ]; }
+# count FILE FLAG: how many of the daemons' containers (the coordinator's, the workers') get FLAG.
+count() {
+  { node "$pod_js" "$1" Deployment meshrt-coordinator --args
+    node "$pod_js" "$1" StatefulSet meshrt-worker --args; } | grep -c -- "^$2" || true
+}
 for overlay in "${overlays[@]}"; do
   r="$out/$overlay.yaml"
   # The daemons default to loopback: in a pod both must listen on every interface (gRPC and health).
@@ -91,6 +106,64 @@ for overlay in "${overlays[@]}"; do
 done
 grep -q ' secret/meshrt-tls$' "$out/production-worker.mounts" || fail "production: workers mount no meshrt-tls"
 
+echo "== disruptions and training data"
+# get OVERLAY KIND NAME PATH: a field of a rendered object, as JSON.
+get() { node "$pod_js" "$out/$1.yaml" "$2" "$3" --get "$4"; }
+for overlay in "${overlays[@]}"; do
+  # A coordinator restart is survivable (workers re-register, training clients resume): its
+  # budget must let a drain evict it, as the workers' does.
+  for pdb in meshrt-coordinator meshrt-worker; do
+    [ "$(get "$overlay" PodDisruptionBudget "$pdb" spec.maxUnavailable)" = 1 ] ||
+      fail "$overlay: PodDisruptionBudget $pdb must allow one pod unavailable (maxUnavailable: 1)"
+  done
+  # The training text the image carries, the default of `meshrt train --data`, is readable by
+  # the workers' text_windows.
+  [ "$(count "$out/$overlay.yaml" --data_dir=/usr/share/games/fortunes)" -eq 1 ] ||
+    fail "$overlay: the workers need --data_dir=/usr/share/games/fortunes (the image's training text)"
+done
+dockerfile=$(src_of deploy/Dockerfile)
+# The runtime stage: what follows the last FROM.
+runtime=$(sed -n "$(grep -n '^FROM ' "$dockerfile" | tail -1 | cut -d: -f1),\$p" "$dockerfile")
+grep -qE '^ +fortunes \\$' <<<"$runtime" ||
+  fail "deploy/Dockerfile: the runtime stage must install Debian's fortunes (the workers' training text)"
+grep -qE '^COPY --from=build /src/examples/ /usr/share/meshrt/examples/$' <<<"$runtime" ||
+  fail "deploy/Dockerfile: the runtime stage must carry examples/ in /usr/share/meshrt/examples"
+
+echo "== the training Job"
+for overlay in "${overlays[@]}"; do
+  has_job "$overlay" || continue
+  job_args=$(node "$pod_js" "$out/$overlay.yaml" Job meshrt-train --args)
+  [ "$(sed -n 1,2p <<<"$job_args" | tr '\n' ' ')" = "/usr/local/bin/meshrt train " ] ||
+    fail "$overlay: the Job must run /usr/local/bin/meshrt train, not: $(head -2 <<<"$job_args")"
+  for flag in --coordinator= --auth_token_file=/etc/meshrt/client/ --checkpoint_dir= --save_every= \
+    --keep= --resume --recover=auto --replace_wait=; do
+    grep -q -- "^$flag" <<<"$job_args" || fail "$overlay: the Job's meshrt train lacks $flag"
+  done
+  # Restarted in place when the client dies; each start resumes from the checkpoints.
+  [ "$(get "$overlay" Job meshrt-train spec.template.spec.restartPolicy)" = '"OnFailure"' ] ||
+    fail "$overlay: the Job needs restartPolicy OnFailure (a killed client restarts and resumes)"
+  backoff=$(get "$overlay" Job meshrt-train spec.backoffLimit)
+  { [[ "$backoff" =~ ^[0-9]+$ ]] && [ "$backoff" -ge 3 ]; } ||
+    fail "$overlay: the Job's backoffLimit ($backoff) must allow the client a few restarts"
+  get "$overlay" Job meshrt-train spec.template.metadata.labels | grep -qF '"meshrt.dev/client":"true"' ||
+    fail "$overlay: the Job's pod needs the label meshrt.dev/client: \"true\" (NetworkPolicy)"
+  # A client holds its own token only.
+  node "$pod_js" "$out/$overlay.yaml" Job meshrt-train --mounts >"$out/$overlay-job.mounts"
+  { [ "$(grep -c ' secret/' "$out/$overlay-job.mounts")" -eq 1 ] &&
+    grep -q '^/etc/meshrt/client client-token secret/meshrt-client-trainer$' "$out/$overlay-job.mounts"; } ||
+    fail "$overlay: the Job must mount its client Secret meshrt-client-trainer alone: $(cat "$out/$overlay-job.mounts")"
+  # The coordinator and every worker: the same claim, at the path both take as --checkpoint_root.
+  claim=$(grep ' persistentVolumeClaim/' "$out/$overlay-coordinator.mounts") ||
+    fail "$overlay: the coordinator mounts no PersistentVolumeClaim for the checkpoints"
+  grep -qxF -- "$claim" "$out/$overlay-worker.mounts" ||
+    fail "$overlay: the workers must mount the coordinator's checkpoints volume ($claim) at the same path"
+  read -r root _ source <<<"$claim"
+  [ "$(count "$out/$overlay.yaml" "--checkpoint_root=$root\$")" -eq 2 ] ||
+    fail "$overlay: the coordinator and the workers need --checkpoint_root=$root (the shared volume)"
+  [ "$(get "$overlay" PersistentVolumeClaim "${source#*/}" spec.accessModes)" = '["ReadWriteMany"]' ] ||
+    fail "$overlay: PersistentVolumeClaim ${source#*/} must be ReadWriteMany (every pod mounts it)"
+done
+
 echo "== the Secrets of deploy/k8s/create-secrets.sh, mounted as the kubelet would"
 create_secrets=$(src_of deploy/k8s/create-secrets.sh)
 # Placeholder TLS files: only their names matter to the Secret.
@@ -101,27 +174,42 @@ for overlay in "${overlays[@]}"; do
   r="$out/$overlay.yaml"
   ns=$(node "$pod_js" "$r" Deployment meshrt-coordinator --info | cut -d' ' -f1)
   tls=()
-  [ "$overlay" = production ] && tls=(--tls "$out/tls")
-  bash "$create_secrets" --dry-run "${tls[@]}" --clients alice,ci "$ns" "$out/$overlay-credentials" \
+  # The overlays with mutual TLS (production's daemons; the training Job's client certificate).
+  is_tls "$overlay" && tls=(--tls "$out/tls" --client_tls "trainer=$out/tls")
+  bash "$create_secrets" --dry-run "${tls[@]}" --clients alice,trainer "$ns" "$out/$overlay-credentials" \
     >"$out/$overlay-secrets.yaml" || fail "create-secrets.sh --dry-run for $overlay"
   node "$validate" "$out/$overlay-secrets.yaml" || fail "$overlay: create-secrets.sh's Secrets (errors above)"
   cat "$r" "$out/$overlay-secrets.yaml" >"$out/$overlay-with-secrets.yaml"
-  for workload in "Deployment meshrt-coordinator" "StatefulSet meshrt-worker"; do
+  workloads=("Deployment meshrt-coordinator" "StatefulSet meshrt-worker")
+  has_job "$overlay" && workloads+=("Job meshrt-train")
+  for workload in "${workloads[@]}"; do
     read -r kind name <<<"$workload"
+    # Volumes other than Secrets (the checkpoints' claim): an empty directory each.
+    volume_maps=()
+    while read -r mount volume source; do
+      case "$source" in secret/*) continue ;; esac
+      mkdir -p "$out/volumes/$overlay/$name/$volume"
+      volume_maps+=(--map "$mount=$out/volumes/$overlay/$name/$volume")
+    done < <(node "$pod_js" "$out/$overlay-with-secrets.yaml" "$kind" "$name" --mounts)
     node "$pod_js" "$out/$overlay-with-secrets.yaml" "$kind" "$name" --pod_name "$name-0" \
-      --pod_ip 10.0.0.1 --map "/usr/local/bin=$out/bin" --secrets "$out/volumes/$overlay/$name" \
+      --pod_ip 10.0.0.1 --map "/usr/local/bin=$out/bin" "${volume_maps[@]}" \
+      --secrets "$out/volumes/$overlay/$name" \
       >"$out/argv" || fail "$overlay: $kind/$name cannot be started with create-secrets.sh's Secrets"
     files=0
     while IFS= read -r -d '' arg; do
       case "$arg" in
+        --checkpoint_root=/* | --data_dir=/*)
+          [ -d "${arg#*=}" ] ||
+            fail "$overlay: $name's $arg names no directory (its volume, or the image's fortunes: tools/setup.sh installs them here)" ;;
         --*=/*)
           [ -s "${arg#*=}" ] || fail "$overlay: $name's $arg names no file of its mounted Secrets"
           files=$((files + 1)) ;;
       esac
     done <"$out/argv"
-    # Three tokens (coordinator) or one (worker), and in production three TLS files each.
+    # Three tokens (coordinator) or one (worker, training client), and with TLS three TLS files
+    # each.
     want=$([ "$name" = meshrt-coordinator ] && echo 3 || echo 1)
-    [ "$overlay" = production ] && want=$((want + 3))
+    is_tls "$overlay" && want=$((want + 3))
     [ "$files" -eq "$want" ] || fail "$overlay: $name has $files file flags, expected $want"
   done
   grep -q '^alice ' "$out/volumes/$overlay/meshrt-coordinator/client-tokens/client.tokens" ||
@@ -153,7 +241,7 @@ echo "== shellcheck and node --check on the deploy test scripts"
 command -v shellcheck >/dev/null 2>&1 || fail "shellcheck is not on PATH; run tools/setup.sh"
 for script in tests/deploy_manifests_test.sh tests/deploy_auth_test.sh tests/deploy_listen_test.sh \
   tests/launch_manifests_test.sh tests/launch_make_certs.sh deploy/k8s/create-secrets.sh; do
-  shellcheck "$(src_of "$script")" || fail "shellcheck $script"
+  shellcheck -x "$(src_of "$script")" || fail "shellcheck $script"
 done
 for script in tests/launch_pod.js third_party/k8s_validate/validate.js; do
   node --check "$(src_of "$script")" || fail "node --check $script"

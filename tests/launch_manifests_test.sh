@@ -11,6 +11,14 @@
 #   launch_manifests_test.sh plain   the local-dev overlay (plaintext, the base's tokens)
 #   launch_manifests_test.sh tls     the production overlay (mutual TLS and the tokens, with
 #                                    certificates made here with openssl)
+#   launch_manifests_test.sh training  the training overlay (local-dev and its training Job, the
+#                                    Job's ConfigMap patched to a small Transformer): the Job's
+#                                    `meshrt train` runs once uninterrupted, then again with a
+#                                    worker pod killed mid-run (recreated as its StatefulSet
+#                                    would) and the client pod killed (restarted as
+#                                    restartPolicy OnFailure does); it must complete, resuming,
+#                                    with the uninterrupted run's final loss. The checkpoints'
+#                                    PersistentVolumeClaim is one directory every pod maps.
 #
 # The Secrets come from create-secrets.sh --dry-run and are written where each pod mounts them, as
 # the kubelet would (launch_pod.js --secrets); /usr/local/bin maps to the built binaries. Needs root (CAP_NET_ADMIN) for the namespaces; without it the
@@ -22,7 +30,8 @@ mode=${1:-plain}
 case "$mode" in
   plain) overlay=local-dev ;;
   tls) overlay=production ;;
-  *) echo "usage: $0 plain|tls" >&2; exit 2 ;;
+  training) overlay=training ;;
+  *) echo "usage: $0 plain|tls|training" >&2; exit 2 ;;
 esac
 
 fail() {
@@ -67,7 +76,7 @@ done
 
 work=$(mktemp -d "${TEST_TMPDIR:-/tmp}/launch.XXXXXX")
 logs=${TEST_UNDECLARED_OUTPUTS_DIR:-$work}
-tag="mrt$$${mode:0:1}"  # namespace names: unique per run, short (interface names <= 15)
+tag="mrt$$${mode:0:2}"  # namespace names: unique per run, short (interface names <= 15)
 switch="${tag}sw"
 namespaces=()
 pids=()
@@ -77,6 +86,8 @@ ns_of() { local n="${tag}$1"; echo "${n:0:30}"; }
 cleanup() {
   local status=$?
   set +e
+  # The training Job's restart loop first, so that it starts no container once the pods are gone.
+  [ -n "${job_loop:-}" ] && kill -KILL "$job_loop" 2>/dev/null
   # SIGTERM to everything in a pod's namespace, as Kubernetes stops a pod: workers first (they
   # drain and deregister), then the coordinator. (unshare itself ignores SIGTERM; the daemon
   # under it does not.)
@@ -132,7 +143,40 @@ ip -n "$switch" link set br0 up
 
 echo "== render overlays/$overlay"
 rendered=$work/rendered.yaml
-timeout 60 kubectl kustomize "$deploy/k8s/overlays/$overlay" >"$rendered"
+source_dir=$deploy/k8s/overlays/$overlay
+# The training run: a small Transformer (a few seconds of steps), checkpointing often, so that
+# the kills land mid-run. Patched onto the Job's ConfigMap as your own overlay would.
+train_steps=160
+if [ "$mode" = training ]; then
+  source_dir=$work/overlay
+  mkdir -p "$source_dir"
+  cat >"$source_dir/kustomization.yaml" <<EOT
+apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources:
+  - $(realpath --relative-to="$source_dir" "$deploy/k8s/overlays/$overlay")
+patches:
+  - path: small-run.yaml
+EOT
+  cat >"$source_dir/small-run.yaml" <<EOT
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: meshrt-train
+data:
+  MESHRT_TRAIN_STEPS: "$train_steps"
+  MESHRT_TRAIN_SAVE_EVERY: "20"
+  MESHRT_TRAIN_KEEP: "2"
+  MESHRT_TRAIN_CHECKPOINT_DIR: "runs/launch"
+  MESHRT_TRAIN_BATCH: "8"
+  MESHRT_TRAIN_LENGTH: "16"
+  MESHRT_TRAIN_D_MODEL: "32"
+  MESHRT_TRAIN_HEADS: "4"
+  MESHRT_TRAIN_D_FF: "64"
+  MESHRT_TRAIN_LAYERS: "1"
+EOT
+fi
+timeout 60 kubectl kustomize "$source_dir" >"$rendered"
 read -r k8s_ns replicas < <(node "$pod_js" "$rendered" StatefulSet meshrt-worker --info)
 [ "$replicas" -ge 4 ] || fail "overlays/$overlay has $replicas workers; the 2x2 mesh needs 4"
 
@@ -145,6 +189,10 @@ for ((i = 0; i < replicas; i++)); do
 done
 hosts+=(client)
 ips+=(10.77.0.200)
+if [ "$mode" = training ]; then
+  hosts+=(job)  # the Job's pod
+  ips+=(10.77.0.201)
+fi
 
 # The cluster DNS: Service names (short and long) and the workers' pod names under the headless
 # Service.
@@ -183,6 +231,7 @@ ln -s "$meshrt" "$bin/meshrt"
 maps=(--map "/usr/local/bin=$bin")
 tls_flags=()
 secrets_flags=(--clients tester)
+[ "$mode" = training ] && secrets_flags=(--clients "tester,trainer")
 if [ "$mode" = tls ]; then
   sans=(DNS:meshrt-coordinator "DNS:meshrt-coordinator.$k8s_ns.svc" "DNS:*.meshrt-worker.$k8s_ns.svc")
   bash "$(src_of tests/launch_make_certs.sh)" "$work/tls" "${sans[@]}"
@@ -195,20 +244,39 @@ bash "$create_secrets" --dry-run "${secrets_flags[@]}" "$k8s_ns" "$work/credenti
 # A client pod mounts its own Secret (meshrt-client-tester); the same file.
 client_flags=("${tls_flags[@]}" --auth_token_file "$work/credentials/client-tester.token")
 
-# start_pod HOST KIND NAME POD_NAME IP: the container's process, as the kubelet would start it.
-start_pod() {
-  local host=$1 kind=$2 name=$3 pod=$4 ip=$5
+# pod_command HOST KIND NAME POD_NAME IP: sets pod_env and pod_argv to the container's
+# environment and command line, as the kubelet would start it. Its Secret volumes are written
+# under $work/volumes/HOST; a PersistentVolumeClaim is one directory, $work/pvc/CLAIM, whichever
+# pod mounts it (as a ReadWriteMany volume is); other volumes are a directory per pod.
+pod_command() {
+  local host=$1 kind=$2 name=$3 pod=$4 ip=$5 mount volume source volume_maps=()
+  while read -r mount volume source; do
+    case "$source" in
+      secret/*) continue ;;
+      persistentVolumeClaim/*) volume_maps+=(--map "$mount=$work/pvc/${source#*/}") ;;
+      *) volume_maps+=(--map "$mount=$work/volumes/$host/$volume") ;;
+    esac
+    mkdir -p "${volume_maps[-1]#*=}"
+  done < <(node "$pod_js" "$rendered" "$kind" "$name" --mounts)
   node "$pod_js" "$rendered" "$kind" "$name" --pod_name "$pod" --pod_ip "$ip" "${maps[@]}" \
-    --secrets "$work/volumes/$host" >"$work/$host.tokens"
-  local tokens=() env=() argv=() seen=0 t
+    "${volume_maps[@]}" --secrets "$work/volumes/$host" >"$work/$host.tokens"
+  local tokens=() seen=0 t
+  pod_env=()
+  pod_argv=()
   mapfile -d '' tokens <"$work/$host.tokens"
   for t in "${tokens[@]}"; do
     if [ "$seen" -eq 0 ] && [ "$t" = "--" ]; then seen=1; continue; fi
-    if [ "$seen" -eq 0 ]; then env+=("$t"); else argv+=("$t"); fi
+    if [ "$seen" -eq 0 ]; then pod_env+=("$t"); else pod_argv+=("$t"); fi
   done
-  echo "$pod @ $ip: ${argv[*]}"
+}
+
+# start_pod HOST KIND NAME POD_NAME IP: the container's process, in the background.
+start_pod() {
+  local host=$1 pod=$4 ip=$5
+  pod_command "$@"
+  echo "$pod @ $ip: ${pod_argv[*]}"
   ip netns exec "$(ns_of "$host")" unshare --pid --fork --kill-child=SIGTERM \
-    env -i "${env[@]}" "${argv[@]}" >"$logs/$host.log" 2>&1 &
+    env -i "${pod_env[@]}" "${pod_argv[@]}" >>"$logs/$host.log" 2>&1 &
   pids+=($!)
 }
 
@@ -251,6 +319,14 @@ probe() {  # probe HOST_IP KIND NAME: both probes of that pod, as its spec decla
 probe "${ips[0]}" Deployment meshrt-coordinator
 for ((i = 0; i < replicas; i++)); do probe "${ips[$((i + 1))]}" StatefulSet meshrt-worker; done
 echo "ready and live: the coordinator and $replicas workers"
+
+if [ "$mode" = training ]; then
+  # shellcheck source-path=SCRIPTDIR source=launch_training.sh
+  source "$(src_of tests/launch_training.sh)"
+  echo "PASS: launch_manifests_test ($mode): overlays/$overlay on $((replicas + 1)) hosts, the" \
+    "training Job completed through a killed worker pod and a killed client pod"
+  exit 0
+fi
 
 # refused WHAT EXPECTED FLAGS...: `meshrt status` from the client host must fail naming EXPECTED.
 refused() {

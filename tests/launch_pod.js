@@ -11,7 +11,12 @@
 //       prints the gRPC probe's "PORT SERVICE" (a named port resolved to its number)
 //   node launch_pod.js RENDERED.yaml KIND NAME --mounts
 //       prints "MOUNT_PATH VOLUME SOURCE" per volumeMount of the first container (SOURCE:
-//       secret/NAME, configMap/NAME, or the volume's kind)
+//       secret/NAME, configMap/NAME, persistentVolumeClaim/NAME, or the volume's kind)
+//   node launch_pod.js RENDERED.yaml KIND NAME --args
+//       prints the first container's command and args as written (no expansion), one per line
+//   node launch_pod.js RENDERED.yaml KIND NAME --get DOTTED.PATH
+//       prints the value at that path of the object (e.g. spec.backoffLimit) as JSON, or
+//       "undefined" when there is none
 //
 // --map rewrites paths the image or the pod has (binaries, volume mounts) to where this machine
 // has them. --secrets DIR plays the kubelet for Secret volumes: each one the container mounts is
@@ -48,6 +53,15 @@ function parseArgs(argv) {
     o.mounts = true;
     return o;
   }
+  if (argv[3] === "--args") {
+    o.args = true;
+    return o;
+  }
+  if (argv[3] === "--get") {
+    if (!argv[4]) fail("--get needs a dotted path, e.g. spec.backoffLimit");
+    o.get = argv[4];
+    return o;
+  }
   for (let i = 3; i < argv.length; i += 2) {
     const flag = argv[i];
     const value = argv[i + 1];
@@ -82,6 +96,12 @@ function main() {
   const workload = find(o.kind, o.name);
   if (!workload) fail(`no ${o.kind}/${o.name} in ${o.file}`);
   const namespace = workload.metadata.namespace || "default";
+  if (o.get) {
+    let v = workload;
+    for (const key of o.get.split(".")) v = v === undefined || v === null ? undefined : v[key];
+    process.stdout.write(`${v === undefined ? "undefined" : JSON.stringify(v)}\n`);
+    return;
+  }
   if (o.probe) {
     const c0 = workload.spec.template.spec.containers[0];
     const probe = c0[o.probe];
@@ -108,11 +128,16 @@ function main() {
     if (!v) fail(`volumeMount ${m.mountPath}: no volume named ${m.name} in the pod`);
     return v;
   };
+  if (o.args) {
+    for (const a of (c.command || []).concat(c.args || [])) process.stdout.write(`${a}\n`);
+    return;
+  }
   if (o.mounts) {
     for (const m of c.volumeMounts || []) {
       const v = volumeOf(m);
       const source = v.secret ? `secret/${v.secret.secretName}`
         : v.configMap ? `configMap/${v.configMap.name}`
+          : v.persistentVolumeClaim ? `persistentVolumeClaim/${v.persistentVolumeClaim.claimName}`
           : Object.keys(v).filter((k) => k !== "name").join(",");
       process.stdout.write(`${m.mountPath} ${m.name} ${source}\n`);
     }

@@ -2,7 +2,8 @@
 # Makes meshrt's credentials and stores them as the Kubernetes Secrets the manifests mount
 # (deploy/README.md, "Security model"):
 #
-#   deploy/k8s/create-secrets.sh [--dry-run] [--tls CERT_DIR] [--clients NAME,...] NAMESPACE DIR
+#   deploy/k8s/create-secrets.sh [--dry-run] [--tls CERT_DIR] [--clients NAME,...]
+#       [--client_tls NAME=CERT_DIR ...] NAMESPACE DIR
 #
 # DIR (created mode 0700) keeps the tokens; a file already there is kept, a missing one is
 # generated (64 hex digits from /dev/urandom, mode 0600):
@@ -13,7 +14,10 @@
 #   client-NAME.token   that client's own line, to give it  -> Secret meshrt-client-NAME
 #                       (rewritten from client.tokens)          (key client.token, for client pods)
 # With --tls CERT_DIR, also Secret meshrt-tls from CERT_DIR/tls.crt, tls.key and ca.crt (the
-# production overlay's mutual TLS).
+# production overlay's mutual TLS). With --client_tls NAME=CERT_DIR (repeatable), client NAME's
+# Secret meshrt-client-NAME also holds its own certificate, CERT_DIR/tls.crt and tls.key (client
+# use, from your CA), and CERT_DIR/ca.crt: all a client pod needs, in one Secret (the
+# training-production overlay's Job mounts meshrt-client-trainer so).
 #
 # The Secrets are applied (`kubectl apply`, so running it again updates them: that is how tokens
 # are rotated, see deploy/README.md); --dry-run prints them as YAML instead and needs no cluster.
@@ -21,7 +25,7 @@
 set -euo pipefail
 
 usage() {
-  echo "usage: $0 [--dry-run] [--tls CERT_DIR] [--clients NAME,...] NAMESPACE DIR" >&2
+  echo "usage: $0 [--dry-run] [--tls CERT_DIR] [--clients NAME,...] [--client_tls NAME=CERT_DIR ...] NAMESPACE DIR" >&2
   exit 2
 }
 die() {
@@ -32,11 +36,16 @@ die() {
 dry_run=0
 tls_dir=""
 clients="client"
+client_tls=()  # NAME=CERT_DIR
 while [ "$#" -gt 0 ]; do
   case "$1" in
     --dry-run) dry_run=1; shift ;;
     --tls) [ "$#" -ge 2 ] || usage; tls_dir=$2; shift 2 ;;
     --clients) [ "$#" -ge 2 ] || usage; clients=$2; shift 2 ;;
+    --client_tls)
+      [ "$#" -ge 2 ] || usage
+      [[ "$2" == ?*=?* ]] || die "--client_tls $2: expected NAME=CERT_DIR"
+      client_tls+=("$2"); shift 2 ;;
     -h | --help) usage ;;
     -*) echo "create-secrets.sh: unknown flag $1" >&2; usage ;;
     *) break ;;
@@ -94,8 +103,20 @@ trap 'rm -f "$out"' EXIT
     echo "$first $second" >"$dir/client-$first.token"
     [[ " ${seen[*]} " == *" $first "* ]] || seen+=("$first")
   done <"$dir/client.tokens"
+  for spec in "${client_tls[@]}"; do
+    [[ " ${seen[*]} " == *" ${spec%%=*} "* ]] ||
+      die "--client_tls $spec: no client '${spec%%=*}' in $dir/client.tokens (clients: ${seen[*]})"
+    for file in tls.crt tls.key ca.crt; do
+      [ -s "${spec#*=}/$file" ] || die "--client_tls $spec: ${spec#*=}/$file is missing or empty"
+    done
+  done
   for name in "${seen[@]}"; do
-    secret "meshrt-client-$name" --from-file=client.token="$dir/client-$name.token"
+    files=(--from-file=client.token="$dir/client-$name.token")
+    for spec in "${client_tls[@]}"; do
+      [ "${spec%%=*}" = "$name" ] || continue
+      for file in tls.crt tls.key ca.crt; do files+=(--from-file="$file=${spec#*=}/$file"); done
+    done
+    secret "meshrt-client-$name" "${files[@]}"
   done
   if [ -n "$tls_dir" ]; then
     for file in tls.crt tls.key ca.crt; do
