@@ -549,6 +549,15 @@ absl::Status RunTraining(const TrainFlags& f, CliIo io, float* final_loss) {
     }
   } restore_term{handle_term, &previous_term};
 
+  if (first_step >= target) {
+    // A resumed run that had already finished (a Job restarted after its last step).
+    io.out << "the run is already at step " << first_step << " of " << target
+           << ": nothing to train\n";
+    if (auto* run = dynamic_cast<RunTrainer*>(trainer.get()); run != nullptr) {
+      RETURN_IF_ERROR(run->run().Close());
+    }
+    return absl::OkStatus();
+  }
   const absl::Time start = absl::Now();
   float loss = NAN;
   std::vector<std::pair<int64_t, float>> logged;  // (step, loss) of every request

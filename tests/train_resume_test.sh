@@ -54,6 +54,9 @@ $meshrt train "${run[@]}" "${cluster[@]}" --checkpoint_root "$tmp/part" --loss_c
   --resume > "$tmp/resume.out"
 grep -q "resumed from checkpoint 'ck' (after step $stopped)" "$tmp/resume.out"
 grep -q "final loss .* after 30 steps" "$tmp/resume.out"
+# Resuming a finished run trains nothing and says so.
+$meshrt train "${run[@]}" "${cluster[@]}" --checkpoint_root "$tmp/part" --resume > "$tmp/again.out"
+grep -q "the run is already at step 30 of 30: nothing to train" "$tmp/again.out"
 # Resumed on one processor instead (the reference), from the same checkpoint.
 $meshrt train "${run[@]}" --reference --checkpoint_root "$tmp/elsewhere" \
   --loss_csv "$tmp/elsewhere.csv" --resume > "$tmp/elsewhere.out"

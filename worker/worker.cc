@@ -156,12 +156,7 @@ absl::StatusOr<TensorMap> Worker::RunStep(const std::string& session, int64_t st
     if (!status.ok()) break;
     ++done;
   }
-  if (state->closed.load()) {
-    // Whether it stopped here or in a collective whose peer had stopped first: say so once.
-    LogWarning("worker: session ", session, " was closed while step ", step,
-               " ran; it stopped after ", done, " of ", repetitions, " repetitions",
-               status.ok() ? std::string() : absl::StrCat(": ", status.message()));
-  } else if (!status.ok() && num_steps > 1) {
+  if (!status.ok() && num_steps > 1) {
     status = absl::Status(status.code(), absl::StrCat("(repetition ", done + 1, " of ", num_steps,
                                                       ") ", status.message()));
   }
@@ -179,8 +174,11 @@ absl::StatusOr<TensorMap> Worker::RunStep(const std::string& session, int64_t st
   state->step_mu.Unlock();
   if (!status.ok()) {
     status = absl::Status(status.code(), absl::StrCat("step ", step, ": ", status.message()));
-    if (state->activity.aborted()) {
-      LogWarning("worker: session ", session, " closed while its step ran: ", status.message());
+    if (state->closed.load() || state->activity.aborted()) {
+      // Whether it stopped here or in a collective whose peer had stopped first: say so once.
+      LogWarning("worker: session ", session, " was closed while step ", step,
+                 " ran; it stopped after ", done, " of ", repetitions, " repetitions: ",
+                 status.message());
     } else {
       LogError("worker: session ", session, " failed: ", status.message());
     }
