@@ -128,6 +128,11 @@ int Main(int argc, char** argv) {
        [](LocalCluster& c) { return c.KillWorker(1); }},
       {"worker SIGTERM (drains), a spare", 5, absl::Seconds(10),
        [](LocalCluster& c) { return c.TerminateWorker(1, absl::Seconds(10)).status(); }},
+      {"worker SIGSTOP (not responding), a spare", 5, absl::Seconds(10),
+       [](LocalCluster& c) {
+         return kill(c.worker_pid(1), SIGSTOP) == 0 ? absl::OkStatus()
+                                                    : absl::InternalError("SIGSTOP failed");
+       }},
       {"coordinator kill -9, back after 1 s", 4, absl::Seconds(10),
        [](LocalCluster& c) { return c.RestartCoordinator(absl::Seconds(1)); }},
   };
