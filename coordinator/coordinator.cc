@@ -539,9 +539,12 @@ absl::StatusOr<TensorMap> Coordinator::RunStep(const std::string& id, const Tens
   // On the first failure the others get a grace period to report on their own before the rest
   // are cancelled: when a worker dies its peers' collectives often fail before the dead worker's
   // own RPC does, and the error should name the dead worker, the cause, not only the effects.
+  // Once the cause itself is known (a worker's transport failed: it is gone), the peers get a
+  // much shorter grace: those that talk to it report at once, and the others would only wait in
+  // collectives with peers that are stopping (failure_grace_after_cause).
   std::vector<absl::StatusOr<TensorMap>> results(n, absl::UnknownError("not run"));
   absl::Mutex done_mu;
-  int done = 0, failures = 0;
+  int done = 0, failures = 0, lost = 0;
   std::vector<std::thread> threads;
   for (int p = 0; p < n; ++p) {
     threads.emplace_back([&, p] {
@@ -550,6 +553,7 @@ absl::StatusOr<TensorMap> Coordinator::RunStep(const std::string& id, const Tens
           cancel.get());
       absl::MutexLock lock(&done_mu);
       failures += !r.ok();
+      lost += !r.ok() && IsTransportFailure(r.status());
       results[p] = std::move(r);
       ++done;
     });
@@ -574,7 +578,11 @@ absl::StatusOr<TensorMap> Coordinator::RunStep(const std::string& id, const Tens
     }
     absl::MutexLock lock(&done_mu);
     if (stuck.ok() && !all_done()) {
-      done_mu.AwaitWithTimeout(absl::Condition(&all_done), options_.failure_grace);
+      auto cause_known = [&] { return done == n || lost > 0; };
+      if (done_mu.AwaitWithTimeout(absl::Condition(&cause_known), options_.failure_grace) &&
+          !all_done()) {
+        done_mu.AwaitWithTimeout(absl::Condition(&all_done), options_.failure_grace_after_cause);
+      }
     }
   }
   cancel->Cancel();

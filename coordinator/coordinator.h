@@ -69,6 +69,9 @@ struct CoordinatorOptions {
   StuckStepOptions stuck_step;
   // After a worker fails a step, how long the others may take to report before being cancelled.
   absl::Duration failure_grace = absl::Seconds(2);
+  // ... and once a worker's own RPC failed in transport (it is gone: the cause is known), how
+  // long the others may take: those talking to it fail at once, the rest only wait on peers.
+  absl::Duration failure_grace_after_cause = absl::Milliseconds(200);
   // Deadline of one worker's part of a checkpoint save or restore.
   absl::Duration checkpoint_timeout = absl::Minutes(10);
   // --checkpoint_root: the directory (on the filesystem shared with every worker) that checkpoint
