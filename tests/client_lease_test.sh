@@ -7,27 +7,9 @@
 # runs on the same workers at once.
 set -euo pipefail
 
-fail() {
-  echo "FAIL: $*" >&2
-  exit 1
-}
-
-runfiles=$PWD
-meshrt=$runfiles/client/meshrt
+source "$PWD/tests/daemon_test_lib.sh"
+daemon_test_setup lease
 coordinator_bin=$runfiles/coordinator/meshrt-coordinator
-work=$(mktemp -d "${TEST_TMPDIR:-/tmp}/lease.XXXXXX")
-logs=${TEST_UNDECLARED_OUTPUTS_DIR:-$work}
-export MESHRT_HOME=$work/home
-pids=()
-cleanup() {
-  local status=$?
-  for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
-  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
-  if [ "$status" -ne 0 ]; then tail -n 20 "$logs"/*.log 2>/dev/null || true; fi
-  rm -rf "${work:?}/home"
-  exit "$status"
-}
-trap cleanup EXIT
 
 now() { date +%s.%N; }
 elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }

@@ -6,26 +6,8 @@
 # `meshrt sessions` lists a running session and `meshrt sessions close ID` frees its workers.
 set -euo pipefail
 
-fail() {
-  echo "FAIL: $*" >&2
-  exit 1
-}
-
-runfiles=$PWD
-meshrt=$runfiles/client/meshrt
-work=$(mktemp -d "${TEST_TMPDIR:-/tmp}/restart.XXXXXX")
-logs=${TEST_UNDECLARED_OUTPUTS_DIR:-$work}
-export MESHRT_HOME=$work/home
-pids=()
-cleanup() {
-  local status=$?
-  for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
-  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
-  if [ "$status" -ne 0 ]; then tail -n 20 "$logs"/*.log 2>/dev/null || true; fi
-  rm -rf "${work:?}/home"
-  exit "$status"
-}
-trap cleanup EXIT
+source "$PWD/tests/daemon_test_lib.sh"
+daemon_test_setup restart
 
 start_coordinator() {  # PORT LOG
   rm -f "$work/port"

@@ -11,27 +11,8 @@
 #     once, not the lowest rank's rendezvous timeout.
 set -euo pipefail
 
-fail() {
-  echo "FAIL: $*" >&2
-  exit 1
-}
-
-runfiles=$PWD
-meshrt=$runfiles/client/meshrt
-work=$(mktemp -d "${TEST_TMPDIR:-/tmp}/stuck.XXXXXX")
-logs=${TEST_UNDECLARED_OUTPUTS_DIR:-$work}
-export MESHRT_HOME=$work/home
-pids=()
-cleanup() {
-  local status=$?
-  for pid in "${pids[@]}"; do kill -CONT "$pid" 2>/dev/null || true; done
-  for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
-  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
-  if [ "$status" -ne 0 ]; then tail -n 30 "$logs"/*.log 2>/dev/null || true; fi
-  rm -rf "${work:?}/home"
-  exit "$status"
-}
-trap cleanup EXIT
+source "$PWD/tests/daemon_test_lib.sh"
+daemon_test_setup stuck
 
 now_ms() { date +%s%3N; }
 
@@ -54,7 +35,7 @@ for i in 0 1; do
 done
 w1_address=$(grep -o "serving at [0-9.:]*" "$logs/worker1.log" | cut -d' ' -f3)
 w0_address=$(grep -o "serving at [0-9.:]*" "$logs/worker0.log" | cut -d' ' -f3)
-[ -n "$w1_address" ] && [ -n "$w0_address" ] || fail "the workers did not start"
+if [ -z "$w1_address" ] || [ -z "$w0_address" ]; then fail "the workers did not start"; fi
 
 # Data parallel over both workers: every step ends in a gradient allreduce over p.
 train() {  # LOG
