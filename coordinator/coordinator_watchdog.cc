@@ -45,9 +45,10 @@ absl::Status Coordinator::CheckStuckStep(Session* session, StepProgress* progres
   progress->Update(views, now, &session->durations);
   compute->Update(&views, now, StaleHeartbeat());
   if (!progress->reported()) return absl::OkStatus();
-  const StepVerdict v = JudgeStep(
-      progress->step(), progress->elapsed(now), StuckStepLimit(options_.stuck_step, session->durations),
-      DescribeStuckStepLimit(options_.stuck_step, session->durations), views, StaleHeartbeat());
+  const StepVerdict v = JudgeStep(progress->step(), progress->elapsed(now),
+                                  StuckStepLimit(options_.stuck_step, session->durations),
+                                  DescribeStuckStepLimit(options_.stuck_step, session->durations),
+                                  views, StaleHeartbeat());
   switch (v.kind) {
     case StepVerdict::Kind::kWithinLimit:
       return absl::OkStatus();

@@ -225,8 +225,7 @@ void ComputeWatch::Update(std::vector<ProcessorView>* processors, absl::Time now
       h = History();  // idle, or another step: start afresh
       if (p.activity.has_value() && p.activity->running()) h.step = p.activity->step();
     }
-    if (fresh && p.activity.has_value() && p.activity->running() &&
-        p.activity->has_step_cpu_ms()) {
+    if (fresh && p.activity.has_value() && p.activity->running() && p.activity->has_step_cpu_ms()) {
       const Report r{p.activity->step_ms(), p.activity->step_cpu_ms()};
       if (!h.reports.empty() && r.step_ms < h.reports.back().step_ms) {
         h.reports.clear();  // the worker's clock went back within a step: trust only what follows
@@ -271,11 +270,9 @@ StepVerdict JudgeStep(int64_t step, absl::Duration elapsed, absl::Duration limit
     for (const ProcessorView& q : processors) {
       if (q.processor == n) p = &q;
     }
-    const bool responding =
-        p != nullptr && p->registered && p->heartbeat_age <= stale_heartbeat;
-    const absl::Duration quiet = responding && p->computed_ago.has_value()
-                                     ? std::min(elapsed, *p->computed_ago)
-                                     : elapsed;
+    const bool responding = p != nullptr && p->registered && p->heartbeat_age <= stale_heartbeat;
+    const absl::Duration quiet =
+        responding && p->computed_ago.has_value() ? std::min(elapsed, *p->computed_ago) : elapsed;
     if (quiet > limit) {
       computing = false;
       break;
@@ -288,15 +285,15 @@ StepVerdict JudgeStep(int64_t step, absl::Duration elapsed, absl::Duration limit
     return v;
   }
   v.kind = StepVerdict::Kind::kSlow;
-  v.message = absl::StrCat(
-      "step ", step, " has run for ", ShortDuration(elapsed), ", over the stuck-step limit of ",
-      limit_text, ", but ",
-      who.size() == 1                   ? "the processor the others wait for"
-      : who.size() == processors.size() ? "every processor"
-                                        : "every processor the others wait for",
-      " is still computing: ", absl::StrJoin(who, "; "),
-      ": slow, not stuck (it fails once one of them has not computed for ", ShortDuration(limit),
-      ")");
+  v.message =
+      absl::StrCat("step ", step, " has run for ", ShortDuration(elapsed),
+                   ", over the stuck-step limit of ", limit_text, ", but ",
+                   who.size() == 1                   ? "the processor the others wait for"
+                   : who.size() == processors.size() ? "every processor"
+                                                     : "every processor the others wait for",
+                   " is still computing: ", absl::StrJoin(who, "; "),
+                   ": slow, not stuck (it fails once one of them has not computed for ",
+                   ShortDuration(limit), ")");
   return v;
 }
 

@@ -9,11 +9,11 @@
 // its own limit, not one long one.
 //
 // Slow is not stuck. A step that has run longer than L is judged by the processors the others wait
-// for (DiagnoseStuckStep's `behind`) and by their step threads' CPU time (ComputeWatch): a processor
-// is *computing* when its step thread used at least StuckStepOptions::computing_share of one core
-// over the last cpu_window of its step. Precisely (JudgeStep), with E the time the step has been in
-// progress and, for each processor p behind, Q(p) the time since p was last seen computing in this
-// step (E when it never was, its CPU time is unknown, or it is not responding):
+// for (DiagnoseStuckStep's `behind`) and by their step threads' CPU time (ComputeWatch): a
+// processor is *computing* when its step thread used at least StuckStepOptions::computing_share of
+// one core over the last cpu_window of its step. Precisely (JudgeStep), with E the time the step
+// has been in progress and, for each processor p behind, Q(p) the time since p was last seen
+// computing in this step (E when it never was, its CPU time is unknown, or it is not responding):
 //   - E <= L: within the limit;
 //   - E > L and Q(p) <= L for every p behind: slow, not stuck — not failed; the coordinator logs
 //     one WARNING per step naming them;
@@ -21,8 +21,9 @@
 // So a step whose laggards compute is never failed by the watchdog (an endless busy loop is bounded
 // by the step timeout only), and one whose laggards stop computing fails L after they stopped. A
 // frozen or blocked thread accrues no CPU time, nor does one waiting in a collective (Gloo waits on
-// a condition variable, the same-host path on a futex); a stopped process sends no heartbeats and is
-// not responding; each is stuck as soon as E > L, as before.
+// a condition variable, the same-host path on a futex); a stopped process sends no heartbeats and
+// is not responding (Q = E whatever it computed before). Each is stuck as soon as E > L when it
+// has not computed in the step, as before the CPU time was measured, else L after it stopped.
 //
 // Thread-compatible: the coordinator keeps one StepDurations per session and one StepProgress and
 // one ComputeWatch per request, all under the session's step lock.
@@ -51,7 +52,9 @@ struct StuckStepOptions {
   // machine, and still a half or a third where workers share cores; a quarter keeps both apart.
   double computing_share = 0.25;
   // Over how much of a step's wall time (the worker's clock, between two of its reports) the share
-  // is measured: the latest report against the newest one at least this much older.
+  // is measured: the latest report against the newest one at least this much older. Keep it well
+  // under `min` (and over the heartbeat interval): until a step has run this long, its share is
+  // unknown and it is judged as stuck.
   absl::Duration cpu_window = absl::Seconds(1);
 };
 

@@ -213,8 +213,8 @@ v1::WorkerActivity Report(int p, int64_t step_ms, int64_t cpu_ms) {
 // Feeds `watch` processor 1's reports every 200 ms from `from_ms` to `to_ms` of its step, its
 // CPU time growing at `share` of a core, and processor 0's (waiting, no CPU); `cpu_at_from` is
 // processor 1's CPU time at `from_ms`. Returns the views after the last, at `t0 + to_ms`.
-std::vector<ProcessorView> Feed(ComputeWatch* watch, absl::Time t0, int64_t from_ms,
-                                int64_t to_ms, double share, int64_t cpu_at_from = 0) {
+std::vector<ProcessorView> Feed(ComputeWatch* watch, absl::Time t0, int64_t from_ms, int64_t to_ms,
+                                double share, int64_t cpu_at_from = 0) {
   std::vector<ProcessorView> ps = {Processor(0), Processor(1)};
   for (int64_t ms = from_ms; ms <= to_ms; ms += 200) {
     ps[0].activity = Report(0, ms, 50);
@@ -347,8 +347,9 @@ TEST(JudgeStepTest, ANotRespondingLaggardIsStuckWhateverItComputedBefore) {
   const StepVerdict v =
       JudgeStep(3, absl::Seconds(10.5), absl::Seconds(10), "10 s", ps, absl::Seconds(2));
   EXPECT_EQ(v.kind, StepVerdict::Kind::kStuck);
-  EXPECT_TRUE(absl::StrContains(v.message, "processor 1 (worker 11, 10.0.0.1:7000, mesh "
-                                           "coordinate (0,1)) is not responding"))
+  EXPECT_TRUE(absl::StrContains(v.message,
+                                "processor 1 (worker 11, 10.0.0.1:7000, mesh "
+                                "coordinate (0,1)) is not responding"))
       << v.message;
 }
 
@@ -357,7 +358,8 @@ TEST(JudgeStepTest, EveryLaggardMustCompute) {
   std::vector<ProcessorView> ps = Over(absl::Milliseconds(200), 0.97);
   ps[0].activity = Report(1, 14200, 13000);
   ps[0].cpu_share = 0.01;
-  StepVerdict v = JudgeStep(3, absl::Seconds(14.2), absl::Seconds(10), "10 s", ps, absl::Seconds(2));
+  StepVerdict v =
+      JudgeStep(3, absl::Seconds(14.2), absl::Seconds(10), "10 s", ps, absl::Seconds(2));
   EXPECT_EQ(v.kind, StepVerdict::Kind::kStuck);
   EXPECT_EQ(v.behind, std::vector<int>({0, 1}));
   ps[0].cpu_share = 0.5;  // both compute: slow

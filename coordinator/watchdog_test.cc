@@ -249,9 +249,10 @@ TEST_F(WatchdogTest, ALaggardStillComputingIsSlowNotStuck) {
   const absl::Status st = coordinator_.RunStep(id, feeds, {}).status();
   const absl::Duration took = absl::Now() - start;
   EXPECT_TRUE(StatusIs(st, absl::StatusCode::kDeadlineExceeded,
-                       {"step 2 has run for", "processor 1 (worker 1, w1, mesh coordinate (1)) "
-                        "has not arrived", "its step thread using 0% of a core",
-                        "last seen computing"}));
+                       {"step 2 has run for",
+                        "processor 1 (worker 1, w1, mesh coordinate (1)) "
+                        "has not arrived",
+                        "its step thread using 0% of a core", "last seen computing"}));
   EXPECT_GE(took, absl::Milliseconds(1200));
   EXPECT_LT(took, absl::Seconds(5));
 

@@ -5,7 +5,6 @@
 #include <thread>
 
 #include "absl/synchronization/notification.h"
-
 #include "core/test_util.h"
 #include "gtest/gtest.h"
 #include "runtime/executor.h"
