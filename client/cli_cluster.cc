@@ -196,6 +196,12 @@ absl::Status PrintSessionStatus(const v1::ListWorkersResponse& list, const std::
         out << "instruction " << a.instruction() << " '" << a.op() << "' " << a.kind();
       }
       out << "  for " << seconds(a.instruction_ms() + w.last_heartbeat_ms_ago());
+      // The step thread's CPU share over its step so far: ~100% computing, ~0% blocked (frozen,
+      // or waiting in a collective).
+      if (a.has_step_cpu_ms() && a.step_ms() > 0) {
+        out << "  cpu " << std::min<int64_t>(999, a.step_cpu_ms() * 100 / a.step_ms())
+            << "% of the step";
+      }
       if (!a.collective().empty()) {
         out << "  in collective " << a.collective() << " over ["
             << absl::StrJoin(a.mesh_dims(), ",") << "]";
@@ -221,8 +227,9 @@ absl::Status StatusCommand(const std::vector<std::string>& args, CliIo io) {
       "session each serves, seconds since its last heartbeat), its sessions, and every "
       "session waiting for workers with the ranks it still misses and why. With --session: "
       "that session's processors live, each with its coordinate, worker, the step and the "
-      "instruction (op, collective) its step thread is in and for how long, and its "
-      "heartbeat's age (the session's owner or an operator).\n\n"
+      "instruction (op, collective) its step thread is in and for how long, the share of a "
+      "core its step thread used in the step so far (cpu), and its heartbeat's age (the "
+      "session's owner or an operator).\n\n"
       "examples:\n  meshrt status --coordinator 127.0.0.1:7070\n"
       "  meshrt status --coordinator 127.0.0.1:7070 --session s-0123abcd...");
   flags.String("coordinator", &coordinator, "coordinator address HOST:PORT (required)");

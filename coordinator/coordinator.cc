@@ -560,6 +560,7 @@ absl::StatusOr<TensorMap> Coordinator::RunStep(const std::string& id, const Tens
   }
   // Meanwhile the watchdog follows the steps in the workers' heartbeats (CheckStuckStep).
   StepProgress progress(step, step + num_steps - 1, absl::Now());
+  ComputeWatch compute(options_.stuck_step);
   absl::Status stuck;
   {
     auto all_done = [&] { return done == n; };
@@ -569,7 +570,7 @@ absl::StatusOr<TensorMap> Coordinator::RunStep(const std::string& id, const Tens
         absl::MutexLock lock(&done_mu);
         if (done_mu.AwaitWithTimeout(absl::Condition(&any_failed), absl::Milliseconds(100))) break;
       }
-      stuck = CheckStuckStep(session.get(), &progress);
+      stuck = CheckStuckStep(session.get(), &progress, &compute);
       if (!stuck.ok()) {
         absl::MutexLock lock(&mu_);
         FailSessionLocked(session.get(), stuck);  // cancels the step on every worker

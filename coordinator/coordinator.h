@@ -201,8 +201,9 @@ class Coordinator {
   std::vector<ProcessorView> ProcessorViewsLocked(const Session& session) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The watchdog's check while a step of `session` runs (its step lock held): DeadlineExceeded
-  // naming the processor the others wait for once the step in progress runs over the limit.
-  absl::Status CheckStuckStep(Session* session, StepProgress* progress);
+  // naming the processor the others wait for once the step in progress is stuck (JudgeStep); a
+  // slow one (its laggards still computing) logs one WARNING per step and is OK.
+  absl::Status CheckStuckStep(Session* session, StepProgress* progress, ComputeWatch* compute);
   // Heartbeats older than this make a worker "not responding".
   absl::Duration StaleHeartbeat() const;
   // Which of the `n` lowest ranks a waiting session still misses, and why.

@@ -85,7 +85,10 @@ int CoordinatorMain(int argc, char** argv) {
   flags.Int("stuck_step_min_ms", &stuck_step_min_ms,
             "a step that runs longer than this and than --stuck_step_factor times the session's "
             "median step time is stuck: its session fails naming the rank the others wait for "
-            "(from the workers' heartbeats); 0 = never");
+            "(from the workers' heartbeats), unless that rank is still computing (its step "
+            "thread used >= 25% of a core over the last second): then it is only slow, logged "
+            "once as a WARNING, and fails once the rank has not computed for this long; "
+            "0 = never");
   flags.Double("stuck_step_factor", &stuck_step_factor,
                "see --stuck_step_min_ms: how many times its session's median step time a step "
                "may take");

@@ -1,9 +1,10 @@
 // The coordinator's stuck-step watchdog (coordinator/stuck_step.h): the step in progress of a
-// request, from the activities the workers send with their heartbeats, and the diagnosis when it
-// runs over the limit.
+// request, from the activities the workers send with their heartbeats, and the verdict when it runs
+// over the limit: slow (a WARNING) or stuck (the diagnosis).
 #include "absl/strings/str_cat.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/coordinator_internal.h"
+#include "core/logging.h"
 
 namespace meshrt {
 
@@ -32,7 +33,8 @@ std::vector<ProcessorView> Coordinator::ProcessorViewsLocked(const Session& sess
   return views;
 }
 
-absl::Status Coordinator::CheckStuckStep(Session* session, StepProgress* progress) {
+absl::Status Coordinator::CheckStuckStep(Session* session, StepProgress* progress,
+                                         ComputeWatch* compute) {
   if (options_.stuck_step.min <= absl::ZeroDuration()) return absl::OkStatus();
   std::vector<ProcessorView> views;
   {
@@ -41,14 +43,24 @@ absl::Status Coordinator::CheckStuckStep(Session* session, StepProgress* progres
   }
   const absl::Time now = absl::Now();
   progress->Update(views, now, &session->durations);
-  const absl::Duration elapsed = progress->elapsed(now);
-  if (!progress->reported() || elapsed <= StuckStepLimit(options_.stuck_step, session->durations)) {
-    return absl::OkStatus();
+  compute->Update(&views, now, StaleHeartbeat());
+  if (!progress->reported()) return absl::OkStatus();
+  const StepVerdict v = JudgeStep(progress->step(), progress->elapsed(now),
+                                  StuckStepLimit(options_.stuck_step, session->durations),
+                                  DescribeStuckStepLimit(options_.stuck_step, session->durations),
+                                  views, StaleHeartbeat());
+  switch (v.kind) {
+    case StepVerdict::Kind::kWithinLimit:
+      return absl::OkStatus();
+    case StepVerdict::Kind::kSlow:
+      if (progress->FirstSlowWarning()) {
+        LogWarning("coordinator: session ", session->id, ": ", v.message);
+      }
+      return absl::OkStatus();
+    case StepVerdict::Kind::kStuck:
+      break;
   }
-  const StuckDiagnosis d = DiagnoseStuckStep(
-      progress->step(), elapsed, DescribeStuckStepLimit(options_.stuck_step, session->durations),
-      views, StaleHeartbeat());
-  return absl::DeadlineExceededError(d.message);
+  return absl::DeadlineExceededError(v.message);
 }
 
 }  // namespace meshrt

@@ -1,6 +1,7 @@
 #include "coordinator/stuck_step.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <utility>
 
@@ -76,6 +77,12 @@ void StepProgress::Update(const std::vector<ProcessorView>& processors, absl::Ti
   since_ = now;
 }
 
+bool StepProgress::FirstSlowWarning() {
+  if (warned_step_ == step_) return false;
+  warned_step_ = step_;
+  return true;
+}
+
 void StepProgress::Finish(absl::Time now, StepDurations* durations) {
   if (step_ <= last_step_) durations->Add((now - since_) / (last_step_ + 1 - step_));
   step_ = last_step_ + 1;
@@ -94,6 +101,11 @@ std::pair<int64_t, int64_t> Position(const ProcessorView& p) {
 std::string Who(const ProcessorView& p) {
   return absl::StrCat("processor ", p.processor, " (worker ", p.worker_id, ", ", p.address,
                       ", mesh coordinate (", absl::StrJoin(p.coordinate, ","), "))");
+}
+
+// "98%", "0%".
+std::string CpuPercent(double share) {
+  return absl::StrCat(static_cast<int64_t>(std::lround(std::max(0.0, share) * 100)), "%");
 }
 
 bool InCollective(const ProcessorView& p) {
@@ -118,6 +130,12 @@ std::string Where(const ProcessorView& p) {
           : absl::StrCat("in instruction ", a.instruction(), " (source_op '", a.op(), "', ",
                          a.kind(), ") of step ", a.step(), " for ", ShortDuration(in_instruction));
   if (!a.note().empty()) absl::StrAppend(&where, " [", a.note(), "]");
+  if (p.cpu_share.has_value()) {
+    absl::StrAppend(&where, ", its step thread using ", CpuPercent(*p.cpu_share), " of a core");
+  }
+  if (p.computed_ago.has_value() && !p.computing) {
+    absl::StrAppend(&where, " (last seen computing ", ShortDuration(*p.computed_ago), " ago)");
+  }
   return where;
 }
 
@@ -188,6 +206,95 @@ StuckDiagnosis DiagnoseStuckStep(int64_t step, absl::Duration elapsed,
   }
   d.message = std::move(message);
   return d;
+}
+
+ComputeWatch::ComputeWatch(const StuckStepOptions& options)
+    : computing_share_(options.computing_share),
+      window_ms_(std::max<int64_t>(1, absl::ToInt64Milliseconds(options.cpu_window))) {}
+
+void ComputeWatch::Update(std::vector<ProcessorView>* processors, absl::Time now,
+                          absl::Duration stale_heartbeat) {
+  // Enough reports for a window at any heartbeat rate the coordinator allows, and a bound.
+  constexpr size_t kMaxReports = 1024;
+  for (ProcessorView& p : *processors) {
+    if (p.processor < 0) continue;
+    if (static_cast<size_t>(p.processor) >= histories_.size()) histories_.resize(p.processor + 1);
+    History& h = histories_[p.processor];
+    const bool fresh = p.registered && p.heartbeat_age <= stale_heartbeat;
+    if (!p.activity.has_value() || !p.activity->running() || p.activity->step() != h.step) {
+      h = History();  // idle, or another step: start afresh
+      if (p.activity.has_value() && p.activity->running()) h.step = p.activity->step();
+    }
+    if (fresh && p.activity.has_value() && p.activity->running() && p.activity->has_step_cpu_ms()) {
+      const Report r{p.activity->step_ms(), p.activity->step_cpu_ms()};
+      if (!h.reports.empty() && r.step_ms < h.reports.back().step_ms) {
+        h.reports.clear();  // the worker's clock went back within a step: trust only what follows
+        h.share.reset();
+      }
+      if (h.reports.empty() || r.step_ms > h.reports.back().step_ms) {
+        h.reports.push_back(r);
+        // Keep the newest report at least a window older than this one, and all newer ones.
+        while (h.reports.size() > kMaxReports ||
+               (h.reports.size() >= 2 && r.step_ms - h.reports[1].step_ms >= window_ms_)) {
+          h.reports.pop_front();
+        }
+        const Report& base = h.reports.front();
+        if (r.step_ms - base.step_ms >= window_ms_) {
+          h.share = static_cast<double>(r.cpu_ms - base.cpu_ms) /
+                    static_cast<double>(r.step_ms - base.step_ms);
+          if (*h.share >= computing_share_) h.last_computing = now - p.heartbeat_age;
+        }
+      }
+    }
+    p.cpu_share = fresh ? h.share : std::nullopt;
+    p.computing = p.cpu_share.has_value() && *p.cpu_share >= computing_share_;
+    p.computed_ago.reset();
+    if (h.last_computing.has_value()) {
+      p.computed_ago = std::max(absl::ZeroDuration(), now - *h.last_computing);
+    }
+  }
+}
+
+StepVerdict JudgeStep(int64_t step, absl::Duration elapsed, absl::Duration limit,
+                      const std::string& limit_text, const std::vector<ProcessorView>& processors,
+                      absl::Duration stale_heartbeat) {
+  StepVerdict v;
+  if (elapsed <= limit) return v;
+  StuckDiagnosis d = DiagnoseStuckStep(step, elapsed, limit_text, processors, stale_heartbeat);
+  v.behind = d.behind;
+  // Q(p): since p was last seen computing in this step (stuck_step.h).
+  bool computing = !d.behind.empty();
+  std::vector<std::string> who;
+  for (int n : d.behind) {
+    const ProcessorView* p = nullptr;
+    for (const ProcessorView& q : processors) {
+      if (q.processor == n) p = &q;
+    }
+    const bool responding = p != nullptr && p->registered && p->heartbeat_age <= stale_heartbeat;
+    const absl::Duration quiet =
+        responding && p->computed_ago.has_value() ? std::min(elapsed, *p->computed_ago) : elapsed;
+    if (quiet > limit) {
+      computing = false;
+      break;
+    }
+    who.push_back(absl::StrCat(Who(*p), " ", Where(*p)));
+  }
+  if (!computing) {
+    v.kind = StepVerdict::Kind::kStuck;
+    v.message = std::move(d.message);
+    return v;
+  }
+  v.kind = StepVerdict::Kind::kSlow;
+  v.message =
+      absl::StrCat("step ", step, " has run for ", ShortDuration(elapsed),
+                   ", over the stuck-step limit of ", limit_text, ", but ",
+                   who.size() == 1                   ? "the processor the others wait for"
+                   : who.size() == processors.size() ? "every processor"
+                                                     : "every processor the others wait for",
+                   " is still computing: ", absl::StrJoin(who, "; "),
+                   ": slow, not stuck (it fails once one of them has not computed for ",
+                   ShortDuration(limit), ")");
+  return v;
 }
 
 std::string DescribeLostWorker(const absl::Status& status,

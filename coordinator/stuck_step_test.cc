@@ -200,6 +200,191 @@ TEST(DiagnoseStuckStepTest, EveryoneInTheSameCollectiveIsACollectiveThatDoesNotC
       "slow or stuck kernel"));
 }
 
+// Processor p's report of running step 3 in instruction 4 ('layer1', an einsum; processor 0 in
+// the allreduce after it) `step_ms` into the step with `cpu_ms` of CPU (-1: no CPU time).
+v1::WorkerActivity Report(int p, int64_t step_ms, int64_t cpu_ms) {
+  v1::WorkerActivity a = p == 0 ? Running(3, 9, 6, "grad", "ALLREDUCE", step_ms - 100)
+                                : Running(3, 5, 4, "layer1", "", step_ms - 100);
+  a.set_step_ms(step_ms);
+  if (cpu_ms >= 0) a.set_step_cpu_ms(cpu_ms);
+  return a;
+}
+
+// Feeds `watch` processor 1's reports every 200 ms from `from_ms` to `to_ms` of its step, its
+// CPU time growing at `share` of a core, and processor 0's (waiting, no CPU); `cpu_at_from` is
+// processor 1's CPU time at `from_ms`. Returns the views after the last, at `t0 + to_ms`.
+std::vector<ProcessorView> Feed(ComputeWatch* watch, absl::Time t0, int64_t from_ms, int64_t to_ms,
+                                double share, int64_t cpu_at_from = 0) {
+  std::vector<ProcessorView> ps = {Processor(0), Processor(1)};
+  for (int64_t ms = from_ms; ms <= to_ms; ms += 200) {
+    ps[0].activity = Report(0, ms, 50);
+    ps[1].activity = Report(1, ms, cpu_at_from + static_cast<int64_t>((ms - from_ms) * share));
+    // The reports arrived 200 ms ago (Processor's heartbeat age).
+    watch->Update(&ps, t0 + absl::Milliseconds(ms) + absl::Milliseconds(200), absl::Seconds(2));
+  }
+  return ps;
+}
+
+TEST(ComputeWatchTest, TheShareOfACoreOverTheLastSecondOfTheStep) {
+  const absl::Time t0 = absl::FromUnixSeconds(1000);
+  ComputeWatch watch{StuckStepOptions()};  // 25% over 1 s
+  std::vector<ProcessorView> ps = Feed(&watch, t0, 0, 800, 0.98);
+  EXPECT_FALSE(ps[1].cpu_share.has_value());  // under a second of the step seen: not yet known
+  ps = Feed(&watch, t0, 1000, 3000, 0.98, 980);
+  ASSERT_TRUE(ps[1].cpu_share.has_value());
+  EXPECT_NEAR(*ps[1].cpu_share, 0.98, 0.01);
+  EXPECT_TRUE(ps[1].computing);
+  ASSERT_TRUE(ps[1].computed_ago.has_value());
+  EXPECT_EQ(*ps[1].computed_ago, absl::Milliseconds(200));  // the report's age
+  ASSERT_TRUE(ps[0].cpu_share.has_value());
+  EXPECT_EQ(*ps[0].cpu_share, 0);  // waiting in the allreduce
+  EXPECT_FALSE(ps[0].computed_ago.has_value());
+
+  // Processor 1 stops computing at 3 s: its share over the last second falls to 0, and it was last
+  // seen computing at its report of 3.6 s (whose second still held 0.4 s of computing).
+  ps = Feed(&watch, t0, 3200, 6000, 0, 2940);
+  EXPECT_EQ(*ps[1].cpu_share, 0);
+  EXPECT_FALSE(ps[1].computing);
+  ASSERT_TRUE(ps[1].computed_ago.has_value());
+  EXPECT_GE(*ps[1].computed_ago, absl::Milliseconds(2000));
+  EXPECT_LE(*ps[1].computed_ago, absl::Milliseconds(2800));
+
+  // Another step starts afresh; stale heartbeats give no share.
+  ps[1].activity = Report(1, 100, 90);
+  ps[1].activity->set_step(4);
+  watch.Update(&ps, t0 + absl::Seconds(7), absl::Seconds(2));
+  EXPECT_FALSE(ps[1].cpu_share.has_value());
+  EXPECT_FALSE(ps[1].computed_ago.has_value());
+  ps[0].heartbeat_age = absl::Seconds(5);
+  watch.Update(&ps, t0 + absl::Seconds(7), absl::Seconds(2));
+  EXPECT_FALSE(ps[0].cpu_share.has_value());
+}
+
+TEST(ComputeWatchTest, ReportsWithoutCpuTimeGiveNoShare) {
+  const absl::Time t0 = absl::FromUnixSeconds(1000);
+  ComputeWatch watch{StuckStepOptions()};
+  std::vector<ProcessorView> ps = {Processor(0), Processor(1)};
+  for (int64_t ms = 0; ms <= 3000; ms += 200) {
+    ps[1].activity = Report(1, ms, -1);
+    watch.Update(&ps, t0 + absl::Milliseconds(ms), absl::Seconds(2));
+  }
+  EXPECT_FALSE(ps[1].cpu_share.has_value());
+  EXPECT_FALSE(ps[1].computed_ago.has_value());
+}
+
+// Step 3 has run 14.2 s, over the 10 s limit; processor 0 waits for processor 1 in the allreduce.
+std::vector<ProcessorView> Over(absl::Duration computed_ago, std::optional<double> share) {
+  std::vector<ProcessorView> ps = {Processor(0), Processor(1)};
+  ps[0].activity = Report(0, 14200, 50);
+  ps[1].activity = Report(1, 14200, 13000);
+  ps[0].cpu_share = 0;
+  ps[1].cpu_share = share;
+  ps[1].computing = share.has_value() && *share >= 0.25;
+  if (computed_ago >= absl::ZeroDuration()) ps[1].computed_ago = computed_ago;
+  return ps;
+}
+
+TEST(JudgeStepTest, ALaggardStillComputingIsSlowNotStuck) {
+  const std::vector<ProcessorView> ps = Over(absl::Milliseconds(200), 0.98);
+  const StepVerdict v =
+      JudgeStep(3, absl::Seconds(14.2), absl::Seconds(10), "10 s", ps, absl::Seconds(2));
+  EXPECT_EQ(v.kind, StepVerdict::Kind::kSlow);
+  EXPECT_EQ(v.behind, std::vector<int>({1}));
+  EXPECT_TRUE(absl::StrContains(
+      v.message,
+      "step 3 has run for 14.2 s, over the stuck-step limit of 10 s, but the processor the "
+      "others wait for is still computing: processor 1 (worker 11, 10.0.0.1:7000, mesh "
+      "coordinate (0,1)) in instruction 4 (source_op 'layer1', local op 'einsum') of step 3"))
+      << v.message;
+  EXPECT_TRUE(absl::StrContains(v.message, "its step thread using 98% of a core: slow, not stuck"))
+      << v.message;
+  // Within the limit there is nothing to say.
+  EXPECT_EQ(JudgeStep(3, absl::Seconds(9), absl::Seconds(10), "10 s", ps, absl::Seconds(2)).kind,
+            StepVerdict::Kind::kWithinLimit);
+  // It computed 6 s ago and has not since: still within the limit's worth of quiet.
+  EXPECT_EQ(JudgeStep(3, absl::Seconds(14.2), absl::Seconds(10), "10 s",
+                      Over(absl::Seconds(6), 0.0), absl::Seconds(2))
+                .kind,
+            StepVerdict::Kind::kSlow);
+}
+
+TEST(JudgeStepTest, ALaggardWhoseCpuStoppedForTheLimitIsStuck) {
+  // Flat since it started (never seen computing): stuck as soon as the step is over the limit.
+  StepVerdict v = JudgeStep(3, absl::Seconds(10.5), absl::Seconds(10), "10 s",
+                            Over(absl::Seconds(-1), 0.0), absl::Seconds(2));
+  EXPECT_EQ(v.kind, StepVerdict::Kind::kStuck);
+  EXPECT_EQ(v.behind, std::vector<int>({1}));
+  EXPECT_TRUE(absl::StrContains(v.message, "step 3 has run for 10.5 s, over the stuck-step limit"))
+      << v.message;
+  EXPECT_TRUE(absl::StrContains(v.message,
+                                "processor 1 (worker 11, 10.0.0.1:7000, mesh coordinate (0,1)) "
+                                "has not arrived: it is in instruction 4 (source_op 'layer1'"))
+      << v.message;
+  EXPECT_TRUE(absl::StrContains(v.message, "its step thread using 0% of a core")) << v.message;
+  // Computed until 10.1 s ago (the step has run 25 s): stuck, and the error says when it stopped.
+  v = JudgeStep(3, absl::Seconds(25), absl::Seconds(10), "10 s", Over(absl::Seconds(10.1), 0.0),
+                absl::Seconds(2));
+  EXPECT_EQ(v.kind, StepVerdict::Kind::kStuck);
+  EXPECT_TRUE(absl::StrContains(v.message, "0% of a core (last seen computing 10.1 s ago)"))
+      << v.message;
+}
+
+TEST(JudgeStepTest, UnknownCpuTimeIsJudgedAsBefore) {
+  const std::vector<ProcessorView> ps = Over(absl::Seconds(-1), std::nullopt);
+  const StepVerdict v =
+      JudgeStep(3, absl::Seconds(10.5), absl::Seconds(10), "10 s", ps, absl::Seconds(2));
+  EXPECT_EQ(v.kind, StepVerdict::Kind::kStuck);
+  EXPECT_EQ(v.message,
+            DiagnoseStuckStep(3, absl::Seconds(10.5), "10 s", ps, absl::Seconds(2)).message);
+  EXPECT_TRUE(absl::StrContains(v.message,
+                                "of step 3 for 14.3 s. Meanwhile processor 0 (worker 10"))
+      << v.message;  // nothing about processor 1's CPU
+}
+
+TEST(JudgeStepTest, ANotRespondingLaggardIsStuckWhateverItComputedBefore) {
+  std::vector<ProcessorView> ps = Over(absl::Seconds(3), std::nullopt);
+  ps[1].heartbeat_age = absl::Seconds(3);
+  const StepVerdict v =
+      JudgeStep(3, absl::Seconds(10.5), absl::Seconds(10), "10 s", ps, absl::Seconds(2));
+  EXPECT_EQ(v.kind, StepVerdict::Kind::kStuck);
+  EXPECT_TRUE(absl::StrContains(v.message,
+                                "processor 1 (worker 11, 10.0.0.1:7000, mesh "
+                                "coordinate (0,1)) is not responding"))
+      << v.message;
+}
+
+TEST(JudgeStepTest, EveryLaggardMustCompute) {
+  // Both in the same einsum: processor 0 computes, processor 1 is frozen there.
+  std::vector<ProcessorView> ps = Over(absl::Milliseconds(200), 0.97);
+  ps[0].activity = Report(1, 14200, 13000);
+  ps[0].cpu_share = 0.01;
+  StepVerdict v =
+      JudgeStep(3, absl::Seconds(14.2), absl::Seconds(10), "10 s", ps, absl::Seconds(2));
+  EXPECT_EQ(v.kind, StepVerdict::Kind::kStuck);
+  EXPECT_EQ(v.behind, std::vector<int>({0, 1}));
+  ps[0].cpu_share = 0.5;  // both compute: slow
+  ps[0].computing = true;
+  ps[0].computed_ago = absl::Milliseconds(200);
+  v = JudgeStep(3, absl::Seconds(14.2), absl::Seconds(10), "10 s", ps, absl::Seconds(2));
+  EXPECT_EQ(v.kind, StepVerdict::Kind::kSlow);
+  EXPECT_TRUE(absl::StrContains(v.message, "every processor is still computing: processor 0"))
+      << v.message;
+  EXPECT_TRUE(absl::StrContains(v.message, "using 50% of a core; processor 1")) << v.message;
+}
+
+TEST(StepProgressTest, OneSlowWarningPerStep) {
+  const absl::Time t0 = absl::FromUnixSeconds(1000);
+  StepProgress progress(5, 6, t0);
+  StepDurations d;
+  EXPECT_TRUE(progress.FirstSlowWarning());
+  EXPECT_FALSE(progress.FirstSlowWarning());
+  std::vector<ProcessorView> ps = {Processor(0)};
+  ps[0].activity = Running(6, 1, 0, "x");
+  progress.Update(ps, t0 + absl::Seconds(1), &d);
+  EXPECT_TRUE(progress.FirstSlowWarning());
+  EXPECT_FALSE(progress.FirstSlowWarning());
+}
+
 TEST(DescribeLostWorkerTest, StoppedIsNotRespondingAndGoneIsUnreachable) {
   const absl::Status keepalive = absl::UnavailableError("keepalive watchdog timeout");
   EXPECT_TRUE(absl::StartsWith(DescribeLostWorker(keepalive, absl::Seconds(4.2), absl::Seconds(2)),

@@ -109,6 +109,7 @@ class WatchdogTest : public ::testing::Test {
     o.heartbeat_timeout = absl::Seconds(60);
     o.stuck_step.min = absl::Milliseconds(400);
     o.stuck_step.factor = 5;
+    o.stuck_step.cpu_window = absl::Milliseconds(200);  // well within the 400 ms limit
     return o;
   }
 
@@ -212,6 +213,64 @@ TEST_F(WatchdogTest, EachStepOfARequestHasItsOwnLimit) {
   EXPECT_TRUE(StatusIs(coordinator_.RunStep(id, feeds, {}, /*num_steps=*/12).status(),
                        absl::StatusCode::kDeadlineExceeded,
                        {"step 13 has run for", "processor 1 (worker 1, w1"}));
+}
+
+// Step `step` `in_step` along: processor 1 in a local op, its step thread computing at 90% of a
+// core until `computes_for`; processor 0 waiting in the allreduce after it, using no CPU.
+v1::WorkerActivity Computing(const std::string& session, int p, int64_t step,
+                             absl::Duration in_step, absl::Duration computes_for) {
+  v1::WorkerActivity a =
+      p == 0 ? Activity(session, step, 3, 1, "collective ALLREDUCE over [p]", "ALLREDUCE")
+             : Activity(session, step, 1, 0, "local op 'sum'", "");
+  a.set_step_ms(absl::ToInt64Milliseconds(in_step));
+  a.set_step_cpu_ms(p == 0 ? 1 : absl::ToInt64Milliseconds(std::min(in_step, computes_for) * 0.9));
+  return a;
+}
+
+// A held step whose laggard stops computing after 0.8 s fails the 400 ms limit after that. The
+// first step of a new session (no median yet: the limit is the 400 ms floor) takes 1.5 s, its
+// laggard computing all along: slow, not stuck; it completes.
+TEST_F(WatchdogTest, ALaggardStillComputingIsSlowNotStuck) {
+  ASSERT_OK_AND_ASSIGN(v1::CreateSessionResponse s, coordinator_.CreateSession(Request()));
+  const Graph g = Graph::Build(Request().graph()).value();
+  const TensorMap feeds = RandomFeeds(g, 1);
+  std::string id = s.session();
+  ASSERT_OK(coordinator_.RunStep(id, feeds, {}).status());  // step 1
+  absl::Mutex mu;
+  absl::Time step_start = absl::Now();
+  int64_t step = 2;
+  absl::Duration computes_for = absl::Milliseconds(800);
+  StartHeartbeats([&](int p) {
+    absl::MutexLock lock(&mu);
+    return Computing(id, p, step, absl::Now() - step_start, computes_for);
+  });
+  workers_.hold = true;
+  absl::Time start = absl::Now();
+  const absl::Status st = coordinator_.RunStep(id, feeds, {}).status();
+  const absl::Duration took = absl::Now() - start;
+  EXPECT_TRUE(StatusIs(st, absl::StatusCode::kDeadlineExceeded,
+                       {"step 2 has run for",
+                        "processor 1 (worker 1, w1, mesh coordinate (1)) "
+                        "has not arrived",
+                        "its step thread using 0% of a core", "last seen computing"}));
+  EXPECT_GE(took, absl::Milliseconds(1200));
+  EXPECT_LT(took, absl::Seconds(5));
+
+  workers_.hold = false;
+  ASSERT_OK(coordinator_.CloseSession(id));
+  ASSERT_OK_AND_ASSIGN(v1::CreateSessionResponse next, coordinator_.CreateSession(Request()));
+  {
+    absl::MutexLock lock(&mu);
+    id = next.session();
+    step = 1;
+    step_start = absl::Now();
+    computes_for = absl::Hours(1);
+  }
+  workers_.step_time_ms = 1500;
+  start = absl::Now();
+  ASSERT_OK(coordinator_.RunStep(next.session(), feeds, {}).status());
+  EXPECT_GE(absl::Now() - start, absl::Milliseconds(1500));
+  StopHeartbeats();
 }
 
 }  // namespace

@@ -20,15 +20,28 @@
 //
 // FreezeAt() (fault injection for tests: a worker's --debug_freeze_at_step): Enter() blocks
 // before the matching instruction of the matching step until Abort(); the heartbeats meanwhile
-// report the frozen instruction, as for a rank stuck for real.
+// report the frozen instruction, as for a rank stuck for real. SpinAt() (--debug_spin_at_step)
+// busy-loops there instead, burning the step thread's CPU for a while, then goes on: a rank that
+// is slow, not stuck.
+//
+// CPU time: BeginStep notes the step thread's CPU clock (pthread_getcpuclockid) and its reading;
+// Read() reads that clock again (one clock_gettime, a system call, in Read only; nothing per
+// instruction) and reports the CPU time the thread consumed in the step so far. A thread blocked
+// (frozen, or waiting on a condition variable or futex in a collective) accrues none; one running
+// a kernel (OpenBLAS runs single-threaded in the calling thread here) accrues up to its wall time.
+// Unknown (nullopt) when the clock cannot be had or read (e.g. the thread ended meanwhile) and
+// between steps.
 //
 // Thread-safety: thread-safe. BeginStep/Enter/EndStep are called by the one step thread; Read,
-// Abort and FreezeAt by any thread.
+// Abort, FreezeAt and SpinAt by any thread.
 #ifndef MESHRT_RUNTIME_STEP_ACTIVITY_H_
 #define MESHRT_RUNTIME_STEP_ACTIVITY_H_
 
+#include <time.h>
+
 #include <atomic>
 #include <cstdint>
+#include <optional>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
@@ -49,7 +62,11 @@ class StepActivity {
     int64_t ordinal = 0;     // Enter calls in this step so far
     absl::Duration in_step;  // since BeginStep (running) or since EndStep (idle)
     absl::Duration in_instruction;  // since the last Enter (or BeginStep when none)
-    bool frozen = false;            // blocked by FreezeAt
+    // Running: the CPU time the step thread consumed since BeginStep; nullopt when unknown (the
+    // clock could not be read) or idle.
+    std::optional<absl::Duration> step_cpu;
+    bool frozen = false;    // blocked by FreezeAt
+    bool spinning = false;  // busy-looping by SpinAt
     bool aborted = false;
   };
 
@@ -66,6 +83,9 @@ class StepActivity {
   // From now on, Enter(instruction) in step `step` blocks until Abort(); `instruction` -1 means
   // the first instruction that step enters. `step` <= 0 turns it off.
   void FreezeAt(int64_t step, int instruction);
+  // From now on, Enter(instruction) in step `step` (-1: the step's first) busy-loops on the CPU
+  // for `duration` (or until Abort()) before it returns. `step` <= 0 turns it off.
+  void SpinAt(int64_t step, int instruction, absl::Duration duration);
 
   Snapshot Read() const;
 
@@ -77,6 +97,10 @@ class StepActivity {
   void EndWrite(uint32_t seq);
   // Waits (Enter's slow path) until Abort().
   void WaitForAbort();
+  // Busy-loops (Enter's slow path) for `duration` or until Abort().
+  void Spin(absl::Duration duration);
+  // The calling thread's CPU clock and its reading in nanoseconds; false when unavailable.
+  static bool ThreadCpuClock(clockid_t* clock, int64_t* nanos);
 
   // Written by the step thread only, between two increments of seq_ (odd while writing).
   std::atomic<uint32_t> seq_{0};
@@ -87,10 +111,18 @@ class StepActivity {
   std::atomic<int64_t> step_since_{0};         // NowNanos()
   std::atomic<int64_t> instruction_since_{0};  // NowNanos()
   std::atomic<bool> frozen_{false};
+  std::atomic<bool> spinning_{false};
+  // The step thread's CPU clock and its reading at BeginStep; cpu_known_ false: no clock.
+  std::atomic<bool> cpu_known_{false};
+  std::atomic<clockid_t> cpu_clock_{0};
+  std::atomic<int64_t> cpu_start_{0};
 
   std::atomic<bool> aborted_{false};
   std::atomic<int64_t> freeze_step_{0};
   std::atomic<int> freeze_instruction_{-1};
+  std::atomic<int64_t> spin_step_{0};
+  std::atomic<int> spin_instruction_{-1};
+  std::atomic<int64_t> spin_nanos_{0};
   absl::Mutex mu_;  // for waiting in WaitForAbort
   bool abort_seen_ ABSL_GUARDED_BY(mu_) = false;
 };

@@ -1,7 +1,10 @@
 #include "runtime/step_activity.h"
 
+#include <time.h>
+
 #include <thread>
 
+#include "absl/synchronization/notification.h"
 #include "core/test_util.h"
 #include "gtest/gtest.h"
 #include "runtime/executor.h"
@@ -155,6 +158,102 @@ TEST(StepActivityTest, FreezingAtInstructionMinusOneStopsAtTheFirstOneEntered) {
   EXPECT_EQ(activity.Read().instruction, 9);
   activity.Abort();
   step.join();
+  EXPECT_FALSE(entered);
+}
+
+// The calling thread's CPU time.
+absl::Duration ThreadCpu() {
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return absl::DurationFromTimespec(ts);
+}
+
+TEST(StepActivityTest, ABusyStepThreadsCpuTimeGrowsAndABlockedOnesDoesNot) {
+  StepActivity activity;
+  EXPECT_FALSE(activity.Read().step_cpu.has_value());  // no step yet
+  absl::Notification busy_done, release;
+  std::thread step([&] {
+    activity.BeginStep(1);
+    // Compute until this thread has used 200 ms of CPU (however long a loaded machine makes it).
+    const absl::Duration start = ThreadCpu();
+    volatile uint64_t sink = 1;
+    while (ThreadCpu() - start < absl::Milliseconds(200)) {
+      for (int i = 0; i < 100000; ++i) sink = sink * 3 + i;
+    }
+    busy_done.Notify();
+    release.WaitForNotification();  // blocked: no CPU
+    activity.EndStep();
+  });
+  busy_done.WaitForNotification();
+  const StepActivity::Snapshot after_busy = activity.Read();
+  ASSERT_TRUE(after_busy.running);
+  ASSERT_TRUE(after_busy.step_cpu.has_value());
+  EXPECT_GE(*after_busy.step_cpu, absl::Milliseconds(200));
+  // The CPU time is the thread's own: never more than its wall time in the step (the coarse
+  // clock's resolution aside).
+  EXPECT_LE(*after_busy.step_cpu, after_busy.in_step + absl::Milliseconds(20));
+  absl::SleepFor(absl::Milliseconds(300));
+  const StepActivity::Snapshot blocked = activity.Read();
+  ASSERT_TRUE(blocked.step_cpu.has_value());
+  EXPECT_GE(blocked.in_step - after_busy.in_step, absl::Milliseconds(280));
+  EXPECT_LT(*blocked.step_cpu - *after_busy.step_cpu, absl::Milliseconds(20));
+  release.Notify();
+  step.join();
+  EXPECT_FALSE(activity.Read().step_cpu.has_value());  // idle again
+}
+
+TEST(StepActivityTest, TheCpuTimeOfAThreadThatEndedIsUnknown) {
+  StepActivity activity;
+  std::thread step([&] { activity.BeginStep(4); });  // ends without EndStep
+  step.join();
+  const StepActivity::Snapshot s = activity.Read();
+  EXPECT_TRUE(s.running);
+  EXPECT_FALSE(s.step_cpu.has_value());
+}
+
+TEST(StepActivityTest, ASpinningStepBurnsCpuThenGoesOn) {
+  StepActivity activity;
+  activity.SpinAt(2, 5, absl::Milliseconds(300));
+  absl::Duration took;
+  bool entered = false;
+  std::thread step([&] {
+    activity.BeginStep(1);
+    EXPECT_TRUE(activity.Enter(5));  // another step: no spin
+    activity.EndStep();
+    activity.BeginStep(2);
+    EXPECT_TRUE(activity.Enter(4));  // another instruction: no spin
+    const absl::Time start = absl::Now();
+    entered = activity.Enter(5);
+    took = absl::Now() - start;
+    activity.EndStep();
+  });
+  ASSERT_TRUE(WaitFor(activity, [](const StepActivity::Snapshot& s) { return s.spinning; }));
+  const StepActivity::Snapshot s = activity.Read();
+  EXPECT_EQ(s.step, 2);
+  EXPECT_EQ(s.instruction, 5);
+  step.join();
+  EXPECT_TRUE(entered);
+  EXPECT_GE(took, absl::Milliseconds(300));
+  EXPECT_FALSE(activity.Read().spinning);
+}
+
+TEST(StepActivityTest, AbortEndsASpinEarly) {
+  StepActivity activity;
+  activity.SpinAt(1, -1, absl::Seconds(60));
+  bool entered = true;
+  std::thread step([&] {
+    activity.BeginStep(1);
+    entered = activity.Enter(0);
+  });
+  ASSERT_TRUE(WaitFor(activity, [](const StepActivity::Snapshot& s) { return s.spinning; }));
+  absl::SleepFor(absl::Milliseconds(100));
+  const StepActivity::Snapshot s = activity.Read();
+  ASSERT_TRUE(s.step_cpu.has_value());
+  EXPECT_GT(*s.step_cpu, absl::Milliseconds(10));  // on the CPU, unlike a frozen step
+  const absl::Time aborted = absl::Now();
+  activity.Abort();
+  step.join();
+  EXPECT_LT(absl::Now() - aborted, absl::Seconds(5));
   EXPECT_FALSE(entered);
 }
 

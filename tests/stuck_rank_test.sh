@@ -3,8 +3,9 @@
 #  1. Worker rank 1 freezes its step thread at step 12 (--debug_freeze_at_step; its heartbeats go
 #     on). `meshrt status --session` shows the frozen rank's op and the other rank waiting in a
 #     collective; the training run fails within 15 s with an error naming the frozen rank (its
-#     worker address, mesh coordinate, instruction and op), not only what the peer waits on. The
-#     daemons stay up, log the failure at ERROR, and a new session runs.
+#     worker address, mesh coordinate, instruction and op), not only what the peer waits on; it
+#     and the peer waiting in the allreduce use no CPU (frozen is stuck, not slow). The daemons
+#     stay up, log the failure at ERROR, and a new session runs.
 #  2. Worker rank 0 is stopped (SIGSTOP) mid-run: the run fails naming it "not responding (no
 #     heartbeat for N s)", not "died". After SIGCONT it registers again and a new session runs.
 #  3. A session start that fails on one rank (its Gloo cannot bind) names that rank and why, at
@@ -93,7 +94,9 @@ echo "error: $error"
 for want in "step 12 has run for" "over the stuck-step limit" \
   "processor 1 (worker [0-9]*, $w1_address, mesh coordinate (1)) has not arrived" \
   "in instruction [0-9]* (source_op '[^']*', local op '[^']*') of step 12" "frozen on purpose" \
-  "Meanwhile processor 0 (worker [0-9]*, $w0_address, mesh coordinate (0)) waits in instruction"; do
+  "(a test fault)\], its step thread using 0% of a core" \
+  "Meanwhile processor 0 (worker [0-9]*, $w0_address, mesh coordinate (0)) waits in instruction" \
+  "collective ALLREDUCE over \[p\]) of step 12 for [0-9.]* [ms]*, its step thread using [0-2]% of a core"; do
   grep -q -- "$want" <<<"$error" || fail "the error should say '$want': $error"
 done
 if grep -q "TLS" <<<"$error"; then fail "no TLS hint on a plaintext cluster: $error"; fi

@@ -3,6 +3,8 @@
 // here from the processors' coordinates, independently of Mesh's group helpers.
 #include "worker/gloo_communicator.h"
 
+#include <time.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
@@ -405,6 +407,39 @@ TEST(GlooCommunicatorTest, SilentPeerGivesDeadlineExceeded) {
     EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
     EXPECT_THAT(std::string(s.message()), HasSubstr("failed earlier"));
     EXPECT_LT(absl::Now() - again, absl::Milliseconds(100));
+  }
+}
+
+// A rank waiting in a collective for a late peer blocks (a condition variable over TCP, a futex on
+// the same-host path): its thread accrues next to no CPU time, so the coordinator's watchdog
+// (coordinator/stuck_step.h) does not mistake a wait for computing.
+TEST(GlooCommunicatorTest, WaitingForALatePeerUsesNoCpu) {
+  struct Case {
+    const char* mesh;
+    bool same_host_copy;
+  };
+  for (const Case& c : {Case{"x:2", true}, Case{"x:2", false}, Case{"x:3", true}}) {
+    SCOPED_TRACE(absl::StrCat(c.mesh, c.same_host_copy ? "" : " tcp"));
+    Cluster cluster(c.mesh, absl::Seconds(10), c.same_host_copy);
+    ExpectAllOk(cluster.Run([](int, GlooCommunicator* comm) { return comm->Connect({{0}}); }));
+    const int last = cluster.mesh().num_processors() - 1;
+    std::vector<absl::Duration> wall(last + 1), cpu(last + 1);
+    ExpectAllOk(cluster.Run([&](int p, GlooCommunicator* comm) {
+      if (p == last) absl::SleepFor(absl::Milliseconds(600));  // the late one
+      std::vector<float> v(1000, 1.0f);
+      struct timespec before, after;
+      clock_gettime(CLOCK_THREAD_CPUTIME_ID, &before);
+      const absl::Time start = absl::Now();
+      absl::Status s = comm->AllReduce({0}, v1::REDUCE_SUM, DType::kFloat32, v.data(), v.size());
+      wall[p] = absl::Now() - start;
+      clock_gettime(CLOCK_THREAD_CPUTIME_ID, &after);
+      cpu[p] = absl::DurationFromTimespec(after) - absl::DurationFromTimespec(before);
+      return s;
+    }));
+    for (int p = 0; p < last; ++p) {
+      EXPECT_GE(wall[p], absl::Milliseconds(500)) << "processor " << p;
+      EXPECT_LT(cpu[p], absl::Milliseconds(30)) << "processor " << p << " waited " << wall[p];
+    }
   }
 }
 

@@ -114,6 +114,7 @@ absl::Status Worker::LoadSession(const v1::SessionSpec& spec) {
   state->executor->set_activity(&state->activity);
   absl::MutexLock lock(&mu_);
   if (freeze_step_ > 0) state->activity.FreezeAt(freeze_step_, freeze_instruction_);
+  if (spin_step_ > 0) state->activity.SpinAt(spin_step_, spin_instruction_, spin_duration_);
   sessions_[spec.session()] = std::move(state);
   return absl::OkStatus();
 }
@@ -306,7 +307,11 @@ std::vector<v1::WorkerActivity> Worker::Activities() const {
         }
       }
     }
+    if (s.step_cpu.has_value()) a.set_step_cpu_ms(absl::ToInt64Milliseconds(*s.step_cpu));
     if (s.frozen) a.set_note("frozen on purpose by --debug_freeze_at_step (a test fault)");
+    if (s.spinning) {
+      a.set_note("computing on purpose (a busy loop) by --debug_spin_at_step (a test fault)");
+    }
     out.push_back(std::move(a));
   }
   return out;
@@ -316,6 +321,13 @@ void Worker::SetDebugFreeze(int64_t step, int instruction) {
   absl::MutexLock lock(&mu_);
   freeze_step_ = step;
   freeze_instruction_ = instruction;
+}
+
+void Worker::SetDebugSpin(int64_t step, int instruction, absl::Duration duration) {
+  absl::MutexLock lock(&mu_);
+  spin_step_ = step;
+  spin_instruction_ = instruction;
+  spin_duration_ = duration;
 }
 
 std::vector<std::string> Worker::Sessions() const {

@@ -103,6 +103,10 @@ class Worker {
   // now on, step `step` blocks before instruction `instruction` (-1: its first) until the session
   // is closed, while heartbeats go on. `step` <= 0 turns it off.
   void SetDebugFreeze(int64_t step, int instruction);
+  // Fault injection for tests (--debug_spin_at_step): in every session loaded from now on, step
+  // `step` busy-loops on the CPU for `duration` before instruction `instruction` (-1: its first),
+  // then goes on: a slow rank, not a stuck one. `step` <= 0 turns it off.
+  void SetDebugSpin(int64_t step, int instruction, absl::Duration duration);
 
  private:
   struct SessionState;
@@ -117,6 +121,9 @@ class Worker {
   std::map<std::string, std::shared_ptr<SessionState>> sessions_ ABSL_GUARDED_BY(mu_);
   int64_t freeze_step_ ABSL_GUARDED_BY(mu_) = 0;
   int freeze_instruction_ ABSL_GUARDED_BY(mu_) = -1;
+  int64_t spin_step_ ABSL_GUARDED_BY(mu_) = 0;
+  int spin_instruction_ ABSL_GUARDED_BY(mu_) = -1;
+  absl::Duration spin_duration_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace meshrt

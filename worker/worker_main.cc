@@ -110,6 +110,9 @@ int WorkerMain(int argc, char** argv) {
   std::string checkpoint_root;
   int64_t debug_freeze_at_step = 0;
   int64_t debug_freeze_at_instruction = -1;
+  int64_t debug_spin_at_step = 0;
+  int64_t debug_spin_at_instruction = -1;
+  double debug_spin_seconds = 4;
   SecurityOptions security_options;
   FlagSet flags("meshrt-worker --coordinator HOST:PORT [flags]",
                 "Runs a meshrt worker: registers with the coordinator, loads the SPMD programs of "
@@ -151,6 +154,15 @@ int WorkerMain(int argc, char** argv) {
   flags.Int("debug_freeze_at_instruction", &debug_freeze_at_instruction,
             "FOR TESTS ONLY: the program instruction --debug_freeze_at_step blocks before "
             "(-1 = the step's first)");
+  flags.Int("debug_spin_at_step", &debug_spin_at_step,
+            "FOR TESTS ONLY (fault injection): in every session, step N busy-loops its step thread "
+            "(burning CPU) for --debug_spin_seconds before --debug_spin_at_instruction, then goes "
+            "on (a slow rank, not a stuck one); 0 = off");
+  flags.Int("debug_spin_at_instruction", &debug_spin_at_instruction,
+            "FOR TESTS ONLY: the program instruction --debug_spin_at_step spins before (-1 = the "
+            "step's first)");
+  flags.Double("debug_spin_seconds", &debug_spin_seconds,
+               "FOR TESTS ONLY: how long --debug_spin_at_step spins");
   AddSecurityFlags(&flags, &security_options, /*server=*/true);
   flags.String("cluster_token_file", &cluster_token_file,
                "file with the cluster token this worker presents to the coordinator (the "
@@ -174,6 +186,11 @@ int WorkerMain(int argc, char** argv) {
   }
   if (coordinator.empty()) {
     std::fprintf(stderr, "meshrt-worker: --coordinator HOST:PORT is required (see --help)\n");
+    return 2;
+  }
+  if (!(debug_spin_seconds >= 0 && debug_spin_seconds <= 3600)) {
+    std::fprintf(stderr, "meshrt-worker: --debug_spin_seconds must be between 0 and 3600, not %g\n",
+                 debug_spin_seconds);
     return 2;
   }
   if (advertise.empty()) {
@@ -261,6 +278,13 @@ int WorkerMain(int argc, char** argv) {
     LogWarning("meshrt-worker: --debug_freeze_at_step=", debug_freeze_at_step, ": step ",
                debug_freeze_at_step, " of every session will freeze (a test fault)");
     worker.SetDebugFreeze(debug_freeze_at_step, static_cast<int>(debug_freeze_at_instruction));
+  }
+  if (debug_spin_at_step > 0) {
+    LogWarning("meshrt-worker: --debug_spin_at_step=", debug_spin_at_step, ": step ",
+               debug_spin_at_step, " of every session will compute (a busy loop) for ",
+               debug_spin_seconds, " s more (a test fault)");
+    worker.SetDebugSpin(debug_spin_at_step, static_cast<int>(debug_spin_at_instruction),
+                        absl::Seconds(debug_spin_seconds));
   }
   GrpcWorkerService service(&worker, *secret);
 
