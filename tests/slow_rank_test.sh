@@ -8,26 +8,8 @@
 # training run completes.
 set -euo pipefail
 
-fail() {
-  echo "FAIL: $*" >&2
-  exit 1
-}
-
-runfiles=$PWD
-meshrt=$runfiles/client/meshrt
-work=$(mktemp -d "${TEST_TMPDIR:-/tmp}/slow.XXXXXX")
-logs=${TEST_UNDECLARED_OUTPUTS_DIR:-$work}
-export MESHRT_HOME=$work/home
-pids=()
-cleanup() {
-  local status=$?
-  for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
-  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
-  if [ "$status" -ne 0 ]; then tail -n 30 "$logs"/*.log 2>/dev/null || true; fi
-  rm -rf "${work:?}/home"
-  exit "$status"
-}
-trap cleanup EXIT
+source "$PWD/tests/daemon_test_lib.sh"
+daemon_test_setup slow
 
 "$runfiles/coordinator/meshrt-coordinator" --port=0 --port_file="$work/port" \
   --heartbeat_interval_ms=200 --stuck_step_min_ms=2000 >"$logs/coordinator.log" 2>&1 &
