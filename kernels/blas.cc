@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "core/logging.h"
+#include "kernels/blas_probe.h"
 
 namespace meshrt {
 namespace kernels {
@@ -90,16 +91,13 @@ CoretypeChoice ChooseCoretype(const char* meshrt_coretype, const char* openblas_
     return {std::nullopt, absl::StrCat("OPENBLAS_CORETYPE=", openblas_coretype,
                                        " set by the user; ", kOverrideHint)};
   }
-  if (cpu.amd && cpu.avx2 && cpu.fma) {
-    return {"Haswell", absl::StrCat("chosen by meshrt: AMD CPU with AVX2+FMA (the AVX2 kernel is "
-                                    "faster than SkylakeX on Zen 4); ",
-                                    kOverrideHint)};
-  }
   if (cpu.HasAvx512()) {
-    return {"SkylakeX", absl::StrCat("chosen by meshrt: CPU has AVX-512; ", kOverrideHint)};
+    return {"SkylakeX", absl::StrCat("chosen by meshrt from the CPU's flags: CPU has AVX-512; ",
+                                     kOverrideHint)};
   }
   if (cpu.avx2 && cpu.fma) {
-    return {"Haswell", absl::StrCat("chosen by meshrt: CPU has AVX2+FMA; ", kOverrideHint)};
+    return {"Haswell", absl::StrCat("chosen by meshrt from the CPU's flags: CPU has AVX2+FMA; ",
+                                    kOverrideHint)};
   }
   return {std::nullopt, absl::StrCat("OpenBLAS's own detection: CPU has neither AVX-512 nor "
                                      "AVX2+FMA; ",
@@ -109,9 +107,43 @@ CoretypeChoice ChooseCoretype(const char* meshrt_coretype, const char* openblas_
 Blas::Blas(const BlasOptions& options) {
   threads_ = options.threads > 0 ? options.threads : ThreadsFromEnv();
   if (options.choose_coretype) {
-    const CoretypeChoice choice =
-        ChooseCoretype(std::getenv("MESHRT_BLAS_CORETYPE"), std::getenv("OPENBLAS_CORETYPE"),
-                       CpuFeatures::Detect());
+    const char* meshrt_coretype = std::getenv("MESHRT_BLAS_CORETYPE");
+    const char* openblas_coretype = std::getenv("OPENBLAS_CORETYPE");
+    const CpuFeatures cpu = CpuFeatures::Detect();
+    CoretypeChoice choice = ChooseCoretype(meshrt_coretype, openblas_coretype, cpu);
+    const std::string meshrt_value = meshrt_coretype != nullptr ? meshrt_coretype : "";
+    const bool forced = (!meshrt_value.empty() && meshrt_value != "auto") ||
+                        (meshrt_value.empty() && openblas_coretype != nullptr &&
+                         *openblas_coretype != '\0');
+    const std::string library = options.libraries.empty() ? "" : options.libraries[0];
+    if (!forced && options.measure && !library.empty()) {
+      // The choice by measurement (kernels/blas_probe.h); the flags' choice only if that fails.
+      absl::StatusOr<MeasuredCores> measured = MeasuredCoresFor(library, cpu, /*measure=*/true);
+      const CoreMeasurement* best = measured.ok() ? FastestCorrect(measured->cores) : nullptr;
+      if (best != nullptr) {
+        choice = {best->requested,
+                  absl::StrCat("chosen by measurement: ", DescribeMeasurements(measured->cores),
+                               measured->from_cache ? "; cached in " : "; measured now, cached in ",
+                               measured->cache_file.empty() ? "(nowhere)" : measured->cache_file,
+                               "; ", kOverrideHint)};
+      } else {
+        absl::StrAppend(&choice.reason, " (no correct core measured: ",
+                        measured.ok() ? DescribeMeasurements(measured->cores)
+                                      : std::string(measured.status().message()),
+                        ")");
+      }
+    } else if (forced && !library.empty()) {
+      // Honoured; but say what the measured best would be, if this machine measured it already.
+      const std::string forced_core =
+          !meshrt_value.empty() ? meshrt_value : std::string(openblas_coretype);
+      absl::StatusOr<MeasuredCores> measured = MeasuredCoresFor(library, cpu, /*measure=*/false);
+      const CoreMeasurement* best = measured.ok() ? FastestCorrect(measured->cores) : nullptr;
+      if (best != nullptr && best->requested != forced_core) {
+        absl::StrAppend(&choice.reason, "; measured best on this CPU: ", best->requested, " (",
+                        DescribeMeasurements(measured->cores),
+                        "): unset OPENBLAS_CORETYPE or set MESHRT_BLAS_CORETYPE=auto to use it");
+      }
+    }
     reason_ = choice.reason;
     // The variable only matters if this dlopen is the one that initialises the library.
     bool already_loaded = false;

@@ -5,16 +5,20 @@
 // kernel, but the library reads it only once, when it loads. Linking libopenblas would load it
 // before main(); dlopen lets us choose the core type first. Nothing links -lopenblas.
 //
-// Core type, decided once before dlopen (see ChooseCoretype):
-//   MESHRT_BLAS_CORETYPE=auto     meshrt chooses from the CPU's features (below)
+// Core type, decided once before dlopen:
+//   MESHRT_BLAS_CORETYPE=auto     meshrt chooses by measurement (below), even over
+//                                 OPENBLAS_CORETYPE
 //   MESHRT_BLAS_CORETYPE=default  leave OPENBLAS_CORETYPE and OpenBLAS's own detection alone
 //   MESHRT_BLAS_CORETYPE=<name>   sets OPENBLAS_CORETYPE=<name> (e.g. Haswell)
-//   unset, OPENBLAS_CORETYPE set  respected
-//   otherwise                     AMD with AVX2+FMA -> Haswell; AVX-512 F+DQ+BW+VL -> SkylakeX;
-//                                 AVX2+FMA -> Haswell; else none
-// Why Haswell on AMD even with AVX-512: Zen 4 runs 512-bit FMAs as two 256-bit halves, and
-// OpenBLAS 0.3.21's AVX2 kernel measured faster than its SkylakeX one there (sgemm 256x1024x2048:
-// ~105 vs ~97 GFLOP/s, one thread; the MLP training step of //bench:train_bench 4-6% faster).
+//   unset, OPENBLAS_CORETYPE set  respected (some machines force one because older OpenBLAS builds
+//                                 computed wrong results on them); the log line then names the
+//                                 measured best core, if this machine has measured it
+//   otherwise                     by measurement: every core this CPU can run is timed on a GEMM
+//                                 probe in a child process after its results are checked, and
+//                                 the fastest correct one is chosen (kernels/blas_probe.h; cached
+//                                 per CPU model and OpenBLAS build). Only if that fails, the CPU's
+//                                 flags: AVX-512 F+DQ+BW+VL -> SkylakeX; AVX2+FMA -> Haswell.
+// Never by vendor name: OpenBLAS's fastest core differed by 1.9x between two AMD CPUs.
 // Threads: MESHRT_BLAS_THREADS (>= 1), default 1 (workers run one process per core).
 //
 // Thread-safety: GetBlas() initialises once (std::call_once) and may be called from any thread;
@@ -62,8 +66,10 @@ CoretypeChoice ChooseCoretype(const char* meshrt_coretype, const char* openblas_
 struct BlasOptions {
   // Libraries tried in order with dlopen.
   std::vector<std::string> libraries = {"libopenblas.so.0", "libopenblas.so"};
-  // Apply ChooseCoretype to the process environment before dlopen.
+  // Choose the core (above) and set OPENBLAS_CORETYPE before dlopen.
   bool choose_coretype = true;
+  // Choose by measurement (kernels/blas_probe.h) when no core is forced.
+  bool measure = true;
   // Threads for OpenBLAS's own pool; 0 = MESHRT_BLAS_THREADS or 1.
   int threads = 0;
 };

@@ -1,11 +1,14 @@
 #include "kernels/blas.h"
 
+#include <stdlib.h>
+
 #include <cmath>
 #include <random>
 #include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "kernels/blas_probe.h"
 
 namespace meshrt {
 namespace kernels {
@@ -43,7 +46,7 @@ TEST(ChooseCoretypeTest, FollowsTheDocumentedRules) {
   const CoretypeCase cases[] = {
       {nullptr, nullptr, Avx512(), "SkylakeX", "CPU has AVX-512"},
       {nullptr, nullptr, Avx2(), "Haswell", "AVX2+FMA"},
-      {nullptr, nullptr, AmdAvx512(), "Haswell", "AMD CPU with AVX2+FMA"},
+      {nullptr, nullptr, AmdAvx512(), "SkylakeX", "CPU has AVX-512"},  // never by vendor
       {"SkylakeX", nullptr, AmdAvx512(), "SkylakeX", "MESHRT_BLAS_CORETYPE=SkylakeX"},
       {nullptr, nullptr, CpuFeatures(), std::nullopt, "OpenBLAS's own detection"},
       {nullptr, "Zen", Avx512(), std::nullopt, "OPENBLAS_CORETYPE=Zen set by the user"},
@@ -120,6 +123,63 @@ TEST(BlasTest, MissingLibraryFallsBackToTheLoop) {
   for (bool ta : {false, true}) {
     for (bool tb : {false, true}) ExpectGemmMatches(blas, ta, tb);
   }
+}
+
+TEST(BlasProbeTest, EveryCandidateCoreOfThisCpuIsMeasuredAndCheckedInAChild) {
+  const CpuFeatures cpu = CpuFeatures::Detect();
+  const std::vector<std::string> candidates = CandidateCores(cpu);
+  if (candidates.empty()) GTEST_SKIP() << "this CPU has neither AVX-512 nor AVX2+FMA";
+  const std::vector<CoreMeasurement> measured = MeasureCores("libopenblas.so.0", candidates);
+  ASSERT_EQ(measured.size(), candidates.size());
+  for (const CoreMeasurement& m : measured) {
+    SCOPED_TRACE(m.requested);
+    EXPECT_EQ(m.error, "");
+    EXPECT_TRUE(m.correct);
+    EXPECT_EQ(m.corename, m.requested);  // OpenBLAS ran the core asked for
+    EXPECT_GT(m.gflops, 1.0);
+  }
+  const CoreMeasurement* best = FastestCorrect(measured);
+  ASSERT_NE(best, nullptr);
+  for (const CoreMeasurement& m : measured) EXPECT_GE(best->gflops, m.gflops);
+  EXPECT_THAT(DescribeMeasurements(measured), HasSubstr(best->requested));
+}
+
+TEST(BlasProbeTest, AChildThatCannotRunIsAnErrorNotAChoice) {
+  const std::vector<CoreMeasurement> measured = MeasureCores("libnosuchblas.so", {"Haswell"});
+  ASSERT_EQ(measured.size(), 1u);
+  EXPECT_FALSE(measured[0].correct);
+  EXPECT_THAT(measured[0].error, HasSubstr("cannot load libnosuchblas.so"));
+  EXPECT_EQ(FastestCorrect(measured), nullptr);
+}
+
+TEST(BlasProbeTest, FastestCorrectIgnoresWrongAndFailedCores) {
+  std::vector<CoreMeasurement> m(3);
+  m[0] = {"Haswell", "Haswell", true, 100, ""};
+  m[1] = {"SkylakeX", "SkylakeX", false, 300, "wrong results (relative error 0.1)"};
+  m[2] = {"Zen", "", false, 0, "the probe died of signal 4 (an instruction this CPU lacks)"};
+  ASSERT_NE(FastestCorrect(m), nullptr);
+  EXPECT_EQ(FastestCorrect(m)->requested, "Haswell");
+  EXPECT_THAT(DescribeMeasurements(m), HasSubstr("SkylakeX (wrong results"));
+}
+
+TEST(BlasProbeTest, MeasurementsAreCachedPerMachine) {
+  const CpuFeatures cpu = CpuFeatures::Detect();
+  if (CandidateCores(cpu).empty()) GTEST_SKIP() << "this CPU has neither AVX-512 nor AVX2+FMA";
+  char dir[] = "/tmp/meshrt-blas-test-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  setenv("MESHRT_BLAS_CACHE_DIR", dir, 1);
+  EXPECT_EQ(MeasuredCoresFor("libopenblas.so.0", cpu, /*measure=*/false).status().code(),
+            absl::StatusCode::kNotFound);
+  absl::StatusOr<MeasuredCores> first = MeasuredCoresFor("libopenblas.so.0", cpu, true);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_FALSE(first->from_cache);
+  EXPECT_THAT(first->cache_file, HasSubstr(dir));
+  absl::StatusOr<MeasuredCores> again = MeasuredCoresFor("libopenblas.so.0", cpu, false);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_TRUE(again->from_cache);
+  ASSERT_EQ(again->cores.size(), first->cores.size());
+  EXPECT_EQ(FastestCorrect(again->cores)->requested, FastestCorrect(first->cores)->requested);
+  unsetenv("MESHRT_BLAS_CACHE_DIR");
 }
 
 }  // namespace
