@@ -377,6 +377,16 @@ absl::StatusOr<MeasuredCores> MeasuredCoresFor(const std::string& library, const
   MeasuredCores result;
   const std::string dir = CacheDir();
   mkdir(dir.c_str(), 0700);
+  // Only a directory of our own that nobody else may write: another user's file must not pick
+  // our kernel.
+  struct stat st;
+  const bool usable = lstat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode) &&
+                      st.st_uid == getuid() && (st.st_mode & 022) == 0;
+  if (!usable) {
+    if (!measure) return absl::NotFoundError(absl::StrCat("no usable cache directory ", dir));
+    result.cores = MeasureCores(library, candidates);
+    return result;
+  }
   result.cache_file =
       absl::StrFormat("%s/cores-%016x.txt", dir, std::hash<std::string>()(key));
   auto read_cache = [&]() {
@@ -384,7 +394,12 @@ absl::StatusOr<MeasuredCores> MeasuredCoresFor(const std::string& library, const
     std::stringstream text;
     text << in.rdbuf();
     std::vector<CoreMeasurement> cores;
-    if (in && Parse(text.str(), &cores)) {
+    const bool known = Parse(text.str(), &cores) &&
+                       std::all_of(cores.begin(), cores.end(), [&](const CoreMeasurement& c) {
+                         return std::find(candidates.begin(), candidates.end(), c.requested) !=
+                                candidates.end();
+                       });
+    if (in && known) {
       result.cores = std::move(cores);
       result.from_cache = true;
       return true;
