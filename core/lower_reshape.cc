@@ -1,8 +1,12 @@
 // Reshape and rename_dim. A local reshape of slices is right when every split dim is one the
-// reshape keeps intact: an input dim and an output dim with the same size and the same row-major
-// stride cover the same elements, so splitting one is splitting the other. So:
-//   1. reshard the input so it is split exactly where the output will be split on kept dims (this
-//      is where a split moves between dims, by alltoall, or is dropped, by allgather);
+// reshape keeps in step: an input dim and an output dim with the same period (size × row-major
+// stride: the extent one index of the dims outside them covers) cut the elements into the same
+// contiguous blocks, so splitting one is splitting the other. That covers a dim kept as it is (same
+// size and stride), and also the outermost dim of a group the reshape merges ([batch, len] ->
+// [tokens] with batch and tokens split alike) or the outermost dim a reshape splits off ([tokens]
+// -> [batch, len]) — local, where a gather and a slice would move the whole tensor. So:
+//   1. reshard the input so it is split exactly where the output will be split on dims kept in
+//      step (this is where a split moves between dims, by alltoall, or is dropped, by allgather);
 //   2. reshape locally;
 //   3. slice locally to the output's layout (output dims the reshape made new).
 // A rename keeps every dim, so it is a pure reshard: the standard way to change a layout.
@@ -14,17 +18,26 @@
 namespace meshrt {
 namespace {
 
-// For each input dim, the output dim it is kept as, or -1.
-std::vector<int> KeptDims(const Shape& in, const Shape& out) {
+// For each input dim, the output dim it is kept in step with (the same period), or -1. An input
+// dim is matched only when its split, if the output's layout splits the matched dim over a mesh
+// axis, divides it evenly.
+std::vector<int> KeptDims(const Shape& in, const Shape& out, const TensorLayout& out_layout,
+                          const Mesh& mesh) {
   const std::vector<int64_t> in_strides = in.Strides(), out_strides = out.Strides();
   std::vector<int> kept(in.rank(), -1);
+  std::vector<bool> taken(out.rank(), false);
   for (int i = 0; i < in.rank(); ++i) {
+    if (in.dim(i).size <= 1) continue;
     for (int j = 0; j < out.rank(); ++j) {
-      if (in.dim(i).size == out.dim(j).size && in_strides[i] == out_strides[j] &&
-          in.dim(i).size > 1) {
-        kept[i] = j;
-        break;
+      if (taken[j] || out.dim(j).size <= 1 ||
+          in.dim(i).size * in_strides[i] != out.dim(j).size * out_strides[j]) {
+        continue;
       }
+      const int axis = out_layout.mesh_axis[j];
+      if (axis != kReplicated && in.dim(i).size % mesh.size(axis) != 0) continue;
+      kept[i] = j;
+      taken[j] = true;
+      break;
     }
   }
   return kept;
@@ -36,7 +49,7 @@ absl::StatusOr<LaidOutTensor> LowerReshape(LoweringContext& ctx, const v1::Op& o
                                            const LaidOutTensor& input) {
   const TensorType& type = ctx.graph.type(op.name());
   const TensorLayout out_layout = ctx.RuleLayout(type.shape);
-  const std::vector<int> kept = KeptDims(input.shape, type.shape);
+  const std::vector<int> kept = KeptDims(input.shape, type.shape, out_layout, ctx.mesh());
 
   TensorLayout in_target{std::vector<int>(input.shape.rank(), kReplicated)};
   TensorLayout local_out{std::vector<int>(type.shape.rank(), kReplicated)};

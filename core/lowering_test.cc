@@ -161,19 +161,55 @@ TEST(LoweringTest, MovingASplitBetweenDimsIsOneAlltoall) {
   EXPECT_EQ(SliceShapeOf(p, "y"), "[a2:4, b2:3]");
 }
 
-TEST(LoweringTest, ReshapeMergingDimsGathersThenSlices) {
+TEST(LoweringTest, ReshapeMergingDimsMovesTheSplitToTheOutermostOneByAlltoall) {
   GraphBuilder b;
   TensorRef x = b.Placeholder("x", Shape({{"a", 4}, {"b", 6}, {"c", 2}}));
   b.Reshape(x, Shape({{"ab", 24}, {"c", 2}}), "y");
   // Invalid: x has b and c on m.
   Mesh m = Mesh::Parse("m:2").value();
   EXPECT_FALSE(Lower(b.Build().value(), m, LayoutRules::Parse("b:m,c:m", m).value()).ok());
+  // b is inside the merged group: its split moves to a (the group's outermost dim, in step with
+  // ab) by one alltoall, and the reshape is then local (not an allgather of all of x and a slice).
   v1::Program q = LowerOrDie(b.Build().value(), "m:2", "b:m,ab:m");
-  EXPECT_EQ(Collectives(q), (std::vector<std::string>{"allgather(m) axis 1 [a:4, b:6, c:2]",
-                                                     "slice(m) axis 0 [ab:12, c:2]"}));
+  EXPECT_EQ(Collectives(q),
+            (std::vector<std::string>{"alltoall(m) split 0 concat 1 [a:2, b:6, c:2]"}));
+  EXPECT_EQ(SliceShapeOf(q, "y"), "[ab:12, c:2]");
   // c is kept intact by the reshape, so its split survives without communication.
   v1::Program r = LowerOrDie(b.Build().value(), "m:2", "c:m");
   EXPECT_TRUE(Collectives(r).empty());
+}
+
+TEST(LoweringTest, ReshapesThatKeepASplitDimOutermostAreLocal) {
+  // [batch, len] -> [tokens] and back, with batch and tokens split alike: every processor's rows
+  // are its tokens, so nothing moves (it used to be an allgather and a slice each way).
+  GraphBuilder b;
+  TensorRef x = b.Placeholder("x", Shape({{"batch", 8}, {"len", 6}}));
+  TensorRef t = b.Reshape(x, Shape({{"tokens", 48}}), "t");
+  b.Reshape(t, Shape({{"batch", 8}, {"len", 6}}), "back");
+  v1::Program p = LowerOrDie(b.Build().value(), "rows:2,cols:2", "batch:rows,tokens:rows");
+  EXPECT_TRUE(Collectives(p).empty()) << ::testing::PrintToString(Collectives(p));
+  EXPECT_EQ(SliceShapeOf(p, "t"), "[tokens:24]");
+  EXPECT_EQ(SliceShapeOf(p, "back"), "[batch:4, len:6]");
+  // Regrouping [a:4, b:6] -> [x:2, y:12]: a and x cut the elements into the same blocks.
+  GraphBuilder c;
+  TensorRef y = c.Placeholder("y", Shape({{"a", 4}, {"b", 6}}));
+  c.Reshape(y, Shape({{"x", 2}, {"y", 12}}), "r");
+  v1::Program q = LowerOrDie(c.Build().value(), "m:2", "a:m,x:m");
+  EXPECT_TRUE(Collectives(q).empty()) << ::testing::PrintToString(Collectives(q));
+  EXPECT_EQ(SliceShapeOf(q, "r"), "[x:1, y:12]");
+  // Not in step: an inner dim's split cannot stay ([a, b] -> [ab] with b split): b is gathered.
+  GraphBuilder d;
+  TensorRef z = d.Placeholder("z", Shape({{"a", 4}, {"b", 6}}));
+  d.Reshape(z, Shape({{"ab", 24}}), "ab");
+  v1::Program r = LowerOrDie(d.Build().value(), "m:2", "b:m,ab:m");
+  EXPECT_FALSE(Collectives(r).empty());
+  EXPECT_EQ(SliceShapeOf(r, "ab"), "[ab:12]");
+  // In step but not divisible: [a:3, b:8] -> [x:6, y:4] with x on m:2 (a:3 cannot split in two).
+  GraphBuilder e;
+  TensorRef w = e.Placeholder("w", Shape({{"a", 3}, {"b", 8}}));
+  e.Reshape(w, Shape({{"x", 6}, {"y", 4}}), "xy");
+  v1::Program s2 = LowerOrDie(e.Build().value(), "m:2", "x:m");
+  EXPECT_EQ(SliceShapeOf(s2, "xy"), "[x:3, y:4]");
 }
 
 TEST(LoweringTest, ReduceMeanOverSplitDimScalesAfterAllreduce) {

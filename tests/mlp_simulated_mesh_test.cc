@@ -122,6 +122,29 @@ TEST(MlpLayoutTest, SplitDinForcesAnAllreduceAndRenameMovesData) {
   EXPECT_GE(with_rename, 2);  // allgather of hidden over cols, plus the second einsum's allreduce
 }
 
+// Reshapes kept local because a split dim stays outermost ([batch, len] -> [tokens] -> back, a
+// regrouping [a, b] -> [x, y]), and ones that must move data, all equal to the interpreter.
+TEST(MlpLayoutTest, LocalAndMovingReshapesMatchInterpreter) {
+  GraphBuilder g;
+  TensorRef x = g.Placeholder("x", Shape({{"batch", 8}, {"len", 6}, {"d", 2}}));
+  TensorRef t = g.Reshape(x, Shape({{"tokens", 48}, {"d", 2}}), "t");
+  g.MarkOutput(g.Exp(g.Scale(t, 0.1f), "et"));
+  TensorRef back = g.Reshape(t, Shape({{"batch", 8}, {"len", 6}, {"d", 2}}), "back");
+  g.MarkOutput(g.ReduceSum(back, {"len"}, "s"));
+  TensorRef r = g.Reshape(x, Shape({{"xa", 4}, {"xb", 24}}), "r");
+  g.MarkOutput(g.ReduceMax(r, {"xb"}, "rm"));
+  const Graph graph = g.Build().value();
+  for (const Case& c : std::vector<Case>{{"rows:2,cols:2", "batch:rows,tokens:rows"},
+                                         {"rows:2,cols:2", "batch:rows,tokens:rows,d:cols"},
+                                         {"rows:2,cols:2", "batch:rows,tokens:cols,xa:rows"},
+                                         {"p:4", "batch:p,tokens:p,xa:p"},
+                                         {"p:2", "len:p,tokens:p"},
+                                         {"p:2", "d:p,xa:p"}}) {
+    ExpectMatchesReference(graph, c, CpuKernels());
+    ExpectMatchesReference(graph, c, ReferenceKernels());
+  }
+}
+
 // Two einsum dims on one mesh dim: both the gather and the reduce-scatter plans are right.
 TEST(MlpLayoutTest, EinsumPlansWithSharedMeshDimMatchInterpreter) {
   for (const auto& [a, b] : std::vector<std::pair<int64_t, int64_t>>{{256, 8}, {8, 256}}) {
