@@ -381,6 +381,10 @@ absl::Status LocalCommand(const std::vector<std::string>& args, CliIo io) {
                "the directory checkpoints are saved under, by names relative to it "
                "(default: the current directory, as for `meshrt train --local`; the cluster is "
                "yours alone, its tokens private to your user)");
+  std::string session_lease;
+  flags.String("session_lease", &session_lease,
+               "the coordinator's --session_lease: how long a silent client keeps its session "
+               "(e.g. 10s, 2500ms; 0 = forever; default: the coordinator's, 10s)");
   ASSIGN_OR_RETURN(std::vector<std::string> positional, ParseCommandFlags(flags, args, "local"));
   if (flags.help()) {
     io.out << flags.Help();
@@ -412,6 +416,8 @@ absl::Status LocalCommand(const std::vector<std::string>& args, CliIo io) {
     ASSIGN_OR_RETURN(checkpoint_root, CurrentDirectory());
   }
   options.checkpoint_root = checkpoint_root;
+  // The coordinator checks the value (and exits naming the flag when it is bad).
+  if (!session_lease.empty()) options.coordinator_flags.push_back("--session_lease=" + session_lease);
   absl::Status status;
   {
     absl::StatusOr<std::unique_ptr<LocalCluster>> cluster = LocalCluster::Start(options);

@@ -22,6 +22,10 @@ for bad in "500ms:is below 1s" "10:is not a duration" "-3s:is below 1s"; do
     fail "--session_lease=$value should be refused"
   grep -q -- "--session_lease=$value $want" <<<"$out" || fail "--session_lease=$value said: $out"
 done
+# `meshrt local --session_lease` passes the value to its coordinator, which checks it.
+out=$(cd "$work" && timeout 60 "$meshrt" local --workers 1 --session_lease 500ms 2>&1) &&
+  fail "meshrt local --session_lease 500ms should be refused"
+grep -q -- "--session_lease=500ms is below 1s" <<<"$out" || fail "meshrt local said: $out"
 
 "$coordinator_bin" --port=0 --port_file="$work/port" --session_lease=2s \
   --heartbeat_interval_ms=200 --heartbeat_timeout_ms=2000 >"$logs/coordinator.log" 2>&1 &
