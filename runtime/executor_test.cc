@@ -19,46 +19,10 @@ namespace {
 
 using ::testing::ElementsAre;
 
-// x [n:4] replicated on a 1-processor mesh; y = x + x; z = allreduce(y) over the only axis.
-constexpr char kSingleProcessor[] = R"pb(
-  mesh { dims { name: "x" size: 1 } }
-  num_buffers: 3
-  inputs {
-    name: "x"
-    buffer: 0
-    dtype: DT_FLOAT32
-    layout { mesh_axis: -1 }
-    shape { dims { name: "n" size: 4 } }
-  }
-  instructions {
-    output: 1
-    inputs: [ 0, 0 ]
-    dtype: DT_FLOAT32
-    source_op: "y"
-    slice_shape { dims { name: "n" size: 4 } }
-    local { type: "add" }
-  }
-  instructions {
-    output: 2
-    inputs: 1
-    dtype: DT_FLOAT32
-    source_op: "z"
-    slice_shape { dims { name: "n" size: 4 } }
-    collective { kind: ALLREDUCE mesh_axes: 0 reduce_op: REDUCE_SUM }
-  }
-  outputs {
-    name: "z"
-    buffer: 2
-    dtype: DT_FLOAT32
-    layout { mesh_axis: -1 }
-    shape { dims { name: "n" size: 4 } }
-  }
-)pb";
-
 class ExecutorTest : public ::testing::Test {
  protected:
   ExecutorTest()
-      : program_(ParseProgram(kSingleProcessor)),
+      : program_(ParseProgram(kAddThenAllreduceProgram)),
         hub_(*Mesh::Parse("x:1")),
         executor_(program_, {0}, &kernels_, hub_.communicator(0)) {}
 

@@ -14,43 +14,6 @@
 namespace meshrt {
 namespace {
 
-// y = x + x (instruction 0), z = allreduce(y) (instruction 1, a small allreduce deferred to the
-// end of the step).
-constexpr char kProgram[] = R"pb(
-  mesh { dims { name: "x" size: 1 } }
-  num_buffers: 3
-  inputs {
-    name: "x"
-    buffer: 0
-    dtype: DT_FLOAT32
-    layout { mesh_axis: -1 }
-    shape { dims { name: "n" size: 4 } }
-  }
-  instructions {
-    output: 1
-    inputs: [ 0, 0 ]
-    dtype: DT_FLOAT32
-    source_op: "y"
-    slice_shape { dims { name: "n" size: 4 } }
-    local { type: "add" }
-  }
-  instructions {
-    output: 2
-    inputs: 1
-    dtype: DT_FLOAT32
-    source_op: "z"
-    slice_shape { dims { name: "n" size: 4 } }
-    collective { kind: ALLREDUCE mesh_axes: 0 reduce_op: REDUCE_SUM }
-  }
-  outputs {
-    name: "z"
-    buffer: 2
-    dtype: DT_FLOAT32
-    layout { mesh_axis: -1 }
-    shape { dims { name: "n" size: 4 } }
-  }
-)pb";
-
 // Polls `activity` until `done` holds for its snapshot (at most 10 s).
 template <typename F>
 bool WaitFor(const StepActivity& activity, F done) {
@@ -86,7 +49,7 @@ TEST(StepActivityTest, RecordsTheStepTheInstructionAndTheOrdinal) {
 }
 
 TEST(StepActivityTest, TheExecutorEntersEveryInstructionIncludingDeferredAllReduces) {
-  const v1::Program program = ParseProgram(kProgram);
+  const v1::Program program = ParseProgram(kAddThenAllreduceProgram);
   TestKernels kernels;
   LocalCollectiveHub hub(*Mesh::Parse("x:1"));
   Executor executor(program, {0}, &kernels, hub.communicator(0));
@@ -100,7 +63,7 @@ TEST(StepActivityTest, TheExecutorEntersEveryInstructionIncludingDeferredAllRedu
 }
 
 TEST(StepActivityTest, AnAbortedActivityStopsTheStepNamingTheInstruction) {
-  const v1::Program program = ParseProgram(kProgram);
+  const v1::Program program = ParseProgram(kAddThenAllreduceProgram);
   TestKernels kernels;
   LocalCollectiveHub hub(*Mesh::Parse("x:1"));
   Executor executor(program, {0}, &kernels, hub.communicator(0));
@@ -114,7 +77,7 @@ TEST(StepActivityTest, AnAbortedActivityStopsTheStepNamingTheInstruction) {
 }
 
 TEST(StepActivityTest, AFrozenStepWaitsBeforeItsInstructionUntilAborted) {
-  const v1::Program program = ParseProgram(kProgram);
+  const v1::Program program = ParseProgram(kAddThenAllreduceProgram);
   TestKernels kernels;
   LocalCollectiveHub hub(*Mesh::Parse("x:1"));
   Executor executor(program, {0}, &kernels, hub.communicator(0));

@@ -98,6 +98,43 @@ inline Tensor IotaInt(Shape shape) {
   return Tensor::Int(std::move(shape), std::move(v));
 }
 
+// x [n:4] replicated on a 1-processor mesh; y = x + x (instruction 0); z = allreduce(y) over the
+// only axis (instruction 1, a small allreduce the executor defers to the end of the step).
+inline constexpr char kAddThenAllreduceProgram[] = R"pb(
+  mesh { dims { name: "x" size: 1 } }
+  num_buffers: 3
+  inputs {
+    name: "x"
+    buffer: 0
+    dtype: DT_FLOAT32
+    layout { mesh_axis: -1 }
+    shape { dims { name: "n" size: 4 } }
+  }
+  instructions {
+    output: 1
+    inputs: [ 0, 0 ]
+    dtype: DT_FLOAT32
+    source_op: "y"
+    slice_shape { dims { name: "n" size: 4 } }
+    local { type: "add" }
+  }
+  instructions {
+    output: 2
+    inputs: 1
+    dtype: DT_FLOAT32
+    source_op: "z"
+    slice_shape { dims { name: "n" size: 4 } }
+    collective { kind: ALLREDUCE mesh_axes: 0 reduce_op: REDUCE_SUM }
+  }
+  outputs {
+    name: "z"
+    buffer: 2
+    dtype: DT_FLOAT32
+    layout { mesh_axis: -1 }
+    shape { dims { name: "n" size: 4 } }
+  }
+)pb";
+
 // Parses a v1::Program written in protobuf text format; CHECKs that it parses.
 inline v1::Program ParseProgram(const std::string& text) {
   v1::Program program;

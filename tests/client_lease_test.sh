@@ -30,8 +30,7 @@ grep -q -- "--session_lease=500ms is below 1s" <<<"$out" || fail "meshrt local s
 "$coordinator_bin" --port=0 --port_file="$work/port" --session_lease=2s \
   --heartbeat_interval_ms=200 --heartbeat_timeout_ms=2000 >"$logs/coordinator.log" 2>&1 &
 pids+=($!)
-for _ in $(seq 200); do [ -s "$work/port" ] && break; sleep 0.05; done
-[ -s "$work/port" ] || fail "the coordinator did not start"
+wait_for_port_file "$work/port" "the coordinator"
 address=127.0.0.1:$(cat "$work/port")
 grep -q "session lease 2s" "$logs/coordinator.log" || fail "the coordinator does not log its lease"
 for i in 0 1; do

@@ -15,8 +15,7 @@ start_coordinator() {  # PORT LOG
     --heartbeat_interval_ms=200 --heartbeat_timeout_ms=2000 >>"$2" 2>&1 &
   coordinator=$!
   pids+=("$coordinator")
-  for _ in $(seq 200); do [ -s "$work/port" ] && break; sleep 0.05; done
-  [ -s "$work/port" ] || fail "the coordinator did not start (see $2)"
+  wait_for_port_file "$work/port" "the coordinator (see $2)"
 }
 
 start_coordinator 0 "$logs/coordinator.log"

@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2034  # it sets globals the sourcing test uses
 # Shared by the shell tests that start daemons themselves (source it, then call
 # daemon_test_setup NAME): `fail MESSAGE`; $runfiles, $meshrt, a fresh $work directory, $logs (the
 # test's undeclared outputs, else $work), MESHRT_HOME in $work (the daemons' generated tokens), and
@@ -9,6 +10,7 @@ fail() {
 }
 
 daemon_test_setup() {  # NAME
+
   runfiles=$PWD
   meshrt=$runfiles/client/meshrt
   work=$(mktemp -d "${TEST_TMPDIR:-/tmp}/$1.XXXXXX")
@@ -26,4 +28,20 @@ daemon_test_cleanup() {
   if [ "$status" -ne 0 ]; then tail -n 30 "$logs"/*.log 2>/dev/null || true; fi
   rm -rf "${work:?}/home"
   exit "$status"
+}
+
+wait_for_port_file() {  # FILE WHAT: fails naming WHAT when FILE is still empty after 10 s
+  for _ in $(seq 200); do [ -s "$1" ] && return 0; sleep 0.05; done
+  fail "$2 did not start"
+}
+
+wait_for_session() {  # LOG: prints the id of the first session LOG names (waits up to 10 s)
+  local id=""
+  for _ in $(seq 200); do
+    id=$(grep -o "session s-[0-9a-f]*" "$1" | head -1 | cut -d' ' -f2) || true
+    [ -n "$id" ] && break
+    sleep 0.05
+  done
+  [ -n "$id" ] || fail "no session started (see $1)"
+  echo "$id"
 }

@@ -14,8 +14,7 @@ daemon_test_setup slow
 "$runfiles/coordinator/meshrt-coordinator" --port=0 --port_file="$work/port" \
   --heartbeat_interval_ms=200 --stuck_step_min_ms=2000 >"$logs/coordinator.log" 2>&1 &
 pids+=("$!")
-for _ in $(seq 200); do [ -s "$work/port" ] && break; sleep 0.05; done
-[ -s "$work/port" ] || fail "the coordinator did not start"
+wait_for_port_file "$work/port" "the coordinator"
 address=127.0.0.1:$(cat "$work/port")
 "$runfiles/worker/meshrt-worker" --coordinator="$address" --rank=0 >"$logs/worker0.log" 2>&1 &
 pids+=("$!")
@@ -33,13 +32,7 @@ w1_address=$(grep -o "serving at [0-9.:]*" "$logs/worker1.log" | cut -d' ' -f3)
   --steps 6 --log_every 3 --batch 16 --d_model 16 --d_ff 32 >"$logs/train.log" 2>&1 &
 train=$!
 pids+=("$train")
-session=""
-for _ in $(seq 200); do
-  session=$(grep -o "session s-[0-9a-f]*" "$logs/coordinator.log" | head -1 | cut -d' ' -f2) || true
-  [ -n "$session" ] && break
-  sleep 0.05
-done
-[ -n "$session" ] || fail "no session started"
+session=$(wait_for_session "$logs/coordinator.log")
 
 # While rank 1 spins (2.5 s into it, over the limit): the session is ready, rank 1 computes.
 status_out=""

@@ -21,8 +21,7 @@ now_ms() { date +%s%3N; }
   --heartbeat_interval_ms=200 >"$logs/coordinator.log" 2>&1 &
 coordinator=$!
 pids+=("$coordinator")
-for _ in $(seq 200); do [ -s "$work/port" ] && break; sleep 0.05; done
-[ -s "$work/port" ] || fail "the coordinator did not start"
+wait_for_port_file "$work/port" "the coordinator"
 address=127.0.0.1:$(cat "$work/port")
 "$runfiles/worker/meshrt-worker" --coordinator="$address" --rank=0 >"$logs/worker0.log" 2>&1 &
 worker0=$!
@@ -48,13 +47,7 @@ train() {  # LOG
 train "$logs/train1.log" &
 train1=$!
 pids+=("$train1")
-session=""
-for _ in $(seq 200); do
-  session=$(grep -o "session s-[0-9a-f]*" "$logs/coordinator.log" | head -1 | cut -d' ' -f2) || true
-  [ -n "$session" ] && break
-  sleep 0.05
-done
-[ -n "$session" ] || fail "no session started"
+session=$(wait_for_session "$logs/coordinator.log")
 frozen_at=""
 status_out=""
 for _ in $(seq 300); do
