@@ -10,7 +10,6 @@ fail() {
 }
 
 daemon_test_setup() {  # NAME
-
   runfiles=$PWD
   meshrt=$runfiles/client/meshrt
   work=$(mktemp -d "${TEST_TMPDIR:-/tmp}/$1.XXXXXX")
