@@ -3,6 +3,8 @@
 #include <stdlib.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <string>
 #include <random>
 #include <vector>
 
@@ -78,7 +80,17 @@ TEST(GetBlasTest, LoadsAFastCoreOnThisCpu) {
   const CpuFeatures cpu = CpuFeatures::Detect();
   if (cpu.HasAvx512() || (cpu.avx2 && cpu.fma)) {
     EXPECT_NE(blas.corename(), "Prescott") << "the slow-kernel trap: see PLATFORM.md";
-    EXPECT_EQ(blas.corename(), cpu.amd || !cpu.HasAvx512() ? "Haswell" : "SkylakeX");
+    // No core forced: the fastest correct one this machine measured (never a vendor rule).
+    const char* forced = std::getenv("MESHRT_BLAS_CORETYPE");
+    if ((forced == nullptr || std::string(forced) == "auto") &&
+        std::getenv("OPENBLAS_CORETYPE") == nullptr) {
+      absl::StatusOr<MeasuredCores> measured =
+          MeasuredCoresFor("libopenblas.so.0", cpu, /*measure=*/false);
+      ASSERT_TRUE(measured.ok()) << measured.status();
+      ASSERT_NE(FastestCorrect(measured->cores), nullptr);
+      EXPECT_EQ(blas.corename(), FastestCorrect(measured->cores)->requested);
+      EXPECT_THAT(blas.reason(), HasSubstr("chosen by measurement"));
+    }
   }
 }
 
