@@ -9,7 +9,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
 #include <functional>
 #include <string>
 #include <vector>
@@ -20,6 +19,7 @@
 #include "client/training_run.h"
 #include "core/logging.h"
 #include "core/status_macros.h"
+#include "kernels/blas_probe.h"
 #include "models/train.h"
 #include "util/flags.h"
 
@@ -40,16 +40,6 @@ struct Sample {
   int64_t redone = 0;
   std::string mesh;
 };
-
-// /proc/cpuinfo's first "model name".
-std::string CpuModelName() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
-  }
-  return "?";
-}
 
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -136,7 +126,7 @@ int Main(int argc, char** argv) {
       {"coordinator kill -9, back after 1 s", 4, absl::Seconds(10),
        [](LocalCluster& c) { return c.RestartCoordinator(absl::Seconds(1)); }},
   };
-  std::printf("CPU: %s\n", CpuModelName().c_str());
+  std::printf("CPU: %s\n", kernels::CpuModelName().c_str());
   std::printf("%-42s %22s %14s %8s %s\n", "failure", "failure->training (s)", "recovery (s)",
               "redone", "continued on");
   for (const Scenario& sc : scenarios) {

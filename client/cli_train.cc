@@ -395,6 +395,7 @@ absl::Status RunTraining(const TrainFlags& f, CliIo io, float* final_loss) {
 
   std::unique_ptr<LocalCluster> cluster;
   std::unique_ptr<Trainer> trainer;
+  TrainingRun* training_run = nullptr;  // the trainer's run, when it trains on a coordinator
   std::string where;
   CheckpointPlace place{f.checkpoint_root, f.save, f.restore, f.checkpoint_dir};
   if (!f.coordinator.empty() && !f.checkpoint_root.empty()) {
@@ -503,6 +504,7 @@ absl::Status RunTraining(const TrainFlags& f, CliIo io, float* final_loss) {
                          run_trainer->run().resumed() ? f.checkpoint_dir : f.restore,
                          "' (after step ", first_step, ")"));
     }
+    training_run = &run_trainer->run();
     trainer = std::move(run_trainer);
     where = absl::StrCat(layout.mesh.num_processors(), " worker processes, mesh ",
                          layout.mesh.ToString(), ", layout '",
@@ -553,9 +555,7 @@ absl::Status RunTraining(const TrainFlags& f, CliIo io, float* final_loss) {
     // A resumed run that had already finished (a Job restarted after its last step).
     io.out << "the run is already at step " << first_step << " of " << target
            << ": nothing to train\n";
-    if (auto* run = dynamic_cast<RunTrainer*>(trainer.get()); run != nullptr) {
-      RETURN_IF_ERROR(run->run().Close());
-    }
+    if (training_run != nullptr) RETURN_IF_ERROR(training_run->Close());
     return absl::OkStatus();
   }
   const absl::Time start = absl::Now();
@@ -647,11 +647,10 @@ absl::Status RunTraining(const TrainFlags& f, CliIo io, float* final_loss) {
       "last 50 steps %.4f\n",
       loss, final_step, Duration(elapsed), tokens_per_step * done / std::max(elapsed, 1e-9),
       f.model == "transformer" ? "tokens" : "examples", smoothed);
-  if (auto* run = dynamic_cast<RunTrainer*>(trainer.get());
-      run != nullptr && !run->run().recoveries().empty()) {
-    io.out << run->run().recoveries().size() << " recover"
-           << (run->run().recoveries().size() == 1 ? "y" : "ies") << ":";
-    for (const Recovery& r : run->run().recoveries()) {
+  if (training_run != nullptr && !training_run->recoveries().empty()) {
+    const std::vector<Recovery>& recoveries = training_run->recoveries();
+    io.out << recoveries.size() << " recover" << (recoveries.size() == 1 ? "y" : "ies") << ":";
+    for (const Recovery& r : recoveries) {
       io.out << absl::StrFormat(" [step %d -> %d on %s in %.1f s]", r.failed_at, r.resumed_at,
                                 r.mesh, absl::ToDoubleSeconds(r.took));
     }
@@ -659,8 +658,9 @@ absl::Status RunTraining(const TrainFlags& f, CliIo io, float* final_loss) {
   }
   if (final_loss != nullptr) *final_loss = smoothed;
   if (!f.checkpoint_dir.empty()) {
-    if (auto* run = dynamic_cast<RunTrainer*>(trainer.get()); run != nullptr) {
-      RETURN_IF_ERROR(WithContext(run->run().Save(), absl::StrCat("saving ", f.checkpoint_dir)));
+    if (training_run != nullptr) {
+      RETURN_IF_ERROR(
+          WithContext(training_run->Save(), absl::StrCat("saving ", f.checkpoint_dir)));
     } else if (f.save_every == 0 || final_step % f.save_every != 0) {
       RETURN_IF_ERROR(WithContext(trainer->Save(place.checkpoint_dir, keep),
                                   absl::StrCat("saving ", f.checkpoint_dir)));
@@ -675,9 +675,7 @@ absl::Status RunTraining(const TrainFlags& f, CliIo io, float* final_loss) {
     ASSIGN_OR_RETURN(std::string text, GreedySample(tmodel, final_vars, f.prompt, f.sample));
     io.out << "greedy sample (prompt \"" << f.prompt << "\"):\n" << f.prompt << text << "\n";
   }
-  if (auto* run = dynamic_cast<RunTrainer*>(trainer.get()); run != nullptr) {
-    RETURN_IF_ERROR(run->run().Close());
-  }
+  if (training_run != nullptr) RETURN_IF_ERROR(training_run->Close());
   return absl::OkStatus();
 }
 

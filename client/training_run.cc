@@ -16,11 +16,9 @@
 namespace meshrt {
 namespace {
 
-// The first line of a message, at most `max` characters: what a progress line shows.
+// The first line of a message, at most `max` bytes: what a progress line shows.
 std::string Headline(absl::string_view message, size_t max = 240) {
-  absl::string_view line = message.substr(0, message.find('\n'));
-  if (line.size() <= max) return std::string(line);
-  return absl::StrCat(line.substr(0, max), "...");
+  return Abbreviated(message.substr(0, message.find('\n')), max);
 }
 
 // `rules` (read by dim name) bound to `mesh`, or the error.
@@ -76,7 +74,8 @@ absl::StatusOr<Mesh> ChooseSmallerMesh(const Graph& graph, const Mesh& requested
       absl::StatusOr<Mesh> mesh = Mesh::Make(sizes);
       if (!mesh.ok()) return;
       absl::StatusOr<LayoutRules> bound = RulesOn(rules, *mesh);
-      if (!bound.ok() || !ValidateLayouts(graph, *mesh, *bound).ok()) return;
+      if (!bound.ok()) return;
+      // Lower validates every tensor's layout first: an invalid mesh is an error here.
       absl::StatusOr<int64_t> bytes = SentBytesPerStep(graph, *mesh, *bound);
       if (bytes.ok()) candidates.push_back({*std::move(mesh), *bytes});
       return;
@@ -294,17 +293,16 @@ absl::Status TrainingRun::Recover(const absl::Status& cause) {
   absl::Status last = cause;
   const absl::Time replace_until = start + options_.replace_wait;
   while (absl::Now() < deadline) {
-    if (client_ == nullptr || !client_->ListWorkers().ok()) {
-      absl::Status c = Connect();
+    // One ListWorkers a round: it also tells whether the coordinator is still there.
+    absl::StatusOr<int> free =
+        client_ != nullptr ? FreeWorkers() : absl::UnavailableError("not connected");
+    if (!free.ok()) {
+      last = free.status();
+      absl::Status c = Connect();  // the coordinator restarted, or the channel broke
       if (!c.ok()) {
         last = c;
         absl::SleepFor(absl::Milliseconds(500));
-        continue;
       }
-    }
-    absl::StatusOr<int> free = FreeWorkers();
-    if (!free.ok()) {
-      last = free.status();
       continue;
     }
     Mesh mesh = options_.mesh;

@@ -20,6 +20,7 @@
 #include <random>
 #include <sstream>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -243,15 +244,6 @@ CoreMeasurement MeasureOne(const std::string& library, const std::string& core,
   return m;
 }
 
-std::string CpuModel() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (absl::StartsWith(line, "model name")) return line.substr(line.find(':') + 1);
-  }
-  return "unknown";
-}
-
 // The library's resolved file, size and mtime: a new OpenBLAS is a new cache entry.
 std::string LibraryIdentity(const std::string& library) {
   void* handle = dlopen(library.c_str(), RTLD_LAZY | RTLD_NOLOAD);
@@ -318,6 +310,17 @@ bool Parse(const std::string& text, std::vector<CoreMeasurement>* cores) {
 
 }  // namespace
 
+std::string CpuModelName() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (absl::StartsWith(line, "model name")) {
+      return std::string(absl::StripAsciiWhitespace(line.substr(line.find(':') + 1)));
+    }
+  }
+  return "unknown";
+}
+
 std::vector<std::string> CandidateCores(const CpuFeatures& cpu) {
   std::vector<std::string> cores;
   if (cpu.avx2 && cpu.fma) {
@@ -372,7 +375,7 @@ absl::StatusOr<MeasuredCores> MeasuredCoresFor(const std::string& library, const
     return absl::FailedPreconditionError("this CPU has neither AVX-512 nor AVX2+FMA: no core to "
                                          "measure");
   }
-  const std::string key = absl::StrCat(CpuModel(), "|", LibraryIdentity(library), "|",
+  const std::string key = absl::StrCat(CpuModelName(), "|", LibraryIdentity(library), "|",
                                        absl::StrJoin(candidates, ","));
   MeasuredCores result;
   const std::string dir = CacheDir();

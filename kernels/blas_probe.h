@@ -36,6 +36,9 @@ struct CoreMeasurement {
   std::string error;      // why it failed ("" when it ran)
 };
 
+// /proc/cpuinfo's first "model name" ("Intel(R) Xeon(R) Processor"); "unknown" without one.
+std::string CpuModelName();
+
 // The cores worth measuring on `cpu`: Haswell and Zen with AVX2+FMA, SkylakeX and Cooperlake
 // with AVX-512 (F, DQ, BW, VL). Empty: nothing to choose from (OpenBLAS's own detection).
 std::vector<std::string> CandidateCores(const CpuFeatures& cpu);

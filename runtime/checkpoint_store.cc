@@ -93,29 +93,40 @@ bool HasManifest(const std::string& version_dir) {
          S_ISREG(st.st_mode);
 }
 
-// The version directories of `checkpoint_dir` other than `except` that hold a manifest (a save
-// that got as far as its commit), newest step first.
-std::vector<std::string> CompleteVersions(const std::string& checkpoint_dir,
-                                          const std::vector<std::string>& except) {
+// The names of the version directories (not symlinks) in `checkpoint_dir`.
+std::vector<std::string> VersionDirectories(const std::string& checkpoint_dir) {
   std::vector<std::string> versions;
   DIR* d = ::opendir(checkpoint_dir.c_str());
   if (d == nullptr) return versions;
   while (struct dirent* e = ::readdir(d)) {
     const std::string name = e->d_name;
-    if (!IsCheckpointVersionName(name)) continue;
-    if (std::find(except.begin(), except.end(), name) != except.end()) continue;
     struct stat st;
-    const std::string dir = Join(checkpoint_dir, name);
-    if (::lstat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && HasManifest(dir)) {
+    if (IsCheckpointVersionName(name) &&
+        ::lstat(Join(checkpoint_dir, name).c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
       versions.push_back(name);
     }
   }
   ::closedir(d);
-  std::sort(versions.begin(), versions.end(), [](const std::string& a, const std::string& b) {
+  return versions;
+}
+
+// Of `versions` (in `checkpoint_dir`), those other than `except` that hold a manifest (a save
+// that got as far as its commit), newest step first.
+std::vector<std::string> CompleteVersions(const std::string& checkpoint_dir,
+                                          const std::vector<std::string>& versions,
+                                          const std::vector<std::string>& except) {
+  std::vector<std::string> complete;
+  for (const std::string& name : versions) {
+    if (std::find(except.begin(), except.end(), name) == except.end() &&
+        HasManifest(Join(checkpoint_dir, name))) {
+      complete.push_back(name);
+    }
+  }
+  std::sort(complete.begin(), complete.end(), [](const std::string& a, const std::string& b) {
     const int64_t sa = VersionStep(a), sb = VersionStep(b);
     return sa != sb ? sa > sb : a > b;
   });
-  return versions;
+  return complete;
 }
 
 }  // namespace
@@ -257,26 +268,17 @@ absl::Status CheckpointWriter::Commit(const v1::CheckpointManifest& manifest) {
   committed_ = true;
   if (!locked_) return absl::OkStatus();
   // Kept: the new version, then the one committed before it, then the newest complete others.
+  const std::vector<std::string> versions = VersionDirectories(checkpoint_dir_);
   std::vector<std::string> kept = {version_};
   if (!previous_.empty() && keep_ > 1) kept.push_back(previous_);
-  for (const std::string& name : CompleteVersions(checkpoint_dir_, kept)) {
+  for (const std::string& name : CompleteVersions(checkpoint_dir_, versions, kept)) {
     if (static_cast<int>(kept.size()) >= keep_) break;
     kept.push_back(name);
   }
-  DIR* d = ::opendir(checkpoint_dir_.c_str());
-  if (d == nullptr) return absl::OkStatus();
-  std::vector<std::string> old;
-  while (struct dirent* e = ::readdir(d)) {
-    const std::string name = e->d_name;
-    if (IsCheckpointVersionName(name) && std::find(kept.begin(), kept.end(), name) == kept.end()) {
-      old.push_back(name);
+  for (const std::string& name : versions) {
+    if (std::find(kept.begin(), kept.end(), name) == kept.end()) {
+      RemoveVersionFiles(Join(checkpoint_dir_, name));
     }
-  }
-  ::closedir(d);
-  for (const std::string& name : old) {
-    struct stat st;
-    const std::string dir = Join(checkpoint_dir_, name);
-    if (::lstat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) RemoveVersionFiles(dir);
   }
   return absl::OkStatus();
 }
@@ -337,7 +339,8 @@ absl::StatusOr<std::vector<std::string>> RestorableVersions(const std::string& c
   } else if (current.status().code() != absl::StatusCode::kDataLoss) {
     return current.status();
   }
-  for (const std::string& name : CompleteVersions(checkpoint_dir, names)) {
+  for (const std::string& name :
+       CompleteVersions(checkpoint_dir, VersionDirectories(checkpoint_dir), names)) {
     if (VersionStep(name) <= max_step) names.push_back(name);
   }
   std::vector<std::string> dirs;
