@@ -1,9 +1,10 @@
 #include "core/explain.h"
 
+#include <algorithm>
 #include <map>
 
-#include "absl/strings/str_cat.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/mesh.h"
 #include "core/shape.h"
@@ -64,7 +65,40 @@ CollectiveCost CostOf(const v1::Program& program, int index) {
   return cost;
 }
 
-std::string ExplainProgram(const v1::Program& program) {
+std::vector<bool> StepInstructions(const v1::Program& program,
+                                   const std::vector<std::string>* fetches) {
+  std::vector<bool> live_buffer(std::max(program.num_buffers(), 0), false);
+  auto mark = [&](int b) {
+    if (b >= 0 && b < static_cast<int>(live_buffer.size())) live_buffer[b] = true;
+  };
+  for (const v1::ProgramTensor& t : program.outputs()) {
+    const bool wanted = fetches == nullptr ? !t.resolved_on_fetch()
+                                           : std::find(fetches->begin(), fetches->end(),
+                                                       t.name()) != fetches->end();
+    if (wanted) mark(t.buffer());
+  }
+  for (const v1::ProgramVariable& v : program.variables()) mark(v.update_buffer());
+  std::vector<bool> runs(program.instructions_size(), false);
+  for (int i = program.instructions_size() - 1; i >= 0; --i) {
+    const v1::Instruction& inst = program.instructions(i);
+    const int out = inst.output();
+    if (out < 0 || out >= static_cast<int>(live_buffer.size()) || !live_buffer[out]) continue;
+    runs[i] = true;
+    for (int b : inst.inputs()) mark(b);
+  }
+  return runs;
+}
+
+int64_t SentBytesPerStep(const v1::Program& program, const std::vector<std::string>* fetches) {
+  const std::vector<bool> runs = StepInstructions(program, fetches);
+  int64_t bytes = 0;
+  for (int i = 0; i < program.instructions_size(); ++i) {
+    if (runs[i]) bytes += CostOf(program, i).sent_bytes;
+  }
+  return bytes;
+}
+
+std::string ExplainProgram(const v1::Program& program, const std::vector<std::string>* fetches) {
   auto mesh = Mesh::FromProto(program.mesh());
   std::string rules;
   for (const v1::LayoutRule& r : program.rules().rules()) {
@@ -83,8 +117,9 @@ std::string ExplainProgram(const v1::Program& program) {
                           SliceShape(*shape, layout, *mesh).ToString());
   }
   absl::StrAppend(&out, "communication:\n");
-  int64_t total = 0;
-  int steps = 0;
+  const std::vector<bool> runs = StepInstructions(program, fetches);
+  int64_t total = 0, on_fetch_total = 0;
+  int steps = 0, on_fetch_steps = 0;
   for (int i = 0; i < program.instructions_size(); ++i) {
     const v1::Instruction& inst = program.instructions(i);
     if (!inst.has_collective()) continue;
@@ -95,16 +130,26 @@ std::string ExplainProgram(const v1::Program& program) {
       absl::StrAppend(&kind, " ",
                       absl::AsciiStrToLower(v1::ReduceOp_Name(c.reduce_op()).substr(7)));
     }
-    absl::StrAppendFormat(&out, "  #%-3d %-12s %-18s over %-10s slice %-22s %10d B sent per worker\n",
+    absl::StrAppendFormat(&out,
+                          "  #%-3d %-12s %-18s over %-10s slice %-22s %10d B sent per worker%s\n",
                           i, inst.source_op(), kind, AxesName(program, c),
                           Shape::FromProto(inst.slice_shape()).value_or(Shape()).ToString(),
-                          cost.sent_bytes);
-    total += cost.sent_bytes;
-    ++steps;
+                          cost.sent_bytes, runs[i] ? "" : " (on fetch)");
+    if (runs[i]) {
+      total += cost.sent_bytes;
+      ++steps;
+    } else {
+      on_fetch_total += cost.sent_bytes;
+      ++on_fetch_steps;
+    }
   }
-  if (steps == 0) absl::StrAppend(&out, "  (none: every step is local)\n");
+  if (steps + on_fetch_steps == 0) absl::StrAppend(&out, "  (none: every step is local)\n");
   absl::StrAppend(&out, "total: ", steps, " communication step(s), ", total,
                   " bytes sent per worker\n");
+  if (on_fetch_steps > 0) {
+    absl::StrAppend(&out, "on fetch: ", on_fetch_steps, " more step(s), ", on_fetch_total,
+                    " bytes, run only when their tensors are fetched\n");
+  }
   return out;
 }
 

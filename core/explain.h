@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "proto/program.pb.h"
 
@@ -19,9 +20,24 @@ struct CollectiveCost {
 // Cost of instruction `index` of `program` (zero for local steps).
 CollectiveCost CostOf(const v1::Program& program, int index);
 
+// Which instructions a step runs (as runtime/executor.h prunes a step): those the outputs named in
+// `fetches` and the variables' updates depend on. With `fetches` null, the outputs are every
+// output except those marked resolved_on_fetch (resolves of lazy partial sums that no instruction
+// reads): what a step fetching any of the other tensors runs, without the resolves that run only
+// when their own tensor is fetched.
+std::vector<bool> StepInstructions(const v1::Program& program,
+                                   const std::vector<std::string>* fetches = nullptr);
+
+// Bytes each worker sends in a step (CostOf summed over StepInstructions(program, fetches)).
+int64_t SentBytesPerStep(const v1::Program& program,
+                         const std::vector<std::string>* fetches = nullptr);
+
 // Multi-line report: header (mesh, rules), a table of tensors, a table of communication steps and
-// the total bytes sent per worker.
-std::string ExplainProgram(const v1::Program& program);
+// the total bytes sent per worker in a step (StepInstructions with `fetches`). Steps outside it
+// (resolves that run only when their tensor is fetched) are listed marked "(on fetch)" and
+// totalled apart.
+std::string ExplainProgram(const v1::Program& program,
+                           const std::vector<std::string>* fetches = nullptr);
 
 }  // namespace meshrt
 

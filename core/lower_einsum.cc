@@ -7,9 +7,9 @@
 //   - a reduced dim (B): gather the output dim's operands, compute partial sums of the whole output
 //     dim, then reduce-scatter them onto the output dim (no output dim on the axis: always B,
 //     finished by an allreduce).
-// We pick the one moving fewer bytes. Then: local einsum on slices, and the partial sums over the
-// axes of split reduced dims are resolved by Reshard to the output's rule layout (allreduce, or
-// reduce-scatter under B).
+// We pick the one moving fewer bytes. Then: local einsum on slices, returned as partial sums over
+// the axes of split reduced dims; LowerOp resolves them by Reshard to the output's rule layout
+// (allreduce, or reduce-scatter under B) where a consumer needs the value (core/lowering.h).
 #include <algorithm>
 #include <map>
 
@@ -101,8 +101,7 @@ absl::StatusOr<LaidOutTensor> LowerEinsum(LoweringContext& ctx, const v1::Op& op
   ASSIGN_OR_RETURN(LaidOutTensor out,
                    ctx.builder.EmitLocal(op, operands, out_shape, type.dtype, local_layout));
   out.partial_sum_axes = partial;
-  if (ctx.keep_partial != nullptr && ctx.keep_partial->count(op.name())) return out;
-  return ctx.builder.Reshard(out, out_layout, op.name());
+  return out;  // LowerOp resolves the partial sums, or keeps them lazy
 }
 
 }  // namespace meshrt

@@ -1,8 +1,9 @@
 // Reductions: local reduce over the reduced dims of the slice, then allreduce with the matching op
-// over the mesh axes that split a reduced dim (sum and mean: sum; max and any: max; min and all:
-// min). reduce_logsumexp lowers in lower_math.cc. A mean over split dims is a local sum, an
-// allreduce sum, then a local scale by 1/count (a local mean of means would be right too, but only
-// when every slice has the same count; the sum form states the invariant plainly).
+// over the mesh axes that split a reduced dim (max and any: max; min and all: min). Sum and mean
+// return partial sums over those axes instead, which LowerOp resolves (allreduce sum) or keeps
+// lazy. reduce_logsumexp lowers in lower_math.cc. A mean over split dims is a local sum and a
+// local scale by 1/count, then the sum over processors (a local mean of means would be right too,
+// but only when every slice has the same count; the sum form states the invariant plainly).
 #include "absl/strings/str_cat.h"
 #include "core/lower_ops.h"
 #include "core/status_macros.h"
@@ -35,13 +36,19 @@ absl::StatusOr<LaidOutTensor> LowerReduce(LoweringContext& ctx, const v1::Op& op
   }
   ASSIGN_OR_RETURN(LaidOutTensor partial,
                    ctx.builder.EmitLocal(local, {input}, type.shape, type.dtype, out_layout));
-  ASSIGN_OR_RETURN(LaidOutTensor whole, ctx.builder.AllReduce(partial, axes, reduce, op.name()));
-  if (op.type() != "reduce_mean") return whole;
-  v1::Op scale;
-  scale.set_name(op.name());
-  scale.set_type("scale");
-  (*scale.mutable_attrs())["scalar"].set_f(1.0f / static_cast<float>(count));
-  return ctx.builder.EmitLocal(scale, {whole}, type.shape, type.dtype, out_layout);
+  if (reduce != v1::REDUCE_SUM) return ctx.builder.AllReduce(partial, axes, reduce, op.name());
+  // Sum and mean: a partial sum over the split reduced dims' axes (LowerOp resolves it, or keeps
+  // it lazy); the mean's scale is linear, so it applies to the partial sum as well.
+  if (op.type() == "reduce_mean") {
+    v1::Op scale;
+    scale.set_name(op.name());
+    scale.set_type("scale");
+    (*scale.mutable_attrs())["scalar"].set_f(1.0f / static_cast<float>(count));
+    ASSIGN_OR_RETURN(partial,
+                     ctx.builder.EmitLocal(scale, {partial}, type.shape, type.dtype, out_layout));
+  }
+  partial.partial_sum_axes = axes;
+  return partial;
 }
 
 }  // namespace meshrt

@@ -1,6 +1,10 @@
 #include "core/lowering.h"
 
+#include <algorithm>
 #include <map>
+#include <optional>
+#include <set>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "core/lower_ops.h"
@@ -18,8 +22,8 @@ absl::Status ValidateLayouts(const Graph& graph, const Mesh& mesh, const LayoutR
       ASSIGN_OR_RETURN(Graph body, Graph::Build(op.body()));
       absl::Status s = ValidateLayouts(body, mesh, rules);
       if (!s.ok()) {
-        return absl::Status(s.code(), absl::StrCat("in the body of op '", op.name(), "': ",
-                                                   s.message()));
+        return absl::Status(s.code(),
+                            absl::StrCat("in the body of op '", op.name(), "': ", s.message()));
       }
     }
   }
@@ -29,6 +33,30 @@ absl::Status ValidateLayouts(const Graph& graph, const Mesh& mesh, const LayoutR
 absl::Status LoweringBug(const v1::Op& op, absl::string_view what) {
   return absl::InternalError(
       absl::StrCat("lowering ", OpLabel(op), ": ", what, " (a lowering bug)"));
+}
+
+absl::StatusOr<LaidOutTensor> LowerByFamily(LoweringContext& ctx, const v1::Op& op,
+                                            const std::vector<LaidOutTensor>& inputs) {
+  const OpInfo* info = FindOp(op.type());
+  if (info == nullptr) return OpError(op, "unknown op type; `meshrt ops` lists the known ones");
+  if (info->lower != nullptr) return info->lower(ctx, op, inputs);
+  switch (info->family) {
+    case OpFamily::kSource:
+      return LowerSource(ctx, op);
+    case OpFamily::kElementwise:
+      return LowerElementwise(ctx, op, inputs);
+    case OpFamily::kEinsum:
+      return LowerEinsum(ctx, op, inputs);
+    case OpFamily::kReduce:  // one input (min_inputs 1, checked by LowerOp)
+      return LowerReduce(ctx, op, inputs[0]);
+    case OpFamily::kReshape:
+      return LowerReshape(ctx, op, inputs[0]);
+    default:
+      break;
+  }
+  // Every op of the other families supplies its own lowering (OpInfo::lower).
+  return LoweringBug(op, absl::StrCat("op type ", op.type(), " (family ", FamilyName(info->family),
+                                      ") has no lowering"));
 }
 
 absl::StatusOr<LaidOutTensor> LowerOp(LoweringContext& ctx, const v1::Op& op,
@@ -43,31 +71,44 @@ absl::StatusOr<LaidOutTensor> LowerOp(LoweringContext& ctx, const v1::Op& op,
                                  : absl::StrCat(info->min_inputs, " to ", info->max_inputs);
     return OpError(op, absl::StrCat("is lowered with ", n, " inputs; it takes ", want));
   }
-  if (info->lower != nullptr) return info->lower(ctx, op, inputs);
-  switch (info->family) {
-    case OpFamily::kSource:
-      return LowerSource(ctx, op);
-    case OpFamily::kElementwise:
-      return LowerElementwise(ctx, op, inputs);
-    case OpFamily::kEinsum:
-      return LowerEinsum(ctx, op, inputs);
-    case OpFamily::kReduce:  // one input (min_inputs 1, checked above)
-      return LowerReduce(ctx, op, inputs[0]);
-    case OpFamily::kReshape:
-      return LowerReshape(ctx, op, inputs[0]);
-    default:
-      break;
+  const bool partial_input = std::any_of(inputs.begin(), inputs.end(), [](const LaidOutTensor& in) {
+    return !in.partial_sum_axes.empty();
+  });
+  if (partial_input && ctx.lazy) {
+    ASSIGN_OR_RETURN(std::optional<LaidOutTensor> kept, LowerOnPartials(ctx, op, inputs));
+    if (kept.has_value()) return *std::move(kept);
   }
-  // Every op of the other families supplies its own lowering (OpInfo::lower).
-  return LoweringBug(op, absl::StrCat("op type ", op.type(), " (family ", FamilyName(info->family),
-                                      ") has no lowering"));
+  std::vector<LaidOutTensor> resolved = inputs;
+  // Every other op reads values: resolve its partial inputs to their rule layouts (once per
+  // tensor: Reshard reuses a resolve already made, e.g. the one bound for fetching).
+  for (LaidOutTensor& in : resolved) {
+    if (in.partial_sum_axes.empty()) continue;
+    ASSIGN_OR_RETURN(in, ctx.builder.Reshard(in, ctx.rules.LayoutFor(in.shape), op.name()));
+  }
+  ASSIGN_OR_RETURN(LaidOutTensor out, LowerByFamily(ctx, op, resolved));
+  if (out.partial_sum_axes.empty()) return out;
+  DropUnitPartialAxes(ctx, &out);
+  if (ctx.lazy || (ctx.keep_partial != nullptr && ctx.keep_partial->count(op.name()))) return out;
+  return ctx.builder.Reshard(out, ctx.RuleLayout(out.shape), op.name());
 }
 
 absl::StatusOr<v1::Program> Lower(const Graph& graph, const Mesh& mesh, const LayoutRules& rules) {
   RETURN_IF_ERROR(ValidateLayouts(graph, mesh, rules));
   ProgramBuilder builder(mesh, rules);
+  std::map<std::string, int> readers;
+  for (int i : graph.topological_order()) {
+    const v1::Op& op = graph.op(i);
+    for (const std::string& in : std::set<std::string>(op.inputs().begin(), op.inputs().end())) {
+      ++readers[in];
+    }
+  }
+  std::set<int> read_partial;
   LoweringContext ctx{graph, rules, builder};
+  ctx.lazy = true;
+  ctx.readers = &readers;
+  ctx.read_partial = &read_partial;
   std::map<std::string, LaidOutTensor> lowered;
+  std::vector<std::pair<std::string, int>> partial_outputs;  // tensor, its partial buffer
   for (int i : graph.topological_order()) {
     const v1::Op& op = graph.op(i);
     std::vector<LaidOutTensor> inputs;
@@ -80,8 +121,22 @@ absl::StatusOr<v1::Program> Lower(const Graph& graph, const Mesh& mesh, const La
       inputs.push_back(it->second);
     }
     ASSIGN_OR_RETURN(LaidOutTensor out, LowerOp(ctx, op, inputs));
-    RETURN_IF_ERROR(builder.BindOutput(op.name(), out));
+    if (out.partial_sum_axes.empty()) {
+      RETURN_IF_ERROR(builder.BindOutput(op.name(), out));
+    } else {
+      // Consumers read the partial sum; the tensor itself stays fetchable through its resolve,
+      // which consumers that need the value share.
+      ASSIGN_OR_RETURN(LaidOutTensor value,
+                       builder.Reshard(out, rules.LayoutFor(out.shape), op.name()));
+      RETURN_IF_ERROR(builder.BindOutput(op.name(), value));
+      partial_outputs.emplace_back(op.name(), out.buffer);
+    }
     lowered.emplace(op.name(), std::move(out));
+  }
+  // A partial sum read unresolved had that op as its only reader: its resolve runs only when the
+  // tensor is fetched.
+  for (const auto& [name, buffer] : partial_outputs) {
+    if (read_partial.count(buffer)) RETURN_IF_ERROR(builder.MarkResolvedOnFetch(name));
   }
   return std::move(builder).Finish();
 }

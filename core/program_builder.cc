@@ -299,7 +299,8 @@ absl::StatusOr<LaidOutTensor> ProgramBuilder::Broadcast(const LaidOutTensor& in,
   return out;
 }
 
-absl::Status ProgramBuilder::BindOutput(const std::string& name, const LaidOutTensor& t) {
+absl::Status ProgramBuilder::BindOutput(const std::string& name, const LaidOutTensor& t,
+                                        bool resolved_on_fetch) {
   if (!t.partial_sum_axes.empty()) {
     return Broken(name, absl::StrCat("binding a partial sum as tensor '", name, "'"));
   }
@@ -309,7 +310,17 @@ absl::Status ProgramBuilder::BindOutput(const std::string& name, const LaidOutTe
   *out->mutable_shape() = t.shape.ToProto();
   out->set_dtype(DTypeToProto(t.dtype));
   *out->mutable_layout() = t.layout.ToProto();
+  out->set_resolved_on_fetch(resolved_on_fetch);
   return absl::OkStatus();
+}
+
+absl::Status ProgramBuilder::MarkResolvedOnFetch(const std::string& name) {
+  for (v1::ProgramTensor& out : *program_.mutable_outputs()) {
+    if (out.name() != name) continue;
+    out.set_resolved_on_fetch(true);
+    return absl::OkStatus();
+  }
+  return Broken(name, absl::StrCat("no program output '", name, "' to mark resolved on fetch"));
 }
 
 v1::Program ProgramBuilder::Finish() && { return std::move(program_); }

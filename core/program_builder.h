@@ -11,7 +11,9 @@
 #ifndef MESHRT_CORE_PROGRAM_BUILDER_H_
 #define MESHRT_CORE_PROGRAM_BUILDER_H_
 
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -65,7 +67,9 @@ class ProgramBuilder {
   absl::StatusOr<LaidOutTensor> AllReduce(const LaidOutTensor& in, std::vector<int> mesh_axes,
                                           v1::ReduceOp op, const std::string& source_op);
 
-  // Changes `in`'s layout to `target` (same shape) and resolves partial sums. Per mesh axis:
+  // Changes `in`'s layout to `target` (same shape) and resolves partial sums. A partial sum is
+  // resolved to a given target once: asked again (another consumer of the same buffer), Reshard
+  // returns the first result without emitting anything. Per mesh axis:
   // reduce-scatter (partial sum → split), allreduce (partial sum → whole), allgather (split → not
   // split), local slicing (not split → split) or alltoall (split on another dim). Never gathers a
   // whole tensor where a direct exchange exists, except to break a cycle of moves between dims.
@@ -101,8 +105,12 @@ class ProgramBuilder {
   absl::Status SetVariableUpdate(const std::string& name, const LaidOutTensor& value);
 
   // Records that graph tensor `name` lives in `t` (what workers can fetch). Internal if `t` is a
-  // partial sum.
-  absl::Status BindOutput(const std::string& name, const LaidOutTensor& t);
+  // partial sum. `resolved_on_fetch`: `t` only resolves a partial sum that consumers read
+  // unresolved (proto ProgramTensor.resolved_on_fetch).
+  absl::Status BindOutput(const std::string& name, const LaidOutTensor& t,
+                          bool resolved_on_fetch = false);
+  // Marks the bound output `name` resolved_on_fetch (as above); Internal if it is not bound.
+  absl::Status MarkResolvedOnFetch(const std::string& name);
 
   // One-axis steps Reshard is made of (public so tests can drive them directly). Each changes one
   // mesh axis of `in`'s layout; Internal, naming `source_op`, when the layout does not allow it.
@@ -138,6 +146,8 @@ class ProgramBuilder {
 
   Mesh mesh_;
   v1::Program program_;
+  // Partial sums resolved so far: (partial buffer, target layout) -> the resolved tensor.
+  std::map<std::pair<int, std::vector<int>>, LaidOutTensor> resolved_;
 };
 
 }  // namespace meshrt

@@ -33,6 +33,11 @@ absl::StatusOr<LaidOutTensor> ProgramBuilder::Reshard(const LaidOutTensor& in,
       if (a != kReplicated) RETURN_IF_ERROR(CheckAxis(a, source_op));
     }
   }
+  const std::pair<int, std::vector<int>> key(in.buffer, target.mesh_axis);
+  if (!in.partial_sum_axes.empty()) {
+    auto done = resolved_.find(key);
+    if (done != resolved_.end()) return done->second;
+  }
   LaidOutTensor cur = in;
   auto dim_of = [](const TensorLayout& l, int axis) {
     auto it = std::find(l.mesh_axis.begin(), l.mesh_axis.end(), axis);
@@ -102,6 +107,7 @@ absl::StatusOr<LaidOutTensor> ProgramBuilder::Reshard(const LaidOutTensor& in,
     return Broken(source_op, absl::StrCat("reshard reached ", Described(cur.shape, cur.layout),
                                           ", not its target ", Described(cur.shape, target)));
   }
+  if (!in.partial_sum_axes.empty()) resolved_.emplace(key, cur);
   return cur;
 }
 
