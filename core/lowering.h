@@ -4,15 +4,24 @@
 // How each op family lowers (one file each, lower_*.cc):
 //   placeholder / constant   program input / local constant, then local slicing to the layout
 //   elementwise              local; never communicates
-//   einsum                   local einsum on slices, then allreduce(sum) over the mesh axes of
+//   einsum                   local einsum on slices, giving partial sums over the mesh axes of
 //                            every reduced dim that is split; inputs whose dims would put one mesh
 //                            axis on two einsum dims are first resharded so each axis splits one
-//   reduce_*                 local reduce, then allreduce(op) over the mesh axes of split reduced
-//                            dims (mean: sum, allreduce, scale by 1/count)
+//   reduce_*                 local reduce; sum and mean give partial sums over the mesh axes of
+//                            split reduced dims (mean: local sum scaled by 1/count), max / min /
+//                            any / all an allreduce(op) over them
 //   reshape / rename_dim     reshard the input so only dims the reshape keeps intact are split
 //                            (moving splits directly with alltoall), local reshape, then local
 //                            slicing to the output layout
-// Every graph tensor ends in the layout the rules give it, and is bound as a program output.
+// Partial sums are lazy (lower_partial.cc, Mesh-TensorFlow's LazyAllreduceSum): an op linear in
+// them (add/sub of two, neg, scale, mul/div by a factor that is the same on the processors summed,
+// where, a dtype-keeping cast, reduce_sum/mean, reshapes) that is their only reader runs on the
+// unresolved buffers, and the sum is resolved once — by Reshard to the rule layout: allreduce, or
+// reduce-scatter where the rules split a dim over the summed axis — where an op needs the value.
+// Every graph tensor is bound as a program output in the layout the rules give it; a partial sum
+// through a resolve that consumers needing the value share. A resolve no instruction reads is
+// marked resolved_on_fetch: a step pruned to its fetches (runtime/executor.h) runs it only when
+// that tensor is fetched, and core/explain.h counts it apart.
 #ifndef MESHRT_CORE_LOWERING_H_
 #define MESHRT_CORE_LOWERING_H_
 
