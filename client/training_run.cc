@@ -31,9 +31,7 @@ absl::StatusOr<LayoutRules> RulesOn(const LayoutRules& rules, const Mesh& mesh) 
 absl::StatusOr<int64_t> SentBytesPerStep(const Graph& graph, const Mesh& mesh,
                                          const LayoutRules& rules) {
   ASSIGN_OR_RETURN(const v1::Program program, Lower(graph, mesh, rules));
-  int64_t bytes = 0;
-  for (int i = 0; i < program.instructions_size(); ++i) bytes += CostOf(program, i).sent_bytes;
-  return bytes;
+  return meshrt::SentBytesPerStep(program);  // without resolves that run only on a fetch
 }
 
 }  // namespace
