@@ -63,43 +63,43 @@ absl::StatusOr<LaidOutTensor> LowerReshape(LoweringContext& ctx, const v1::Op& o
   const Mesh& mesh = ctx.mesh();
   const std::vector<int> kept = KeptDims(input.shape, type.shape);
 
-  // Per kept pair, the axes it may carry: the output's (none if it cannot split the input dim
-  // evenly: the choice before this was made a cost choice), and the input's where it differs.
-  // An axis may be carried only if it splits both dims evenly.
+  // Per kept pair (i, kept[i]), the mesh axes it may carry through the reshape: first the
+  // output's (none if it cannot split the input dim evenly), then the input's where that differs
+  // and splits both dims evenly. Only input dims split over an axis can offer a second choice, so
+  // there are at most 2^(mesh dims) combinations.
   auto carriable = [&](int i, int axis) {
     if (axis == kReplicated) return true;
     const int64_t g = mesh.size(axis);
     return input.shape.dim(i).size % g == 0 && type.shape.dim(kept[i]).size % g == 0;
   };
-  std::vector<std::vector<int>> options(input.shape.rank());
-  std::vector<int> choice_dims;  // input dims with two options
-  for (int i = 0; i < input.shape.rank(); ++i) {
+  const int rank = input.shape.rank();
+  std::vector<std::vector<int>> options(rank);
+  std::vector<int> choice_bit(rank, -1);  // the bit of the combination choosing option 1
+  int choices = 0;
+  for (int i = 0; i < rank; ++i) {
     if (kept[i] < 0) continue;
     const int wanted = out_layout.mesh_axis[kept[i]], had = input.layout.mesh_axis[i];
     options[i].push_back(carriable(i, wanted) ? wanted : kReplicated);
     if (had != options[i][0] && carriable(i, had)) {
       options[i].push_back(had);
-      choice_dims.push_back(i);
+      choice_bit[i] = choices++;
     }
   }
 
   std::optional<Carry> best;
   int64_t best_sent = 0;
-  for (uint64_t mask = 0; mask < (uint64_t{1} << choice_dims.size()); ++mask) {
-    Carry c{TensorLayout{std::vector<int>(input.shape.rank(), kReplicated)},
+  for (uint64_t combination = 0; combination < (uint64_t{1} << choices); ++combination) {
+    Carry c{TensorLayout{std::vector<int>(rank, kReplicated)},
             TensorLayout{std::vector<int>(type.shape.rank(), kReplicated)}};
-    for (int i = 0; i < input.shape.rank(); ++i) {
+    for (int i = 0; i < rank; ++i) {
       if (kept[i] < 0) continue;
-      int pick = 0;
-      for (size_t k = 0; k < choice_dims.size(); ++k) {
-        if (choice_dims[k] == i) pick = static_cast<int>((mask >> k) & 1);
-      }
+      const int pick = choice_bit[i] < 0 ? 0 : static_cast<int>((combination >> choice_bit[i]) & 1);
       c.in_target.mesh_axis[i] = options[i][pick];
       c.local_out.mesh_axis[kept[i]] = options[i][pick];
     }
     if (!CheckLayout(input.shape, c.in_target, mesh, "", "").ok()) continue;  // an axis twice
     ASSIGN_OR_RETURN(ReshardPlan before, ctx.builder.PlanReshard(input, c.in_target, op.name()));
-    LaidOutTensor reshaped{-1, type.shape, type.dtype, c.local_out, {}};
+    const LaidOutTensor reshaped{-1, type.shape, type.dtype, c.local_out, {}};
     ASSIGN_OR_RETURN(ReshardPlan after, ctx.builder.PlanReshard(reshaped, out_layout, op.name()));
     const int64_t sent = before.sent_bytes + after.sent_bytes;
     if (!best || sent < best_sent) {

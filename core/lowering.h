@@ -9,9 +9,9 @@
 //                            axis on two einsum dims are first resharded so each axis splits one
 //   reduce_*                 local reduce, then allreduce(op) over the mesh axes of split reduced
 //                            dims (mean: sum, allreduce, scale by 1/count)
-//   reshape / rename_dim     reshard the input so only dims the reshape keeps intact are split
-//                            (moving splits directly with alltoall), local reshape, then local
-//                            slicing to the output layout
+//   reshape / rename_dim     reshard the input so only dims the reshape keeps in step are split
+//                            (moving splits directly with alltoall), local reshape, then reshard
+//                            to the output layout; a kept split moves on whichever side is cheaper
 // Every graph tensor ends in the layout the rules give it, and is bound as a program output.
 #ifndef MESHRT_CORE_LOWERING_H_
 #define MESHRT_CORE_LOWERING_H_

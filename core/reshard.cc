@@ -26,7 +26,6 @@
 // Mesh axes of size 1 only relabel the layout.
 #include <algorithm>
 #include <array>
-#include <map>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -173,8 +172,8 @@ absl::StatusOr<ReshardPlan> ProgramBuilder::PlanReshard(const LaidOutTensor& in,
       }
     }
   }
-  // Not found within the bound (or the goal splits a dim unevenly): gather every axis whose dim
-  // differs from the goal, then slice. Always valid, never cheaper.
+  // Not found within the bound (the goal is always reachable: gathers, then slices): gather every
+  // axis whose dim differs from the goal, then slice. Always valid, never cheaper.
   for (int axis = 0; axis < mesh_.ndims(); ++axis) {
     const int from = DimOf(cur, axis);
     if (from < 0 || goal[from] == axis) continue;
