@@ -46,7 +46,7 @@ struct ReshardStep {
     kAllToAll,       // mesh_axes[0] moves from the dim it splits to whole dim `dim`
     kSlice,          // whole dim `dim` is split over mesh_axes[0], which split nothing (local)
   };
-  Kind kind;
+  Kind kind = Kind::kAllGather;
   std::vector<int> mesh_axes;
   int dim = -1;
 };
