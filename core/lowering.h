@@ -10,9 +10,9 @@
 //   reduce_*                 local reduce; sum and mean give partial sums over the mesh axes of
 //                            split reduced dims (mean: local sum scaled by 1/count), max / min /
 //                            any / all an allreduce(op) over them
-//   reshape / rename_dim     reshard the input so only dims the reshape keeps intact are split
-//                            (moving splits directly with alltoall), local reshape, then local
-//                            slicing to the output layout
+//   reshape / rename_dim     reshard the input so only dims the reshape keeps in step are split
+//                            (moving splits directly with alltoall), local reshape, then reshard
+//                            to the output layout; a kept split moves on whichever side is cheaper
 // Partial sums are lazy (lower_partial.cc, Mesh-TensorFlow's LazyAllreduceSum): an op linear in
 // them (add/sub of two, neg, scale, mul/div by a factor that is the same on the processors summed,
 // where, a dtype-keeping cast, reduce_sum/mean, reshapes) that is their only reader runs on the

@@ -38,6 +38,28 @@ struct LaidOutTensor {
   std::vector<int> partial_sum_axes;
 };
 
+// One step of a reshard plan (ProgramBuilder::PlanReshard): the collective or local slice
+// Reshard emits for it.
+struct ReshardStep {
+  enum class Kind {
+    kAllReduce,      // resolves the partial sums over `mesh_axes`
+    kReduceScatter,  // resolves the partial sum over mesh_axes[0] and splits `dim` over it
+    kAllGather,      // mesh_axes[0] leaves the layout (its dim becomes whole)
+    kAllToAll,       // mesh_axes[0] moves from the dim it splits to whole dim `dim`
+    kSlice,          // whole dim `dim` is split over mesh_axes[0], which split nothing (local)
+  };
+  Kind kind = Kind::kAllGather;
+  std::vector<int> mesh_axes;
+  int dim = -1;
+};
+
+// The steps Reshard takes, in order, and the bytes each worker sends for them: the figure
+// core/explain.h CostOf gives the instructions emitted for them.
+struct ReshardPlan {
+  std::vector<ReshardStep> steps;
+  int64_t sent_bytes = 0;
+};
+
 class ProgramBuilder {
  public:
   ProgramBuilder(Mesh mesh, const LayoutRules& rules);
@@ -67,17 +89,26 @@ class ProgramBuilder {
   absl::StatusOr<LaidOutTensor> AllReduce(const LaidOutTensor& in, std::vector<int> mesh_axes,
                                           v1::ReduceOp op, const std::string& source_op);
 
-  // Changes `in`'s layout to `target` (same shape) and resolves partial sums. A partial sum is
-  // resolved to a given target once: asked again (another consumer of the same buffer), Reshard
-  // returns the first result without emitting anything. Per mesh axis:
-  // reduce-scatter (partial sum → split), allreduce (partial sum → whole), allgather (split → not
-  // split), local slicing (not split → split) or alltoall (split on another dim). Never gathers a
-  // whole tensor where a direct exchange exists, except to break a cycle of moves between dims.
+  // Changes `in`'s layout to `target` (same shape) and resolves partial sums: reduce-scatter
+  // (partial sum → split), allreduce (partial sum → whole), allgather (split → not split), local
+  // slicing (not split → split) or alltoall (split on another dim), in the order that sends the
+  // fewest bytes (PlanReshard): local slices before the exchanges they make smaller, and never a
+  // gather where a direct exchange costs less. A partial sum is resolved to a given target once:
+  // asked again (another consumer of the same buffer), Reshard returns the first result without
+  // emitting anything.
   // Precondition: `target` is valid for the shape (CheckLayout). Internal when `target`'s rank is
   // not the tensor's, names an axis not in the mesh, or a partial sum is over an axis that also
   // splits `in`.
   absl::StatusOr<LaidOutTensor> Reshard(const LaidOutTensor& in, const TensorLayout& target,
                                         const std::string& source_op);
+
+  // The steps Reshard(in, target) emits, without emitting them (so lowering can compare the cost
+  // of alternatives; `in.buffer` is not read). Partial sums first, as Reshard says; then the
+  // cheapest sequence of allgathers, alltoalls and local slices by bytes sent per worker (fewer
+  // steps on a tie), found by a search over layouts (reshard.cc says why it is right). Internal in
+  // the cases Reshard is.
+  absl::StatusOr<ReshardPlan> PlanReshard(const LaidOutTensor& in, const TensorLayout& target,
+                                          const std::string& source_op) const;
 
   // Collective permute along `mesh_axis`: processor with coordinate c along that axis receives the
   // slice of the processor at c - shift (mod the axis size when `wrap`; zeros when that is off the

@@ -145,6 +145,71 @@ TEST(MlpLayoutTest, LocalAndMovingReshapesMatchInterpreter) {
   }
 }
 
+// The attention heads split and merge ([batch, len, d_model] <-> [batch, len, heads, d_kv]), a
+// rename that changes mesh dim, a reshape swapping two mesh dims between dims, and one that carries
+// a split through and moves it after: the plans of reshape_lowering_test, equal to the interpreter.
+Graph ReshapeGraph() {
+  GraphBuilder g;
+  TensorRef x = g.Placeholder("x", Shape({{"batch", 8}, {"len", 4}, {"d_model", 16}}));
+  TensorRef h = g.Reshape(x, Shape({{"batch", 8}, {"len", 4}, {"heads", 4}, {"d_kv", 4}}), "split");
+  g.MarkOutput(g.Exp(g.Scale(h, 0.1f), "eh"));
+  TensorRef m = g.Reshape(h, Shape({{"batch", 8}, {"len", 4}, {"d_model", 16}}), "merge");
+  g.MarkOutput(g.ReduceSum(m, {"len"}, "ms"));
+  TensorRef r = g.RenameDim(x, "batch", "batch2", "rename");
+  g.MarkOutput(g.ReduceMax(r, {"d_model"}, "rm"));
+  TensorRef t = g.Placeholder("t", Shape({{"a", 4}, {"b", 4}, {"c", 4}}));
+  g.MarkOutput(g.Reshape(t, Shape({{"a2", 4}, {"b2", 4}, {"c2", 4}}), "swap"));
+  TensorRef u = g.Placeholder("u", Shape({{"pa", 16}, {"pb", 8}}));
+  g.MarkOutput(g.Reshape(u, Shape({{"px", 4}, {"py", 4}, {"pz", 8}}), "carry"));
+  return g.Build().value();
+}
+
+TEST(MlpLayoutTest, ReshapesAndRenamesAcrossMeshDimsMatchInterpreter) {
+  const Graph graph = ReshapeGraph();
+  for (const Case& c : std::vector<Case>{
+           {"rows:2,cols:2", "batch:rows,heads:cols"},
+           {"rows:2,cols:2", "batch:rows,heads:cols,d_model:cols"},
+           {"rows:2,cols:2", "batch:rows,d_kv:cols,d_model:cols"},
+           {"rows:2,cols:2", "batch:rows,batch2:cols,a:rows,b:cols,a2:cols,b2:rows"},
+           {"rows:2,cols:2", "len:rows,heads:cols,pa:rows,py:rows"},
+           {"rows:4,cols:4", "batch:rows,batch2:cols,pa:cols,py:cols"},
+           {"rows:4,cols:2", "heads:rows,batch2:rows,batch:cols,a:rows,a2:cols"},
+           {"p:4", "heads:p,pa:p,py:p"},
+           {"p:4", "d_kv:p,d_model:p,b:p,b2:p"},
+           {"x:2,y:2,z:2", "batch:x,heads:y,batch2:z,a:x,b:y,a2:y,b2:x,c2:z"},
+       }) {
+    ExpectMatchesReference(graph, c, CpuKernels());
+    ExpectMatchesReference(graph, c, ReferenceKernels());
+  }
+}
+
+// Random valid layouts of the reshape graph: many different Reshard plans, all equal.
+TEST(MlpLayoutTest, RandomLayoutsOfReshapesMatchInterpreter) {
+  const Graph g = ReshapeGraph();
+  const std::vector<std::string> dims = {"batch", "len", "d_model", "heads", "d_kv", "batch2", "a",
+                                         "b",     "c",   "a2",      "b2",    "c2",   "pa",     "pb",
+                                         "px",    "py",  "pz"};
+  std::mt19937 rng(14);
+  for (const char* mesh_text : {"rows:2,cols:2", "a:2,b:4", "x:2,y:2,z:2"}) {
+    Mesh mesh = Mesh::Parse(mesh_text).value();
+    int tries = 0, valid = 0;
+    while (valid < 12 && tries < 2000) {
+      ++tries;
+      std::vector<std::string> rules;
+      for (const std::string& d : dims) {
+        int pick = static_cast<int>(rng() % (mesh.ndims() + 1));
+        if (pick < mesh.ndims()) rules.push_back(absl::StrCat(d, ":", mesh.dims()[pick].name));
+      }
+      const std::string layout = absl::StrJoin(rules, ",");
+      LayoutRules r = LayoutRules::Parse(layout, mesh).value();
+      if (!ValidateLayouts(g, mesh, r).ok()) continue;
+      ++valid;
+      ExpectMatchesReference(g, {mesh_text, layout}, CpuKernels());
+    }
+    EXPECT_GE(valid, 5) << mesh_text;
+  }
+}
+
 // Two einsum dims on one mesh dim: both the gather and the reduce-scatter plans are right.
 TEST(MlpLayoutTest, EinsumPlansWithSharedMeshDimMatchInterpreter) {
   for (const auto& [a, b] : std::vector<std::pair<int64_t, int64_t>>{{256, 8}, {8, 256}}) {
