@@ -89,10 +89,11 @@ v1::Program LowerOrDie(const Graph& g, const std::string& mesh, const std::strin
 TEST(LoweringTest, DataAndModelParallelMlp) {
   v1::Program p = LowerOrDie(Mlp(), "rows:2,cols:2", "batch:rows,hidden:cols");
   // Only the second einsum reduces a split dim (hidden over cols). Its partial sum stays partial
-  // through reduce_sum over d_out, so a step resolves only s; y's own resolve runs when y is
-  // fetched (it is marked so, and listed after the step's).
-  EXPECT_EQ(Collectives(p), (std::vector<std::string>{"allreduce REDUCE_SUM(cols) [batch:4, d_out:8]",
-                                                      "allreduce REDUCE_SUM(cols) [batch:4]"}));
+  // through reduce_sum over d_out, so a step resolves only s; y's own resolve (the first one) runs
+  // only when y is fetched, and is marked so.
+  EXPECT_EQ(Collectives(p),
+            (std::vector<std::string>{"allreduce REDUCE_SUM(cols) [batch:4, d_out:8]",
+                                      "allreduce REDUCE_SUM(cols) [batch:4]"}));
   for (const v1::ProgramTensor& t : p.outputs()) {
     EXPECT_EQ(t.resolved_on_fetch(), t.name() == "y") << t.name();
   }
