@@ -11,6 +11,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -82,6 +83,41 @@ absl::StatusOr<LaidOutTensor> LowerReshape(LoweringContext& ctx, const v1::Op& o
 // `op` must read resolved inputs instead.
 absl::StatusOr<std::optional<LaidOutTensor>> LowerOnPartials(
     LoweringContext& ctx, const v1::Op& op, const std::vector<LaidOutTensor>& inputs);
+
+// Microbatch accumulators (lower_accumulate.cc, which says when and why): a variable with attr
+// kAccumulatorApplyAttr (core/ops_state.h) whose gradient is a partial sum is kept as a partial
+// sum over the gradient's axes, and the accumulated sum is resolved by a resolve guarded by the
+// apply predicate. Lower asks it about every op, in order.
+class AccumulatorLowering {
+ public:
+  // One accumulator: variable `variable`, sum = add(variable, gradient) (either order),
+  // next = where(condition, sum, 0), update = assign(variable, next), guarded by `predicate`.
+  struct Accumulator {
+    std::string variable, gradient, sum, condition, next, update, predicate;
+    bool partial = false;  // decided when `sum` is lowered
+  };
+  // What Lower does with an op.
+  enum class Action {
+    kGeneric,   // lower it as usual (after recording the tensors `made`, if any)
+    kDeferred,  // nothing now: an accumulator, lowered with its sum
+    kLowered,   // done: its tensors are in `made`
+  };
+
+  // The accumulators of `graph` whose pattern and taint check hold (`readers`: graph tensor ->
+  // number of ops reading it, as Lower counts them).
+  static AccumulatorLowering Find(const Graph& graph, const std::map<std::string, int>& readers);
+
+  // For op `op` (all ops before it in `lowered`): appends the tensors it lowers — by name, to be
+  // bound and recorded by the caller in order — to `made`, and says what is left to do. Errors:
+  // those of the builder (Internal, a lowering bug).
+  absl::StatusOr<Action> Lower(LoweringContext& ctx, const v1::Op& op,
+                               const std::map<std::string, LaidOutTensor>& lowered,
+                               std::vector<std::pair<std::string, LaidOutTensor>>* made);
+
+ private:
+  std::vector<Accumulator> accumulators_;
+  std::map<std::string, int> role_;  // variable, sum, next and update op -> its accumulator
+};
 
 // Sorts `t`'s partial axes and drops those of size 1 (a sum over one processor), relabelling the
 // dim the rules split over such an axis (the slices are the same).

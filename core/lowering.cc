@@ -109,8 +109,28 @@ absl::StatusOr<v1::Program> Lower(const Graph& graph, const Mesh& mesh, const La
   ctx.read_partial = &read_partial;
   std::map<std::string, LaidOutTensor> lowered;
   std::vector<std::pair<std::string, int>> partial_outputs;  // tensor, its partial buffer
+  auto record = [&](const std::string& name, LaidOutTensor out) -> absl::Status {
+    if (out.partial_sum_axes.empty()) {
+      RETURN_IF_ERROR(builder.BindOutput(name, out));
+    } else {
+      // Consumers read the partial sum; the tensor itself stays fetchable through its resolve,
+      // which consumers that need the value share.
+      ASSIGN_OR_RETURN(LaidOutTensor value,
+                       builder.Reshard(out, rules.LayoutFor(out.shape), name));
+      RETURN_IF_ERROR(builder.BindOutput(name, value));
+      partial_outputs.emplace_back(name, out.buffer);
+    }
+    lowered.emplace(name, std::move(out));
+    return absl::OkStatus();
+  };
+  AccumulatorLowering accumulators = AccumulatorLowering::Find(graph, readers);
   for (int i : graph.topological_order()) {
     const v1::Op& op = graph.op(i);
+    std::vector<std::pair<std::string, LaidOutTensor>> made;
+    ASSIGN_OR_RETURN(AccumulatorLowering::Action action,
+                     accumulators.Lower(ctx, op, lowered, &made));
+    for (auto& [name, t] : made) RETURN_IF_ERROR(record(name, std::move(t)));
+    if (action != AccumulatorLowering::Action::kGeneric) continue;
     std::vector<LaidOutTensor> inputs;
     for (const std::string& in : op.inputs()) {
       auto it = lowered.find(in);
@@ -121,17 +141,7 @@ absl::StatusOr<v1::Program> Lower(const Graph& graph, const Mesh& mesh, const La
       inputs.push_back(it->second);
     }
     ASSIGN_OR_RETURN(LaidOutTensor out, LowerOp(ctx, op, inputs));
-    if (out.partial_sum_axes.empty()) {
-      RETURN_IF_ERROR(builder.BindOutput(op.name(), out));
-    } else {
-      // Consumers read the partial sum; the tensor itself stays fetchable through its resolve,
-      // which consumers that need the value share.
-      ASSIGN_OR_RETURN(LaidOutTensor value,
-                       builder.Reshard(out, rules.LayoutFor(out.shape), op.name()));
-      RETURN_IF_ERROR(builder.BindOutput(op.name(), value));
-      partial_outputs.emplace_back(op.name(), out.buffer);
-    }
-    lowered.emplace(op.name(), std::move(out));
+    RETURN_IF_ERROR(record(op.name(), std::move(out)));
   }
   // A partial sum read unresolved had that op as its only reader: its resolve runs only when the
   // tensor is fetched.

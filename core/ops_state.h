@@ -24,6 +24,12 @@
 // variable). A variable is assigned at most once per graph (Graph::Build refuses two updates of
 // one variable, naming both ops), and loop bodies hold no state ops.
 //
+// A variable with attrs {accumulator_apply: s = P} (kAccumulatorApplyAttr) is a microbatch
+// accumulator (core/optimizers.h sets it on "<var>/acc"): P names a float32 scalar that is nonzero
+// on the steps that use the accumulated sum. The attr changes no value; it lets the lowering keep
+// the accumulator as a partial sum and resolve it only on those steps (core/lower_accumulate.cc
+// checks that this changes nothing any update or fetch sees). Ignored by the interpreter.
+//
 // Lowering: a variable is a program variable (proto ProgramVariable) in the rule layout of its
 // shape: each processor keeps its slice between steps; the initializer runs on each processor for
 // its own slice, with no communication. An assign reshards the value to the variable's layout (the
@@ -40,6 +46,9 @@
 namespace meshrt {
 
 class Graph;
+
+// The variable attr naming a microbatch accumulator's apply predicate (above).
+inline constexpr char kAccumulatorApplyAttr[] = "accumulator_apply";
 
 // True for assign and assign_add.
 bool IsVariableUpdate(const std::string& op_type);

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/autodiff.h"
+#include "core/ops_state.h"
 #include "core/status_macros.h"
 
 namespace meshrt {
@@ -155,6 +156,20 @@ absl::StatusOr<TensorRef> CounterVariable(GraphBuilder& b, const std::string& na
   return ref;
 }
 
+// A zero-initialised float32 variable marked as a microbatch accumulator used where `apply` is
+// nonzero (core/ops_state.h): the lowering may then keep it as a partial sum and resolve the
+// accumulated gradient once per cycle instead of every microbatch (core/lower_accumulate.cc).
+TensorRef Accumulator(GraphBuilder& b, const std::string& name, const Shape& shape,
+                      const std::string& apply) {
+  v1::Op op;
+  op.set_type("variable");
+  *op.mutable_shape() = shape.ToProto();
+  op.set_dtype(DTypeToProto(DType::kFloat32));
+  (*op.mutable_attrs())["initializer"].set_s("zeros");
+  (*op.mutable_attrs())[kAccumulatorApplyAttr].set_s(apply);
+  return b.Apply(std::move(op), {}, name);
+}
+
 // The learning rate at update t (a scalar tensor, t counting from 1).
 TensorRef Schedule(GraphBuilder& b, Ops& ops, const LearningRate& lr, const TensorRef& t) {
   const std::string name = "train/learning_rate";
@@ -251,7 +266,7 @@ absl::StatusOr<TrainOps> Minimize(GraphBuilder& b, const TensorRef& loss,
     // the mean loss over the K microbatches together).
     for (size_t i = 0; i < variables.size(); ++i) {
       const TensorRef& v = variables[i];
-      TensorRef acc = b.Variable(v.name + "/acc", v.shape);
+      TensorRef acc = Accumulator(b, v.name + "/acc", v.shape, apply.name);
       TensorRef sum = b.Add(acc, grads[i]);
       b.Assign(acc, ops.WhereScalar(accumulating, sum, 0.0f), "train/update/" + acc.name);
       grads[i] = ops.WithScalar("div", sum, static_cast<float>(k));

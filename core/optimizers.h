@@ -47,6 +47,11 @@
 // applying step t = (global_step - micro_step) / K + 1 = floor(global_step / K) + 1 (global_step
 // read at the step's start, so steps 0..K-1 apply update 1); exact in float32.
 //
+// Distributed, "<var>/acc" is marked as an accumulator (core/ops_state.h): where the gradient is a
+// partial sum (data parallelism) the accumulator stays one on the workers and the accumulated
+// gradient is allreduced once per K steps, on the applying step; a step that fetches a tensor
+// computed from it (the gradients, the global norm) still gets its exact value.
+//
 // Op names: "train/learning_rate", "train/global_norm", "train/t" (t as above), "train/apply"
 // (K > 1: 1 on applying steps), and "train/update/<variable>" for each assignment.
 #ifndef MESHRT_CORE_OPTIMIZERS_H_

@@ -99,8 +99,18 @@ absl::StatusOr<LaidOutTensor> ProgramBuilder::EmitLocal(const v1::Op& op,
 }
 
 absl::StatusOr<LaidOutTensor> ProgramBuilder::AddVariable(const v1::Op& op, const Shape& shape,
-                                                          DType dtype, const TensorLayout& layout) {
+                                                          DType dtype, const TensorLayout& layout,
+                                                          std::vector<int> partial_sum_axes) {
   ASSIGN_OR_RETURN(LaidOutTensor t, NewTensor(shape, dtype, layout, op.name()));
+  std::sort(partial_sum_axes.begin(), partial_sum_axes.end());
+  for (int a : partial_sum_axes) {
+    RETURN_IF_ERROR(CheckAxis(a, op.name()));
+    if (std::find(layout.mesh_axis.begin(), layout.mesh_axis.end(), a) != layout.mesh_axis.end()) {
+      return Broken(op.name(), absl::StrCat("variable partial over mesh axis ", a, ", which splits ",
+                                            Described(shape, layout)));
+    }
+  }
+  t.partial_sum_axes = partial_sum_axes;
   v1::ProgramVariable* var = program_.add_variables();
   var->set_name(op.name());
   var->set_buffer(t.buffer);
@@ -108,6 +118,7 @@ absl::StatusOr<LaidOutTensor> ProgramBuilder::AddVariable(const v1::Op& op, cons
   var->set_dtype(DTypeToProto(dtype));
   *var->mutable_layout() = layout.ToProto();
   var->set_update_buffer(-1);
+  for (int a : partial_sum_axes) var->add_partial_sum_axes(a);
   // The initializer is an instruction like any local op, kept aside: the executor runs it only
   // when the processor has no slice of the variable yet.
   v1::Instruction* inst = NewInstruction(t, {}, op.name());
@@ -120,11 +131,16 @@ absl::StatusOr<LaidOutTensor> ProgramBuilder::AddVariable(const v1::Op& op, cons
 
 absl::Status ProgramBuilder::SetVariableUpdate(const std::string& name,
                                                const LaidOutTensor& value) {
-  if (!value.partial_sum_axes.empty()) {
-    return Broken(name, absl::StrCat("variable '", name, "' assigned a partial sum"));
-  }
   for (v1::ProgramVariable& var : *program_.mutable_variables()) {
     if (var.name() != name) continue;
+    std::vector<int> axes = value.partial_sum_axes;
+    std::sort(axes.begin(), axes.end());
+    if (axes != std::vector<int>(var.partial_sum_axes().begin(), var.partial_sum_axes().end())) {
+      return Broken(name, absl::StrCat("variable '", name, "' (partial over mesh axes [",
+                                       absl::StrJoin(var.partial_sum_axes(), ","),
+                                       "]) assigned a value partial over [",
+                                       absl::StrJoin(axes, ","), "]"));
+    }
     const TensorLayout have = TensorLayout::FromProto(var.layout());
     if (have != value.layout) {
       return Broken(
@@ -135,6 +151,25 @@ absl::Status ProgramBuilder::SetVariableUpdate(const std::string& name,
     return absl::OkStatus();
   }
   return Broken(name, absl::StrCat("no program variable '", name, "'"));
+}
+
+absl::Status ProgramBuilder::Guard(int first, const LaidOutTensor& predicate,
+                                   const std::string& source_op) {
+  if (predicate.shape.rank() != 0 || !predicate.partial_sum_axes.empty() || predicate.buffer < 0 ||
+      predicate.buffer >= program_.num_buffers()) {
+    return Broken(source_op, absl::StrCat("guarded by ", predicate.shape.ToString(),
+                                          predicate.partial_sum_axes.empty() ? "" : " (partial)",
+                                          " in buffer ", predicate.buffer,
+                                          ", not a replicated scalar"));
+  }
+  if (first < 0 || first > program_.instructions_size()) {
+    return Broken(source_op, absl::StrCat("guarding from instruction ", first, " of ",
+                                          program_.instructions_size()));
+  }
+  for (int i = first; i < program_.instructions_size(); ++i) {
+    program_.mutable_instructions(i)->set_predicate(predicate.buffer);
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<LaidOutTensor> ProgramBuilder::AddPartials(const LaidOutTensor& a,

@@ -127,13 +127,25 @@ class ProgramBuilder {
                                           int root, const std::string& source_op);
 
   // A program variable (core/ops_state.h) for variable op `op`: its slice is in the returned
-  // tensor's buffer at the start of every step; the initializer is `op` run as a local op.
+  // tensor's buffer at the start of every step; the initializer is `op` run as a local op. With
+  // `partial_sum_axes` the variable is a partial sum over them (proto ProgramVariable), and so is
+  // the returned tensor; the caller sees to it that `op` initialises zeros. Internal when a
+  // partial axis is not in the mesh or splits a dim of `layout`.
   absl::StatusOr<LaidOutTensor> AddVariable(const v1::Op& op, const Shape& shape, DType dtype,
-                                            const TensorLayout& layout);
+                                            const TensorLayout& layout,
+                                            std::vector<int> partial_sum_axes = {});
 
   // The variable called `name` takes `value`'s slice after the step. Internal unless the variable
-  // exists, has `value`'s layout, and `value` is no partial sum.
+  // exists, has `value`'s layout, and `value` is a partial sum over exactly the variable's partial
+  // axes (none for an ordinary variable).
   absl::Status SetVariableUpdate(const std::string& name, const LaidOutTensor& value);
+
+  // The number of instructions emitted so far (the index the next one gets).
+  int num_instructions() const { return program_.instructions_size(); }
+  // Guards instructions [first, num_instructions()) by `predicate` (proto Instruction.predicate):
+  // they run only on steps where that buffer is nonzero. Internal when `predicate` is not a
+  // replicated scalar that is no partial sum, or `first` is out of range.
+  absl::Status Guard(int first, const LaidOutTensor& predicate, const std::string& source_op);
 
   // Records that graph tensor `name` lives in `t` (what workers can fetch). Internal if `t` is a
   // partial sum. `resolved_on_fetch`: `t` only resolves a partial sum that consumers read

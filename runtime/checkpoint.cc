@@ -88,15 +88,31 @@ absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
 }
 
 // The processor at `coord` writes the slice when it sits at 0 on every mesh axis the layout does
-// not split over (the other copies of its slice are replicas).
-bool OwnsSlice(const TensorLayout& layout, const std::vector<int64_t>& coord) {
+// not split over and the variable is no partial sum over (the other copies of its slice are
+// replicas; along a partial axis every processor holds an addend of its own).
+bool OwnsSlice(const TensorLayout& layout, const std::vector<int>& partial,
+               const std::vector<int64_t>& coord) {
   for (size_t a = 0; a < coord.size(); ++a) {
-    if (coord[a] != 0 && std::find(layout.mesh_axis.begin(), layout.mesh_axis.end(),
-                                   static_cast<int>(a)) == layout.mesh_axis.end()) {
+    const int axis = static_cast<int>(a);
+    if (coord[a] != 0 &&
+        std::find(layout.mesh_axis.begin(), layout.mesh_axis.end(), axis) ==
+            layout.mesh_axis.end() &&
+        std::find(partial.begin(), partial.end(), axis) == partial.end()) {
       return false;
     }
   }
   return true;
+}
+
+// *sum += addend, element-wise (same dtype and shape).
+void AddInto(const Tensor& addend, Tensor* sum) {
+  for (int64_t i = 0; i < sum->num_elements(); ++i) {
+    if (sum->dtype() == DType::kFloat32) {
+      sum->f32()[i] += addend.f32()[i];
+    } else {
+      sum->i32()[i] += addend.i32()[i];
+    }
+  }
 }
 
 // Copies the intersection of box `src` (sizes src_sizes, starting at global src_begin) and box
@@ -166,6 +182,7 @@ absl::Status CheckConsistent(const v1::CheckpointManifest& m) {
         "versions ", kOldestCheckpointFormatVersion, " to ", kCheckpointFormatVersion, ")"));
   }
   std::map<std::string, std::pair<Shape, DType>> vars;
+  std::map<std::string, int> addends;
   for (const v1::CheckpointVariable& v : m.variables()) {
     ASSIGN_OR_RETURN(Shape shape, Shape::FromProto(v.shape(), absl::StrCat("variable '", v.name(), "'")));
     ASSIGN_OR_RETURN(DType dtype, DTypeFromProto(v.dtype()));
@@ -173,8 +190,16 @@ absl::Status CheckConsistent(const v1::CheckpointManifest& m) {
       return absl::InvalidArgumentError(
           absl::StrCat("variable '", v.name(), "' is listed twice or has no name"));
     }
+    if (v.addends() < 0 || v.addends() > kMaxCheckpointAddends ||
+        (v.addends() > 1 && m.format_version() < 3)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "variable '", v.name(), "' has ", v.addends(), " addends (at most ",
+          kMaxCheckpointAddends, ", and more than 1 only from format 3 on)"));
+    }
+    addends[v.name()] = std::max(1, v.addends());
   }
-  std::map<std::string, std::vector<const v1::CheckpointShard*>> by_var;
+  // By variable and addend: the shards of each addend tile the variable.
+  std::map<std::pair<std::string, int>, std::vector<const v1::CheckpointShard*>> by_var;
   std::set<std::string> files;
   for (const v1::CheckpointShard& s : m.shards()) {
     auto it = vars.find(s.variable());
@@ -209,10 +234,23 @@ absl::Status CheckConsistent(const v1::CheckpointManifest& m) {
                                                      s.variable(), "' says ", s.byte_size(),
                                                      " bytes for ", n, " elements"));
     }
-    by_var[s.variable()].push_back(&s);
+    if (s.addend() < 0 || s.addend() >= addends[s.variable()]) {
+      return absl::InvalidArgumentError(absl::StrCat("shard '", s.file(), "' of variable '",
+                                                     s.variable(), "' is addend ", s.addend(),
+                                                     " of ", addends[s.variable()]));
+    }
+    by_var[{s.variable(), s.addend()}].push_back(&s);
   }
-  for (const auto& [name, sv] : vars) {
-    const std::vector<const v1::CheckpointShard*>& shards = by_var[name];
+  for (const auto& [key, sv] : [&] {
+         // Every (variable, addend) pair, with the variable's type.
+         std::vector<std::pair<std::pair<std::string, int>, std::pair<Shape, DType>>> all;
+         for (const auto& [name, type] : vars) {
+           for (int k = 0; k < addends[name]; ++k) all.push_back({{name, k}, type});
+         }
+         return all;
+       }()) {
+    const std::string& name = key.first;
+    const std::vector<const v1::CheckpointShard*>& shards = by_var[key];
     int64_t covered = 0;
     for (size_t i = 0; i < shards.size(); ++i) {
       covered += shards[i]->byte_size() / DTypeSize(sv.second);
@@ -226,8 +264,9 @@ absl::Status CheckConsistent(const v1::CheckpointManifest& m) {
     }
     if (covered != sv.first.num_elements()) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "the shards of variable '", name, "' cover ", covered, " of its ",
-          sv.first.num_elements(), " elements"));
+          "the shards of variable '", name, "'",
+          addends[name] > 1 ? absl::StrCat(" (addend ", key.second, ")") : "", " cover ", covered,
+          " of its ", sv.first.num_elements(), " elements"));
     }
   }
   return absl::OkStatus();
@@ -237,6 +276,7 @@ struct VariableInfo {
   Shape shape;
   DType dtype = DType::kFloat32;
   TensorLayout layout;
+  std::vector<int> partial;  // sorted partial-sum axes (proto ProgramVariable)
 };
 
 absl::StatusOr<VariableInfo> ParseVariable(const v1::ProgramVariable& v) {
@@ -248,8 +288,84 @@ absl::StatusOr<VariableInfo> ParseVariable(const v1::ProgramVariable& v) {
     return absl::InvalidArgumentError(
         absl::StrCat("variable '", v.name(), "' has a layout of the wrong rank"));
   }
+  info.partial.assign(v.partial_sum_axes().begin(), v.partial_sum_axes().end());
+  std::sort(info.partial.begin(), info.partial.end());
   return info;
 }
+
+// InvalidArgument unless every partial axis of variable `name` is an axis of `mesh`.
+absl::Status CheckPartialAxes(const std::string& name, const std::vector<int>& partial,
+                              const Mesh& mesh) {
+  for (int a : partial) {
+    if (a < 0 || a >= mesh.ndims()) {
+      return absl::InvalidArgumentError(absl::StrCat("variable '", name,
+                                                     "' is a partial sum over mesh axis ", a,
+                                                     ", which mesh ", mesh.ToString(), " lacks"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// This processor's slice of variable `name` (`info`, under the program's mesh) from the shards of
+// `manifest` overlapping it: the sum of its `addends` addends, each assembled as one tiling.
+absl::StatusOr<Tensor> LoadSlice(const v1::CheckpointManifest& manifest,
+                                 const std::string& directory, const std::string& name,
+                                 const VariableInfo& info, const Shape& slice_shape, int addends,
+                                 const Mesh& mesh, const std::vector<int64_t>& coordinate) {
+  const std::vector<int64_t> begin = SliceBegin(info.shape, info.layout, mesh, coordinate);
+  const std::vector<int64_t> sizes = slice_shape.Sizes();
+  Tensor sum(info.dtype, slice_shape);
+  for (int addend = 0; addend < addends; ++addend) {
+    Tensor slice(info.dtype, slice_shape);
+    int64_t covered = 0;
+    for (const v1::CheckpointShard& s : manifest.shards()) {
+      if (s.variable() != name || s.addend() != addend) continue;
+      const std::vector<int64_t> sb(s.begin().begin(), s.begin().end());
+      const std::vector<int64_t> ss(s.slice_shape().begin(), s.slice_shape().end());
+      bool overlaps = true;
+      for (int d = 0; d < info.shape.rank(); ++d) {
+        if (std::max(sb[d], begin[d]) >= std::min(sb[d] + ss[d], begin[d] + sizes[d])) {
+          overlaps = false;
+        }
+      }
+      if (!overlaps) continue;
+      const std::string path = JoinPath(directory, s.file());
+      const std::string what =
+          absl::StrCat("shard file '", s.file(), "' of variable '", name, "' in ", directory);
+      absl::StatusOr<std::string> data = ReadWholeFile(path);
+      if (!data.ok()) {
+        if (data.status().code() == absl::StatusCode::kNotFound) {
+          return absl::NotFoundError(absl::StrCat(what, " is missing"));
+        }
+        return absl::Status(data.status().code(),
+                            absl::StrCat(what, ": ", data.status().message()));
+      }
+      if (static_cast<int64_t>(data->size()) != s.byte_size()) {
+        return absl::DataLossError(absl::StrCat(what, " has ", data->size(),
+                                                " bytes, the manifest says ", s.byte_size(),
+                                                " (truncated or corrupted)"));
+      }
+      const uint64_t sum = Fnv1a64(data->data(), data->size());
+      if (sum != s.checksum()) {
+        return absl::DataLossError(absl::StrFormat(
+            "%s is corrupted: its checksum is %016x, the manifest says %016x", what, sum,
+            s.checksum()));
+      }
+      covered += CopyOverlap(data->data(), sb, ss, static_cast<char*>(TensorData(&slice)), begin,
+                             sizes, DTypeSize(info.dtype));
+    }
+    if (covered != slice.num_elements()) {
+      return absl::DataLossError(absl::StrCat(
+          "the shards of variable '", name, "'",
+          addends > 1 ? absl::StrCat(" (addend ", addend, ")") : "", " cover ", covered,
+          " of the ", slice.num_elements(), " elements of this processor's slice"));
+    }
+    if (addends == 1) return slice;
+    AddInto(slice, &sum);  // in addend order: the same sum on every processor and mesh
+  }
+  return sum;
+}
+
 
 }  // namespace
 
@@ -262,7 +378,8 @@ uint64_t Fnv1a64(const void* data, size_t n, uint64_t hash) {
   return hash;
 }
 
-std::string ShardFileName(const std::string& variable, const std::vector<int64_t>& begin) {
+std::string ShardFileName(const std::string& variable, const std::vector<int64_t>& begin,
+                          int addend) {
   std::string name;
   for (unsigned char c : variable) {
     if (std::isalnum(c) || c == '_' || c == '-') {
@@ -271,7 +388,8 @@ std::string ShardFileName(const std::string& variable, const std::vector<int64_t
       name += absl::StrFormat("%%%02X", c);  // '/', '.', '%' and the rest
     }
   }
-  return absl::StrCat(name, ".", absl::StrJoin(begin, "_"), ".shard");
+  return absl::StrCat(name, ".", absl::StrJoin(begin, "_"),
+                      addend >= 0 ? absl::StrCat(".a", addend) : "", ".shard");
 }
 
 absl::Status WriteFileAtomically(const std::string& path, absl::string_view data) {
@@ -325,6 +443,7 @@ absl::StatusOr<std::vector<v1::CheckpointShard>> SaveShards(
   std::vector<std::tuple<const v1::ProgramVariable*, VariableInfo, const Tensor*>> owned;
   for (const v1::ProgramVariable& v : program.variables()) {
     ASSIGN_OR_RETURN(VariableInfo info, ParseVariable(v));
+    RETURN_IF_ERROR(CheckPartialAxes(v.name(), info.partial, mesh));
     auto it = variables.find(v.name());
     if (it == variables.end()) {
       return absl::FailedPreconditionError(
@@ -336,14 +455,19 @@ absl::StatusOr<std::vector<v1::CheckpointShard>> SaveShards(
                                               it->second.shape().ToString(), ", expected ",
                                               want.ToString()));
     }
-    if (OwnsSlice(info.layout, coordinate)) owned.emplace_back(&v, info, &it->second);
+    if (OwnsSlice(info.layout, info.partial, coordinate)) {
+      owned.emplace_back(&v, info, &it->second);
+    }
   }
   std::vector<v1::CheckpointShard> shards;
   for (const auto& [v, info, slice] : owned) {
     const std::vector<int64_t> begin = SliceBegin(info.shape, info.layout, mesh, coordinate);
     v1::CheckpointShard shard;
     shard.set_variable(v->name());
-    shard.set_file(ShardFileName(v->name(), begin));
+    // A partial sum: this processor's slice is addend `rank along the partial axes`.
+    const int addend = info.partial.empty() ? -1 : mesh.RankInGroup(info.partial, coordinate);
+    shard.set_file(ShardFileName(v->name(), begin, addend));
+    shard.set_addend(std::max(addend, 0));
     for (int64_t b : begin) shard.add_begin(b);
     for (const Dim& d : slice->shape().dims()) shard.add_slice_shape(d.size);
     const int64_t bytes = TensorBytes(*slice);
@@ -359,8 +483,9 @@ absl::StatusOr<std::vector<v1::CheckpointShard>> SaveShards(
 
 absl::StatusOr<v1::CheckpointManifest> BuildManifest(const v1::Program& program, int64_t step,
                                                      std::vector<v1::CheckpointShard> shards) {
+  ASSIGN_OR_RETURN(Mesh mesh, Mesh::FromProto(program.mesh()));
   v1::CheckpointManifest m;
-  m.set_format_version(kCheckpointFormatVersion);
+  m.set_format_version(2);  // 3 below when a variable is saved as addends
   *m.mutable_mesh() = program.mesh();
   *m.mutable_rules() = program.rules();
   m.set_step(step);
@@ -374,6 +499,12 @@ absl::StatusOr<v1::CheckpointManifest> BuildManifest(const v1::Program& program,
     *cv->mutable_shape() = v->shape();
     cv->set_dtype(v->dtype());
     *cv->mutable_layout() = v->layout();
+    if (v->partial_sum_axes_size() > 0) {
+      ASSIGN_OR_RETURN(VariableInfo info, ParseVariable(*v));
+      RETURN_IF_ERROR(CheckPartialAxes(v->name(), info.partial, mesh));
+      cv->set_addends(mesh.GroupSize(info.partial));
+      if (cv->addends() > 1) m.set_format_version(kCheckpointFormatVersion);
+    }
   }
   std::sort(shards.begin(), shards.end(), [](const auto& a, const auto& b) {
     if (a.variable() != b.variable()) return a.variable() < b.variable();
@@ -496,58 +627,30 @@ absl::StatusOr<std::map<std::string, Tensor>> LoadSlices(const v1::CheckpointMan
     return absl::InvalidArgumentError("coordinate does not fit the program's mesh");
   }
   RETURN_IF_ERROR(CheckDirectory(directory));
+  std::map<std::string, int> addends;
+  for (const v1::CheckpointVariable& v : manifest.variables()) {
+    addends[v.name()] = std::max(1, v.addends());
+  }
   std::map<std::string, Tensor> out;
   for (const v1::ProgramVariable& v : program.variables()) {
     ASSIGN_OR_RETURN(VariableInfo info, ParseVariable(v));
+    RETURN_IF_ERROR(CheckPartialAxes(v.name(), info.partial, mesh));
     const Shape slice_shape = SliceShape(info.shape, info.layout, mesh);
-    const std::vector<int64_t> begin = SliceBegin(info.shape, info.layout, mesh, coordinate);
-    const std::vector<int64_t> sizes = slice_shape.Sizes();
-    Tensor slice(info.dtype, slice_shape);
-    int64_t covered = 0;
-    for (const v1::CheckpointShard& s : manifest.shards()) {
-      if (s.variable() != v.name()) continue;
-      const std::vector<int64_t> sb(s.begin().begin(), s.begin().end());
-      const std::vector<int64_t> ss(s.slice_shape().begin(), s.slice_shape().end());
-      bool overlaps = true;
-      for (int d = 0; d < info.shape.rank(); ++d) {
-        if (std::max(sb[d], begin[d]) >= std::min(sb[d] + ss[d], begin[d] + sizes[d])) {
-          overlaps = false;
-        }
-      }
-      if (!overlaps) continue;
-      const std::string path = JoinPath(directory, s.file());
-      const std::string what =
-          absl::StrCat("shard file '", s.file(), "' of variable '", v.name(), "' in ", directory);
-      absl::StatusOr<std::string> data = ReadWholeFile(path);
-      if (!data.ok()) {
-        if (data.status().code() == absl::StatusCode::kNotFound) {
-          return absl::NotFoundError(absl::StrCat(what, " is missing"));
-        }
-        return absl::Status(data.status().code(),
-                            absl::StrCat(what, ": ", data.status().message()));
-      }
-      if (static_cast<int64_t>(data->size()) != s.byte_size()) {
-        return absl::DataLossError(absl::StrCat(what, " has ", data->size(),
-                                                " bytes, the manifest says ", s.byte_size(),
-                                                " (truncated or corrupted)"));
-      }
-      const uint64_t sum = Fnv1a64(data->data(), data->size());
-      if (sum != s.checksum()) {
-        return absl::DataLossError(absl::StrFormat(
-            "%s is corrupted: its checksum is %016x, the manifest says %016x", what, sum,
-            s.checksum()));
-      }
-      covered += CopyOverlap(data->data(), sb, ss, static_cast<char*>(TensorData(&slice)), begin,
-                             sizes, DTypeSize(info.dtype));
+    // A partial-sum variable holds its value on the processor at 0 along its axes: the others
+    // start from zeros (the sum is the same).
+    const bool zeros = std::any_of(info.partial.begin(), info.partial.end(),
+                                   [&](int a) { return coordinate[a] != 0; });
+    if (zeros) {
+      out.emplace(v.name(), Tensor(info.dtype, slice_shape));
+      continue;
     }
-    if (covered != slice.num_elements()) {
-      return absl::DataLossError(absl::StrCat("the shards of variable '", v.name(), "' cover ",
-                                              covered, " of the ", slice.num_elements(),
-                                              " elements of this processor's slice"));
-    }
+    ASSIGN_OR_RETURN(Tensor slice, LoadSlice(manifest, directory, v.name(), info, slice_shape,
+                                             addends[v.name()], mesh, coordinate));
     out.emplace(v.name(), std::move(slice));
   }
   return out;
 }
+
+
 
 }  // namespace meshrt

@@ -10,7 +10,10 @@
 //
 // Saving: each worker calls SaveShards with its executor's variable slices. Only the processor
 // owning a distinct slice writes it — the one at coordinate 0 on every mesh axis the variable's
-// layout does not use — one raw little-endian file per slice, written atomically. The coordinator
+// layout does not use — one raw little-endian file per slice, written atomically. A partial-sum
+// variable (proto ProgramVariable.partial_sum_axes, e.g. a microbatch accumulator in data
+// parallelism) has no one owner along its partial axes: every processor there writes its slice
+// as one addend (its rank along those axes), and the variable's value is their sum (format 3). The coordinator
 // gathers the shard entries of every worker (BuildManifest) and writes `manifest.pbtxt` atomically
 // LAST (WriteManifest, from CheckpointWriter::Commit, just before CURRENT names the version).
 //
@@ -18,7 +21,11 @@
 // program (CheckManifestForProgram: same variable names, logical shapes and dtypes; mesh and
 // layout may differ) and sends it to every worker. Each worker computes its slice of every
 // variable under the NEW mesh and layout and reads every shard overlapping it (LoadSlices),
-// verifying each shard's size and checksum, then installs all slices or none.
+// verifying each shard's size and checksum, then installs all slices or none. A variable saved as
+// addends is restored as their sum (added in addend order); a variable that is a partial sum in
+// the NEW program takes its value on the processors at 0 along its partial axes and zeros on the
+// others. So a checkpoint restores onto any mesh and layout, partial or not, with the same
+// values.
 //
 // Everything here is thread-compatible; functions touching files do blocking I/O.
 #ifndef MESHRT_RUNTIME_CHECKPOINT_H_
@@ -39,16 +46,22 @@
 
 namespace meshrt {
 
-// Written: 2 (manifest_checksum). Read: 1 (old checkpoints, no checksum, no versions) to 2.
-inline constexpr int kCheckpointFormatVersion = 2;
+// Written: 2 (manifest_checksum), or 3 when a variable is saved as addends (a partial-sum variable,
+// proto CheckpointVariable.addends). Read: 1 (old checkpoints, no checksum, no versions) to 3.
+inline constexpr int kCheckpointFormatVersion = 3;
+// Most addends one variable may have (the size of a mesh group; a manifest saying more is
+// damaged).
+inline constexpr int kMaxCheckpointAddends = 1 << 16;
 inline constexpr int kOldestCheckpointFormatVersion = 1;
 inline constexpr char kCheckpointManifestFile[] = "manifest.pbtxt";
 
 // 64-bit FNV-1a of `n` bytes (continuing from `hash`).
 uint64_t Fnv1a64(const void* data, size_t n, uint64_t hash = 0xcbf29ce484222325ULL);
 
-// "<variable, percent-encoded>.<begin joined by '_'>.shard", e.g. "layer%2Fw.0_16.shard".
-std::string ShardFileName(const std::string& variable, const std::vector<int64_t>& begin);
+// "<variable, percent-encoded>.<begin joined by '_'>.shard", e.g. "layer%2Fw.0_16.shard"; with
+// `addend` >= 0 (one addend of a partial-sum variable), "layer%2Fw%2Facc.0_16.a1.shard".
+std::string ShardFileName(const std::string& variable, const std::vector<int64_t>& begin,
+                          int addend = -1);
 
 // Writes `data` to `path` atomically: `path`.tmp in the same directory (never through a symlink
 // planted there), fsync, rename, fsync of the directory. Errors keep errno's meaning (NotFound for a missing directory, ...) and name the file.

@@ -121,6 +121,21 @@ absl::Status Executor::RunPlan(const std::map<std::string, Tensor>& input_slices
     }
     if (!s.ok() || i == count) break;
     if (!plan.runs[i]) continue;
+    if (plan.guarded[i]) {
+      absl::StatusOr<bool> skipped = SkipGuarded(i);
+      if (!skipped.ok()) {
+        s = InstructionError(i, skipped.status());
+        break;
+      }
+      if (*skipped) {
+        s = Enter(i);
+        if (!s.ok()) break;
+        ForEachRead(plan, i, [&](int b) {
+          if (Dead(b, i) && b != program_.instructions(i).output()) Recycle(b);
+        });
+        continue;
+      }
+    }
     if (plan.due[i] >= 0) {
       pending.push_back(i);
       next_due = std::min(next_due, plan.due[i]);
@@ -147,6 +162,31 @@ absl::Status Executor::RunPlan(const std::map<std::string, Tensor>& input_slices
   StoreVariables(/*step_succeeded=*/s.ok());
   plan_ = nullptr;
   return s;
+}
+
+absl::StatusOr<bool> Executor::SkipGuarded(int index) {
+  const v1::Instruction& instr = program_.instructions(index);
+  const int p = instr.predicate();
+  if (p < 0 || p >= program_.num_buffers() || !buffers_[p].has_value() ||
+      buffers_[p]->num_elements() != 1) {
+    return Invalid(absl::StrCat("its predicate, buffer ", p, ", is ",
+                                p < 0 || p >= program_.num_buffers() ? "out of range"
+                                : !buffers_[p].has_value()           ? "not written yet"
+                                                                     : "not a scalar"));
+  }
+  const Tensor& value = *buffers_[p];
+  const bool zero =
+      value.dtype() == DType::kFloat32 ? value.f32()[0] == 0.0f : value.i32()[0] == 0;
+  if (!zero) return false;
+  auto dtype = DTypeFromProto(instr.dtype());
+  if (!dtype.ok()) return Invalid(std::string(dtype.status().message()));
+  ASSIGN_OR_RETURN(const Shape shape, Shape::FromProto(instr.slice_shape(), "slice_shape"));
+  if (instr.output() < 0 || instr.output() >= program_.num_buffers()) {
+    return Invalid(absl::StrCat("writes buffer ", instr.output(), " but the program has ",
+                                program_.num_buffers()));
+  }
+  buffers_[instr.output()] = Tensor(*dtype, shape);
+  return true;
 }
 
 void Executor::Recycle(int b) {
@@ -194,6 +234,32 @@ const Executor::Plan& Executor::PlanFor(const std::vector<std::string>* fetches)
       plan.runs[i] = true;
       for (int b : instr.inputs()) {
         if (valid(b)) needed[b] = true;
+      }
+      if (instr.has_predicate() && valid(instr.predicate())) {
+        needed[instr.predicate()] = true;
+        pin(instr.predicate());  // read when the instruction is reached
+      }
+    }
+  }
+  // Guarded instructions (proto Instruction.predicate) may be skipped unless a fetched output
+  // depends on them: then they run, so that every fetched value is exact.
+  plan.guarded.assign(count, false);
+  if (fetches != nullptr) {
+    std::vector<bool> fetched(n, false);
+    for (const v1::ProgramTensor& t : program_.outputs()) {
+      if (valid(t.buffer()) && std::binary_search(key.begin(), key.end(), t.name())) {
+        fetched[t.buffer()] = true;
+      }
+    }
+    for (int i = count - 1; i >= 0; --i) {
+      const v1::Instruction& instr = program_.instructions(i);
+      if (!plan.runs[i] || !valid(instr.output())) continue;
+      if (!fetched[instr.output()]) {
+        plan.guarded[i] = instr.has_predicate();
+        continue;
+      }
+      for (int b : instr.inputs()) {
+        if (valid(b)) fetched[b] = true;
       }
     }
   }

@@ -63,7 +63,12 @@ class Executor {
 
   // Runs only the instructions that the outputs named in `fetches` and the variables' updates
   // depend on (as TensorFlow prunes a step to its fetches): e.g. a training step that fetches the
-  // loss skips a gradient nobody reads and a global norm nobody clips with. Afterwards only those
+  // loss skips a gradient nobody reads and a global norm nobody clips with. A guarded instruction
+  // (proto Instruction.predicate) that no fetched output depends on is skipped, its output zeros,
+  // on steps where its predicate is zero; the decision is made when the run reaches it, before a
+  // small allreduce is deferred for fusion, so only allreduces that run are fused and every
+  // processor (same program, fetches and replicated predicate) skips the same ones. Run(feeds)
+  // runs every guarded instruction. Afterwards only those
   // outputs (and variables) are readable; the others are FailedPrecondition in OutputSlice. Every
   // processor of a step must get the same fetches, so that all run the same collectives (the
   // coordinator sends one list to all). Names that are not outputs select nothing (OutputSlice
@@ -132,7 +137,13 @@ class Executor {
     std::vector<bool> pinned;       // inputs, fetched outputs, variables, deferred allreduces'
                                     // inputs: never freed early
     std::map<int, FusedUpdate> fused;  // S -> the einsum and mul it runs with
+    std::vector<bool> guarded;      // instruction -> skipped (zeros written) when its predicate
+                                    // is 0: has one, and no fetched output depends on it
   };
+  // Guarded instruction `index` (Plan::guarded): when its predicate is zero, writes zeros of its
+  // slice shape to its output and returns true (the caller skips it); false when it runs.
+  // InvalidArgument when the predicate buffer is out of range, unwritten or not a scalar.
+  absl::StatusOr<bool> SkipGuarded(int index);
   // Finds the fusable updates among the running instructions of `plan` (before its buffers'
   // readers are counted).
   void FuseScaledEinsums(Plan* plan) const;

@@ -135,6 +135,17 @@ absl::StatusOr<Tensor> Assemble(
   return whole;
 }
 
+// *sum += addend, element-wise (same dtype and shape).
+void AddInto(const Tensor& addend, Tensor* sum) {
+  for (int64_t i = 0; i < sum->num_elements(); ++i) {
+    if (sum->dtype() == DType::kFloat32) {
+      sum->f32()[i] += addend.f32()[i];
+    } else {
+      sum->i32()[i] += addend.i32()[i];
+    }
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<std::map<std::string, Tensor>> RunOnSimulatedMesh(
@@ -216,7 +227,36 @@ absl::StatusOr<std::map<std::string, Tensor>> SimulatedMesh::Variables() const {
       }
       return it->second;
     };
-    ASSIGN_OR_RETURN(Tensor whole, Assemble(mesh_, info, slice_of, options_.replica_tolerance));
+    std::vector<int> partial(var.partial_sum_axes().begin(), var.partial_sum_axes().end());
+    std::sort(partial.begin(), partial.end());
+    const bool bad_axis = std::any_of(partial.begin(), partial.end(),
+                                      [&](int a) { return a < 0 || a >= mesh_.ndims(); });
+    if (bad_axis) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "variable '", var.name(), "' is partial over a mesh axis not in mesh ",
+          mesh_.ToString()));
+    }
+    if (partial.empty()) {
+      ASSIGN_OR_RETURN(Tensor whole, Assemble(mesh_, info, slice_of, options_.replica_tolerance));
+      result[var.name()] = std::move(whole);
+      continue;
+    }
+    // A partial sum (proto ProgramVariable): the value is the sum, over the processors differing
+    // only along the partial axes, of their slices. Assemble each addend (the processors at one
+    // coordinate along those axes), then add them in coordinate order.
+    Tensor whole(info.dtype, info.shape);
+    const std::vector<int64_t> origin(mesh_.ndims(), 0);
+    for (int q : mesh_.GroupMembers(partial, origin)) {
+      const std::vector<int64_t> at = mesh_.Coordinate(q);
+      auto addend_slice = [&](int p) -> absl::StatusOr<Tensor> {
+        std::vector<int64_t> c = mesh_.Coordinate(p);
+        for (int a : partial) c[a] = at[a];
+        return slice_of(mesh_.ProcessorNumber(c));
+      };
+      ASSIGN_OR_RETURN(Tensor addend,
+                       Assemble(mesh_, info, addend_slice, options_.replica_tolerance));
+      AddInto(addend, &whole);
+    }
     result[var.name()] = std::move(whole);
   }
   return result;
@@ -233,8 +273,13 @@ absl::Status SimulatedMesh::SetVariables(const std::map<std::string, Tensor>& wh
     }
     const TensorLayout layout = TensorLayout::FromProto(var->layout());
     for (int p = 0; p < mesh_.num_processors(); ++p) {
-      RETURN_IF_ERROR(executors_[p]->SetVariable(
-          name, ExtractSlice(value, layout, mesh_, mesh_.Coordinate(p))));
+      const std::vector<int64_t> c = mesh_.Coordinate(p);
+      Tensor slice = ExtractSlice(value, layout, mesh_, c);
+      // A partial-sum variable: the value on the processor at 0 along its axes, zeros elsewhere.
+      for (int a : var->partial_sum_axes()) {
+        if (a >= 0 && a < mesh_.ndims() && c[a] != 0) slice = Tensor(slice.dtype(), slice.shape());
+      }
+      RETURN_IF_ERROR(executors_[p]->SetVariable(name, std::move(slice)));
     }
   }
   return absl::OkStatus();

@@ -65,12 +65,14 @@ class SimulatedMesh {
   absl::StatusOr<std::map<std::string, Tensor>> Step(
       const std::map<std::string, Tensor>& whole_feeds, const std::vector<std::string>& fetches = {});
 
-  // Every variable as a whole tensor (assembled from the processors' slices, replicas checked).
+  // Every variable as a whole tensor (assembled from the processors' slices, replicas checked;
+  // a partial-sum variable, proto ProgramVariable.partial_sum_axes, summed over its axes).
   // FailedPrecondition (in Internal) before the first step initialises them.
   absl::StatusOr<std::map<std::string, Tensor>> Variables() const;
 
-  // Replaces variables' values: each processor takes its slice of the whole tensor. NotFound for a
-  // name that is not a variable; the executor's InvalidArgument for a wrong shape.
+  // Replaces variables' values: each processor takes its slice of the whole tensor (a partial-sum
+  // variable: the processors at 0 along its axes; zeros on the others). NotFound for a name that
+  // is not a variable; the executor's InvalidArgument for a wrong shape.
   absl::Status SetVariables(const std::map<std::string, Tensor>& whole);
 
  private:
