@@ -264,12 +264,17 @@ absl::StatusOr<TrainOps> Minimize(GraphBuilder& b, const TensorRef& loss,
     // Accumulate: acc holds the sum of this cycle's earlier gradients; the applied gradient is the
     // mean of the K (with loss = a mean over each equal-sized microbatch, that is the gradient of
     // the mean loss over the K microbatches together).
+    // Every sum before the first mean: distributed, each sum's allreduce (once per cycle) then
+    // waits for the first mean, and the small ones fuse into one (runtime/executor.h).
+    std::vector<TensorRef> sums;
     for (size_t i = 0; i < variables.size(); ++i) {
       const TensorRef& v = variables[i];
       TensorRef acc = Accumulator(b, v.name + "/acc", v.shape, apply.name);
-      TensorRef sum = b.Add(acc, grads[i]);
-      b.Assign(acc, ops.WhereScalar(accumulating, sum, 0.0f), "train/update/" + acc.name);
-      grads[i] = ops.WithScalar("div", sum, static_cast<float>(k));
+      sums.push_back(b.Add(acc, grads[i]));
+      b.Assign(acc, ops.WhereScalar(accumulating, sums.back(), 0.0f), "train/update/" + acc.name);
+    }
+    for (size_t i = 0; i < variables.size(); ++i) {
+      grads[i] = ops.WithScalar("div", sums[i], static_cast<float>(k));
     }
   }
 
