@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 
 #include "core/builder.h"
 #include "core/lowering.h"
@@ -149,6 +150,98 @@ TEST(CheckpointTest, SavedOnTwoByTwoRestoresUnderOtherMeshesAndLayouts) {
     SCOPED_TRACE(mesh + " / " + rules);
     ExpectRestores(LowerOn(mesh, rules), dir, whole);
   }
+}
+
+// `program` with variable w2 a partial sum over mesh axis `axis` (proto ProgramVariable), as the
+// lowering makes a microbatch accumulator.
+v1::Program WithPartialW2(v1::Program program, int axis) {
+  for (v1::ProgramVariable& v : *program.mutable_variables()) {
+    if (v.name() == "w2") v.add_partial_sum_axes(axis);
+  }
+  return program;
+}
+
+// A partial-sum variable is saved as one addend per processor along its axes (format 3) and
+// restores as their sum onto any mesh: whole on an ordinary variable; on a partial one, on the
+// processors at 0 along its axes and zeros on the others.
+TEST(CheckpointTest, PartialSumVariablesAreSavedAsAddendsAndRestoreAsTheirSum) {
+  const std::string dir = MakeTempDir();
+  const v1::Program saved = WithPartialW2(LowerOn(kSaveMesh, kSaveRules), 0);  // over rows
+  const Mesh mesh = *Mesh::FromProto(saved.mesh());
+  const auto whole = WholeValues();
+  // Row 0 holds w2 - 1, row 1 holds 1: the sum is w2.
+  std::vector<v1::CheckpointShard> shards;
+  for (int p = 0; p < mesh.num_processors(); ++p) {
+    const std::vector<int64_t> coord = mesh.Coordinate(p);
+    auto slices = SlicesAt(saved, whole, coord);
+    Tensor& w2 = slices.at("w2");
+    for (int64_t i = 0; i < w2.num_elements(); ++i) w2.f32()[i] = coord[0] == 0 ? w2.f32()[i] - 1 : 1;
+    ASSERT_OK_AND_ASSIGN(std::vector<v1::CheckpointShard> mine,
+                         SaveShards(saved, coord, slices, dir));
+    shards.insert(shards.end(), mine.begin(), mine.end());
+  }
+  ASSERT_OK_AND_ASSIGN(v1::CheckpointManifest built, BuildManifest(saved, 3, shards));
+  ASSERT_OK(WriteManifest(dir, built));
+  ASSERT_OK_AND_ASSIGN(v1::CheckpointManifest manifest, ReadManifest(dir));
+  EXPECT_EQ(manifest.format_version(), 3);
+  for (const v1::CheckpointVariable& v : manifest.variables()) {
+    EXPECT_EQ(v.addends(), v.name() == "w2" ? 2 : 0) << v.name();
+  }
+  // w2: its 2 slices over cols, each as 2 addends.
+  EXPECT_EQ(manifest.shards_size(), 4 + 4 + 2 + 1);
+  EXPECT_TRUE(fs::exists(fs::path(dir) / "w2.6_0.a1.shard"));
+  for (const auto& [mesh_text, rules] : std::vector<std::pair<std::string, std::string>>{
+           {"x:4", "hidden:x"}, {"x:1", ""}, {kSaveMesh, kSaveRules}}) {
+    SCOPED_TRACE(mesh_text + " / " + rules);
+    ExpectRestores(LowerOn(mesh_text, rules), dir, whole);
+  }
+  // Onto a partial w2 over b of a:2,b:2: the value where b is 0, zeros where it is 1.
+  const v1::Program target = WithPartialW2(LowerOn("a:2,b:2", "d_out:a"), 1);
+  const Mesh target_mesh = *Mesh::FromProto(target.mesh());
+  for (int p = 0; p < target_mesh.num_processors(); ++p) {
+    const std::vector<int64_t> coord = target_mesh.Coordinate(p);
+    ASSERT_OK_AND_ASSIGN(auto got, LoadSlices(manifest, dir, target, coord));
+    Tensor want = SlicesAt(target, whole, coord).at("w2");
+    if (coord[1] != 0) want = Tensor(want.dtype(), want.shape());
+    EXPECT_EQ(MaxRelativeError(got.at("w2"), want), 0) << "processor " << p;
+  }
+}
+
+TEST(CheckpointTest, AddendsThatDoNotTileAreDataLoss) {
+  const std::string dir = MakeTempDir();
+  const v1::Program saved = WithPartialW2(LowerOn(kSaveMesh, kSaveRules), 0);
+  SaveAll(saved, WholeValues(), dir);
+  ASSERT_OK_AND_ASSIGN(const v1::CheckpointManifest good, ReadManifest(dir));
+  auto rewritten = [&](const std::function<void(v1::CheckpointManifest*)>& change) {
+    v1::CheckpointManifest m = good;
+    change(&m);
+    EXPECT_TRUE(WriteManifest(dir, m).ok());  // checksummed again: a consistent-looking file
+    return ReadManifest(dir).status();
+  };
+  auto find_shard = [](v1::CheckpointManifest* m, const std::string& file) {
+    for (v1::CheckpointShard& s : *m->mutable_shards()) {
+      if (s.file() == file) return &s;
+    }
+    ADD_FAILURE() << "no shard " << file;
+    return &*m->mutable_shards()->begin();
+  };
+  EXPECT_TRUE(StatusIs(rewritten([&](v1::CheckpointManifest* m) {
+                         find_shard(m, "w2.6_0.a1.shard")->set_addend(0);
+                       }),
+                       absl::StatusCode::kDataLoss, {"'w2'", "overlap"}));
+  EXPECT_TRUE(StatusIs(rewritten([&](v1::CheckpointManifest* m) {
+                         find_shard(m, "w2.6_0.a1.shard")->set_addend(2);
+                       }),
+                       absl::StatusCode::kDataLoss, {"w2.6_0.a1.shard", "addend 2 of 2"}));
+  EXPECT_TRUE(StatusIs(rewritten([&](v1::CheckpointManifest* m) {
+                         auto* shards = m->mutable_shards();
+                         shards->erase(std::find_if(shards->begin(), shards->end(), [](auto& s) {
+                           return s.file() == "w2.0_0.a1.shard";
+                         }));
+                       }),
+                       absl::StatusCode::kDataLoss, {"'w2' (addend 1) cover 24 of its 48"}));
+  EXPECT_TRUE(StatusIs(rewritten([](v1::CheckpointManifest* m) { m->set_format_version(2); }),
+                       absl::StatusCode::kDataLoss, {"'w2' has 2 addends", "format 3"}));
 }
 
 TEST(CheckpointTest, CorruptedShardIsRefusedNamingTheFileWhereItIsNeeded) {
