@@ -118,8 +118,15 @@ std::string ExplainProgram(const v1::Program& program, const std::vector<std::st
   }
   absl::StrAppend(&out, "communication:\n");
   const std::vector<bool> runs = StepInstructions(program, fetches);
-  int64_t total = 0, on_fetch_total = 0;
-  int steps = 0, on_fetch_steps = 0;
+  int64_t total = 0, on_fetch_total = 0, guarded_total = 0;
+  int steps = 0, on_fetch_steps = 0, guarded_steps = 0;
+  // A guarded step's predicate, by the output bound to its buffer.
+  auto predicate_name = [&](int buffer) {
+    for (const v1::ProgramTensor& t : program.outputs()) {
+      if (t.buffer() == buffer) return t.name();
+    }
+    return absl::StrCat("buffer ", buffer);
+  };
   for (int i = 0; i < program.instructions_size(); ++i) {
     const v1::Instruction& inst = program.instructions(i);
     if (!inst.has_collective()) continue;
@@ -134,10 +141,19 @@ std::string ExplainProgram(const v1::Program& program, const std::vector<std::st
                           "  #%-3d %-12s %-18s over %-10s slice %-22s %10d B sent per worker%s\n",
                           i, inst.source_op(), kind, AxesName(program, c),
                           Shape::FromProto(inst.slice_shape()).value_or(Shape()).ToString(),
-                          cost.sent_bytes, runs[i] ? "" : " (on fetch)");
+                          cost.sent_bytes,
+                          !runs[i]             ? " (on fetch)"
+                          : inst.has_predicate() ? absl::StrCat(" (when '",
+                                                                predicate_name(inst.predicate()),
+                                                                "' is nonzero)")
+                                                 : "");
     if (runs[i]) {
       total += cost.sent_bytes;
       ++steps;
+      if (inst.has_predicate()) {
+        guarded_total += cost.sent_bytes;
+        ++guarded_steps;
+      }
     } else {
       on_fetch_total += cost.sent_bytes;
       ++on_fetch_steps;
@@ -146,6 +162,11 @@ std::string ExplainProgram(const v1::Program& program, const std::vector<std::st
   if (steps + on_fetch_steps == 0) absl::StrAppend(&out, "  (none: every step is local)\n");
   absl::StrAppend(&out, "total: ", steps, " communication step(s), ", total,
                   " bytes sent per worker\n");
+  if (guarded_steps > 0) {
+    absl::StrAppend(&out, "  of which guarded: ", guarded_steps, " step(s), ", guarded_total,
+                    " bytes, run only on steps where their predicate is nonzero (e.g. once per K "
+                    "microbatches) or whose fetches need them\n");
+  }
   if (on_fetch_steps > 0) {
     absl::StrAppend(&out, "on fetch: ", on_fetch_steps, " more step(s), ", on_fetch_total,
                     " bytes, run only when their tensors are fetched\n");

@@ -35,7 +35,9 @@ int64_t SentBytesPerStep(const v1::Program& program,
 // Multi-line report: header (mesh, rules), a table of tensors, a table of communication steps and
 // the total bytes sent per worker in a step (StepInstructions with `fetches`). Steps outside it
 // (resolves that run only when their tensor is fetched) are listed marked "(on fetch)" and
-// totalled apart.
+// totalled apart. Guarded steps (proto Instruction.predicate, e.g. a microbatch accumulator's
+// allreduce) count in the total, as on a step that runs them, are marked "(when 'P' is nonzero)"
+// and subtotalled.
 std::string ExplainProgram(const v1::Program& program,
                            const std::vector<std::string>* fetches = nullptr);
 

@@ -206,6 +206,12 @@ TEST(MicrobatchAccumulateTest, DataParallelGradientsAreAllreducedOncePerCycle) {
     guarded_elements += SliceElements(inst);
   }
   EXPECT_EQ(guarded_elements, 280);
+  // explain marks them and subtotals them (in the step total: an applying step sends them).
+  const std::string explained = ExplainProgram(p);
+  EXPECT_TRUE(absl::StrContains(explained, "(when 'train/apply' is nonzero)")) << explained;
+  EXPECT_TRUE(absl::StrContains(explained, absl::StrCat("of which guarded: 4 step(s), ",
+                                                        2 * 3 * 280, " bytes")))
+      << explained;
 
   // What a step fetching the loss reduces besides the gradients: the loss itself.
   const std::vector<std::string> fetches = {t.loss};
