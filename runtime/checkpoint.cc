@@ -307,15 +307,18 @@ absl::Status CheckPartialAxes(const std::string& name, const std::vector<int>& p
 }
 
 // This processor's slice of variable `name` (`info`, under the program's mesh) from the shards of
-// `manifest` overlapping it: the sum of its `addends` addends, each assembled as one tiling.
+// `manifest` overlapping it: the sum of its addends first_addend..end_addend-1, each assembled as
+// one tiling.
 absl::StatusOr<Tensor> LoadSlice(const v1::CheckpointManifest& manifest,
                                  const std::string& directory, const std::string& name,
-                                 const VariableInfo& info, const Shape& slice_shape, int addends,
-                                 const Mesh& mesh, const std::vector<int64_t>& coordinate) {
+                                 const VariableInfo& info, const Shape& slice_shape,
+                                 int first_addend, int end_addend, const Mesh& mesh,
+                                 const std::vector<int64_t>& coordinate) {
   const std::vector<int64_t> begin = SliceBegin(info.shape, info.layout, mesh, coordinate);
   const std::vector<int64_t> sizes = slice_shape.Sizes();
+  const int addends = end_addend - first_addend;
   Tensor sum(info.dtype, slice_shape);
-  for (int addend = 0; addend < addends; ++addend) {
+  for (int addend = first_addend; addend < end_addend; ++addend) {
     Tensor slice(info.dtype, slice_shape);
     int64_t covered = 0;
     for (const v1::CheckpointShard& s : manifest.shards()) {
@@ -636,16 +639,23 @@ absl::StatusOr<std::map<std::string, Tensor>> LoadSlices(const v1::CheckpointMan
     ASSIGN_OR_RETURN(VariableInfo info, ParseVariable(v));
     RETURN_IF_ERROR(CheckPartialAxes(v.name(), info.partial, mesh));
     const Shape slice_shape = SliceShape(info.shape, info.layout, mesh);
-    // A partial-sum variable holds its value on the processor at 0 along its axes: the others
-    // start from zeros (the sum is the same).
-    const bool zeros = std::any_of(info.partial.begin(), info.partial.end(),
-                                   [&](int a) { return coordinate[a] != 0; });
-    if (zeros) {
-      out.emplace(v.name(), Tensor(info.dtype, slice_shape));
-      continue;
+    const int saved = addends[v.name()];
+    int first = 0, end = saved;  // the addends this processor sums
+    if (!info.partial.empty()) {
+      const int rank = mesh.RankInGroup(info.partial, coordinate);
+      if (mesh.GroupSize(info.partial) == saved) {
+        // As many processors along the partial axes as addends: rank r takes addend r (the same
+        // sum; restored where it was saved, every processor gets its own slices back bitwise).
+        first = rank;
+        end = rank + 1;
+      } else if (rank != 0) {
+        // Otherwise the processor at 0 along the axes takes the sum; the others start from zeros.
+        out.emplace(v.name(), Tensor(info.dtype, slice_shape));
+        continue;
+      }
     }
     ASSIGN_OR_RETURN(Tensor slice, LoadSlice(manifest, directory, v.name(), info, slice_shape,
-                                             addends[v.name()], mesh, coordinate));
+                                             first, end, mesh, coordinate));
     out.emplace(v.name(), std::move(slice));
   }
   return out;

@@ -22,9 +22,11 @@
 // layout may differ) and sends it to every worker. Each worker computes its slice of every
 // variable under the NEW mesh and layout and reads every shard overlapping it (LoadSlices),
 // verifying each shard's size and checksum, then installs all slices or none. A variable saved as
-// addends is restored as their sum (added in addend order); a variable that is a partial sum in
-// the NEW program takes its value on the processors at 0 along its partial axes and zeros on the
-// others. So a checkpoint restores onto any mesh and layout, partial or not, with the same
+// addends is restored as their sum (added in addend order). A variable that is a partial sum in
+// the NEW program: where its group along the partial axes has as many processors as the
+// checkpoint has addends, rank r takes addend r (restored on the mesh it was saved on, every
+// slice comes back bitwise); otherwise the processors at 0 along those axes take the sum and the
+// others zeros. So a checkpoint restores onto any mesh and layout, partial or not, with the same
 // values.
 //
 // Everything here is thread-compatible; functions touching files do blocking I/O.
