@@ -185,7 +185,10 @@ absl::StatusOr<bool> Executor::SkipGuarded(int index) {
     return Invalid(absl::StrCat("writes buffer ", instr.output(), " but the program has ",
                                 program_.num_buffers()));
   }
-  buffers_[instr.output()] = Tensor(*dtype, shape);
+  // Zeros in recycled storage: a fresh allocation of a whole gradient would page-fault every step.
+  Tensor zeros = pool_.Take(*dtype, shape);
+  std::memset(TensorData(&zeros), 0, static_cast<size_t>(TensorBytes(zeros)));
+  buffers_[instr.output()] = std::move(zeros);
   return true;
 }
 
