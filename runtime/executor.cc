@@ -113,6 +113,8 @@ absl::Status Executor::RunPlan(const std::map<std::string, Tensor>& input_slices
   plan_ = &plan;
   last_write_.assign(buffers_.size(), -1);
   last_read_.assign(buffers_.size(), -1);
+  item_instruction_.clear();
+  step_first_item_ = issued_;
   absl::Status s = LoadVariables();
   std::vector<int> pending;  // deferred allreduces
   std::vector<int> reads, writes;
@@ -147,7 +149,7 @@ absl::Status Executor::RunPlan(const std::map<std::string, Tensor>& input_slices
       writes.push_back(program_.instructions(fused->second.einsum).output());
       writes.push_back(program_.instructions(fused->second.mul).output());
     }
-    s = WaitForBuffers(reads, writes);
+    s = WaitForBuffers(i, reads, writes);
     if (!s.ok()) break;
     Tensor out;
     if (fused == plan.fused.end()) {

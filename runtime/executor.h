@@ -215,13 +215,16 @@ class Executor {
   // Runs collective instruction `index` and recycles its dead input: `queued` on the
   // communication thread (or as queued work on the calling thread), else inline.
   absl::Status RunCollectiveInstruction(int index, bool queued);
-  // Blocks until no queued or running work writes a buffer of `reads` or touches one of `writes`.
-  // The failure of the step's queued work, if any (then it stops waiting at once).
-  absl::Status WaitForBuffers(const std::vector<int>& reads, const std::vector<int>& writes);
+  // Blocks until no queued or running work writes a buffer of `reads` or touches one of `writes`,
+  // for instruction `index`. The failure of the step's queued work, if any (then it stops waiting
+  // at once).
+  absl::Status WaitForBuffers(int index, const std::vector<int>& reads,
+                              const std::vector<int>& writes);
   // Blocks until work number `seq` has finished, or (unless `drain`) any work failed; the first
   // failure of the step's work, if any. While waiting, runs queued work itself when the
-  // communication thread is idle.
-  absl::Status WaitForWork(int64_t seq, bool drain) ABSL_LOCKS_EXCLUDED(comm_mu_);
+  // communication thread is idle, and reports the collective it waits in to activity_
+  // (StepActivity::WaitsIn), then instruction `resume` again (-1: none).
+  absl::Status WaitForWork(int64_t seq, bool drain, int resume) ABSL_LOCKS_EXCLUDED(comm_mu_);
   // Recycles internal buffer `b` now, or after the queued work that reads it.
   void RecycleWhenUnread(int b);
   // Waits for every issued work item; returns the step's first failure among them and forgets it.
@@ -278,6 +281,10 @@ class Executor {
   std::vector<int64_t> last_write_, last_read_;
   int64_t issued_ = 0;
   int64_t done_seen_ = 0;
+  // The instruction of each item issued in this step (-1: a recycle), from item number
+  // step_first_item_ on.
+  std::vector<int> item_instruction_;
+  int64_t step_first_item_ = 0;
   // Shared with the communication thread. Work runs one item at a time in issue order, so item k
   // has finished once comm_done_ > k.
   absl::Mutex comm_mu_;

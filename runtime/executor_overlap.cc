@@ -67,7 +67,7 @@ absl::Status Executor::IssueCollective(int index) {
           .ok() &&
       mesh_.GroupSize(axes) == 1;
   if (local || !options_.overlap_comm) {
-    RETURN_IF_ERROR(WaitForBuffers(reads, writes));
+    RETURN_IF_ERROR(WaitForBuffers(index, reads, writes));
     return RunCollectiveInstruction(index, /*queued=*/false);
   }
   return Issue(
@@ -79,6 +79,7 @@ absl::Status Executor::Issue(int index, CommWork work, const std::vector<int>& r
                              const std::vector<int>& writes) {
   if (!options_.overlap_comm) return work();
   const int64_t seq = issued_++;
+  item_instruction_.push_back(index);
   const int n = static_cast<int>(last_write_.size());
   for (int b : reads) {
     if (b >= 0 && b < n) last_read_[b] = seq;
@@ -102,7 +103,7 @@ absl::Status Executor::Issue(int index, CommWork work, const std::vector<int>& r
   return comm_status_;
 }
 
-absl::Status Executor::WaitForBuffers(const std::vector<int>& reads,
+absl::Status Executor::WaitForBuffers(int index, const std::vector<int>& reads,
                                       const std::vector<int>& writes) {
   int64_t need = -1;
   const int n = static_cast<int>(last_write_.size());
@@ -113,12 +114,24 @@ absl::Status Executor::WaitForBuffers(const std::vector<int>& reads,
     if (b >= 0 && b < n) need = std::max({need, last_write_[b], last_read_[b]});
   }
   if (need < done_seen_) return absl::OkStatus();
-  return WaitForWork(need, /*drain=*/false);
+  return WaitForWork(need, /*drain=*/false, /*resume=*/index);
 }
 
-absl::Status Executor::WaitForWork(int64_t seq, bool drain) {
+absl::Status Executor::WaitForWork(int64_t seq, bool drain, int resume) {
   absl::MutexLock lock(&comm_mu_);
+  int shown = -1;  // the collective activity_ names
+  auto show = [&](int64_t item) {
+    const int64_t k = item - step_first_item_;
+    if (activity_ == nullptr || k < 0 || k >= static_cast<int64_t>(item_instruction_.size())) {
+      return;
+    }
+    const int instruction = item_instruction_[k];
+    if (instruction < 0 || instruction == shown) return;
+    activity_->WaitsIn(instruction);
+    shown = instruction;
+  };
   while (comm_done_ <= seq && (drain || comm_status_.ok())) {
+    show(comm_done_);  // the item running or next: the earliest unfinished
     if (!comm_running_ && !comm_queue_.empty()) {
       // The communication thread has not taken it yet: run it here rather than wait for a wakeup.
       RunFrontWork();
@@ -126,16 +139,17 @@ absl::Status Executor::WaitForWork(int64_t seq, bool drain) {
     }
     struct Args {
       Executor* e;
-      int64_t seq;
+      int64_t done;
       bool drain;
-    } args{this, seq, drain};
+    } args{this, comm_done_, drain};
     comm_mu_.Await(absl::Condition(
         +[](Args* a) {
-          return a->e->comm_done_ > a->seq || (!a->drain && !a->e->comm_status_.ok()) ||
+          return a->e->comm_done_ != a->done || (!a->drain && !a->e->comm_status_.ok()) ||
                  (!a->e->comm_running_ && !a->e->comm_queue_.empty());
         },
         &args));
   }
+  if (shown >= 0 && resume >= 0) activity_->WaitsIn(resume);
   done_seen_ = comm_done_;
   return comm_status_;
 }
@@ -161,7 +175,8 @@ void Executor::RecycleWhenUnread(int b) {
 
 absl::Status Executor::DrainComm() {
   if (!options_.overlap_comm) return absl::OkStatus();
-  WaitForWork(issued_ - 1, /*drain=*/true).IgnoreError();  // at once when nothing is queued
+  // At once when nothing is queued.
+  WaitForWork(issued_ - 1, /*drain=*/true, /*resume=*/-1).IgnoreError();
   absl::MutexLock lock(&comm_mu_);
   absl::Status s = std::move(comm_status_);
   comm_status_ = absl::OkStatus();

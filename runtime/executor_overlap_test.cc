@@ -409,7 +409,44 @@ TEST(ExecutorOverlapTest, AnAbortWhileACollectiveIsInFlightEndsTheStepWithAborte
   EXPECT_TRUE(StatusIs(s, absl::StatusCode::kAborted,
                        {"instruction 1", "source_op 'hg'", "collective ALLGATHER", "aborted"}));
   EXPECT_EQ(comm.gathers, 1);
-  EXPECT_EQ(activity.Read().instruction, 3);  // the calling thread got as far as s
+  EXPECT_EQ(activity.Read().ordinal, 4);  // the calling thread entered g, hg, h and (refused) s
+}
+
+TEST(ExecutorOverlapTest, WhileTheStepWaitsForACollectiveTheActivityNamesIt) {
+  // s (instruction 3) reads g (0), whose allgather waits until this test has seen the activity
+  // name it: instruction 0, after four Enters (g, h, hg, s).
+  const v1::Program program = GatherThenLocal("hook");
+  HookCommunicator comm;
+  HookKernels kernels;
+  StepActivity activity;
+  absl::Notification seen;
+  comm.gather_hook = [&]() -> absl::Status {
+    if (comm.gathers > 1 || seen.WaitForNotificationWithTimeout(absl::Seconds(20))) {
+      return absl::OkStatus();
+    }
+    return absl::DeadlineExceededError("the activity never named the allgather");
+  };
+  Executor executor(program, {0}, &kernels, &comm);
+  executor.set_activity(&activity);
+  activity.BeginStep(1);
+  absl::Status s;
+  std::thread step([&] { s = executor.Run(Feeds()); });
+  StepActivity::Snapshot snapshot;
+  for (int i = 0; i < 2000 && !seen.HasBeenNotified(); ++i) {
+    snapshot = activity.Read();
+    if (snapshot.ordinal == 4 && snapshot.instruction == 0) {
+      seen.Notify();
+    } else {
+      absl::SleepFor(absl::Milliseconds(5));
+    }
+  }
+  step.join();
+  activity.EndStep();
+  ASSERT_OK(s);
+  EXPECT_EQ(snapshot.instruction, 0);
+  EXPECT_EQ(snapshot.ordinal, 4);
+  EXPECT_EQ(activity.Read().instruction, 3);  // back in s once g arrived
+  EXPECT_EQ(activity.Read().ordinal, 4);
 }
 
 }  // namespace
