@@ -120,16 +120,20 @@ absl::Status Executor::RunPlan(const std::map<std::string, Tensor>& input_slices
   std::vector<int> reads, writes;
   const int count = program_.instructions_size();
   int next_due = count + 1;  // the earliest due position among `pending`
+  int64_t pending_bytes = 0;
   for (int i = 0; s.ok() && i <= count; ++i) {
     if (next_due <= i) {
       s = FlushAllReduces(&pending);
       next_due = count + 1;
+      pending_bytes = 0;
     }
     if (!s.ok() || i == count) break;
     if (!plan.runs[i]) continue;
     if (plan.due[i] >= 0) {
       pending.push_back(i);
       next_due = std::min(next_due, plan.due[i]);
+      pending_bytes += plan.deferred_bytes[i];
+      if (pending_bytes >= kBucketBytes) next_due = std::min(next_due, i + 1);  // a full bucket
       continue;
     }
     s = Enter(i);
@@ -211,6 +215,7 @@ const Executor::Plan& Executor::PlanFor(const std::vector<std::string>* fetches)
   // writes. Conservative for a buffer written twice: every writer of a needed buffer runs.
   plan.runs.assign(count, fetches == nullptr);
   plan.due.assign(count, -1);
+  plan.deferred_bytes.assign(count, 0);
   if (fetches != nullptr) {
     for (int i = count - 1; i >= 0; --i) {
       const v1::Instruction& instr = program_.instructions(i);
@@ -244,6 +249,7 @@ const Executor::Plan& Executor::PlanFor(const std::vector<std::string>* fetches)
     auto shape = Shape::FromProto(instr.slice_shape(), "slice_shape");
     if (!shape.ok() || shape->num_elements() * 4 > kFuseBytes) continue;
     plan.due[i] = first_reader[instr.output()];
+    plan.deferred_bytes[i] = shape->num_elements() * 4;
     plan.pinned[instr.inputs(0)] = true;  // read when the group runs, maybe after its last reader
   }
   return plans_.emplace(std::move(key), std::move(plan)).first->second;

@@ -142,10 +142,13 @@ class Executor {
   //
   // Small allreduces are deferred and fused (as DDP buckets gradients): an ALLREDUCE of at most
   // kFuseBytes waits until the first running instruction that reads its result (or the end of
-  // the step), and when one is due every waiting allreduce runs with it, those over the same
-  // mesh axes, op and dtype packed into one collective. The data-parallel gradient allreduces of
-  // a backward pass, each waiting for the optimizer, become one. Every processor derives the same
-  // plan from the same program and fetches, so all make the same calls.
+  // the step), or until the waiting ones hold kBucketBytes (a full bucket: issued right after the
+  // allreduce that filled it), and when one is due every waiting allreduce runs with it, those
+  // over the same mesh axes, op and dtype packed into one collective. The data-parallel gradient
+  // allreduces of a backward pass go out in buckets while it goes on (with overlap, the bucket
+  // runs during the rest of the backward pass), the last ones at the optimizer. Every processor
+  // derives the same plan from the same program and fetches, so all make the same calls, with
+  // overlap on or off.
   //
   // Scaled einsum updates are fused: an instruction S = sub(x, mul(einsum(...), s)) (or add, in
   // either order; s a scalar), whose einsum and mul results nothing else reads, runs as
@@ -164,6 +167,7 @@ class Executor {
     std::vector<bool> runs;         // instruction -> part of the step
     std::vector<int> due;           // instruction -> -1, or (deferred) the position it must
                                     // run before (instructions_size(): the end of the step)
+    std::vector<int64_t> deferred_bytes;  // instruction -> its slice's bytes when deferred
     std::vector<int> last_reader;   // buffer -> last running instruction reading it (-1: none)
     std::vector<bool> pinned;       // inputs, fetched outputs, variables, deferred allreduces'
                                     // inputs: never freed early
@@ -186,6 +190,7 @@ class Executor {
   // Runs update S with its fused einsum and mul into `out`.
   absl::Status RunFusedUpdate(int s_index, const FusedUpdate& f, Tensor* out);
   static constexpr int64_t kFuseBytes = 1 << 20;
+  static constexpr int64_t kBucketBytes = 1 << 20;
   // Deferred allreduces that run as one collective: same sorted mesh axes, op and dtype.
   struct AllReduceGroup {
     std::vector<int> axes;
