@@ -85,6 +85,7 @@ struct Flags {
   std::string perf_dir;
   bool explain = false;
   std::string peer_coretype = "SkylakeX";
+  bool overlap_comm = true;  // the workers' --overlap_comm
 };
 
 // One run of ours: per-step times (RunSteps(1) each) and the per-step time of the
@@ -199,6 +200,7 @@ OursRun RunOurs(const Config& c, const models::TrainGraph& tg, const Flags& f,
   options.coordinator_command = {"client/meshrt", "coordinator"};
   options.worker_command = {"client/meshrt", "worker"};
   options.log_dir = pattern;
+  if (!f.overlap_comm) options.worker_flags.push_back("--overlap_comm=false");
   auto cluster = LocalCluster::Start(options);
   if (!cluster.ok()) Fail("starting the local cluster", cluster.status());
   ClientOptions co = (*cluster)->client_options();
@@ -332,6 +334,8 @@ int Main(int argc, char** argv) {
   flags.String("perf_dir", &f.perf_dir,
                "profile ours with perf record (one more run per configuration) into DIR");
   flags.Bool("explain", &f.explain, "print each session's layout report");
+  flags.Bool("overlap_comm", &f.overlap_comm,
+             "our workers' --overlap_comm (false: collectives block the step thread)");
   flags.String("peer_coretype", &f.peer_coretype,
                "OPENBLAS_CORETYPE for the peers (default SkylakeX, as ../shared/PLATFORM.md "
                "prescribes; set it to our workers' core for a same-kernel comparison)");
@@ -434,9 +438,10 @@ int Main(int argc, char** argv) {
       static_cast<long long>(f.reps), static_cast<long long>(f.warmup),
       static_cast<long long>(f.steps), minutes);
   std::printf(
-      "ours: workers' BLAS: %s. peers: OPENBLAS_CORETYPE=%s, OpenBLAS core %s, 1 "
-      "thread/rank.\n\n",
-      blas.c_str(), f.peer_coretype.c_str(), peers ? peer_core.c_str() : "n/a (skipped)");
+      "ours: workers' BLAS: %s, --overlap_comm=%s. peers: OPENBLAS_CORETYPE=%s, OpenBLAS core "
+      "%s, 1 thread/rank.\n\n",
+      blas.c_str(), f.overlap_comm ? "true" : "false", f.peer_coretype.c_str(),
+      peers ? peer_core.c_str() : "n/a (skipped)");
 
   bool any_mlp = false, any_tr = false;
   for (const Config& c : configs) (c.model == "mlp" ? any_mlp : any_tr) = true;

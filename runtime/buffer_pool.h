@@ -10,7 +10,9 @@
 // Buffers are matched by dtype and exact element count: a step's shapes repeat every step, so
 // exact matching reuses nearly everything without wasting memory on near-misses. Buffers under
 // kMinBytes are left to malloc (which serves them from its bins without faults). The pool holds
-// at most `max_bytes`; beyond it, released tensors are freed. Not thread-safe (one executor).
+// at most `max_bytes`; beyond it, released tensors are freed.
+//
+// Thread-safe: an executor's calling thread and its communication thread share one pool.
 #ifndef MESHRT_RUNTIME_BUFFER_POOL_H_
 #define MESHRT_RUNTIME_BUFFER_POOL_H_
 
@@ -19,6 +21,8 @@
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "core/tensor.h"
 
 namespace meshrt {
@@ -40,15 +44,22 @@ class BufferPool {
   // Frees everything pooled.
   void Clear();
 
-  int64_t pooled_bytes() const { return pooled_bytes_; }
-  int64_t reused() const { return reused_; }  // Takes served from the pool
+  int64_t pooled_bytes() const {
+    absl::MutexLock lock(&mu_);
+    return pooled_bytes_;
+  }
+  int64_t reused() const {  // Takes served from the pool
+    absl::MutexLock lock(&mu_);
+    return reused_;
+  }
 
  private:
   using Key = std::pair<DType, int64_t>;  // dtype, element count
-  std::map<Key, std::vector<Tensor>> free_;
-  int64_t max_bytes_;
-  int64_t pooled_bytes_ = 0;
-  int64_t reused_ = 0;
+  mutable absl::Mutex mu_;
+  std::map<Key, std::vector<Tensor>> free_ ABSL_GUARDED_BY(mu_);
+  const int64_t max_bytes_;
+  int64_t pooled_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t reused_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace meshrt

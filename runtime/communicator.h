@@ -8,8 +8,10 @@
 // are per rank.
 //
 // Contract for callers:
-//   - One caller thread per communicator. (Implementations may allow more; the in-memory one
-//     allows concurrent calls on *different* groups, see local_communicator.h.)
+//   - One call at a time per communicator, from any thread: the thread that created it need not
+//     be the one that calls (the executor calls from its communication thread, and at times from
+//     its step thread, never both at once; executor.h). Implementations may allow more; the
+//     in-memory one allows concurrent calls on *different* groups, see local_communicator.h.
 //   - Every member of a group calls the same collectives on that group in the same order, with the
 //     same sizes, dtype and reduce op. Collectives on different groups are independent.
 //   - Buffers are borrowed for the duration of the call only. `in` and `out` must not overlap.

@@ -89,12 +89,13 @@ std::string DescribeInstructionKind(const v1::Instruction& instr, const Mesh& me
 
 Executor::Executor(const v1::Program& program, std::vector<int64_t> coordinate,
                    const KernelRunner* kernels, Communicator* communicator,
-                   KernelContext context)
+                   KernelContext context, ExecutorOptions options)
     : program_(program),
       coordinate_(std::move(coordinate)),
       kernels_(kernels),
       communicator_(communicator),
-      context_(context) {}
+      context_(context),
+      options_(options) {}
 
 absl::Status Executor::Run(const std::map<std::string, Tensor>& input_slices) {
   return RunPlan(input_slices, PlanFor(nullptr));
@@ -110,27 +111,51 @@ absl::Status Executor::RunPlan(const std::map<std::string, Tensor>& input_slices
   state_buffers_.clear();
   RETURN_IF_ERROR(Prepare(input_slices));
   plan_ = &plan;
+  last_write_.assign(buffers_.size(), -1);
+  last_read_.assign(buffers_.size(), -1);
+  item_instruction_.clear();
+  step_first_item_ = issued_;
   absl::Status s = LoadVariables();
   std::vector<int> pending;  // deferred allreduces
+  std::vector<int> reads, writes;
   const int count = program_.instructions_size();
   int next_due = count + 1;  // the earliest due position among `pending`
+  int64_t pending_bytes = 0;
   for (int i = 0; s.ok() && i <= count; ++i) {
     if (next_due <= i) {
       s = FlushAllReduces(&pending);
       next_due = count + 1;
+      pending_bytes = 0;
     }
     if (!s.ok() || i == count) break;
     if (!plan.runs[i]) continue;
     if (plan.due[i] >= 0) {
       pending.push_back(i);
       next_due = std::min(next_due, plan.due[i]);
+      pending_bytes += plan.deferred_bytes[i];
+      if (pending_bytes >= kBucketBytes) next_due = std::min(next_due, i + 1);  // a full bucket
       continue;
     }
     s = Enter(i);
     if (!s.ok()) break;
+    if (comm_failed_.load(std::memory_order_relaxed)) break;  // DrainComm reports it
     const v1::Instruction& instr = program_.instructions(i);
-    Tensor out;
+    if (instr.kind_case() == v1::Instruction::kCollective) {
+      s = IssueCollective(i);
+      continue;
+    }
+    // Wait for the collectives whose results this reads, or whose buffers it overwrites.
+    reads.clear();
+    writes.assign({instr.output()});
+    ForEachRead(plan, i, [&](int b) { reads.push_back(b); });
     auto fused = plan.fused.find(i);
+    if (fused != plan.fused.end()) {
+      writes.push_back(program_.instructions(fused->second.einsum).output());
+      writes.push_back(program_.instructions(fused->second.mul).output());
+    }
+    s = WaitForBuffers(i, reads, writes);
+    if (!s.ok()) break;
+    Tensor out;
     if (fused == plan.fused.end()) {
       s = RunInstruction(instr, &out, i);
       if (!s.ok()) s = InstructionError(i, s);
@@ -141,9 +166,12 @@ absl::Status Executor::RunPlan(const std::map<std::string, Tensor>& input_slices
     buffers_[instr.output()] = std::move(out);
     // Free internal buffers nothing reads any more (fetchable tensors, inputs and variables stay).
     ForEachRead(plan, i, [&](int b) {
-      if (Dead(b, i) && b != instr.output()) Recycle(b);
+      if (Dead(b, i) && b != instr.output()) RecycleWhenUnread(b);
     });
   }
+  // Every collective issued precedes (in program order) whatever failed here: its error wins.
+  absl::Status comm = DrainComm();
+  if (!comm.ok()) s = comm;
   StoreVariables(/*step_succeeded=*/s.ok());
   plan_ = nullptr;
   return s;
@@ -187,6 +215,7 @@ const Executor::Plan& Executor::PlanFor(const std::vector<std::string>* fetches)
   // writes. Conservative for a buffer written twice: every writer of a needed buffer runs.
   plan.runs.assign(count, fetches == nullptr);
   plan.due.assign(count, -1);
+  plan.deferred_bytes.assign(count, 0);
   if (fetches != nullptr) {
     for (int i = count - 1; i >= 0; --i) {
       const v1::Instruction& instr = program_.instructions(i);
@@ -220,6 +249,7 @@ const Executor::Plan& Executor::PlanFor(const std::vector<std::string>* fetches)
     auto shape = Shape::FromProto(instr.slice_shape(), "slice_shape");
     if (!shape.ok() || shape->num_elements() * 4 > kFuseBytes) continue;
     plan.due[i] = first_reader[instr.output()];
+    plan.deferred_bytes[i] = shape->num_elements() * 4;
     plan.pinned[instr.inputs(0)] = true;  // read when the group runs, maybe after its last reader
   }
   return plans_.emplace(std::move(key), std::move(plan)).first->second;
@@ -650,13 +680,7 @@ absl::Status Executor::InstructionError(int index, const absl::Status& s,
 
 absl::Status Executor::FlushAllReduces(std::vector<int>* pending) {
   // Groups by (sorted mesh axes, op, dtype), in the order their first members appear.
-  struct Group {
-    std::vector<int> axes;
-    v1::ReduceOp op;
-    v1::DType dtype;
-    std::vector<int> members;
-  };
-  std::vector<Group> groups;
+  std::vector<AllReduceGroup> groups;
   for (int i : *pending) {
     const v1::Instruction& instr = program_.instructions(i);
     std::vector<int> axes;
@@ -665,7 +689,7 @@ absl::Status Executor::FlushAllReduces(std::vector<int>* pending) {
         {instr.collective().mesh_axes().begin(), instr.collective().mesh_axes().end()}, &axes);
     if (!valid.ok()) axes = {-1 - i};  // a group of its own: RunInstruction reports it
     std::sort(axes.begin(), axes.end());
-    auto g = std::find_if(groups.begin(), groups.end(), [&](const Group& x) {
+    auto g = std::find_if(groups.begin(), groups.end(), [&](const AllReduceGroup& x) {
       return x.axes == axes && x.op == instr.collective().reduce_op() &&
              x.dtype == instr.dtype();
     });
@@ -676,60 +700,72 @@ absl::Status Executor::FlushAllReduces(std::vector<int>* pending) {
     g->members.push_back(i);
   }
   pending->clear();
-  for (const Group& g : groups) {
-    const int first = g.members.front();
-    RETURN_IF_ERROR(Enter(first));
-    auto fail = [&](const absl::Status& s) {
-      return InstructionError(
-          first, s,
-          g.members.size() > 1
-              ? absl::StrCat(", fused with ", g.members.size() - 1, " later allreduce(s)")
-              : "");
-    };
-    if (g.members.size() == 1) {  // nothing to fuse: the plain path
-      const v1::Instruction& instr = program_.instructions(first);
-      Tensor out;
-      absl::Status s = RunInstruction(instr, &out, first);
-      if (!s.ok()) return fail(s);
-      buffers_[instr.output()] = std::move(out);
-      continue;
-    }
-    // Pack, one allreduce, unpack. Each member's input was checked against its declaration.
-    std::vector<Tensor> outs;
-    int64_t total = 0;
+  for (AllReduceGroup& g : groups) {
+    RETURN_IF_ERROR(Enter(g.members.front()));
+    std::vector<int> reads, writes;
     for (int i : g.members) {
-      const v1::Instruction& instr = program_.instructions(i);
-      const int b = instr.inputs(0);
-      if (!buffers_[b].has_value()) {
-        return fail(Invalid(absl::StrCat("reads buffer ", b, ", which is not written yet")));
-      }
-      auto dtype = DTypeFromProto(instr.dtype());
-      auto shape = Shape::FromProto(instr.slice_shape(), "slice_shape");
-      if (!dtype.ok() || !shape.ok() || buffers_[b]->dtype() != *dtype ||
-          buffers_[b]->shape() != *shape) {
-        return fail(Invalid(absl::StrCat("instruction ", i, " (source_op '", instr.source_op(),
-                                         "') reads ", buffers_[b]->shape().ToString(),
-                                         " but declares another slice shape or dtype")));
-      }
-      outs.push_back(*buffers_[b]);
-      total += TensorBytes(outs.back());
+      reads.push_back(program_.instructions(i).inputs(0));
+      writes.push_back(program_.instructions(i).output());
     }
-    std::vector<char> packed(total);
-    int64_t at = 0;
-    for (const Tensor& t : outs) {
-      std::memcpy(packed.data() + at, TensorData(t), TensorBytes(t));
-      at += TensorBytes(t);
-    }
-    const DType dtype = outs.front().dtype();
-    const int64_t elements = total / (dtype == DType::kFloat32 ? sizeof(float) : sizeof(int32_t));
-    absl::Status s = communicator_->AllReduce(g.axes, g.op, dtype, packed.data(), elements);
+    const int first = g.members.front();
+    RETURN_IF_ERROR(Issue(
+        first, [this, g = std::move(g)] { return RunAllReduceGroup(g); }, reads, writes));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Executor::RunAllReduceGroup(const AllReduceGroup& g) {
+  const int first = g.members.front();
+  auto fail = [&](const absl::Status& s) {
+    return InstructionError(
+        first, s,
+        g.members.size() > 1
+            ? absl::StrCat(", fused with ", g.members.size() - 1, " later allreduce(s)")
+            : "");
+  };
+  if (g.members.size() == 1) {  // nothing to fuse: the plain path
+    const v1::Instruction& instr = program_.instructions(first);
+    Tensor out;
+    absl::Status s = RunInstruction(instr, &out, first);
     if (!s.ok()) return fail(s);
-    at = 0;
-    for (size_t k = 0; k < outs.size(); ++k) {
-      std::memcpy(TensorData(&outs[k]), packed.data() + at, TensorBytes(outs[k]));
-      at += TensorBytes(outs[k]);
-      buffers_[program_.instructions(g.members[k]).output()] = std::move(outs[k]);
+    buffers_[instr.output()] = std::move(out);
+    return absl::OkStatus();
+  }
+  // Pack, one allreduce, unpack. Each member's input was checked against its declaration.
+  std::vector<Tensor> outs;
+  int64_t total = 0;
+  for (int i : g.members) {
+    const v1::Instruction& instr = program_.instructions(i);
+    const int b = instr.inputs(0);
+    if (!buffers_[b].has_value()) {
+      return fail(Invalid(absl::StrCat("reads buffer ", b, ", which is not written yet")));
     }
+    auto dtype = DTypeFromProto(instr.dtype());
+    auto shape = Shape::FromProto(instr.slice_shape(), "slice_shape");
+    if (!dtype.ok() || !shape.ok() || buffers_[b]->dtype() != *dtype ||
+        buffers_[b]->shape() != *shape) {
+      return fail(Invalid(absl::StrCat("instruction ", i, " (source_op '", instr.source_op(),
+                                       "') reads ", buffers_[b]->shape().ToString(),
+                                       " but declares another slice shape or dtype")));
+    }
+    outs.push_back(*buffers_[b]);
+    total += TensorBytes(outs.back());
+  }
+  std::vector<char> packed(total);
+  int64_t at = 0;
+  for (const Tensor& t : outs) {
+    std::memcpy(packed.data() + at, TensorData(t), TensorBytes(t));
+    at += TensorBytes(t);
+  }
+  const DType dtype = outs.front().dtype();
+  const int64_t elements = total / (dtype == DType::kFloat32 ? sizeof(float) : sizeof(int32_t));
+  absl::Status s = communicator_->AllReduce(g.axes, g.op, dtype, packed.data(), elements);
+  if (!s.ok()) return fail(s);
+  at = 0;
+  for (size_t k = 0; k < outs.size(); ++k) {
+    std::memcpy(TensorData(&outs[k]), packed.data() + at, TensorBytes(outs[k]));
+    at += TensorBytes(outs[k]);
+    buffers_[program_.instructions(g.members[k]).output()] = std::move(outs[k]);
   }
   return absl::OkStatus();
 }

@@ -109,8 +109,14 @@ absl::Status Worker::LoadSession(const v1::SessionSpec& spec) {
   state->communicator = *std::move(communicator);
   KernelContext context;
   context.files = files_.data;
+  ExecutorOptions executor_options;
+  {
+    absl::MutexLock lock(&mu_);
+    executor_options.overlap_comm = overlap_comm_;
+  }
   state->executor = std::make_unique<Executor>(state->spec.program(), coord, kernels_,
-                                               state->communicator.get(), context);
+                                               state->communicator.get(), context,
+                                               executor_options);
   state->executor->set_activity(&state->activity);
   absl::MutexLock lock(&mu_);
   if (freeze_step_ > 0) state->activity.FreezeAt(freeze_step_, freeze_instruction_);
@@ -328,6 +334,11 @@ void Worker::SetDebugSpin(int64_t step, int instruction, absl::Duration duration
   spin_step_ = step;
   spin_instruction_ = instruction;
   spin_duration_ = duration;
+}
+
+void Worker::SetOverlapComm(bool on) {
+  absl::MutexLock lock(&mu_);
+  overlap_comm_ = on;
 }
 
 std::vector<std::string> Worker::Sessions() const {

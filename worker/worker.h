@@ -107,6 +107,9 @@ class Worker {
   // `step` busy-loops on the CPU for `duration` before instruction `instruction` (-1: its first),
   // then goes on: a slow rank, not a stuck one. `step` <= 0 turns it off.
   void SetDebugSpin(int64_t step, int instruction, absl::Duration duration);
+  // Whether the executors of sessions loaded from now on overlap collectives with compute
+  // (ExecutorOptions::overlap_comm; the daemon's --overlap_comm). On by default.
+  void SetOverlapComm(bool on);
 
  private:
   struct SessionState;
@@ -124,6 +127,7 @@ class Worker {
   int64_t spin_step_ ABSL_GUARDED_BY(mu_) = 0;
   int spin_instruction_ ABSL_GUARDED_BY(mu_) = -1;
   absl::Duration spin_duration_ ABSL_GUARDED_BY(mu_);
+  bool overlap_comm_ ABSL_GUARDED_BY(mu_) = true;
 };
 
 }  // namespace meshrt

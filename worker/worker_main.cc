@@ -113,6 +113,7 @@ int WorkerMain(int argc, char** argv) {
   int64_t debug_spin_at_step = 0;
   int64_t debug_spin_at_instruction = -1;
   double debug_spin_seconds = 4;
+  bool overlap_comm = true;
   SecurityOptions security_options;
   FlagSet flags("meshrt-worker --coordinator HOST:PORT [flags]",
                 "Runs a meshrt worker: registers with the coordinator, loads the SPMD programs of "
@@ -163,6 +164,10 @@ int WorkerMain(int argc, char** argv) {
             "step's first)");
   flags.Double("debug_spin_seconds", &debug_spin_seconds,
                "FOR TESTS ONLY: how long --debug_spin_at_step spins");
+  flags.Bool("overlap_comm", &overlap_comm,
+             "run each session's collectives on a communication thread, overlapping the compute "
+             "that does not read their results (false: every collective blocks the step thread, "
+             "for comparison and diagnosis; results are the same)");
   AddSecurityFlags(&flags, &security_options, /*server=*/true);
   flags.String("cluster_token_file", &cluster_token_file,
                "file with the cluster token this worker presents to the coordinator (the "
@@ -274,6 +279,10 @@ int WorkerMain(int argc, char** argv) {
   files.data = &*data_policy;
   files.checkpoints = &*checkpoint_policy;
   Worker worker(&CpuKernels(), &communicators, files);
+  worker.SetOverlapComm(overlap_comm);
+  if (!overlap_comm) {
+    LogInfo("meshrt-worker: --overlap_comm=false: every collective blocks the step thread");
+  }
   if (debug_freeze_at_step > 0) {
     LogWarning("meshrt-worker: --debug_freeze_at_step=", debug_freeze_at_step, ": step ",
                debug_freeze_at_step, " of every session will freeze (a test fault)");
