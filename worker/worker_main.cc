@@ -267,8 +267,9 @@ int WorkerMain(int argc, char** argv) {
   // block from the heap, reused step after step), and freed memory stays mapped up to 1 GiB of
   // free heap top. Cost: the worker's resident size stays at its high-water mark (what its largest
   // step needed) instead of shrinking between steps. The executor's own buffers are recycled by
-  // its BufferPool either way. cluster_bench, 4 workers on a loaded 2-core machine: feed/fetch of
-  // a split 16-64 MiB tensor 10-25% faster than with the 32 MiB threshold alone.
+  // its BufferPool either way. cluster_bench, 4 workers on a loaded 2-core machine, with the same
+  // setting in every process (GLIBC_TUNABLES=glibc.malloc.mmap_max=0): feed/fetch of a split
+  // 16-64 MiB tensor 10-25% faster than with the 32 MiB threshold alone (noisy: load 8-13).
   mallopt(M_MMAP_MAX, 0);
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
   LogInfo("meshrt-worker: ", kernels::GetBlas().corename(), " OpenBLAS kernel (",
