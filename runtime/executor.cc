@@ -106,6 +106,21 @@ absl::Status Executor::Run(const std::map<std::string, Tensor>& input_slices,
   return RunPlan(input_slices, PlanFor(&fetches));
 }
 
+absl::Status Executor::Run(std::map<std::string, Tensor>&& input_slices) {
+  movable_feeds_ = &input_slices;
+  absl::Status s = RunPlan(input_slices, PlanFor(nullptr));
+  movable_feeds_ = nullptr;
+  return s;
+}
+
+absl::Status Executor::Run(std::map<std::string, Tensor>&& input_slices,
+                           const std::vector<std::string>& fetches) {
+  movable_feeds_ = &input_slices;
+  absl::Status s = RunPlan(input_slices, PlanFor(&fetches));
+  movable_feeds_ = nullptr;
+  return s;
+}
+
 absl::Status Executor::RunPlan(const std::map<std::string, Tensor>& input_slices,
                                const Plan& plan) {
   state_buffers_.clear();
@@ -447,6 +462,7 @@ absl::Status Executor::SetVariable(const std::string& name, Tensor slice) {
 }
 
 absl::Status Executor::Prepare(const std::map<std::string, Tensor>& input_slices) {
+  pool_.NewStep();
   for (int b = 0; b < static_cast<int>(buffers_.size()); ++b) Recycle(b);  // the last step's
   buffers_.clear();
   auto mesh = Mesh::FromProto(program_.mesh());
@@ -490,7 +506,11 @@ absl::Status Executor::Prepare(const std::map<std::string, Tensor>& input_slices
                                   info.shape.ToString(), ", layout ",
                                   info.layout.ToString(info.shape, mesh_), ")"));
     }
-    buffers_[input.buffer()] = feed->second;
+    if (movable_feeds_ == &input_slices) {
+      buffers_[input.buffer()] = std::move(movable_feeds_->at(input.name()));
+    } else {
+      buffers_[input.buffer()] = PooledCopy(feed->second);  // recycled storage: no page faults
+    }
   }
   for (const auto& [name, tensor] : input_slices) {
     if (std::find(names.begin(), names.end(), name) == names.end()) {
@@ -574,8 +594,21 @@ absl::Status Executor::RunLocalSlice(const v1::LocalSlice& slice, const Tensor& 
   }
   RETURN_IF_ERROR(CheckTensorAxis(in, slice.axis(), "axis"));
   RETURN_IF_ERROR(CheckDivisible(in, slice.axis(), mesh_.size(m)));
-  *out = SliceAlongAxis(in, slice.axis(), mesh_.size(m), coordinate_[m]);
+  const int64_t parts = mesh_.size(m);
+  *out = pool_.Take(in.dtype(), WithDimSize(in.shape(), slice.axis(),
+                                            in.shape().dim(slice.axis()).size / parts));
+  SliceAlongAxisInto(in, slice.axis(), parts, coordinate_[m], TensorData(out));
   return absl::OkStatus();
+}
+
+Tensor Executor::PooledCopy(const Tensor& t) {
+  Tensor copy = pool_.Take(t.dtype(), t.shape());
+  std::memcpy(TensorData(&copy), TensorData(t), TensorBytes(t));
+  return copy;
+}
+
+Tensor Executor::TakeScratch(DType dtype, int64_t elements) {
+  return pool_.Take(dtype, Shape({{"scratch", elements}}));
 }
 
 absl::Status Executor::RunCollective(const v1::Collective& c, const Tensor& in, Tensor* out,
@@ -597,54 +630,80 @@ absl::Status Executor::RunCollective(const v1::Collective& c, const Tensor& in, 
   const DType dtype = in.dtype();
   const int64_t n = in.num_elements();
   const int64_t bytes = TensorBytes(in);
+  // Outputs and scratch come from pool_ uninitialised: every collective below writes all of them.
+  // Where the pieces along the split or concat axis are contiguous (every dim before it has size
+  // 1, e.g. the axis is outermost), the communicator reads the input or writes the output in
+  // place instead of through a packed copy.
   switch (c.kind()) {
     case v1::Collective::ALLREDUCE:
       // `in` is *stealable when given: read n, dtype and bytes above, before the move.
-      if (stealable != nullptr) {
-        *out = std::move(*stealable);
-      } else {
-        *out = in;
-      }
+      *out = stealable != nullptr ? std::move(*stealable) : PooledCopy(in);
       if (g == 1) return absl::OkStatus();
       return communicator_->AllReduce(axes, c.reduce_op(), dtype, TensorData(out), n);
     case v1::Collective::ALLGATHER: {
       RETURN_IF_ERROR(CheckTensorAxis(in, c.concat_axis(), "concat_axis"));
       if (g == 1) break;
-      std::vector<char> gathered(g * bytes);
-      RETURN_IF_ERROR(communicator_->AllGather(axes, TensorData(in), bytes, gathered.data()));
-      *out = ConcatChunks(gathered.data(), dtype, in.shape(), g, c.concat_axis());
-      return absl::OkStatus();
+      const int axis = c.concat_axis();
+      *out = pool_.Take(dtype, WithDimSize(in.shape(), axis, in.shape().dim(axis).size * g));
+      if (ChunksAreContiguous(in.shape(), axis)) {
+        return communicator_->AllGather(axes, TensorData(in), bytes, TensorData(out));
+      }
+      Tensor gathered = TakeScratch(dtype, g * n);
+      absl::Status s = communicator_->AllGather(axes, TensorData(in), bytes, TensorData(&gathered));
+      if (s.ok()) ConcatChunksInto(TensorData(gathered), dtype, in.shape(), g, axis, TensorData(out));
+      pool_.Release(std::move(gathered));
+      return s;
     }
     case v1::Collective::ALLTOALL: {
       RETURN_IF_ERROR(CheckTensorAxis(in, c.split_axis(), "split_axis"));
       RETURN_IF_ERROR(CheckTensorAxis(in, c.concat_axis(), "concat_axis"));
       RETURN_IF_ERROR(CheckDivisible(in, c.split_axis(), g));
       if (g == 1) break;
-      std::vector<char> packed(bytes), received(bytes);
-      SplitIntoChunks(in, c.split_axis(), g, packed.data());
-      RETURN_IF_ERROR(communicator_->AllToAll(axes, packed.data(), received.data(), bytes / g));
-      const Shape piece =
-          WithDimSize(in.shape(), c.split_axis(), in.shape().dim(c.split_axis()).size / g);
-      *out = ConcatChunks(received.data(), dtype, piece, g, c.concat_axis());
-      return absl::OkStatus();
+      const int split = c.split_axis(), concat = c.concat_axis();
+      const Shape piece = WithDimSize(in.shape(), split, in.shape().dim(split).size / g);
+      Tensor packed, received;
+      const void* send = TensorData(in);
+      if (!ChunksAreContiguous(in.shape(), split)) {
+        packed = TakeScratch(dtype, n);
+        SplitIntoChunks(in, split, g, TensorData(&packed));
+        send = TensorData(packed);
+      }
+      *out = pool_.Take(dtype, WithDimSize(piece, concat, piece.dim(concat).size * g));
+      const bool direct = ChunksAreContiguous(piece, concat);
+      if (!direct) received = TakeScratch(dtype, n);
+      absl::Status s = communicator_->AllToAll(
+          axes, send, direct ? TensorData(out) : TensorData(&received), bytes / g);
+      if (s.ok() && !direct) {
+        ConcatChunksInto(TensorData(received), dtype, piece, g, concat, TensorData(out));
+      }
+      pool_.Release(std::move(packed));
+      pool_.Release(std::move(received));
+      return s;
     }
     case v1::Collective::REDUCE_SCATTER: {
       RETURN_IF_ERROR(CheckTensorAxis(in, c.split_axis(), "split_axis"));
       RETURN_IF_ERROR(CheckDivisible(in, c.split_axis(), g));
       if (g == 1) break;
-      std::vector<char> packed(bytes);
-      SplitIntoChunks(in, c.split_axis(), g, packed.data());
-      *out = Tensor(
-          dtype, WithDimSize(in.shape(), c.split_axis(), in.shape().dim(c.split_axis()).size / g));
-      return communicator_->ReduceScatter(axes, c.reduce_op(), dtype, packed.data(), n / g,
-                                          TensorData(out));
+      const int split = c.split_axis();
+      Tensor packed;
+      const void* send = TensorData(in);
+      if (!ChunksAreContiguous(in.shape(), split)) {
+        packed = TakeScratch(dtype, n);
+        SplitIntoChunks(in, split, g, TensorData(&packed));
+        send = TensorData(packed);
+      }
+      *out = pool_.Take(dtype, WithDimSize(in.shape(), split, in.shape().dim(split).size / g));
+      absl::Status s =
+          communicator_->ReduceScatter(axes, c.reduce_op(), dtype, send, n / g, TensorData(out));
+      pool_.Release(std::move(packed));
+      return s;
     }
     case v1::Collective::PERMUTE: {
       // Same shape in and out: the lowering decides what the moved slice means.
       if (axes.size() != 1) {
         return Invalid(absl::StrCat("PERMUTE takes exactly one mesh axis, not ", axes.size()));
       }
-      *out = Tensor(dtype, in.shape());
+      *out = pool_.Take(dtype, in.shape());  // Permute writes zeros where nothing arrives
       return communicator_->Permute(axes[0], c.shift(), c.wrap(), TensorData(in), TensorData(out),
                                     bytes);
     }
@@ -653,13 +712,14 @@ absl::Status Executor::RunCollective(const v1::Collective& c, const Tensor& in, 
         return Invalid(
             absl::StrCat("BROADCAST root ", c.root(), " is not a rank of a group of ", g));
       }
-      *out = in;
+      *out = stealable != nullptr ? std::move(*stealable) : PooledCopy(in);
       if (g == 1) return absl::OkStatus();
       return communicator_->Broadcast(axes, c.root(), TensorData(out), bytes);
     default:
       return Invalid(absl::StrCat("unknown collective kind ", static_cast<int>(c.kind())));
   }
-  *out = in;  // a group of one: every collective is a copy
+  // A group of one: every collective is a copy.
+  *out = stealable != nullptr ? std::move(*stealable) : PooledCopy(in);
   return absl::OkStatus();
 }
 

@@ -107,6 +107,12 @@ class Executor {
   absl::Status Run(const std::map<std::string, Tensor>& input_slices,
                    const std::vector<std::string>& fetches);
 
+  // The same, moving the feeds into the executor's buffers instead of copying them (a worker's
+  // decoded request is read once). The map's tensors are left in a moved-from state.
+  absl::Status Run(std::map<std::string, Tensor>&& input_slices);
+  absl::Status Run(std::map<std::string, Tensor>&& input_slices,
+                   const std::vector<std::string>& fetches);
+
   // Buffer `index` after Run, or null when it is out of range, was never written, or was internal
   // (bound to no output, input or variable) and freed after its last reader.
   const Tensor* Buffer(int index) const;
@@ -260,7 +266,9 @@ class Executor {
   // read at its start after a failed one.
   void StoreVariables(bool step_succeeded);
   absl::Status RunLocalSlice(const v1::LocalSlice& slice, const Tensor& in, Tensor* out);
-  // `stealable`: `in` itself, when nothing reads it afterwards (allreduce then works in place).
+  // `stealable`: `in` itself, when nothing reads it afterwards (allreduce, broadcast and a group
+  // of one then work in place). Outputs and scratch buffers come from pool_; where the chunks
+  // along the split or concat axis are contiguous the communicator works on `in` / `out` directly.
   absl::Status RunCollective(const v1::Collective& c, const Tensor& in, Tensor* out,
                              Tensor* stealable);
 
@@ -277,6 +285,13 @@ class Executor {
   std::map<std::string, Tensor> variables_;
   std::map<int, std::string> state_buffers_;  // buffer -> variable its value moved into
   BufferPool pool_;                           // storage of dead buffers, for later outputs
+  // A copy of `t` in pooled storage (no fresh allocation, so no page faults in steady state).
+  Tensor PooledCopy(const Tensor& t);
+  // Uninitialised pooled storage for `elements` of `dtype` (collective scratch); give it back
+  // with pool_.Release.
+  Tensor TakeScratch(DType dtype, int64_t elements);
+  // While Run(map&&) runs: its map, whose feeds Prepare moves instead of copying.
+  std::map<std::string, Tensor>* movable_feeds_ = nullptr;
   int64_t fused_updates_ = 0;
   std::map<std::vector<std::string>, Plan> plans_;  // by sorted fetches; {"\x01all"}: Run(feeds)
   const Plan* plan_ = nullptr;                      // the running step's

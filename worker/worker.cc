@@ -136,7 +136,7 @@ absl::StatusOr<std::shared_ptr<Worker::SessionState>> Worker::FindSession(
 }
 
 absl::StatusOr<TensorMap> Worker::RunStep(const std::string& session, int64_t step,
-                                          const TensorMap& feeds,
+                                          TensorMap feeds,
                                           const std::vector<std::string>& fetches,
                                           int64_t num_steps,
                                           const std::vector<std::string>& step_fetches) {
@@ -158,7 +158,10 @@ absl::StatusOr<TensorMap> Worker::RunStep(const std::string& session, int64_t st
       break;
     }
     state->activity.BeginStep(step + done);
-    status = state->executor->Run(feeds, step_fetches.empty() ? fetches : step_fetches);
+    const std::vector<std::string>& run_fetches = step_fetches.empty() ? fetches : step_fetches;
+    // The last repetition needs the feeds no more: moved in, not copied.
+    status = done + 1 == repetitions ? state->executor->Run(std::move(feeds), run_fetches)
+                                     : state->executor->Run(feeds, run_fetches);
     state->activity.EndStep();
     if (!status.ok()) break;
     ++done;

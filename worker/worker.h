@@ -66,9 +66,10 @@ class Worker {
   // list, the same on every worker; empty: `fetches`) and the variable updates need
   // (Executor::Run). Variables keep their slices between steps and calls. NotFound for an
   // unknown session; the executor's errors (naming the instruction, op and collective) prefixed
-  // with the step.
+  // with the step. `feeds` is taken by value: the last step moves it into the executor (pass an
+  // rvalue to avoid a copy).
   absl::StatusOr<TensorMap> RunStep(const std::string& session, int64_t step,
-                                    const TensorMap& feeds, const std::vector<std::string>& fetches,
+                                    TensorMap feeds, const std::vector<std::string>& fetches,
                                     int64_t num_steps = 1,
                                     const std::vector<std::string>& step_fetches = {});
 
