@@ -88,6 +88,46 @@ class Communicator {
   virtual absl::Status Barrier(const std::vector<int>& mesh_axes) = 0;
 };
 
+// Forwards every call to a borrowed communicator (which must outlive it): a communicator handed
+// out without ownership, and the base of wrappers that observe some calls (a test counting the
+// elements reduced overrides AllReduce, records, then calls ForwardingCommunicator::AllReduce).
+class ForwardingCommunicator : public Communicator {
+ public:
+  explicit ForwardingCommunicator(Communicator* inner) : inner_(inner) {}
+  const Mesh& mesh() const override { return inner_->mesh(); }
+  const std::vector<int64_t>& coordinate() const override { return inner_->coordinate(); }
+  absl::Status AllReduce(const std::vector<int>& mesh_axes, v1::ReduceOp op, DType dtype,
+                         void* data, int64_t count) override {
+    return inner_->AllReduce(mesh_axes, op, dtype, data, count);
+  }
+  absl::Status AllGather(const std::vector<int>& mesh_axes, const void* in, int64_t bytes,
+                         void* out) override {
+    return inner_->AllGather(mesh_axes, in, bytes, out);
+  }
+  absl::Status AllToAll(const std::vector<int>& mesh_axes, const void* in, void* out,
+                        int64_t bytes_per_rank) override {
+    return inner_->AllToAll(mesh_axes, in, out, bytes_per_rank);
+  }
+  absl::Status ReduceScatter(const std::vector<int>& mesh_axes, v1::ReduceOp op, DType dtype,
+                             const void* in, int64_t count_per_rank, void* out) override {
+    return inner_->ReduceScatter(mesh_axes, op, dtype, in, count_per_rank, out);
+  }
+  absl::Status Broadcast(const std::vector<int>& mesh_axes, int root_rank, void* data,
+                         int64_t bytes) override {
+    return inner_->Broadcast(mesh_axes, root_rank, data, bytes);
+  }
+  absl::Status Permute(int mesh_axis, int shift, bool wrap, const void* in, void* out,
+                       int64_t bytes) override {
+    return inner_->Permute(mesh_axis, shift, wrap, in, out, bytes);
+  }
+  absl::Status Barrier(const std::vector<int>& mesh_axes) override {
+    return inner_->Barrier(mesh_axes);
+  }
+
+ private:
+  Communicator* inner_;
+};
+
 // Helpers shared by implementations.
 
 // The rank that sends to `rank` in a Permute over a group of `g` (see Communicator::Permute), or -1
