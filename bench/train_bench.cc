@@ -25,7 +25,7 @@
 //
 //   bazel run -c opt //bench:train_bench [-- --reps 2 --steps 30 --warmup 5 --only mlp|transformer
 //       --sizes small,model --skip_peers --perf_dir /tmp/prof --peer_coretype C --our_coretype C
-//       --remeasure_cores=false]
+//       --remeasure_cores=false --model_steps 10 --model_warmup 2 --peer_timeout 900]
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -157,7 +157,7 @@ int Main(int argc, char** argv) {
       "; by train_bench itself: ", unset_here.empty() ? "none were set" : absl::StrJoin(unset_here, " "));
 
   RunOptions o;
-  int64_t reps = 2;
+  int64_t reps = 2, steps = 30, warmup = 5, model_steps = 10, model_warmup = 2;
   std::string only, sizes_flag = "small,model", perf_dir, our_core_flag, peer_core_flag;
   std::string peer_probe = "bench/peer_core_probe.py";
   bool skip_peers = false, remeasure = true;
@@ -170,8 +170,14 @@ int Main(int argc, char** argv) {
       "Training steps of the MLP and the Transformer LM (two sizes) on a local cluster vs the "
       "PyTorch peers, interleaved, each side on its fastest correct OpenBLAS core.");
   flags.Int("reps", &reps, "runs of every configuration (ours then the peer), default 2");
-  flags.Int("steps", &o.steps, "timed steps per run (also passed to the peers), default 30");
-  flags.Int("warmup", &o.warmup, "warmup steps per run (also passed to the peers), default 5");
+  flags.Int("steps", &steps, "timed steps per run (also passed to the peers), default 30");
+  flags.Int("warmup", &warmup, "warmup steps per run (also passed to the peers), default 5");
+  flags.Int("model_steps", &model_steps,
+            "timed steps per run of the model-scale Transformer, default 10 (~1 s each)");
+  flags.Int("model_warmup", &model_warmup,
+            "warmup steps per run of the model-scale Transformer, default 2");
+  flags.Int("peer_timeout", &o.peer_timeout,
+            "seconds before a peer run (and its ranks) is killed, default 900");
   flags.String("only", &only, "mlp or transformer (default: both)");
   flags.String("sizes", &sizes_flag, "Transformer sizes: small (BenchConfig), model "
                                      "(ModelScaleBenchConfig) or both (default small,model)");
@@ -206,8 +212,11 @@ int Main(int argc, char** argv) {
       return 2;
     }
   }
-  if (reps < 1 || o.steps < 1 || o.warmup < 0) {
-    std::fprintf(stderr, "--reps and --steps need >= 1, --warmup >= 0\n");
+  if (reps < 1 || steps < 1 || warmup < 0 || model_steps < 1 || model_warmup < 0 ||
+      o.peer_timeout < 1) {
+    std::fprintf(stderr,
+                 "--reps, --steps, --model_steps and --peer_timeout need >= 1, --warmup and "
+                 "--model_warmup >= 0\n");
     return 2;
   }
 
@@ -282,6 +291,10 @@ int Main(int argc, char** argv) {
                                             : "none correct: the workers' fallback";
 
   in.configs = Configs(only.empty() || only == "mlp", only.empty() || only == "transformer", sizes);
+  for (TrainConfig& c : in.configs) {
+    c.steps = c.size == "model" ? model_steps : steps;
+    c.warmup = c.size == "model" ? model_warmup : warmup;
+  }
   const size_t n = in.configs.size();
   std::map<std::string, models::TrainGraph> graphs;
   // Keyed by model, size and mode: the MLP's mp graph also computes the input gradient.
@@ -327,8 +340,6 @@ int Main(int argc, char** argv) {
     }
   }
   in.reps = reps;
-  in.steps = o.steps;
-  in.warmup = o.warmup;
   in.minutes = absl::ToDoubleMinutes(absl::Now() - start);
   PrintTables(in);
 
@@ -337,7 +348,7 @@ int Main(int argc, char** argv) {
     std::printf(
         "\n## Profiles of ours (perf record -F 250 --call-graph dwarf on every worker during %lld "
         "timed steps; self time by symbol)\n",
-        static_cast<long long>(o.steps));
+        static_cast<long long>(steps));
     for (const TrainConfig& c : in.configs) {
       const std::string data =
           absl::StrCat(perf_dir, "/", c.model, c.size.empty() ? "" : "_", c.size, "_", c.name,

@@ -148,7 +148,7 @@ OursRun RunOurs(const TrainConfig& c, const models::TrainGraph& tg, const RunOpt
     if (!out.ok()) Fail(what + ": step", out.status());
     run.loss = out->at(tg.loss).f32()[0];
   };
-  for (int64_t i = 0; i < o.warmup; ++i) step(1);
+  for (int64_t i = 0; i < c.warmup; ++i) step(1);
   pid_t perf = -1;
   if (!perf_out.empty()) {
     std::vector<pid_t> pids;
@@ -156,7 +156,7 @@ OursRun RunOurs(const TrainConfig& c, const models::TrainGraph& tg, const RunOpt
     perf = StartPerf(pids, perf_out);
   }
   std::vector<double> ms;
-  for (int64_t i = 0; i < o.steps; ++i) {
+  for (int64_t i = 0; i < c.steps; ++i) {
     const absl::Time t0 = absl::Now();
     step(1);
     ms.push_back(absl::ToDoubleMilliseconds(absl::Now() - t0));
@@ -165,21 +165,17 @@ OursRun RunOurs(const TrainConfig& c, const models::TrainGraph& tg, const RunOpt
   run.median_ms = Median(ms);
   if (perf_out.empty()) {
     const absl::Time t0 = absl::Now();
-    step(o.steps);
-    run.batched_ms = absl::ToDoubleMilliseconds(absl::Now() - t0) / o.steps;
+    step(c.steps);
+    run.batched_ms = absl::ToDoubleMilliseconds(absl::Now() - t0) / c.steps;
   }
   absl::Status closed = (*session)->Close();
   if (!closed.ok()) Fail("closing the session", closed);
   return run;
 }
 
-PeerRun RunPeer(const TrainConfig& c, const RunOptions& o) {
-  const std::string script = absl::StrCat(o.peers_dir, "/", c.model, "_bench.py");
-  const std::string env =
-      o.peer_coretype.empty() ? "" : absl::StrCat("OPENBLAS_CORETYPE=", o.peer_coretype, " ");
-  const std::string cmd = absl::StrCat(env, o.python, " ", script, " ", c.peer_args, " --steps ",
-                                       o.steps, " --warmup ", o.warmup, " 2>&1");
-  std::fprintf(stderr, "  peer: %s\n", cmd.c_str());
+namespace {
+
+PeerRun RunPeerOnce(const std::string& cmd) {
   PeerRun run;
   FILE* pipe = popen(cmd.c_str(), "r");
   if (pipe == nullptr) {
@@ -206,6 +202,25 @@ PeerRun RunPeer(const TrainConfig& c, const RunOptions& o) {
   const int status = pclose(pipe);
   if (status != 0 || run.median_ms < 0) {
     run.error = absl::StrCat("exit status ", status, "; output:\n", all);
+  }
+  return run;
+}
+
+}  // namespace
+
+PeerRun RunPeer(const TrainConfig& c, const RunOptions& o) {
+  const std::string script = absl::StrCat(o.peers_dir, "/", c.model, "_bench.py");
+  const std::string env =
+      o.peer_coretype.empty() ? "" : absl::StrCat("OPENBLAS_CORETYPE=", o.peer_coretype, " ");
+  // timeout signals its whole process group: the script and the ranks it spawned.
+  const std::string cmd =
+      absl::StrCat(env, "timeout -s KILL ", o.peer_timeout, " ", o.python, " ", script, " ",
+                   c.peer_args, " --steps ", c.steps, " --warmup ", c.warmup, " 2>&1");
+  std::fprintf(stderr, "  peer: %s\n", cmd.c_str());
+  PeerRun run = RunPeerOnce(cmd);
+  if (!run.error.empty()) {
+    std::fprintf(stderr, "  peer failed, trying once more: %s\n", run.error.c_str());
+    run = RunPeerOnce(cmd);
   }
   return run;
 }

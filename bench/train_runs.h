@@ -27,15 +27,16 @@ struct TrainConfig {
   double goal = 0;        // mlp: ours/peer step time <= goal; transformer: tokens/s ratio >= goal
   double flops = 0;       // model FLOPs per step (bench/train_flops.h)
   double tokens = 0;      // transformer: tokens per step
+  int64_t steps = 30;     // timed steps per run (also the peer's --steps)
+  int64_t warmup = 5;     // untimed steps first (also the peer's --warmup)
 };
 
 struct RunOptions {
-  int64_t steps = 30;
-  int64_t warmup = 5;
   bool explain = false;
   std::string peers_dir;     // mlp_bench.py, transformer_bench.py
   std::string python;        // the peers' interpreter
   std::string peer_coretype;  // OPENBLAS_CORETYPE for the peer ("" = OpenBLAS's own detection)
+  int64_t peer_timeout = 900;  // seconds; then the peer and its ranks are killed
 };
 
 // One run of ours: per-step times (RunSteps(1) each) and the per-step time of the same number of
@@ -64,7 +65,8 @@ models::TransformerOptions TransformerOf(const std::string& size);
 OursRun RunOurs(const TrainConfig& c, const models::TrainGraph& tg, const RunOptions& o,
                 const std::string& perf_out = "");
 
-// Runs the peer script of `c` with o.steps / o.warmup under o.peer_coretype.
+// Runs the peer script of `c` (its steps and warmup) under o.peer_coretype, killed with its ranks
+// after o.peer_timeout seconds; a failed run is tried once more.
 PeerRun RunPeer(const TrainConfig& c, const RunOptions& o);
 
 // The core an OpenBLAS line of a worker log names: CoreOfBlasLine("... core=SkylakeX ...")

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "bench/train_flops.h"
 #include "kernels/blas_probe.h"
 
@@ -54,6 +55,33 @@ std::string Seconds(const Result& r) {
   return absl::StrFormat("%.0f / %.0f", r.ours_seconds, r.peer_seconds);
 }
 
+// "5 + 30 (mlp, small), 2 + 10 (model)".
+std::string StepCounts(const TablesInput& in) {
+  std::vector<std::pair<std::string, std::vector<std::string>>> counts;
+  for (const TrainConfig& c : in.configs) {
+    const std::string count = absl::StrCat(c.warmup, " + ", c.steps);
+    const std::string what = c.size.empty() ? c.model : c.size;
+    auto it = std::find_if(counts.begin(), counts.end(), [&](const auto& e) { return e.first == count; });
+    if (it == counts.end()) it = counts.insert(counts.end(), {count, {}});
+    if (std::find(it->second.begin(), it->second.end(), what) == it->second.end()) {
+      it->second.push_back(what);
+    }
+  }
+  std::vector<std::string> parts;
+  for (const auto& [count, whats] : counts) {
+    parts.push_back(absl::StrCat(count, " (", absl::StrJoin(whats, ", "), ")"));
+  }
+  return absl::StrJoin(parts, ", ");
+}
+
+// The timed steps of the first configuration of `model` (and `size`), for the column titles.
+int64_t StepsOf(const TablesInput& in, const std::string& model, const std::string& size) {
+  for (const TrainConfig& c : in.configs) {
+    if (c.model == model && c.size == size) return c.steps;
+  }
+  return 0;
+}
+
 void PrintHeader(const TablesInput& in) {
   const long cores = sysconf(_SC_NPROCESSORS_ONLN);
   std::printf("## Training steps: meshrt (local cluster, worker processes) vs PyTorch peers\n\n");
@@ -80,13 +108,12 @@ void PrintHeader(const TablesInput& in) {
         Ms(in.peer_peak).c_str(), in.peer_cores.c_str());
   }
   std::printf(
-      "%lld reps x (%lld warmup + %lld timed steps), ours then the peer per configuration; "
+      "%lld reps x (warmup + timed steps: %s), ours then the peer per configuration; "
       "medians over reps of each run's median (range over reps in parentheses); %.1f min. "
       "GFLOP/s per worker = model FLOPs per step (bench/train_flops.h) / step time / workers; "
       "in parentheses its fraction of the side's own peak. Time: wall seconds of all reps, "
       "ours / peer.\n\n",
-      static_cast<long long>(in.reps), static_cast<long long>(in.warmup),
-      static_cast<long long>(in.steps), in.minutes);
+      static_cast<long long>(in.reps), StepCounts(in).c_str(), in.minutes);
 }
 
 void PrintMlp(const TablesInput& in) {
@@ -98,7 +125,7 @@ void PrintMlp(const TablesInput& in) {
       "| mode | layout | ours ms/step (1 step/request) | ours ms/step (%lld steps in 1 request) | "
       "peer | peer ms/step | peer comm ms | ours/peer | goal | ours GFLOP/s/worker | peer "
       "GFLOP/s/worker | time s |\n",
-      static_cast<long long>(in.steps));
+      static_cast<long long>(StepsOf(in, "mlp", "")));
   std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (size_t i = 0; i < in.configs.size(); ++i) {
     const TrainConfig& c = in.configs[i];
@@ -130,7 +157,7 @@ void PrintTransformer(const TablesInput& in, const std::string& size) {
       "| mode | workers | layout | ours ms/step | ours tokens/s | ours tokens/s (%lld steps in 1 "
       "request) | peer | peer ms/step | peer tokens/s | peer comm ms | ours/peer tokens/s | goal | "
       "ours GFLOP/s/worker | peer GFLOP/s/worker | time s |\n",
-      (long long)in.steps);
+      (long long)StepsOf(in, "transformer", size));
   std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (size_t i = 0; i < in.configs.size(); ++i) {
     const TrainConfig& c = in.configs[i];

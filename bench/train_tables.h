@@ -23,7 +23,7 @@ struct Result {
 struct TablesInput {
   std::vector<TrainConfig> configs;
   std::vector<Result> results;  // one per config
-  int64_t reps = 0, steps = 0, warmup = 0;
+  int64_t reps = 0;
   double minutes = 0;
   bool peers = false;
   std::string peers_skipped;
