@@ -175,6 +175,8 @@ OursRun RunOurs(const TrainConfig& c, const models::TrainGraph& tg, const RunOpt
 
 namespace {
 
+constexpr char kRanksKilled[] = "train_bench: killed the ranks of the peer after";
+
 PeerRun RunPeerOnce(const std::string& cmd) {
   PeerRun run;
   FILE* pipe = popen(cmd.c_str(), "r");
@@ -191,6 +193,7 @@ PeerRun RunPeerOnce(const std::string& cmd) {
       run.median_ms = Field(line, "median=");
       run.comm_ms = Field(line, "comm ms median=");
     }
+    if (line.rfind(kRanksKilled, 0) == 0) run.note = line.substr(13, line.size() - 14);
     size_t p = line.find("OpenBLAS core=");
     if (p != std::string::npos) {
       run.core = line.substr(p + 14);
@@ -212,10 +215,18 @@ PeerRun RunPeer(const TrainConfig& c, const RunOptions& o) {
   const std::string script = absl::StrCat(o.peers_dir, "/", c.model, "_bench.py");
   const std::string env =
       o.peer_coretype.empty() ? "" : absl::StrCat("OPENBLAS_CORETYPE=", o.peer_coretype, " ");
-  // timeout signals its whole process group: the script and the ranks it spawned.
-  const std::string cmd =
-      absl::StrCat(env, "timeout -s KILL ", o.peer_timeout, " ", o.python, " ", script, " ",
-                   c.peer_args, " --steps ", c.steps, " --warmup ", c.warmup, " 2>&1");
+  const int64_t allowance = c.model == "mlp" ? 2 : (c.size == "model" ? 15 : 4);
+  const int64_t timeout =
+      o.peer_timeout > 0 ? o.peer_timeout : 120 + (c.warmup + c.steps) * allowance;
+  // After `timeout` seconds the script's ranks (its children) are killed, so that a script whose
+  // rank hangs in its teardown after queueing the results still prints them; 30 s later the
+  // script itself, if it still waits for a rank that never reported.
+  const std::string cmd = absl::StrCat(
+      env, o.python, " ", script, " ", c.peer_args, " --steps ", c.steps, " --warmup ", c.warmup,
+      " 2>&1 & p=$!; (sleep ", timeout, " >/dev/null 2>&1; echo '", kRanksKilled, " ", timeout,
+      " s'; pkill -KILL -P $p; sleep 30 >/dev/null 2>&1; kill -KILL $p) 2>/dev/null & w=$!; "
+      "wait $p; s=$?; kill $w 2>/dev/null; exit $s");
+  // (The sleeps write nowhere: an orphaned one must not hold the pipe open after the script.)
   std::fprintf(stderr, "  peer: %s\n", cmd.c_str());
   PeerRun run = RunPeerOnce(cmd);
   if (!run.error.empty()) {

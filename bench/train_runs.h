@@ -36,7 +36,11 @@ struct RunOptions {
   std::string peers_dir;     // mlp_bench.py, transformer_bench.py
   std::string python;        // the peers' interpreter
   std::string peer_coretype;  // OPENBLAS_CORETYPE for the peer ("" = OpenBLAS's own detection)
-  int64_t peer_timeout = 900;  // seconds; then the peer and its ranks are killed
+  // Seconds before a peer run's ranks are killed (the script 30 s later); 0: 120 + (warmup + steps) * a per-step
+  // allowance (mlp 2 s, small 4 s, model 15 s: >= 10x a quiet machine's step). The MLP's DDP
+  // peer sometimes hangs in its teardown (rank 0 in destroy_process_group after its results are
+  // queued; nothing is printed until it ends), so waiting long only wastes the run.
+  int64_t peer_timeout = 0;
 };
 
 // One run of ours: per-step times (RunSteps(1) each) and the per-step time of the same number of
@@ -53,6 +57,7 @@ struct PeerRun {
   double comm_ms = -1;
   std::string core;   // OpenBLAS core the peer reports
   std::string error;  // non-empty: the run failed
+  std::string note;   // e.g. "killed the ranks of the peer after 190 s" (its timeout)
 };
 
 double Median(std::vector<double> v);  // -1 for none
@@ -65,8 +70,8 @@ models::TransformerOptions TransformerOf(const std::string& size);
 OursRun RunOurs(const TrainConfig& c, const models::TrainGraph& tg, const RunOptions& o,
                 const std::string& perf_out = "");
 
-// Runs the peer script of `c` (its steps and warmup) under o.peer_coretype, killed with its ranks
-// after o.peer_timeout seconds; a failed run is tried once more.
+// Runs the peer script of `c` (its steps and warmup) under o.peer_coretype; after its timeout
+// (o.peer_timeout) its ranks are killed, then the script; a failed run is tried once more.
 PeerRun RunPeer(const TrainConfig& c, const RunOptions& o);
 
 // The core an OpenBLAS line of a worker log names: CoreOfBlasLine("... core=SkylakeX ...")

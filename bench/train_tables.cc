@@ -29,7 +29,10 @@ std::string Range(const std::vector<double>& v) {
 }
 
 std::string PeerName(const TrainConfig& c, const Result& r) {
-  return c.peer_name + (r.peer_failed ? " (failed)" : "");
+  return c.peer_name + (r.peer_failed ? " (failed)" : "") +
+         (r.peer_killed > 0
+              ? absl::StrCat(" (ranks killed at the timeout after reporting, ", r.peer_killed, "x)")
+              : "");
 }
 
 // GFLOP/s per worker of a step of `ms`, and its fraction of `peak`: "41.2 (27%)".

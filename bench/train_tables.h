@@ -17,6 +17,7 @@ struct Result {
   std::vector<double> ours, batched, peer, comm;  // per-run medians, ms
   float loss = 0;                                 // ours, last run
   bool peer_failed = false;
+  int peer_killed = 0;  // runs whose ranks were killed at the timeout after reporting
   double ours_seconds = 0, peer_seconds = 0;  // wall time of all runs
 };
 
