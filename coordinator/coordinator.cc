@@ -1,6 +1,7 @@
 #include "coordinator/coordinator.h"
 
 #include <algorithm>
+#include <map>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -508,13 +509,32 @@ absl::StatusOr<TensorMap> Coordinator::RunStep(const std::string& id, const Tens
 
   // Slices per worker; each distinct slice of a fetched tensor comes from one worker only (the one
   // at coordinate 0 along every mesh dim the tensor is not split over).
-  std::vector<TensorMap> slices(n);
+  // Workers whose slices of every input sit at the same offsets (e.g. all of them, for replicated
+  // inputs) share one map; one whose every slice is the whole feed reads `feeds` itself.
+  std::vector<const TensorMap*> worker_feeds(n, nullptr);
+  std::map<std::vector<int64_t>, TensorMap> slices;  // by the inputs' slice offsets
   std::vector<std::vector<std::string>> worker_fetches(n);
   for (int p = 0; p < n; ++p) {
     const std::vector<int64_t> coord = mesh.Coordinate(p);
+    std::vector<int64_t> offsets;
+    bool whole = true;
     for (const v1::ProgramTensor& in : session->program.inputs()) {
-      slices[p][in.name()] =
-          ExtractSlice(feeds.at(in.name()), TensorLayout::FromProto(in.layout()), mesh, coord);
+      const Tensor& feed = feeds.at(in.name());
+      const TensorLayout layout = TensorLayout::FromProto(in.layout());
+      for (int64_t b : SliceBegin(feed.shape(), layout, mesh, coord)) offsets.push_back(b);
+      whole = whole && SliceShape(feed.shape(), layout, mesh) == feed.shape();
+    }
+    if (whole && static_cast<int>(feeds.size()) == session->program.inputs_size()) {
+      worker_feeds[p] = &feeds;
+    } else {
+      auto [it, added] = slices.try_emplace(offsets);
+      if (added) {
+        for (const v1::ProgramTensor& in : session->program.inputs()) {
+          it->second[in.name()] = ExtractSlice(feeds.at(in.name()),
+                                               TensorLayout::FromProto(in.layout()), mesh, coord);
+        }
+      }
+      worker_feeds[p] = &it->second;
     }
     for (const std::string& f : fetches) {
       TensorLayout layout = TensorLayout::FromProto(session->outputs.at(f).layout());
@@ -549,7 +569,7 @@ absl::StatusOr<TensorMap> Coordinator::RunStep(const std::string& id, const Tens
   for (int p = 0; p < n; ++p) {
     threads.emplace_back([&, p] {
       absl::StatusOr<TensorMap> r = session->clients[p]->RunStep(
-          id, step, slices[p], worker_fetches[p], fetches, num_steps, options_.step_timeout * num_steps,
+          id, step, *worker_feeds[p], worker_fetches[p], fetches, num_steps, options_.step_timeout * num_steps,
           cancel.get());
       absl::MutexLock lock(&done_mu);
       failures += !r.ok();
@@ -662,7 +682,8 @@ absl::StatusOr<TensorMap> Coordinator::RunStep(const std::string& id, const Tens
     const v1::ProgramTensor& t = session->outputs.at(f);
     ASSIGN_OR_RETURN(Shape shape, Shape::FromProto(t.shape()));
     ASSIGN_OR_RETURN(DType dtype, DTypeFromProto(t.dtype()));
-    Tensor whole(dtype, shape);
+    // Uninitialised: the owners' slices (one per distinct slice position) cover every element.
+    Tensor whole = Tensor::Uninitialized(dtype, shape);
     const TensorLayout layout = TensorLayout::FromProto(t.layout());
     for (int p = 0; p < n; ++p) {
       if (std::find(worker_fetches[p].begin(), worker_fetches[p].end(), f) ==

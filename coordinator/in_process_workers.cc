@@ -4,42 +4,6 @@
 #include "kernels/cpu_kernels.h"
 
 namespace meshrt {
-namespace {
-
-// A Communicator owned by a hub, handed out as if owned by the worker.
-class BorrowedCommunicator : public Communicator {
- public:
-  explicit BorrowedCommunicator(Communicator* c) : c_(c) {}
-  const Mesh& mesh() const override { return c_->mesh(); }
-  const std::vector<int64_t>& coordinate() const override { return c_->coordinate(); }
-  absl::Status AllReduce(const std::vector<int>& a, v1::ReduceOp op, DType t, void* d,
-                         int64_t n) override {
-    return c_->AllReduce(a, op, t, d, n);
-  }
-  absl::Status AllGather(const std::vector<int>& a, const void* in, int64_t b, void* out) override {
-    return c_->AllGather(a, in, b, out);
-  }
-  absl::Status AllToAll(const std::vector<int>& a, const void* in, void* out, int64_t b) override {
-    return c_->AllToAll(a, in, out, b);
-  }
-  absl::Status ReduceScatter(const std::vector<int>& a, v1::ReduceOp op, DType t, const void* in,
-                             int64_t n, void* out) override {
-    return c_->ReduceScatter(a, op, t, in, n, out);
-  }
-  absl::Status Broadcast(const std::vector<int>& a, int root, void* d, int64_t b) override {
-    return c_->Broadcast(a, root, d, b);
-  }
-  absl::Status Permute(int axis, int shift, bool wrap, const void* in, void* out,
-                       int64_t b) override {
-    return c_->Permute(axis, shift, wrap, in, out, b);
-  }
-  absl::Status Barrier(const std::vector<int>& a) override { return c_->Barrier(a); }
-
- private:
-  Communicator* c_;
-};
-
-}  // namespace
 
 class InProcessWorkers::Client : public WorkerClient {
  public:
@@ -177,7 +141,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> InProcessWorkers::Create(
   }
   std::vector<int64_t> coord(spec.coordinate().begin(), spec.coordinate().end());
   return std::unique_ptr<Communicator>(
-      std::make_unique<BorrowedCommunicator>(hub->communicator(mesh.ProcessorNumber(coord))));
+      std::make_unique<ForwardingCommunicator>(hub->communicator(mesh.ProcessorNumber(coord))));
 }
 
 }  // namespace meshrt

@@ -122,16 +122,29 @@ Shape WithDimSize(const Shape& shape, int axis, int64_t size) {
 
 Tensor SliceAlongAxis(const Tensor& t, int axis, int64_t parts, int64_t index) {
   CheckSplit(t.shape(), axis, parts);
+  Tensor out = Tensor::Uninitialized(
+      t.dtype(), WithDimSize(t.shape(), axis, t.shape().dim(axis).size / parts));
+  SliceAlongAxisInto(t, axis, parts, index, TensorData(&out));
+  return out;
+}
+
+void SliceAlongAxisInto(const Tensor& t, int axis, int64_t parts, int64_t index, void* out) {
+  CheckSplit(t.shape(), axis, parts);
   MESHRT_CHECK(index >= 0 && index < parts, "piece ", index, " of ", parts);
   const int64_t piece = t.shape().dim(axis).size / parts;
-  Tensor out(t.dtype(), WithDimSize(t.shape(), axis, piece));
+  const std::vector<int64_t> piece_sizes = WithDimSize(t.shape(), axis, piece).Sizes();
   std::vector<int64_t> begin(t.shape().rank(), 0);
   begin[axis] = index * piece;
   const std::vector<int64_t> zero(t.shape().rank(), 0);
   CopyBox(static_cast<const char*>(TensorData(t)), t.shape().Sizes(), begin,
-          static_cast<char*>(TensorData(&out)), out.shape().Sizes(), zero, out.shape().Sizes(),
-          DTypeSize(t.dtype()));
-  return out;
+          static_cast<char*>(out), piece_sizes, zero, piece_sizes, DTypeSize(t.dtype()));
+}
+
+bool ChunksAreContiguous(const Shape& shape, int axis) {
+  for (int i = 0; i < axis && i < shape.rank(); ++i) {
+    if (shape.dim(i).size != 1) return false;
+  }
+  return true;
 }
 
 Tensor ConcatAlongAxis(absl::Span<const Tensor* const> pieces, int axis) {
@@ -146,7 +159,7 @@ Tensor ConcatAlongAxis(absl::Span<const Tensor* const> pieces, int axis) {
                  p->shape().ToString(), " vs ", first.shape().ToString());
     total += p->shape().dim(axis).size;
   }
-  Tensor out(first.dtype(), WithDimSize(first.shape(), axis, total));
+  Tensor out = Tensor::Uninitialized(first.dtype(), WithDimSize(first.shape(), axis, total));
   const int rank = first.shape().rank();
   const std::vector<int64_t> zero(rank, 0);
   std::vector<int64_t> begin(rank, 0);
@@ -178,8 +191,19 @@ Tensor ConcatChunks(const void* chunks, DType dtype, const Shape& chunk_shape, i
                     int axis) {
   MESHRT_CHECK(axis >= 0 && axis < chunk_shape.rank() && parts >= 1, "axis ", axis, " of ",
                chunk_shape.ToString(), ", ", parts, " parts");
-  Tensor out(dtype, WithDimSize(chunk_shape, axis, chunk_shape.dim(axis).size * parts));
+  Tensor out = Tensor::Uninitialized(
+      dtype, WithDimSize(chunk_shape, axis, chunk_shape.dim(axis).size * parts));
+  ConcatChunksInto(chunks, dtype, chunk_shape, parts, axis, TensorData(&out));
+  return out;
+}
+
+void ConcatChunksInto(const void* chunks, DType dtype, const Shape& chunk_shape, int64_t parts,
+                      int axis, void* out) {
+  MESHRT_CHECK(axis >= 0 && axis < chunk_shape.rank() && parts >= 1, "axis ", axis, " of ",
+               chunk_shape.ToString(), ", ", parts, " parts");
   const std::vector<int64_t> chunk_sizes = chunk_shape.Sizes();
+  const std::vector<int64_t> out_sizes =
+      WithDimSize(chunk_shape, axis, chunk_shape.dim(axis).size * parts).Sizes();
   const std::vector<int64_t> zero(chunk_shape.rank(), 0);
   const int64_t elem = DTypeSize(dtype);
   const int64_t chunk_bytes = chunk_shape.num_elements() * elem;
@@ -187,9 +211,8 @@ Tensor ConcatChunks(const void* chunks, DType dtype, const Shape& chunk_shape, i
   for (int64_t k = 0; k < parts; ++k) {
     begin[axis] = k * chunk_sizes[axis];
     CopyBox(static_cast<const char*>(chunks) + k * chunk_bytes, chunk_sizes, zero,
-            static_cast<char*>(TensorData(&out)), out.shape().Sizes(), begin, chunk_sizes, elem);
+            static_cast<char*>(out), out_sizes, begin, chunk_sizes, elem);
   }
-  return out;
 }
 
 Tensor ExtractSlice(const Tensor& whole, const TensorLayout& layout, const Mesh& mesh,
@@ -198,7 +221,7 @@ Tensor ExtractSlice(const Tensor& whole, const TensorLayout& layout, const Mesh&
                whole.shape().ToString(), " on mesh ", mesh.ToString());
   MESHRT_CHECK(CoordFits(mesh, coord), "coordinate ", CoordString(coord), " not in mesh ",
                mesh.ToString());
-  Tensor slice(whole.dtype(), SliceShape(whole.shape(), layout, mesh));
+  Tensor slice = Tensor::Uninitialized(whole.dtype(), SliceShape(whole.shape(), layout, mesh));
   const int rank = whole.shape().rank();
   CopyBox(static_cast<const char*>(TensorData(whole)), whole.shape().Sizes(),
           SliceBegin(whole.shape(), layout, mesh, coord), static_cast<char*>(TensorData(&slice)),

@@ -49,6 +49,20 @@ void SplitIntoChunks(const Tensor& t, int axis, int64_t parts, void* out);
 Tensor ConcatChunks(const void* chunks, DType dtype, const Shape& chunk_shape, int64_t parts,
                     int axis);
 
+// Raw forms of the above for callers that own the destination (the executor writes into pooled
+// storage instead of a fresh zero-filled tensor). Same preconditions; `out` must hold the result's
+// bytes and must not overlap the source.
+//   SliceAlongAxisInto: piece `index` of `parts` of `t` along `axis`, row-major in its own shape.
+//   ConcatChunksInto:   the concatenation ConcatChunks returns, row-major in the whole shape.
+void SliceAlongAxisInto(const Tensor& t, int axis, int64_t parts, int64_t index, void* out);
+void ConcatChunksInto(const void* chunks, DType dtype, const Shape& chunk_shape, int64_t parts,
+                      int axis, void* out);
+
+// True when every dim of `shape` before `axis` has size 1: then the equal pieces along `axis` lie
+// one after another in the row-major storage, so SplitIntoChunks is the identity and the chunks
+// ConcatChunks reads are already the whole tensor (collectives can use the buffer in place).
+bool ChunksAreContiguous(const Shape& shape, int axis);
+
 // The slice of `whole` that the processor at `coord` holds under `layout` on `mesh` (shape
 // SliceShape(...), starting at SliceBegin(...)). Preconditions (CHECKed): the layout has one entry
 // per dim and is valid for the shape (see CheckLayout), coord has one entry per mesh dim and is in

@@ -1,5 +1,6 @@
 #include "core/slicing.h"
 
+#include <cstring>
 #include <numeric>
 #include <vector>
 
@@ -105,6 +106,44 @@ TEST(ChunksTest, ConcatChunksInvertsSplit) {
   Tensor c = ConcatChunks(chunks.data(), DType::kFloat32, Shape{{"x", 2}, {"y", 2}}, 2, 1);
   EXPECT_EQ(c.shape(), (Shape{{"x", 2}, {"y", 4}}));
   EXPECT_THAT(c.floats(), ElementsAre(1, 2, 5, 6, 3, 4, 7, 8));
+}
+
+TEST(ChunksTest, IntoFormsWriteWhatTheTensorFormsReturnOnEveryAxis) {
+  // Odd sizes, both dtypes; the destinations start poisoned, so an unwritten element shows.
+  const Tensor ti = IotaInt(Shape{{"a", 3}, {"b", 6}, {"c", 5}});
+  const Tensor tf = IotaFloat(Shape{{"a", 3}, {"b", 6}, {"c", 5}});
+  for (const Tensor* t : {&ti, &tf}) {
+    for (int axis = 0; axis < 3; ++axis) {
+      const int64_t parts = t->shape().dim(axis).size;
+      for (int64_t k = 0; k < parts; ++k) {
+        const Tensor want = SliceAlongAxis(*t, axis, parts, k);
+        std::vector<int32_t> got(want.num_elements(), -7);
+        SliceAlongAxisInto(*t, axis, parts, k, got.data());
+        EXPECT_EQ(std::memcmp(got.data(), TensorData(want), TensorBytes(want)), 0)
+            << "axis " << axis << " piece " << k;
+      }
+      std::vector<int32_t> packed(t->num_elements());
+      SplitIntoChunks(*t, axis, parts, packed.data());
+      const Shape chunk = WithDimSize(t->shape(), axis, 1);
+      std::vector<int32_t> back(t->num_elements(), -7);
+      ConcatChunksInto(packed.data(), t->dtype(), chunk, parts, axis, back.data());
+      EXPECT_EQ(std::memcmp(back.data(), TensorData(*t), TensorBytes(*t)), 0) << "axis " << axis;
+    }
+  }
+}
+
+TEST(ChunksTest, ChunksAreContiguousExactlyWhenEveryEarlierDimHasSizeOne) {
+  const Shape s{{"one", 1}, {"a", 4}, {"b", 6}};
+  EXPECT_TRUE(ChunksAreContiguous(s, 0));
+  EXPECT_TRUE(ChunksAreContiguous(s, 1));
+  EXPECT_FALSE(ChunksAreContiguous(s, 2));
+  // Where it says so, SplitIntoChunks is the identity.
+  const Tensor t = IotaInt(s);
+  std::vector<int32_t> packed(t.num_elements());
+  SplitIntoChunks(t, 1, 2, packed.data());
+  EXPECT_THAT(packed, ElementsAreArray(t.ints()));
+  SplitIntoChunks(t, 2, 2, packed.data());
+  EXPECT_THAT(packed, ::testing::Not(ElementsAreArray(t.ints())));
 }
 
 TEST(ExtractSliceTest, TwoDimsOnTwoMeshDims) {

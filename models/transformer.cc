@@ -152,6 +152,17 @@ TransformerOptions BenchConfig() {
   return o;
 }
 
+TransformerOptions ModelScaleBenchConfig() {
+  TransformerOptions o = BenchConfig();
+  o.batch = 8;
+  o.length = 256;
+  o.d_model = 512;
+  o.d_kv = 64;
+  o.d_ff = 2048;
+  o.layers = 4;
+  return o;
+}
+
 absl::Status CheckTransformerOptions(const TransformerOptions& o) {
   for (const auto& [name, value] :
        std::vector<std::pair<const char*, int64_t>>{{"batch", o.batch},

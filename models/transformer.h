@@ -62,6 +62,12 @@ struct TransformerOptions {
 // d_ff 1024, 2 layers, vocab 256 (1.74M parameters).
 TransformerOptions BenchConfig();
 
+// The model-scale benchmark (bench/train_bench, issue 14): transformer_bench.py --d-model 512
+// --heads 8 --d-kv 64 --d-ff 2048 --layers 4 --seq-len 256 --batch 8, vocab 256 (12.9M
+// parameters, ~169 GFLOP per training step). Batch 8 x 256 = 2048 tokens: one step takes about a
+// second on two cores, and the batch divides by 4 (every paper layout on rows:2,cols:2).
+TransformerOptions ModelScaleBenchConfig();
+
 // Checks sizes (positive; vocab <= 256 with a data file, since ids are bytes) and the norm.
 absl::Status CheckTransformerOptions(const TransformerOptions& options);
 

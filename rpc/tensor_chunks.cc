@@ -60,7 +60,8 @@ absl::Status TensorAssembler::Add(v1::TensorChunk& chunk) {
                                                      max_bytes_, "-byte limit of one request"));
     }
     total_ += bytes;
-    it = partial_.emplace(name, Partial{Tensor(*dtype, shape), 0, false}).first;
+    // Uninitialised: Finish returns only tensors whose every byte arrived.
+    it = partial_.emplace(name, Partial{Tensor::Uninitialized(*dtype, shape), 0, false}).first;
   } else if (it == partial_.end()) {
     return absl::InvalidArgumentError(
         absl::StrCat("chunk of tensor '", name, "' at offset ", chunk.offset(),

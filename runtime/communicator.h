@@ -8,8 +8,10 @@
 // are per rank.
 //
 // Contract for callers:
-//   - One caller thread per communicator. (Implementations may allow more; the in-memory one
-//     allows concurrent calls on *different* groups, see local_communicator.h.)
+//   - One call at a time per communicator, from any thread: the thread that created it need not
+//     be the one that calls (the executor calls from its communication thread, and at times from
+//     its step thread, never both at once; executor.h). Implementations may allow more; the
+//     in-memory one allows concurrent calls on *different* groups, see local_communicator.h.
 //   - Every member of a group calls the same collectives on that group in the same order, with the
 //     same sizes, dtype and reduce op. Collectives on different groups are independent.
 //   - Buffers are borrowed for the duration of the call only. `in` and `out` must not overlap.
@@ -84,6 +86,46 @@ class Communicator {
 
   // Returns once every member of the group has called Barrier.
   virtual absl::Status Barrier(const std::vector<int>& mesh_axes) = 0;
+};
+
+// Forwards every call to a borrowed communicator (which must outlive it): a communicator handed
+// out without ownership, and the base of wrappers that observe some calls (a test counting the
+// elements reduced overrides AllReduce, records, then calls ForwardingCommunicator::AllReduce).
+class ForwardingCommunicator : public Communicator {
+ public:
+  explicit ForwardingCommunicator(Communicator* inner) : inner_(inner) {}
+  const Mesh& mesh() const override { return inner_->mesh(); }
+  const std::vector<int64_t>& coordinate() const override { return inner_->coordinate(); }
+  absl::Status AllReduce(const std::vector<int>& mesh_axes, v1::ReduceOp op, DType dtype,
+                         void* data, int64_t count) override {
+    return inner_->AllReduce(mesh_axes, op, dtype, data, count);
+  }
+  absl::Status AllGather(const std::vector<int>& mesh_axes, const void* in, int64_t bytes,
+                         void* out) override {
+    return inner_->AllGather(mesh_axes, in, bytes, out);
+  }
+  absl::Status AllToAll(const std::vector<int>& mesh_axes, const void* in, void* out,
+                        int64_t bytes_per_rank) override {
+    return inner_->AllToAll(mesh_axes, in, out, bytes_per_rank);
+  }
+  absl::Status ReduceScatter(const std::vector<int>& mesh_axes, v1::ReduceOp op, DType dtype,
+                             const void* in, int64_t count_per_rank, void* out) override {
+    return inner_->ReduceScatter(mesh_axes, op, dtype, in, count_per_rank, out);
+  }
+  absl::Status Broadcast(const std::vector<int>& mesh_axes, int root_rank, void* data,
+                         int64_t bytes) override {
+    return inner_->Broadcast(mesh_axes, root_rank, data, bytes);
+  }
+  absl::Status Permute(int mesh_axis, int shift, bool wrap, const void* in, void* out,
+                       int64_t bytes) override {
+    return inner_->Permute(mesh_axis, shift, wrap, in, out, bytes);
+  }
+  absl::Status Barrier(const std::vector<int>& mesh_axes) override {
+    return inner_->Barrier(mesh_axes);
+  }
+
+ private:
+  Communicator* inner_;
 };
 
 // Helpers shared by implementations.

@@ -89,12 +89,13 @@ std::string DescribeInstructionKind(const v1::Instruction& instr, const Mesh& me
 
 Executor::Executor(const v1::Program& program, std::vector<int64_t> coordinate,
                    const KernelRunner* kernels, Communicator* communicator,
-                   KernelContext context)
+                   KernelContext context, ExecutorOptions options)
     : program_(program),
       coordinate_(std::move(coordinate)),
       kernels_(kernels),
       communicator_(communicator),
-      context_(context) {}
+      context_(context),
+      options_(options) {}
 
 absl::Status Executor::Run(const std::map<std::string, Tensor>& input_slices) {
   return RunPlan(input_slices, PlanFor(nullptr));
@@ -105,23 +106,49 @@ absl::Status Executor::Run(const std::map<std::string, Tensor>& input_slices,
   return RunPlan(input_slices, PlanFor(&fetches));
 }
 
+absl::Status Executor::Run(std::map<std::string, Tensor>&& input_slices) {
+  movable_feeds_ = &input_slices;
+  absl::Status s = RunPlan(input_slices, PlanFor(nullptr));
+  movable_feeds_ = nullptr;
+  return s;
+}
+
+absl::Status Executor::Run(std::map<std::string, Tensor>&& input_slices,
+                           const std::vector<std::string>& fetches) {
+  movable_feeds_ = &input_slices;
+  absl::Status s = RunPlan(input_slices, PlanFor(&fetches));
+  movable_feeds_ = nullptr;
+  return s;
+}
+
 absl::Status Executor::RunPlan(const std::map<std::string, Tensor>& input_slices,
                                const Plan& plan) {
   state_buffers_.clear();
   RETURN_IF_ERROR(Prepare(input_slices));
   plan_ = &plan;
+  last_write_.assign(buffers_.size(), -1);
+  last_read_.assign(buffers_.size(), -1);
+  item_instruction_.clear();
+  step_first_item_ = issued_;
   absl::Status s = LoadVariables();
   std::vector<int> pending;  // deferred allreduces
+  std::vector<int> reads, writes;
   const int count = program_.instructions_size();
   int next_due = count + 1;  // the earliest due position among `pending`
+  int64_t pending_bytes = 0;
   for (int i = 0; s.ok() && i <= count; ++i) {
     if (next_due <= i) {
       s = FlushAllReduces(&pending);
       next_due = count + 1;
+      pending_bytes = 0;
     }
     if (!s.ok() || i == count) break;
     if (!plan.runs[i]) continue;
     if (plan.guarded[i]) {
+      const v1::Instruction& guarded = program_.instructions(i);
+      // The predicate may come from a collective in flight; the zeros overwrite the output.
+      s = WaitForBuffers(i, {guarded.predicate()}, {guarded.output()});
+      if (!s.ok()) break;
       absl::StatusOr<bool> skipped = SkipGuarded(i);
       if (!skipped.ok()) {
         s = InstructionError(i, skipped.status());
@@ -131,7 +158,7 @@ absl::Status Executor::RunPlan(const std::map<std::string, Tensor>& input_slices
         s = Enter(i);
         if (!s.ok()) break;
         ForEachRead(plan, i, [&](int b) {
-          if (Dead(b, i) && b != program_.instructions(i).output()) Recycle(b);
+          if (Dead(b, i) && b != guarded.output()) RecycleWhenUnread(b);
         });
         continue;
       }
@@ -139,13 +166,30 @@ absl::Status Executor::RunPlan(const std::map<std::string, Tensor>& input_slices
     if (plan.due[i] >= 0) {
       pending.push_back(i);
       next_due = std::min(next_due, plan.due[i]);
+      pending_bytes += plan.deferred_bytes[i];
+      if (pending_bytes >= kBucketBytes) next_due = std::min(next_due, i + 1);  // a full bucket
       continue;
     }
     s = Enter(i);
     if (!s.ok()) break;
+    if (comm_failed_.load(std::memory_order_relaxed)) break;  // DrainComm reports it
     const v1::Instruction& instr = program_.instructions(i);
-    Tensor out;
+    if (instr.kind_case() == v1::Instruction::kCollective) {
+      s = IssueCollective(i);
+      continue;
+    }
+    // Wait for the collectives whose results this reads, or whose buffers it overwrites.
+    reads.clear();
+    writes.assign({instr.output()});
+    ForEachRead(plan, i, [&](int b) { reads.push_back(b); });
     auto fused = plan.fused.find(i);
+    if (fused != plan.fused.end()) {
+      writes.push_back(program_.instructions(fused->second.einsum).output());
+      writes.push_back(program_.instructions(fused->second.mul).output());
+    }
+    s = WaitForBuffers(i, reads, writes);
+    if (!s.ok()) break;
+    Tensor out;
     if (fused == plan.fused.end()) {
       s = RunInstruction(instr, &out, i);
       if (!s.ok()) s = InstructionError(i, s);
@@ -156,9 +200,12 @@ absl::Status Executor::RunPlan(const std::map<std::string, Tensor>& input_slices
     buffers_[instr.output()] = std::move(out);
     // Free internal buffers nothing reads any more (fetchable tensors, inputs and variables stay).
     ForEachRead(plan, i, [&](int b) {
-      if (Dead(b, i) && b != instr.output()) Recycle(b);
+      if (Dead(b, i) && b != instr.output()) RecycleWhenUnread(b);
     });
   }
+  // Every collective issued precedes (in program order) whatever failed here: its error wins.
+  absl::Status comm = DrainComm();
+  if (!comm.ok()) s = comm;
   StoreVariables(/*step_succeeded=*/s.ok());
   plan_ = nullptr;
   return s;
@@ -230,6 +277,7 @@ const Executor::Plan& Executor::PlanFor(const std::vector<std::string>* fetches)
   // writes. Conservative for a buffer written twice: every writer of a needed buffer runs.
   plan.runs.assign(count, fetches == nullptr);
   plan.due.assign(count, -1);
+  plan.deferred_bytes.assign(count, 0);
   if (fetches != nullptr) {
     for (int i = count - 1; i >= 0; --i) {
       const v1::Instruction& instr = program_.instructions(i);
@@ -289,6 +337,7 @@ const Executor::Plan& Executor::PlanFor(const std::vector<std::string>* fetches)
     auto shape = Shape::FromProto(instr.slice_shape(), "slice_shape");
     if (!shape.ok() || shape->num_elements() * 4 > kFuseBytes) continue;
     plan.due[i] = first_reader[instr.output()];
+    plan.deferred_bytes[i] = shape->num_elements() * 4;
     plan.pinned[instr.inputs(0)] = true;  // read when the group runs, maybe after its last reader
   }
   return plans_.emplace(std::move(key), std::move(plan)).first->second;
@@ -486,6 +535,7 @@ absl::Status Executor::SetVariable(const std::string& name, Tensor slice) {
 }
 
 absl::Status Executor::Prepare(const std::map<std::string, Tensor>& input_slices) {
+  pool_.NewStep();
   for (int b = 0; b < static_cast<int>(buffers_.size()); ++b) Recycle(b);  // the last step's
   buffers_.clear();
   auto mesh = Mesh::FromProto(program_.mesh());
@@ -529,7 +579,11 @@ absl::Status Executor::Prepare(const std::map<std::string, Tensor>& input_slices
                                   info.shape.ToString(), ", layout ",
                                   info.layout.ToString(info.shape, mesh_), ")"));
     }
-    buffers_[input.buffer()] = feed->second;
+    if (movable_feeds_ == &input_slices) {
+      buffers_[input.buffer()] = std::move(movable_feeds_->at(input.name()));
+    } else {
+      buffers_[input.buffer()] = PooledCopy(feed->second);  // recycled storage: no page faults
+    }
   }
   for (const auto& [name, tensor] : input_slices) {
     if (std::find(names.begin(), names.end(), name) == names.end()) {
@@ -613,8 +667,21 @@ absl::Status Executor::RunLocalSlice(const v1::LocalSlice& slice, const Tensor& 
   }
   RETURN_IF_ERROR(CheckTensorAxis(in, slice.axis(), "axis"));
   RETURN_IF_ERROR(CheckDivisible(in, slice.axis(), mesh_.size(m)));
-  *out = SliceAlongAxis(in, slice.axis(), mesh_.size(m), coordinate_[m]);
+  const int64_t parts = mesh_.size(m);
+  *out = pool_.Take(in.dtype(), WithDimSize(in.shape(), slice.axis(),
+                                            in.shape().dim(slice.axis()).size / parts));
+  SliceAlongAxisInto(in, slice.axis(), parts, coordinate_[m], TensorData(out));
   return absl::OkStatus();
+}
+
+Tensor Executor::PooledCopy(const Tensor& t) {
+  Tensor copy = pool_.Take(t.dtype(), t.shape());
+  std::memcpy(TensorData(&copy), TensorData(t), TensorBytes(t));
+  return copy;
+}
+
+Tensor Executor::TakeScratch(DType dtype, int64_t elements) {
+  return pool_.Take(dtype, Shape({{"scratch", elements}}));
 }
 
 absl::Status Executor::RunCollective(const v1::Collective& c, const Tensor& in, Tensor* out,
@@ -636,54 +703,80 @@ absl::Status Executor::RunCollective(const v1::Collective& c, const Tensor& in, 
   const DType dtype = in.dtype();
   const int64_t n = in.num_elements();
   const int64_t bytes = TensorBytes(in);
+  // Outputs and scratch come from pool_ uninitialised: every collective below writes all of them.
+  // Where the pieces along the split or concat axis are contiguous (every dim before it has size
+  // 1, e.g. the axis is outermost), the communicator reads the input or writes the output in
+  // place instead of through a packed copy.
   switch (c.kind()) {
     case v1::Collective::ALLREDUCE:
       // `in` is *stealable when given: read n, dtype and bytes above, before the move.
-      if (stealable != nullptr) {
-        *out = std::move(*stealable);
-      } else {
-        *out = in;
-      }
+      *out = stealable != nullptr ? std::move(*stealable) : PooledCopy(in);
       if (g == 1) return absl::OkStatus();
       return communicator_->AllReduce(axes, c.reduce_op(), dtype, TensorData(out), n);
     case v1::Collective::ALLGATHER: {
       RETURN_IF_ERROR(CheckTensorAxis(in, c.concat_axis(), "concat_axis"));
       if (g == 1) break;
-      std::vector<char> gathered(g * bytes);
-      RETURN_IF_ERROR(communicator_->AllGather(axes, TensorData(in), bytes, gathered.data()));
-      *out = ConcatChunks(gathered.data(), dtype, in.shape(), g, c.concat_axis());
-      return absl::OkStatus();
+      const int axis = c.concat_axis();
+      *out = pool_.Take(dtype, WithDimSize(in.shape(), axis, in.shape().dim(axis).size * g));
+      if (ChunksAreContiguous(in.shape(), axis)) {
+        return communicator_->AllGather(axes, TensorData(in), bytes, TensorData(out));
+      }
+      Tensor gathered = TakeScratch(dtype, g * n);
+      absl::Status s = communicator_->AllGather(axes, TensorData(in), bytes, TensorData(&gathered));
+      if (s.ok()) ConcatChunksInto(TensorData(gathered), dtype, in.shape(), g, axis, TensorData(out));
+      pool_.Release(std::move(gathered));
+      return s;
     }
     case v1::Collective::ALLTOALL: {
       RETURN_IF_ERROR(CheckTensorAxis(in, c.split_axis(), "split_axis"));
       RETURN_IF_ERROR(CheckTensorAxis(in, c.concat_axis(), "concat_axis"));
       RETURN_IF_ERROR(CheckDivisible(in, c.split_axis(), g));
       if (g == 1) break;
-      std::vector<char> packed(bytes), received(bytes);
-      SplitIntoChunks(in, c.split_axis(), g, packed.data());
-      RETURN_IF_ERROR(communicator_->AllToAll(axes, packed.data(), received.data(), bytes / g));
-      const Shape piece =
-          WithDimSize(in.shape(), c.split_axis(), in.shape().dim(c.split_axis()).size / g);
-      *out = ConcatChunks(received.data(), dtype, piece, g, c.concat_axis());
-      return absl::OkStatus();
+      const int split = c.split_axis(), concat = c.concat_axis();
+      const Shape piece = WithDimSize(in.shape(), split, in.shape().dim(split).size / g);
+      Tensor packed, received;
+      const void* send = TensorData(in);
+      if (!ChunksAreContiguous(in.shape(), split)) {
+        packed = TakeScratch(dtype, n);
+        SplitIntoChunks(in, split, g, TensorData(&packed));
+        send = TensorData(packed);
+      }
+      *out = pool_.Take(dtype, WithDimSize(piece, concat, piece.dim(concat).size * g));
+      const bool direct = ChunksAreContiguous(piece, concat);
+      if (!direct) received = TakeScratch(dtype, n);
+      absl::Status s = communicator_->AllToAll(
+          axes, send, direct ? TensorData(out) : TensorData(&received), bytes / g);
+      if (s.ok() && !direct) {
+        ConcatChunksInto(TensorData(received), dtype, piece, g, concat, TensorData(out));
+      }
+      pool_.Release(std::move(packed));
+      pool_.Release(std::move(received));
+      return s;
     }
     case v1::Collective::REDUCE_SCATTER: {
       RETURN_IF_ERROR(CheckTensorAxis(in, c.split_axis(), "split_axis"));
       RETURN_IF_ERROR(CheckDivisible(in, c.split_axis(), g));
       if (g == 1) break;
-      std::vector<char> packed(bytes);
-      SplitIntoChunks(in, c.split_axis(), g, packed.data());
-      *out = Tensor(
-          dtype, WithDimSize(in.shape(), c.split_axis(), in.shape().dim(c.split_axis()).size / g));
-      return communicator_->ReduceScatter(axes, c.reduce_op(), dtype, packed.data(), n / g,
-                                          TensorData(out));
+      const int split = c.split_axis();
+      Tensor packed;
+      const void* send = TensorData(in);
+      if (!ChunksAreContiguous(in.shape(), split)) {
+        packed = TakeScratch(dtype, n);
+        SplitIntoChunks(in, split, g, TensorData(&packed));
+        send = TensorData(packed);
+      }
+      *out = pool_.Take(dtype, WithDimSize(in.shape(), split, in.shape().dim(split).size / g));
+      absl::Status s =
+          communicator_->ReduceScatter(axes, c.reduce_op(), dtype, send, n / g, TensorData(out));
+      pool_.Release(std::move(packed));
+      return s;
     }
     case v1::Collective::PERMUTE: {
       // Same shape in and out: the lowering decides what the moved slice means.
       if (axes.size() != 1) {
         return Invalid(absl::StrCat("PERMUTE takes exactly one mesh axis, not ", axes.size()));
       }
-      *out = Tensor(dtype, in.shape());
+      *out = pool_.Take(dtype, in.shape());  // Permute writes zeros where nothing arrives
       return communicator_->Permute(axes[0], c.shift(), c.wrap(), TensorData(in), TensorData(out),
                                     bytes);
     }
@@ -692,13 +785,14 @@ absl::Status Executor::RunCollective(const v1::Collective& c, const Tensor& in, 
         return Invalid(
             absl::StrCat("BROADCAST root ", c.root(), " is not a rank of a group of ", g));
       }
-      *out = in;
+      *out = stealable != nullptr ? std::move(*stealable) : PooledCopy(in);
       if (g == 1) return absl::OkStatus();
       return communicator_->Broadcast(axes, c.root(), TensorData(out), bytes);
     default:
       return Invalid(absl::StrCat("unknown collective kind ", static_cast<int>(c.kind())));
   }
-  *out = in;  // a group of one: every collective is a copy
+  // A group of one: every collective is a copy.
+  *out = stealable != nullptr ? std::move(*stealable) : PooledCopy(in);
   return absl::OkStatus();
 }
 
@@ -719,13 +813,7 @@ absl::Status Executor::InstructionError(int index, const absl::Status& s,
 
 absl::Status Executor::FlushAllReduces(std::vector<int>* pending) {
   // Groups by (sorted mesh axes, op, dtype), in the order their first members appear.
-  struct Group {
-    std::vector<int> axes;
-    v1::ReduceOp op;
-    v1::DType dtype;
-    std::vector<int> members;
-  };
-  std::vector<Group> groups;
+  std::vector<AllReduceGroup> groups;
   for (int i : *pending) {
     const v1::Instruction& instr = program_.instructions(i);
     std::vector<int> axes;
@@ -734,7 +822,7 @@ absl::Status Executor::FlushAllReduces(std::vector<int>* pending) {
         {instr.collective().mesh_axes().begin(), instr.collective().mesh_axes().end()}, &axes);
     if (!valid.ok()) axes = {-1 - i};  // a group of its own: RunInstruction reports it
     std::sort(axes.begin(), axes.end());
-    auto g = std::find_if(groups.begin(), groups.end(), [&](const Group& x) {
+    auto g = std::find_if(groups.begin(), groups.end(), [&](const AllReduceGroup& x) {
       return x.axes == axes && x.op == instr.collective().reduce_op() &&
              x.dtype == instr.dtype();
     });
@@ -745,60 +833,72 @@ absl::Status Executor::FlushAllReduces(std::vector<int>* pending) {
     g->members.push_back(i);
   }
   pending->clear();
-  for (const Group& g : groups) {
-    const int first = g.members.front();
-    RETURN_IF_ERROR(Enter(first));
-    auto fail = [&](const absl::Status& s) {
-      return InstructionError(
-          first, s,
-          g.members.size() > 1
-              ? absl::StrCat(", fused with ", g.members.size() - 1, " later allreduce(s)")
-              : "");
-    };
-    if (g.members.size() == 1) {  // nothing to fuse: the plain path
-      const v1::Instruction& instr = program_.instructions(first);
-      Tensor out;
-      absl::Status s = RunInstruction(instr, &out, first);
-      if (!s.ok()) return fail(s);
-      buffers_[instr.output()] = std::move(out);
-      continue;
-    }
-    // Pack, one allreduce, unpack. Each member's input was checked against its declaration.
-    std::vector<Tensor> outs;
-    int64_t total = 0;
+  for (AllReduceGroup& g : groups) {
+    RETURN_IF_ERROR(Enter(g.members.front()));
+    std::vector<int> reads, writes;
     for (int i : g.members) {
-      const v1::Instruction& instr = program_.instructions(i);
-      const int b = instr.inputs(0);
-      if (!buffers_[b].has_value()) {
-        return fail(Invalid(absl::StrCat("reads buffer ", b, ", which is not written yet")));
-      }
-      auto dtype = DTypeFromProto(instr.dtype());
-      auto shape = Shape::FromProto(instr.slice_shape(), "slice_shape");
-      if (!dtype.ok() || !shape.ok() || buffers_[b]->dtype() != *dtype ||
-          buffers_[b]->shape() != *shape) {
-        return fail(Invalid(absl::StrCat("instruction ", i, " (source_op '", instr.source_op(),
-                                         "') reads ", buffers_[b]->shape().ToString(),
-                                         " but declares another slice shape or dtype")));
-      }
-      outs.push_back(*buffers_[b]);
-      total += TensorBytes(outs.back());
+      reads.push_back(program_.instructions(i).inputs(0));
+      writes.push_back(program_.instructions(i).output());
     }
-    std::vector<char> packed(total);
-    int64_t at = 0;
-    for (const Tensor& t : outs) {
-      std::memcpy(packed.data() + at, TensorData(t), TensorBytes(t));
-      at += TensorBytes(t);
-    }
-    const DType dtype = outs.front().dtype();
-    const int64_t elements = total / (dtype == DType::kFloat32 ? sizeof(float) : sizeof(int32_t));
-    absl::Status s = communicator_->AllReduce(g.axes, g.op, dtype, packed.data(), elements);
+    const int first = g.members.front();
+    RETURN_IF_ERROR(Issue(
+        first, [this, g = std::move(g)] { return RunAllReduceGroup(g); }, reads, writes));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Executor::RunAllReduceGroup(const AllReduceGroup& g) {
+  const int first = g.members.front();
+  auto fail = [&](const absl::Status& s) {
+    return InstructionError(
+        first, s,
+        g.members.size() > 1
+            ? absl::StrCat(", fused with ", g.members.size() - 1, " later allreduce(s)")
+            : "");
+  };
+  if (g.members.size() == 1) {  // nothing to fuse: the plain path
+    const v1::Instruction& instr = program_.instructions(first);
+    Tensor out;
+    absl::Status s = RunInstruction(instr, &out, first);
     if (!s.ok()) return fail(s);
-    at = 0;
-    for (size_t k = 0; k < outs.size(); ++k) {
-      std::memcpy(TensorData(&outs[k]), packed.data() + at, TensorBytes(outs[k]));
-      at += TensorBytes(outs[k]);
-      buffers_[program_.instructions(g.members[k]).output()] = std::move(outs[k]);
+    buffers_[instr.output()] = std::move(out);
+    return absl::OkStatus();
+  }
+  // Pack, one allreduce, unpack. Each member's input was checked against its declaration.
+  std::vector<Tensor> outs;
+  int64_t total = 0;
+  for (int i : g.members) {
+    const v1::Instruction& instr = program_.instructions(i);
+    const int b = instr.inputs(0);
+    if (!buffers_[b].has_value()) {
+      return fail(Invalid(absl::StrCat("reads buffer ", b, ", which is not written yet")));
     }
+    auto dtype = DTypeFromProto(instr.dtype());
+    auto shape = Shape::FromProto(instr.slice_shape(), "slice_shape");
+    if (!dtype.ok() || !shape.ok() || buffers_[b]->dtype() != *dtype ||
+        buffers_[b]->shape() != *shape) {
+      return fail(Invalid(absl::StrCat("instruction ", i, " (source_op '", instr.source_op(),
+                                       "') reads ", buffers_[b]->shape().ToString(),
+                                       " but declares another slice shape or dtype")));
+    }
+    outs.push_back(*buffers_[b]);
+    total += TensorBytes(outs.back());
+  }
+  std::vector<char> packed(total);
+  int64_t at = 0;
+  for (const Tensor& t : outs) {
+    std::memcpy(packed.data() + at, TensorData(t), TensorBytes(t));
+    at += TensorBytes(t);
+  }
+  const DType dtype = outs.front().dtype();
+  const int64_t elements = total / (dtype == DType::kFloat32 ? sizeof(float) : sizeof(int32_t));
+  absl::Status s = communicator_->AllReduce(g.axes, g.op, dtype, packed.data(), elements);
+  if (!s.ok()) return fail(s);
+  at = 0;
+  for (size_t k = 0; k < outs.size(); ++k) {
+    std::memcpy(TensorData(&outs[k]), packed.data() + at, TensorBytes(outs[k]));
+    at += TensorBytes(outs[k]);
+    buffers_[program_.instructions(g.members[k]).output()] = std::move(outs[k]);
   }
   return absl::OkStatus();
 }

@@ -15,8 +15,26 @@
 // Thread-safety: thread-compatible. One Run at a time; Buffer/OutputSlice must not race with Run.
 // Distinct executors (one per processor) may run concurrently.
 //
-// Activity: with set_activity, Run reports every instruction it enters (StepActivity::Enter) and
-// stops with Aborted at the next instruction once the activity is aborted.
+// Overlap (ExecutorOptions::overlap_comm, on by default): collectives run on a communication thread
+// of the executor (started by the first Run that needs it, joined by the destructor), one at a
+// time in program order, while the calling thread goes on with the instructions after them; an
+// instruction that reads a collective's result (or writes a buffer a collective still reads or
+// writes) waits for it. The calling thread issues every collective at its place in the program,
+// so every processor makes the same communicator calls in the same order, and their results are
+// bit-identical to those without overlap (the same calls on the same data). The communicator is
+// then called from the communication thread only (one thread at a time, as communicator.h asks),
+// and from the calling thread when overlap is off, for groups of one, and when the calling thread
+// needs a result the communication thread has not started (it runs it itself instead of waiting
+// for a wakeup). Run returns only after every collective it issued has finished.
+//
+// Activity: with set_activity, Run reports every instruction the calling thread enters
+// (StepActivity::Enter), in program order: the local ops it runs and the collectives as it issues
+// them (so ordinals still compare across processors). While it waits for a collective's result, the
+// activity shows the instruction that reads it; the communication thread reports nothing (its CPU
+// time is not in step_cpu). Once the activity is aborted the step stops with Aborted at the next
+// instruction of either thread: the calling thread enters none, and the communication thread starts
+// no collective it has not started yet (one in progress is not interrupted: it ends within the
+// communicator's timeout, as without overlap).
 //
 // Errors from Run:
 //   - InvalidArgument before any instruction runs: the program is malformed (bad mesh, buffer
@@ -26,17 +44,25 @@
 //     source_op and its kind (e.g. "collective ALLGATHER over [cols]", "local op 'einsum'"). A
 //     step whose result does not match its declared slice shape or dtype is InvalidArgument.
 //   - Aborted, naming the instruction it would have run next, after StepActivity::Abort().
+//   With overlap, the first failure in program order wins: a collective that failed on the
+//   communication thread is reported (with its instruction) rather than a later local op's error.
 #ifndef MESHRT_RUNTIME_EXECUTOR_H_
 #define MESHRT_RUNTIME_EXECUTOR_H_
 
+#include <atomic>
 #include <cstdint>
+#include <deque>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "core/kernel_runner.h"
 #include "core/mesh.h"
 #include "core/shape.h"
@@ -48,10 +74,20 @@
 
 namespace meshrt {
 
+struct ExecutorOptions {
+  // Run collectives on the executor's communication thread, overlapping the local ops that do not
+  // read their results (see Executor). false: each collective runs on the calling thread at its
+  // place in the program (for comparison and diagnosis; results are the same bits).
+  bool overlap_comm = true;
+};
+
 class Executor {
  public:
   Executor(const v1::Program& program, std::vector<int64_t> coordinate, const KernelRunner* kernels,
-           Communicator* communicator, KernelContext context = KernelContext());
+           Communicator* communicator, KernelContext context = KernelContext(),
+           ExecutorOptions options = ExecutorOptions());
+  // Joins the communication thread (idle between runs).
+  ~Executor();
 
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;
@@ -74,6 +110,12 @@ class Executor {
   // coordinator sends one list to all). Names that are not outputs select nothing (OutputSlice
   // reports them). The pruned schedule is computed once per distinct fetch list.
   absl::Status Run(const std::map<std::string, Tensor>& input_slices,
+                   const std::vector<std::string>& fetches);
+
+  // The same, moving the feeds into the executor's buffers instead of copying them (a worker's
+  // decoded request is read once). The map's tensors are left in a moved-from state.
+  absl::Status Run(std::map<std::string, Tensor>&& input_slices);
+  absl::Status Run(std::map<std::string, Tensor>&& input_slices,
                    const std::vector<std::string>& fetches);
 
   // Buffer `index` after Run, or null when it is out of range, was never written, or was internal
@@ -111,10 +153,13 @@ class Executor {
   //
   // Small allreduces are deferred and fused (as DDP buckets gradients): an ALLREDUCE of at most
   // kFuseBytes waits until the first running instruction that reads its result (or the end of
-  // the step), and when one is due every waiting allreduce runs with it, those over the same
-  // mesh axes, op and dtype packed into one collective. The data-parallel gradient allreduces of
-  // a backward pass, each waiting for the optimizer, become one. Every processor derives the same
-  // plan from the same program and fetches, so all make the same calls.
+  // the step), or until the waiting ones hold kBucketBytes (a full bucket: issued right after the
+  // allreduce that filled it), and when one is due every waiting allreduce runs with it, those
+  // over the same mesh axes, op and dtype packed into one collective. The data-parallel gradient
+  // allreduces of a backward pass go out in buckets while it goes on (with overlap, the bucket
+  // runs during the rest of the backward pass), the last ones at the optimizer. Every processor
+  // derives the same plan from the same program and fetches, so all make the same calls, with
+  // overlap on or off.
   //
   // Scaled einsum updates are fused: an instruction S = sub(x, mul(einsum(...), s)) (or add, in
   // either order; s a scalar), whose einsum and mul results nothing else reads, runs as
@@ -133,6 +178,7 @@ class Executor {
     std::vector<bool> runs;         // instruction -> part of the step
     std::vector<int> due;           // instruction -> -1, or (deferred) the position it must
                                     // run before (instructions_size(): the end of the step)
+    std::vector<int64_t> deferred_bytes;  // instruction -> its slice's bytes when deferred
     std::vector<int> last_reader;   // buffer -> last running instruction reading it (-1: none)
     std::vector<bool> pinned;       // inputs, fetched outputs, variables, deferred allreduces'
                                     // inputs: never freed early
@@ -161,9 +207,58 @@ class Executor {
   // Runs update S with its fused einsum and mul into `out`.
   absl::Status RunFusedUpdate(int s_index, const FusedUpdate& f, Tensor* out);
   static constexpr int64_t kFuseBytes = 1 << 20;
-  // Runs the deferred allreduces `pending` (instruction indices, in program order), fused by
-  // (mesh axes, op, dtype); clears it.
+  static constexpr int64_t kBucketBytes = 1 << 20;
+  // Deferred allreduces that run as one collective: same sorted mesh axes, op and dtype.
+  struct AllReduceGroup {
+    std::vector<int> axes;
+    v1::ReduceOp op;
+    v1::DType dtype;
+    std::vector<int> members;  // instruction positions, in program order
+  };
+  // Issues the deferred allreduces `pending` (instruction indices, in program order), fused by
+  // (mesh axes, op, dtype), one group after another; clears it.
   absl::Status FlushAllReduces(std::vector<int>* pending);
+  // Runs one group (on the communication thread, or inline): pack, one allreduce, unpack.
+  absl::Status RunAllReduceGroup(const AllReduceGroup& g);
+
+  // Overlap. Work for the communication thread: a collective instruction, a group of deferred
+  // allreduces, or giving a buffer to the pool once the collectives reading it are done. Returns
+  // the step's error for it (naming its instruction).
+  using CommWork = std::function<absl::Status()>;
+  // Runs `work` now (overlap off) or queues it (numbered issued_++); `reads` and `writes` are the
+  // buffers it touches, for WaitForBuffers. Queued work of instruction `index` (-1: none) is not
+  // started once the activity is aborted: Aborted naming `index` instead. Returns `work`'s error
+  // when run now, else the first failure of the step's queued work so far (the step must stop).
+  absl::Status Issue(int index, CommWork work, const std::vector<int>& reads,
+                     const std::vector<int>& writes);
+  // Issues collective instruction `index` (entered already), or runs it here when it needs no
+  // communicator call (a group of one).
+  absl::Status IssueCollective(int index);
+  // Runs collective instruction `index` and recycles its dead input: `queued` on the
+  // communication thread (or as queued work on the calling thread), else inline.
+  absl::Status RunCollectiveInstruction(int index, bool queued);
+  // Blocks until no queued or running work writes a buffer of `reads` or touches one of `writes`,
+  // for instruction `index`. The failure of the step's queued work, if any (then it stops waiting
+  // at once).
+  absl::Status WaitForBuffers(int index, const std::vector<int>& reads,
+                              const std::vector<int>& writes);
+  // Blocks until work number `seq` has finished, or (unless `drain`) any work failed; the first
+  // failure of the step's work, if any. While waiting, runs queued work itself when the
+  // communication thread is idle, and reports the collective it waits in to activity_
+  // (StepActivity::WaitsIn), then instruction `resume` again (-1: none).
+  absl::Status WaitForWork(int64_t seq, bool drain, int resume) ABSL_LOCKS_EXCLUDED(comm_mu_);
+  // Recycles internal buffer `b` now, or after the queued work that reads it.
+  void RecycleWhenUnread(int b);
+  // Waits for every issued work item; returns the step's first failure among them and forgets it.
+  absl::Status DrainComm();
+  // Takes the front work item (comm_running_ must be false, the queue non-empty), runs it without
+  // the lock (skipped once a failure is recorded) and records its end.
+  void RunFrontWork() ABSL_EXCLUSIVE_LOCKS_REQUIRED(comm_mu_);
+  // The communication thread.
+  void CommLoop();
+  bool CommHasWork() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(comm_mu_) {
+    return comm_stop_ || (!comm_running_ && !comm_queue_.empty());
+  }
   // Reports instruction `index` to activity_ (if any); Aborted naming it once that is aborted.
   absl::Status Enter(int index);
   // `s` prefixed with instruction `index`, its source op and kind (plus `note`) and the processor.
@@ -182,7 +277,9 @@ class Executor {
   // read at its start after a failed one.
   void StoreVariables(bool step_succeeded);
   absl::Status RunLocalSlice(const v1::LocalSlice& slice, const Tensor& in, Tensor* out);
-  // `stealable`: `in` itself, when nothing reads it afterwards (allreduce then works in place).
+  // `stealable`: `in` itself, when nothing reads it afterwards (allreduce, broadcast and a group
+  // of one then work in place). Outputs and scratch buffers come from pool_; where the chunks
+  // along the split or concat axis are contiguous the communicator works on `in` / `out` directly.
   absl::Status RunCollective(const v1::Collective& c, const Tensor& in, Tensor* out,
                              Tensor* stealable);
 
@@ -191,6 +288,7 @@ class Executor {
   const KernelRunner* const kernels_;
   Communicator* const communicator_;
   const KernelContext context_;
+  const ExecutorOptions options_;
   StepActivity* activity_ = nullptr;
 
   Mesh mesh_;  // parsed from the program by Run
@@ -198,9 +296,36 @@ class Executor {
   std::map<std::string, Tensor> variables_;
   std::map<int, std::string> state_buffers_;  // buffer -> variable its value moved into
   BufferPool pool_;                           // storage of dead buffers, for later outputs
+  // A copy of `t` in pooled storage (no fresh allocation, so no page faults in steady state).
+  Tensor PooledCopy(const Tensor& t);
+  // Uninitialised pooled storage for `elements` of `dtype` (collective scratch); give it back
+  // with pool_.Release.
+  Tensor TakeScratch(DType dtype, int64_t elements);
+  // While Run(map&&) runs: its map, whose feeds Prepare moves instead of copying.
+  std::map<std::string, Tensor>* movable_feeds_ = nullptr;
   int64_t fused_updates_ = 0;
   std::map<std::vector<std::string>, Plan> plans_;  // by sorted fetches; {"\x01all"}: Run(feeds)
   const Plan* plan_ = nullptr;                      // the running step's
+
+  // Overlap state. The calling thread's: which work item last wrote / read each buffer (-1: none),
+  // how many were issued (their numbers: 0, 1, ...; never reset) and a lower bound of comm_done_.
+  std::vector<int64_t> last_write_, last_read_;
+  int64_t issued_ = 0;
+  int64_t done_seen_ = 0;
+  // The instruction of each item issued in this step (-1: a recycle), from item number
+  // step_first_item_ on.
+  std::vector<int> item_instruction_;
+  int64_t step_first_item_ = 0;
+  // Shared with the communication thread. Work runs one item at a time in issue order, so item k
+  // has finished once comm_done_ > k.
+  absl::Mutex comm_mu_;
+  std::deque<CommWork> comm_queue_ ABSL_GUARDED_BY(comm_mu_);
+  int64_t comm_done_ ABSL_GUARDED_BY(comm_mu_) = 0;   // items finished or skipped
+  bool comm_running_ ABSL_GUARDED_BY(comm_mu_) = false;  // an item runs (on either thread)
+  absl::Status comm_status_ ABSL_GUARDED_BY(comm_mu_);   // the step's first failure
+  bool comm_stop_ ABSL_GUARDED_BY(comm_mu_) = false;     // the destructor's
+  std::atomic<bool> comm_failed_{false};                 // !comm_status_.ok(), without the lock
+  std::thread comm_thread_;                              // started by the first queued item
 };
 
 // A program input or output with its wire fields parsed and checked.

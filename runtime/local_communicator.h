@@ -16,9 +16,10 @@
 // marked failed so its other members stop too. Abort(status) fails every pending and later call on
 // every communicator with `status`, so one failing processor releases the rest.
 //
-// Thread-safety: the hub is thread-safe. Each communicator is meant to have one caller thread (see
-// communicator.h); as an extension, concurrent calls on *different* groups from several threads are
-// also fine. The hub must outlive its communicators' use; it owns them.
+// Thread-safety: the hub is thread-safe. Each communicator is meant to have one call at a time,
+// from any thread (see communicator.h; a communicator keeps no per-thread state, and its sequence
+// numbers are under a lock); as an extension, concurrent calls on *different* groups from several
+// threads are also fine. The hub must outlive its communicators' use; it owns them.
 #ifndef MESHRT_RUNTIME_LOCAL_COMMUNICATOR_H_
 #define MESHRT_RUNTIME_LOCAL_COMMUNICATOR_H_
 

@@ -164,7 +164,8 @@ SimulatedMesh::SimulatedMesh(const v1::Program& program, Mesh mesh,
                                                 LocalCollectiveHub::Options{options.timeout})) {
   for (int p = 0; p < mesh_.num_processors(); ++p) {
     executors_.push_back(std::make_unique<Executor>(program_, mesh_.Coordinate(p),
-                                                    options.kernels, hub_->communicator(p)));
+                                                    options.kernels, hub_->communicator(p),
+                                                    KernelContext(), options.executor));
   }
 }
 

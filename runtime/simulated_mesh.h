@@ -31,6 +31,8 @@ struct SimulatedMeshOptions {
   // by different processors. Copies come from bitwise-identical collectives, so only a lowering bug
   // makes them differ.
   double replica_tolerance = 1e-5;
+  // Every processor's executor's (e.g. overlap_comm = false to run collectives inline).
+  ExecutorOptions executor;
 };
 
 // Runs `program` on every processor of its mesh and returns every program output as a whole

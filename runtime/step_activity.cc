@@ -103,6 +103,14 @@ bool StepActivity::Enter(int instruction) {
   return !aborted_.load(std::memory_order_acquire);
 }
 
+void StepActivity::WaitsIn(int instruction) {
+  const int64_t now = NowNanos();
+  const uint32_t seq = BeginWrite();
+  instruction_.store(instruction, std::memory_order_relaxed);
+  instruction_since_.store(now, std::memory_order_relaxed);
+  EndWrite(seq);
+}
+
 void StepActivity::WaitForAbort() {
   absl::MutexLock lock(&mu_);
   mu_.Await(absl::Condition(&abort_seen_));

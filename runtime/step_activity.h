@@ -9,6 +9,11 @@
 // Snapshot turns the instruction index into names with the program (it knows the program). Times
 // have the coarse clock's resolution (a few milliseconds).
 //
+// Overlap (executor.h): collectives may run on the executor's communication thread, which reports
+// nothing; the step thread enters them when it issues them, and while it waits for one (WaitsIn)
+// the activity names that collective, so a rank waiting for a peer shows the collective it waits
+// in, as without overlap.
+//
 // Ordinal: the number of Enter calls in the step so far. Every processor of a session runs the
 // same plan and enters the same instructions in the same order, so ordinals compare across
 // processors: the lowest is the furthest behind. (Instruction indices do not: deferred allreduces
@@ -76,6 +81,11 @@ class StepActivity {
   // Step thread, before running program instruction `instruction`. False once Abort()ed (the
   // step must stop). Blocks (without holding the lock) while a FreezeAt matches, until Abort().
   bool Enter(int instruction);
+  // Step thread: it now waits for `instruction` (a collective it entered earlier and left to a
+  // communication thread, see executor.h) or goes back to the one it entered: reports it as the
+  // instruction, since now, without counting an Enter (ordinals stay comparable across
+  // processors). No freeze, spin or abort check.
+  void WaitsIn(int instruction);
 
   // Makes every later Enter return false. Idempotent; never undone.
   void Abort();

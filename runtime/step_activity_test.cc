@@ -48,6 +48,23 @@ TEST(StepActivityTest, RecordsTheStepTheInstructionAndTheOrdinal) {
   EXPECT_EQ(a.Read().ordinal, 0);
 }
 
+TEST(StepActivityTest, WaitsInNamesTheInstructionWithoutCountingAnEnter) {
+  StepActivity a;
+  a.BeginStep(1);
+  EXPECT_TRUE(a.Enter(5));
+  EXPECT_TRUE(a.Enter(9));
+  absl::SleepFor(absl::Milliseconds(30));
+  a.WaitsIn(5);
+  StepActivity::Snapshot s = a.Read();
+  EXPECT_EQ(s.instruction, 5);
+  EXPECT_EQ(s.ordinal, 2);
+  EXPECT_LT(s.in_instruction, absl::Milliseconds(25));  // since the WaitsIn
+  a.WaitsIn(9);
+  EXPECT_EQ(a.Read().instruction, 9);
+  EXPECT_EQ(a.Read().ordinal, 2);
+  a.EndStep();
+}
+
 TEST(StepActivityTest, TheExecutorEntersEveryInstructionIncludingDeferredAllReduces) {
   const v1::Program program = ParseProgram(kAddThenAllreduceProgram);
   TestKernels kernels;

@@ -278,43 +278,25 @@ TEST(LazyPartialSumsTest, TransformerMpMakesOneAttentionInputGradientAllreducePe
 }
 
 // Wraps a communicator and counts the elements it allreduces or reduce-scatters.
-class CountingCommunicator : public Communicator {
+class CountingCommunicator : public ForwardingCommunicator {
  public:
-  explicit CountingCommunicator(Communicator* inner) : inner_(inner) {}
-  const Mesh& mesh() const override { return inner_->mesh(); }
-  const std::vector<int64_t>& coordinate() const override { return inner_->coordinate(); }
+  explicit CountingCommunicator(Communicator* inner)
+      : ForwardingCommunicator(inner), mesh_(inner->mesh()) {}
   absl::Status AllReduce(const std::vector<int>& axes, v1::ReduceOp op, DType dtype, void* data,
                          int64_t count) override {
     reduced += count;
-    return inner_->AllReduce(axes, op, dtype, data, count);
-  }
-  absl::Status AllGather(const std::vector<int>& axes, const void* in, int64_t bytes,
-                         void* out) override {
-    return inner_->AllGather(axes, in, bytes, out);
-  }
-  absl::Status AllToAll(const std::vector<int>& axes, const void* in, void* out,
-                        int64_t bytes_per_rank) override {
-    return inner_->AllToAll(axes, in, out, bytes_per_rank);
+    return ForwardingCommunicator::AllReduce(axes, op, dtype, data, count);
   }
   absl::Status ReduceScatter(const std::vector<int>& axes, v1::ReduceOp op, DType dtype,
                              const void* in, int64_t count_per_rank, void* out) override {
-    reduced += count_per_rank * inner_->mesh().GroupSize(axes);
-    return inner_->ReduceScatter(axes, op, dtype, in, count_per_rank, out);
+    reduced += count_per_rank * mesh_.GroupSize(axes);
+    return ForwardingCommunicator::ReduceScatter(axes, op, dtype, in, count_per_rank, out);
   }
-  absl::Status Broadcast(const std::vector<int>& axes, int root, void* data,
-                         int64_t bytes) override {
-    return inner_->Broadcast(axes, root, data, bytes);
-  }
-  absl::Status Permute(int axis, int shift, bool wrap, const void* in, void* out,
-                       int64_t bytes) override {
-    return inner_->Permute(axis, shift, wrap, in, out, bytes);
-  }
-  absl::Status Barrier(const std::vector<int>& axes) override { return inner_->Barrier(axes); }
 
   std::atomic<int64_t> reduced{0};
 
  private:
-  Communicator* inner_;
+  const Mesh& mesh_;
 };
 
 TEST(LazyPartialSumsTest, APrunedTrainingStepRunsNoResolveOnFetch) {

@@ -32,6 +32,7 @@
 #include "gloo/transport/unbound_buffer.h"
 #include "gloo/types.h"
 #include "worker/gloo_pairwise.h"
+#include "worker/gloo_reduce_scatter.h"
 #include "worker/gloo_reduce.h"
 #include "worker/gloo_same_host.h"
 #include "worker/gloo_store.h"
@@ -458,25 +459,19 @@ absl::Status GlooCommunicator::ReduceScatter(const std::vector<int>& mesh_axes, 
     return absl::OkStatus();
   }
   if (chunk == 0) return absl::OkStatus();
-  // Every member's chunk <my rank>, in sender rank order, then reduced here in rank order.
-  std::unique_ptr<char[]> gathered(new char[call.g * chunk]);  // uninitialised: received into
-  RETURN_IF_ERROR(RunOnGroup(call, [&](Group* group) {
-    const std::shared_ptr<gloo::Context>& context = group->context;
+  // Rank-order reduction of every member's chunk <my rank>, without a whole-size scratch: read
+  // from the peer's buffer in pieces (same host), or received a few pieces at a time.
+  const gloo::AllreduceOptions::Func reduce = GlooReduceFunction(op, dtype);
+  return RunOnGroup(call, [&](Group* group) {
     if (group->same_host != nullptr) {
-      group->same_host->AllToAll(in, gathered.get(), chunk, ToMillis(options_.timeout));
+      group->same_host->ReduceScatter(in, out, count_per_rank, DTypeSize(dtype), reduce,
+                                      ToMillis(options_.timeout), &group->pairwise_scratch);
       return;
     }
-    gloo::AlltoallOptions opts(context);
-    opts.setInput(const_cast<char*>(static_cast<const char*>(in)), call.g * chunk);
-    opts.setOutput(gathered.get(), call.g * chunk);
-    opts.setTimeout(ToMillis(options_.timeout));
-    gloo::alltoall(opts);
-  }));
-  std::memcpy(out, gathered.get(), chunk);
-  for (int r = 1; r < call.g; ++r) {
-    RETURN_IF_ERROR(ReduceInto(op, dtype, gathered.get() + r * chunk, out, count_per_rank));
-  }
-  return absl::OkStatus();
+    PipelinedReduceScatter(group->context, in, out, count_per_rank, DTypeSize(dtype), reduce,
+                           ToMillis(options_.timeout), PipelinedReduceScatterOptions(),
+                           &group->pairwise_scratch);
+  });
 }
 
 absl::Status GlooCommunicator::Broadcast(const std::vector<int>& mesh_axes, int root_rank,

@@ -18,9 +18,11 @@
 // Groups of two whose members are processes on one host (the local cluster) bypass Gloo after
 // connecting: data moves by one direct cross-process copy and the handshakes go through a
 // shared-memory mailbox (gloo_same_host.h; Options::same_host_copy).
-// ReduceScatter is an alltoall followed by a local reduction in rank order: half the traffic of
-// allreduce-then-copy. Results of AllReduce are bitwise equal on every member, but the
-// combination order differs from LocalCollectiveHub's.
+// ReduceScatter moves what an alltoall would (half the traffic of allreduce-then-copy) and reduces
+// each member's copy of this rank's chunk in rank order, piece by piece as it arrives, without a
+// whole-size scratch: read from the peer in place on the same-host path, PipelinedReduceScatter
+// (gloo_reduce_scatter.h) otherwise. Results of AllReduce are bitwise equal on every member, but
+// the combination order differs from LocalCollectiveHub's.
 //
 // Errors: this class is the only place Gloo's exceptions are caught; none escapes. Every call
 // returns a Status whose message names the collective, the mesh axes, this processor's coordinate,
@@ -38,7 +40,8 @@
 // error at once (other groups carry on until they hit the failure themselves). Tear the session
 // down and build a new communicator with a fresh prefix.
 //
-// Memory: each group of two keeps an AllReduce receive scratch of up to 8 MiB once used.
+// Memory: each group keeps a receive scratch once used: up to 8 MiB for AllReduce in a group of
+// two, 2 (g - 1) MiB for ReduceScatter in a group of g.
 //
 // Thread-safety: all methods are thread-safe. Calls on the same group are serialised (so the
 // "same order on every member" contract is the caller's business); calls on *different* groups from

@@ -264,6 +264,7 @@ INSTANTIATE_TEST_SUITE_P(
         // and 4099 elements give fewer segments than ranks and uneven segments.
         MeshCase{"x:2", {{0}}, 1}, MeshCase{"x:2", {{0}}, 3}, MeshCase{"x:2", {{}, {0}}, 70001},
         MeshCase{"x:2", {{0}}, 700001},  // several 1 MiB pieces per half
+        MeshCase{"x:2", {{0}}, 2200001},  // ReduceScatter chunks of several 1 MiB pieces
         MeshCase{"x:2", {{0}}, 1, false}, MeshCase{"x:2", {{0}}, 70001, false},
         MeshCase{"x:2", {{0}}, 700001, false}, MeshCase{"rows:2,cols:2", {{1}, {0}}, 2003, false},
         MeshCase{"x:3", {{0}}, 1001}, MeshCase{"x:4", {{0}}, 4099},

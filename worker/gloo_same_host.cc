@@ -329,6 +329,31 @@ void SameHostPeer::AllToAll(const void* in, void* out, size_t bytes_per_rank,
   Done(timeout);
 }
 
+void SameHostPeer::ReduceScatter(const void* in, void* out, size_t count, size_t element_size,
+                                 const gloo::AllreduceOptions::Func& reduce,
+                                 std::chrono::milliseconds timeout, PairwiseScratch* scratch) {
+  const size_t chunk = count * element_size;
+  const uint64_t theirs = Exchange(in, 2 * chunk, timeout);
+  const size_t piece = std::max<size_t>(1, kReducePiece / element_size) * element_size;
+  const size_t scratch_bytes = std::min(piece, chunk);
+  if (scratch->size < scratch_bytes) {
+    scratch->data.reset(new char[scratch_bytes]);
+    scratch->size = scratch_bytes;
+  }
+  const char* const own = static_cast<const char*>(in) + rank_ * chunk;
+  char* const dst = static_cast<char*>(out);
+  char* const peer = scratch->data.get();
+  for (size_t offset = 0; offset < chunk; offset += piece) {
+    const size_t length = std::min(piece, chunk - offset);
+    Read(peer, theirs + rank_ * chunk + offset, length);
+    // Rank order, as the alltoall-then-reduce path: op(rank 0's copy, rank 1's copy).
+    const char* first = rank_ == 0 ? own + offset : peer;
+    const char* second = rank_ == 0 ? peer : own + offset;
+    reduce(dst + offset, first, second, length / element_size);
+  }
+  Done(timeout);  // the peer no longer reads our input
+}
+
 void SameHostPeer::Broadcast(int root, void* data, size_t bytes,
                              std::chrono::milliseconds timeout) {
   const uint64_t theirs = Exchange(data, bytes, timeout);

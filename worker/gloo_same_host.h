@@ -77,6 +77,12 @@ class SameHostPeer {
   // `in` holds 2 chunks; `out` receives chunk <rank> of both ranks, in rank order.
   void AllToAll(const void* in, void* out, size_t bytes_per_rank,
                 std::chrono::milliseconds timeout);
+  // `in` holds 2 chunks of `count` elements; `out` (count elements) receives op(rank 0's chunk
+  // <rank>, rank 1's chunk <rank>), read straight from the peer in pieces of at most 1 MiB into
+  // `scratch` (grown to at most 1 MiB). `reduce` as for gloo::allreduce (c may differ from a).
+  void ReduceScatter(const void* in, void* out, size_t count, size_t element_size,
+                     const gloo::AllreduceOptions::Func& reduce, std::chrono::milliseconds timeout,
+                     PairwiseScratch* scratch);
   // `data` becomes rank `root`'s.
   void Broadcast(int root, void* data, size_t bytes, std::chrono::milliseconds timeout);
   // `out` receives `in` of rank `src` (this rank or the peer); with src < 0 `out` is left alone.

@@ -66,7 +66,7 @@ grpc::Status GrpcWorkerService::RunStep(
     std::vector<std::string> fetches(header.fetches().begin(), header.fetches().end());
     std::vector<std::string> step_fetches(header.step_fetches().begin(),
                                           header.step_fetches().end());
-    absl::StatusOr<TensorMap> out = worker_->RunStep(header.session(), header.step(), *fed, fetches,
+    absl::StatusOr<TensorMap> out = worker_->RunStep(header.session(), header.step(), *std::move(fed), fetches,
                                                          header.num_steps(), step_fetches);
     grpc::Status status = out.ok() ? ToGrpcStatus(WriteStepResult(stream, *out, header.step()))
                                    : ToGrpcStatus(out.status());

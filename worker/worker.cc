@@ -109,8 +109,14 @@ absl::Status Worker::LoadSession(const v1::SessionSpec& spec) {
   state->communicator = *std::move(communicator);
   KernelContext context;
   context.files = files_.data;
+  ExecutorOptions executor_options;
+  {
+    absl::MutexLock lock(&mu_);
+    executor_options.overlap_comm = overlap_comm_;
+  }
   state->executor = std::make_unique<Executor>(state->spec.program(), coord, kernels_,
-                                               state->communicator.get(), context);
+                                               state->communicator.get(), context,
+                                               executor_options);
   state->executor->set_activity(&state->activity);
   absl::MutexLock lock(&mu_);
   if (freeze_step_ > 0) state->activity.FreezeAt(freeze_step_, freeze_instruction_);
@@ -130,7 +136,7 @@ absl::StatusOr<std::shared_ptr<Worker::SessionState>> Worker::FindSession(
 }
 
 absl::StatusOr<TensorMap> Worker::RunStep(const std::string& session, int64_t step,
-                                          const TensorMap& feeds,
+                                          TensorMap feeds,
                                           const std::vector<std::string>& fetches,
                                           int64_t num_steps,
                                           const std::vector<std::string>& step_fetches) {
@@ -152,7 +158,10 @@ absl::StatusOr<TensorMap> Worker::RunStep(const std::string& session, int64_t st
       break;
     }
     state->activity.BeginStep(step + done);
-    status = state->executor->Run(feeds, step_fetches.empty() ? fetches : step_fetches);
+    const std::vector<std::string>& run_fetches = step_fetches.empty() ? fetches : step_fetches;
+    // The last repetition needs the feeds no more: moved in, not copied.
+    status = done + 1 == repetitions ? state->executor->Run(std::move(feeds), run_fetches)
+                                     : state->executor->Run(feeds, run_fetches);
     state->activity.EndStep();
     if (!status.ok()) break;
     ++done;
@@ -328,6 +337,11 @@ void Worker::SetDebugSpin(int64_t step, int instruction, absl::Duration duration
   spin_step_ = step;
   spin_instruction_ = instruction;
   spin_duration_ = duration;
+}
+
+void Worker::SetOverlapComm(bool on) {
+  absl::MutexLock lock(&mu_);
+  overlap_comm_ = on;
 }
 
 std::vector<std::string> Worker::Sessions() const {

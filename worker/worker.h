@@ -66,9 +66,10 @@ class Worker {
   // list, the same on every worker; empty: `fetches`) and the variable updates need
   // (Executor::Run). Variables keep their slices between steps and calls. NotFound for an
   // unknown session; the executor's errors (naming the instruction, op and collective) prefixed
-  // with the step.
+  // with the step. `feeds` is taken by value: the last step moves it into the executor (pass an
+  // rvalue to avoid a copy).
   absl::StatusOr<TensorMap> RunStep(const std::string& session, int64_t step,
-                                    const TensorMap& feeds, const std::vector<std::string>& fetches,
+                                    TensorMap feeds, const std::vector<std::string>& fetches,
                                     int64_t num_steps = 1,
                                     const std::vector<std::string>& step_fetches = {});
 
@@ -107,6 +108,9 @@ class Worker {
   // `step` busy-loops on the CPU for `duration` before instruction `instruction` (-1: its first),
   // then goes on: a slow rank, not a stuck one. `step` <= 0 turns it off.
   void SetDebugSpin(int64_t step, int instruction, absl::Duration duration);
+  // Whether the executors of sessions loaded from now on overlap collectives with compute
+  // (ExecutorOptions::overlap_comm; the daemon's --overlap_comm). On by default.
+  void SetOverlapComm(bool on);
 
  private:
   struct SessionState;
@@ -124,6 +128,7 @@ class Worker {
   int64_t spin_step_ ABSL_GUARDED_BY(mu_) = 0;
   int spin_instruction_ ABSL_GUARDED_BY(mu_) = -1;
   absl::Duration spin_duration_ ABSL_GUARDED_BY(mu_);
+  bool overlap_comm_ ABSL_GUARDED_BY(mu_) = true;
 };
 
 }  // namespace meshrt
