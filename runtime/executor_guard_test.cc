@@ -102,41 +102,15 @@ v1::Program GuardedProgram(const std::string& predicate) {
 }
 
 // Counts the elements each AllReduce call reduces; forwards everything.
-class CountingCommunicator : public Communicator {
+class CountingCommunicator : public ForwardingCommunicator {
  public:
-  explicit CountingCommunicator(Communicator* inner) : inner_(inner) {}
-  const Mesh& mesh() const override { return inner_->mesh(); }
-  const std::vector<int64_t>& coordinate() const override { return inner_->coordinate(); }
+  using ForwardingCommunicator::ForwardingCommunicator;
   absl::Status AllReduce(const std::vector<int>& axes, v1::ReduceOp op, DType dtype, void* data,
                          int64_t count) override {
     counts.push_back(count);
-    return inner_->AllReduce(axes, op, dtype, data, count);
+    return ForwardingCommunicator::AllReduce(axes, op, dtype, data, count);
   }
-  absl::Status AllGather(const std::vector<int>& a, const void* in, int64_t bytes,
-                         void* out) override {
-    return inner_->AllGather(a, in, bytes, out);
-  }
-  absl::Status AllToAll(const std::vector<int>& a, const void* in, void* out,
-                        int64_t bytes) override {
-    return inner_->AllToAll(a, in, out, bytes);
-  }
-  absl::Status ReduceScatter(const std::vector<int>& a, v1::ReduceOp op, DType dtype,
-                             const void* in, int64_t count, void* out) override {
-    return inner_->ReduceScatter(a, op, dtype, in, count, out);
-  }
-  absl::Status Broadcast(const std::vector<int>& a, int root, void* data,
-                         int64_t bytes) override {
-    return inner_->Broadcast(a, root, data, bytes);
-  }
-  absl::Status Permute(int axis, int shift, bool wrap, const void* in, void* out,
-                       int64_t bytes) override {
-    return inner_->Permute(axis, shift, wrap, in, out, bytes);
-  }
-  absl::Status Barrier(const std::vector<int>& a) override { return inner_->Barrier(a); }
   std::vector<int64_t> counts;
-
- private:
-  Communicator* inner_;
 };
 
 class GuardTest : public ::testing::Test {
