@@ -167,6 +167,19 @@ Tensor Tensor::Reshaped(Shape shape) const {
   return t;
 }
 
+void AddInto(const Tensor& addend, Tensor* sum) {
+  const int64_t n = sum->num_elements();
+  if (sum->dtype() == DType::kFloat32) {
+    const float* a = addend.f32();
+    float* s = sum->f32();
+    for (int64_t i = 0; i < n; ++i) s[i] += a[i];
+  } else {
+    const int32_t* a = addend.i32();
+    int32_t* s = sum->i32();
+    for (int64_t i = 0; i < n; ++i) s[i] += a[i];
+  }
+}
+
 double MaxRelativeError(const Tensor& a, const Tensor& b) {
   if (a.dtype() != b.dtype() || a.shape() != b.shape()) {
     return std::numeric_limits<double>::infinity();

@@ -94,6 +94,10 @@ class Tensor {
 // demo's comparison with the reference interpreter.
 double MaxRelativeError(const Tensor& a, const Tensor& b);
 
+// *sum += addend, element by element. The caller guarantees the same dtype and element count
+// (e.g. the addends of a partial-sum variable's slice).
+void AddInto(const Tensor& addend, Tensor* sum);
+
 }  // namespace meshrt
 
 #endif  // MESHRT_CORE_TENSOR_H_

@@ -104,17 +104,6 @@ bool OwnsSlice(const TensorLayout& layout, const std::vector<int>& partial,
   return true;
 }
 
-// *sum += addend, element-wise (same dtype and shape).
-void AddInto(const Tensor& addend, Tensor* sum) {
-  for (int64_t i = 0; i < sum->num_elements(); ++i) {
-    if (sum->dtype() == DType::kFloat32) {
-      sum->f32()[i] += addend.f32()[i];
-    } else {
-      sum->i32()[i] += addend.i32()[i];
-    }
-  }
-}
-
 // Copies the intersection of box `src` (sizes src_sizes, starting at global src_begin) and box
 // `dst` from src to dst; returns the number of elements copied.
 int64_t CopyOverlap(const char* src, const std::vector<int64_t>& src_begin,

@@ -135,17 +135,6 @@ absl::StatusOr<Tensor> Assemble(
   return whole;
 }
 
-// *sum += addend, element-wise (same dtype and shape).
-void AddInto(const Tensor& addend, Tensor* sum) {
-  for (int64_t i = 0; i < sum->num_elements(); ++i) {
-    if (sum->dtype() == DType::kFloat32) {
-      sum->f32()[i] += addend.f32()[i];
-    } else {
-      sum->i32()[i] += addend.i32()[i];
-    }
-  }
-}
-
 }  // namespace
 
 absl::StatusOr<std::map<std::string, Tensor>> RunOnSimulatedMesh(
