@@ -184,8 +184,9 @@ absl::Status Executor::RunPlan(const std::map<std::string, Tensor>& input_slices
     ForEachRead(plan, i, [&](int b) { reads.push_back(b); });
     auto fused = plan.fused.find(i);
     if (fused != plan.fused.end()) {
-      writes.push_back(program_.instructions(fused->second.einsum).output());
-      writes.push_back(program_.instructions(fused->second.mul).output());
+      for (int op : {fused->second.einsum, fused->second.mul, fused->second.mask}) {
+        if (op >= 0) writes.push_back(program_.instructions(op).output());
+      }
     }
     s = WaitForBuffers(i, reads, writes);
     if (!s.ok()) break;
@@ -314,7 +315,7 @@ const Executor::Plan& Executor::PlanFor(const std::vector<std::string>* fetches)
       }
     }
   }
-  if (fetches != nullptr) FuseScaledEinsums(&plan);
+  if (fetches != nullptr) FuseScaledUpdates(&plan);
   plan.last_reader.assign(n, -1);
   std::vector<int> first_reader(n, count);  // of each buffer, among running instructions
   for (int i = 0; i < count; ++i) {
@@ -345,6 +346,17 @@ const Executor::Plan& Executor::PlanFor(const std::vector<std::string>* fetches)
 
 namespace {
 
+// o = x + y * s with the product rounded to float first, as a mul op then an add op compute it
+// (never contracted into one fused multiply-add, whatever -march allows). x - y * s is
+// x + y * (-s): negating s is exact.
+__attribute__((optimize("fp-contract=off"))) void ScaledAdd(const float* x, const float* y,
+                                                             float s, float* o, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float t = y[i] * s;
+    o[i] = x[i] + t;
+  }
+}
+
 bool SameSliceShape(const v1::Instruction& a, const v1::Instruction& b) {
   auto x = Shape::FromProto(a.slice_shape(), "slice_shape");
   auto y = Shape::FromProto(b.slice_shape(), "slice_shape");
@@ -353,7 +365,7 @@ bool SameSliceShape(const v1::Instruction& a, const v1::Instruction& b) {
 
 }  // namespace
 
-void Executor::FuseScaledEinsums(Plan* plan) const {
+void Executor::FuseScaledUpdates(Plan* plan) const {
   const int n = std::max(program_.num_buffers(), 0);
   const int count = program_.instructions_size();
   auto valid = [&](int b) { return b >= 0 && b < n; };
@@ -366,10 +378,11 @@ void Executor::FuseScaledEinsums(Plan* plan) const {
     }
     if (valid(instr.output())) writer[instr.output()] = writer[instr.output()] == -1 ? i : -2;
   }
+  // A guarded instruction (Instruction.predicate) runs at its own place, where its guard is read.
   auto local = [&](int i, const char* type, int inputs) {
     const v1::Instruction& instr = program_.instructions(i);
     return plan->runs[i] && instr.kind_case() == v1::Instruction::kLocal &&
-           instr.local().type() == type && instr.inputs_size() == inputs;
+           instr.local().type() == type && instr.inputs_size() == inputs && !instr.has_predicate();
   };
   // The one running writer of a buffer read once and not pinned, or -1.
   auto single_use_writer = [&](int b) {
@@ -379,6 +392,18 @@ void Executor::FuseScaledEinsums(Plan* plan) const {
   auto written_between = [&](int b, int from, int to) {
     for (int j = from + 1; j < to; ++j) {
       if (plan->runs[j] && program_.instructions(j).output() == b) return true;
+    }
+    return false;
+  };
+  // Whether buffer b holds a scalar: its writer's slice, or the input or variable it holds.
+  auto scalar = [&](int b) {
+    if (!valid(b)) return false;
+    if (writer[b] >= 0) return program_.instructions(writer[b]).slice_shape().dims_size() == 0;
+    for (const v1::ProgramTensor& t : program_.inputs()) {
+      if (t.buffer() == b) return t.shape().dims_size() == 0;
+    }
+    for (const v1::ProgramVariable& v : program_.variables()) {
+      if (v.buffer() == b) return v.shape().dims_size() == 0;
     }
     return false;
   };
@@ -407,19 +432,126 @@ void Executor::FuseScaledEinsums(Plan* plan) const {
         break;
       }
       if (plan->fused.count(s) != 0) break;
+      // No einsum to fold in: still one pass for x -/+ y * s, reading y and s at S.
+      if (SameSliceShape(mi, si) && (scalar(mi.inputs(0)) || scalar(mi.inputs(1))) &&
+          !written_between(mi.inputs(0), m, s) &&
+          !written_between(mi.inputs(1), m, s)) {
+        plan->fused[s] = FusedUpdate{-1, m, mul_input, 0};
+        plan->runs[m] = false;
+        break;
+      }
+    }
+  }
+  // Masked products: S = mul(dy, greater(x, s)) whose mask is read once.
+  for (int s = 0; s < count; ++s) {
+    if (!local(s, "mul", 2) || plan->fused.count(s) != 0) continue;
+    const v1::Instruction& si = program_.instructions(s);
+    if (si.local().attrs().count("scalar") != 0) continue;
+    for (int mask_input : {1, 0}) {
+      const int g = single_use_writer(si.inputs(mask_input));
+      if (g < 0 || g >= s || !local(g, "greater", 1)) continue;
+      const v1::Instruction& gi = program_.instructions(g);
+      const auto attr = gi.local().attrs().find("scalar");
+      if (attr == gi.local().attrs().end() || gi.local().attrs().count("scalar_first") != 0 ||
+          attr->second.value_case() != v1::AttrValue::kF || !SameSliceShape(gi, si) ||
+          written_between(gi.inputs(0), g, s) || plan->fused.count(g) != 0) {
+        continue;
+      }
+      FusedUpdate f;
+      f.mask = g;
+      f.mul_input = mask_input;
+      plan->fused[s] = f;
+      plan->runs[g] = false;
+      break;
     }
   }
 }
 
+const Tensor* Executor::WrittenBuffer(int b) const {
+  return b >= 0 && b < static_cast<int>(buffers_.size()) && buffers_[b].has_value() ? &*buffers_[b]
+                                                                                    : nullptr;
+}
+
+bool Executor::RunScaledUpdate(const v1::Instruction& si, const FusedUpdate& f, Tensor* out) {
+  const v1::Instruction& mi = program_.instructions(f.mul);
+  auto get = [&](int b) { return WrittenBuffer(b); };
+  const Tensor* x = get(si.inputs(1 - f.mul_input));
+  const Tensor* m0 = get(mi.inputs(0));
+  const Tensor* m1 = get(mi.inputs(1));
+  if (x == nullptr || m0 == nullptr || m1 == nullptr) return false;
+  const Tensor* scalar = m1->shape().rank() == 0 ? m1 : m0;
+  const Tensor* y = scalar == m1 ? m0 : m1;
+  auto shape = Shape::FromProto(si.slice_shape(), "slice_shape");
+  if (!shape.ok() || si.dtype() != v1::DT_FLOAT32 || mi.dtype() != v1::DT_FLOAT32 ||
+      scalar->shape().rank() != 0 || x->dtype() != DType::kFloat32 ||
+      y->dtype() != DType::kFloat32 || scalar->dtype() != DType::kFloat32 ||
+      x->shape() != *shape || y->shape() != *shape) {
+    return false;
+  }
+  const float s = scalar->f32()[0];
+  const bool sub = si.local().type() == "sub";
+  *out = pool_.Take(DType::kFloat32, *shape);
+  ScaledAdd(x->f32(), y->f32(), sub ? -s : s, out->f32(), out->num_elements());
+  ++fused_updates_;
+  return true;
+}
+
+bool Executor::RunMaskedProduct(const v1::Instruction& si, const FusedUpdate& f, Tensor* out) {
+  const v1::Instruction& gi = program_.instructions(f.mask);
+  auto get = [&](int b) { return WrittenBuffer(b); };
+  const Tensor* dy = get(si.inputs(1 - f.mul_input));
+  const Tensor* x = get(gi.inputs(0));
+  auto shape = Shape::FromProto(si.slice_shape(), "slice_shape");
+  if (dy == nullptr || x == nullptr || !shape.ok() || si.dtype() != v1::DT_FLOAT32 ||
+      gi.dtype() != v1::DT_FLOAT32 || dy->dtype() != DType::kFloat32 ||
+      x->dtype() != DType::kFloat32 || dy->shape() != *shape || x->shape() != *shape) {
+    return false;
+  }
+  const float s = gi.local().attrs().at("scalar").f();
+  *out = pool_.Take(DType::kFloat32, *shape);
+  const float* xp = x->f32();
+  const float* dp = dy->f32();
+  float* op = out->f32();
+  const int64_t n = out->num_elements();
+  // The mask's 1 or 0 times dy, as the two ops compute it (0 * dy keeps dy's sign, NaN stays).
+  const bool mask_first = f.mul_input == 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const float m = xp[i] > s ? 1.0f : 0.0f;
+    op[i] = mask_first ? m * dp[i] : dp[i] * m;
+  }
+  ++fused_updates_;
+  return true;
+}
+
+absl::Status Executor::RunUnfused(int s_index, const FusedUpdate& f, Tensor* out) {
+  for (int i : {f.einsum, f.mask, f.mul}) {
+    if (i < 0) continue;
+    const v1::Instruction& instr = program_.instructions(i);
+    Tensor t;
+    absl::Status st = RunInstruction(instr, &t, i);
+    if (!st.ok()) return InstructionError(i, st);
+    buffers_[instr.output()] = std::move(t);
+  }
+  absl::Status st = RunInstruction(program_.instructions(s_index), out, s_index);
+  for (int i : {f.einsum, f.mask, f.mul}) {
+    if (i >= 0) Recycle(program_.instructions(i).output());
+  }
+  return st.ok() ? st : InstructionError(s_index, st);
+}
+
 absl::Status Executor::RunFusedUpdate(int s_index, const FusedUpdate& f, Tensor* out) {
   const v1::Instruction& si = program_.instructions(s_index);
+  if (f.mask >= 0) {
+    if (RunMaskedProduct(si, f, out)) return absl::OkStatus();
+    return RunUnfused(s_index, f, out);
+  }
   const v1::Instruction& mi = program_.instructions(f.mul);
+  if (f.einsum < 0) {
+    if (RunScaledUpdate(si, f, out)) return absl::OkStatus();
+    return RunUnfused(s_index, f, out);
+  }
   const v1::Instruction& ei = program_.instructions(f.einsum);
-  auto get = [&](int b) -> const Tensor* {
-    return b >= 0 && b < static_cast<int>(buffers_.size()) && buffers_[b].has_value()
-               ? &*buffers_[b]
-               : nullptr;
-  };
+  auto get = [&](int b) { return WrittenBuffer(b); };
   const Tensor* x = get(si.inputs(1 - f.mul_input));
   const Tensor* scalar = get(mi.inputs(1 - f.einsum_input));
   std::vector<const Tensor*> inputs;
@@ -445,18 +577,7 @@ absl::Status Executor::RunFusedUpdate(int s_index, const FusedUpdate& f, Tensor*
     if (st.code() != absl::StatusCode::kUnimplemented) return InstructionError(f.einsum, st);
     pool_.Release(std::move(*out));
   }
-  // One by one, as the program says.
-  for (int i : {f.einsum, f.mul}) {
-    const v1::Instruction& instr = program_.instructions(i);
-    Tensor t;
-    absl::Status st = RunInstruction(instr, &t, i);
-    if (!st.ok()) return InstructionError(i, st);
-    buffers_[instr.output()] = std::move(t);
-  }
-  absl::Status st = RunInstruction(si, out, s_index);
-  Recycle(ei.output());
-  Recycle(mi.output());
-  return st.ok() ? st : InstructionError(s_index, st);
+  return RunUnfused(s_index, f, out);
 }
 
 bool Executor::Dead(int buffer, int instruction) const {

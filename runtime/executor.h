@@ -169,10 +169,20 @@ class Executor {
   // positions; their inputs stay alive until S. The three must declare one slice shape; the
   // operands are checked when S runs, and anything unusual there (a non-scalar s, another dtype,
   // a KernelRunner without RunEinsumAccumulate) runs the three ops one by one instead.
+  //
+  // Where the scaled value is no einsum result nothing else reads (data parallelism: SGD's
+  // gradient comes out of an allreduce), S = x -/+ mul(y, s) still runs as one pass,
+  // out = x -/+ (y * s), instead of writing y * s out and reading it back: `einsum` is -1 then.
+  // The sums are the same floats (each product is rounded before the add, as in two ops).
+  //
+  // Masked products run in one pass too: S = mul(dy, greater(x, s)) (a ReLU's gradient; s a
+  // scalar attr), whose mask nothing else reads, runs as out = dy * (x > s ? 1 : 0) without
+  // writing the mask out: `mask` is the greater's position then, `mul_input` the mask's input of S.
   struct FusedUpdate {
-    int einsum = -1, mul = -1;  // instruction positions
-    int mul_input = 1;          // which input of S is the mul's result
+    int einsum = -1, mul = -1;  // instruction positions (einsum -1: a plain scaled update)
+    int mul_input = 1;          // which input of S is the mul's (or the mask's) result
     int einsum_input = 0;       // which input of the mul is the einsum's result
+    int mask = -1;              // the greater of a masked product (einsum and mul are -1)
   };
   struct Plan {
     std::vector<bool> runs;         // instruction -> part of the step
@@ -192,7 +202,7 @@ class Executor {
   absl::StatusOr<bool> SkipGuarded(int index);
   // Finds the fusable updates among the running instructions of `plan` (before its buffers'
   // readers are counted).
-  void FuseScaledEinsums(Plan* plan) const;
+  void FuseScaledUpdates(Plan* plan) const;
   // Calls f(buffer) for each buffer instruction `i` reads under `plan`, including those of the ops
   // fused into it (once per read, in order).
   template <typename F>
@@ -200,12 +210,21 @@ class Executor {
     for (int b : program_.instructions(i).inputs()) f(b);
     auto fused = plan.fused.find(i);
     if (fused == plan.fused.end()) return;
-    for (int op : {fused->second.einsum, fused->second.mul}) {
+    for (int op : {fused->second.einsum, fused->second.mul, fused->second.mask}) {
+      if (op < 0) continue;
       for (int b : program_.instructions(op).inputs()) f(b);
     }
   }
   // Runs update S with its fused einsum and mul into `out`.
   absl::Status RunFusedUpdate(int s_index, const FusedUpdate& f, Tensor* out);
+  // The plain case (f.einsum == -1): true and *out written when the operands fit.
+  bool RunScaledUpdate(const v1::Instruction& si, const FusedUpdate& f, Tensor* out);
+  // Buffer b's tensor, or null when b is out of range or not written.
+  const Tensor* WrittenBuffer(int b) const;
+  // A masked product (f.mask >= 0): true and *out written when the operands fit.
+  bool RunMaskedProduct(const v1::Instruction& si, const FusedUpdate& f, Tensor* out);
+  // The fused instructions of f (the einsum, mul or mask), then S, one by one as the program says.
+  absl::Status RunUnfused(int s_index, const FusedUpdate& f, Tensor* out);
   static constexpr int64_t kFuseBytes = 1 << 20;
   static constexpr int64_t kBucketBytes = 1 << 20;
   // Deferred allreduces that run as one collective: same sorted mesh axes, op and dtype.

@@ -1,5 +1,8 @@
 #include "runtime/executor.h"
 
+#include <cmath>
+#include <cstring>
+#include <limits>
 #include <memory>
 #include <string>
 #include <thread>
@@ -470,9 +473,10 @@ TEST(ExecutorFusionTest, ScaledEinsumUpdatesRunAsOneAccumulatingGemm) {
     ASSERT_OK(fast.Run(feeds, {"y"}));
     EXPECT_EQ(fast.fused_updates(), 1);
     EXPECT_THAT(fast.OutputSlice("y")->floats(), testing::Pointwise(testing::FloatEq(), want));
-    // The gradient itself is fetched: it must exist, so nothing is fused.
+    // The gradient itself is fetched: it must exist, so the einsum runs at its place; the mul and
+    // the update still run as one pass (the plain scaled update).
     ASSERT_OK(fast.Run(feeds, {"y", "g"}));
-    EXPECT_EQ(fast.fused_updates(), 1);
+    EXPECT_EQ(fast.fused_updates(), 2);
     EXPECT_THAT(fast.OutputSlice("y")->floats(), testing::Pointwise(testing::FloatEq(), want));
     // A runner without RunEinsumAccumulate: the three ops run one by one at y, same result.
     Executor plain(program, {0}, &ReferenceKernels(), hub.communicator(0));
@@ -489,6 +493,120 @@ TEST(ExecutorFusionTest, ScaledEinsumUpdatesRunAsOneAccumulatingGemm) {
     ASSERT_OK(widened.Run(bad, {"y"}));
     EXPECT_EQ(widened.fused_updates(), 0);
     EXPECT_THAT(widened.OutputSlice("y")->floats(), testing::Pointwise(testing::FloatEq(), want));
+  }
+}
+
+// y = w - g * lr (or w + lr * g, `op` "add") where g is an input, not an einsum: the data-parallel
+// SGD update, whose gradient comes out of an allreduce. `scaled` is an output too.
+v1::Program ScaledUpdate(const std::string& op, bool scalar_lr) {
+  const std::string lr_shape =
+      scalar_lr ? "shape {}" : "shape { dims { name: \"n\" size: 5 } } layout { mesh_axis: [ -1 ] }";
+  return ParseProgram(absl::StrReplaceAll(R"pb(
+    mesh { dims { name: "x" size: 1 } }
+    num_buffers: 5
+    inputs { name: "g" buffer: 0 dtype: DT_FLOAT32 layout { mesh_axis: [ -1 ] }
+             shape { dims { name: "n" size: 5 } } }
+    inputs { name: "w" buffer: 1 dtype: DT_FLOAT32 layout { mesh_axis: [ -1 ] }
+             shape { dims { name: "n" size: 5 } } }
+    inputs { name: "lr" buffer: 2 dtype: DT_FLOAT32 $LR }
+    instructions { output: 3 inputs: [ $MUL ] dtype: DT_FLOAT32 source_op: "scaled"
+                   slice_shape { dims { name: "n" size: 5 } } local { type: "mul" } }
+    instructions { output: 4 inputs: [ $IN ] dtype: DT_FLOAT32 source_op: "y"
+                   slice_shape { dims { name: "n" size: 5 } } local { type: "$OP" } }
+    outputs { name: "y" buffer: 4 dtype: DT_FLOAT32 layout { mesh_axis: [ -1 ] }
+              shape { dims { name: "n" size: 5 } } }
+    outputs { name: "scaled" buffer: 3 dtype: DT_FLOAT32 layout { mesh_axis: [ -1 ] }
+              shape { dims { name: "n" size: 5 } } }
+  )pb", {{"$OP", op}, {"$LR", lr_shape}, {"$MUL", op == "sub" ? "0, 2" : "2, 0"},
+         {"$IN", op == "sub" ? "1, 3" : "3, 1"}}));
+}
+
+TEST(ExecutorFusionTest, ScaledUpdatesOfAnyValueRunInOnePassWithTheSameFloats) {
+  // Values whose product needs rounding: the fused pass must round it as the mul op does.
+  const Tensor g = Tensor::Float(Shape{{"n", 5}}, {0.1f, -3.7f, 1e-8f, 12345.678f, 0.3333333f});
+  const Tensor w = Tensor::Float(Shape{{"n", 5}}, {1.0f, 2.5f, -1e-3f, 7.0f, 0.2f});
+  const float lr = 0.0123f;
+  const std::map<std::string, Tensor> feeds = {
+      {"g", g}, {"w", w}, {"lr", Tensor::Float(Shape{}, {lr})}};
+  for (const std::string op : {"sub", "add"}) {
+    SCOPED_TRACE(op);
+    std::vector<float> want(5);
+    for (int i = 0; i < 5; ++i) {
+      const float t = g.f32()[i] * lr;
+      want[i] = op == "sub" ? w.f32()[i] - t : t + w.f32()[i];
+    }
+    LocalCollectiveHub hub(*Mesh::Parse("x:1"));
+    const v1::Program program = ScaledUpdate(op, true);  // the executor borrows it
+    Executor fused(program, {0}, &CpuKernels(), hub.communicator(0));
+    ASSERT_OK(fused.Run(feeds, {"y"}));
+    EXPECT_EQ(fused.fused_updates(), 1);
+    EXPECT_EQ(fused.OutputSlice("y")->floats(), want);  // bitwise
+    // The scaled value fetched too: it must exist, so the two run as the program says.
+    ASSERT_OK(fused.Run(feeds, {"y", "scaled"}));
+    EXPECT_EQ(fused.fused_updates(), 1);
+    EXPECT_EQ(fused.OutputSlice("y")->floats(), want);
+    // A learning "rate" that is no scalar is an elementwise product, not an update: not fused.
+    std::map<std::string, Tensor> wide = feeds;
+    wide["lr"] = Tensor::Float(Shape{{"n", 5}}, std::vector<float>(5, lr));
+    const v1::Program elementwise = ScaledUpdate(op, false);
+    Executor plain(elementwise, {0}, &CpuKernels(), hub.communicator(0));
+    ASSERT_OK(plain.Run(wide, {"y"}));
+    EXPECT_EQ(plain.fused_updates(), 0);
+    EXPECT_EQ(plain.OutputSlice("y")->floats(), want);
+  }
+}
+
+// dx = mul(dy, greater(x, 0)) (a ReLU's gradient; the mask first when `mask_first`), the mask an
+// output too.
+v1::Program MaskedProduct(bool mask_first) {
+  return ParseProgram(absl::StrReplaceAll(R"pb(
+    mesh { dims { name: "x" size: 1 } }
+    num_buffers: 4
+    inputs { name: "x" buffer: 0 dtype: DT_FLOAT32 layout { mesh_axis: [ -1 ] }
+             shape { dims { name: "n" size: 6 } } }
+    inputs { name: "dy" buffer: 1 dtype: DT_FLOAT32 layout { mesh_axis: [ -1 ] }
+             shape { dims { name: "n" size: 6 } } }
+    instructions { output: 2 inputs: [ 0 ] dtype: DT_FLOAT32 source_op: "mask"
+                   slice_shape { dims { name: "n" size: 6 } }
+                   local { type: "greater" attrs { key: "scalar" value { f: 0 } } } }
+    instructions { output: 3 inputs: [ $IN ] dtype: DT_FLOAT32 source_op: "dx"
+                   slice_shape { dims { name: "n" size: 6 } } local { type: "mul" } }
+    outputs { name: "dx" buffer: 3 dtype: DT_FLOAT32 layout { mesh_axis: [ -1 ] }
+              shape { dims { name: "n" size: 6 } } }
+    outputs { name: "mask" buffer: 2 dtype: DT_FLOAT32 layout { mesh_axis: [ -1 ] }
+              shape { dims { name: "n" size: 6 } } }
+  )pb", {{"$IN", mask_first ? "2, 1" : "1, 2"}}));
+}
+
+TEST(ExecutorFusionTest, MaskedProductsRunInOnePassWithTheSameFloats) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  const Tensor x = Tensor::Float(Shape{{"n", 6}}, {1.5f, -2.0f, 0.0f, 3.0f, -1.0f, 2.0f});
+  const Tensor dy = Tensor::Float(Shape{{"n", 6}}, {0.25f, -4.0f, 7.0f, nan, inf, -0.5f});
+  const std::map<std::string, Tensor> feeds = {{"x", x}, {"dy", dy}};
+  for (bool mask_first : {false, true}) {
+    SCOPED_TRACE(mask_first ? "mask first" : "mask second");
+    const v1::Program program = MaskedProduct(mask_first);  // the executor borrows it
+    LocalCollectiveHub hub(*Mesh::Parse("x:1"));
+    Executor plain(program, {0}, &CpuKernels(), hub.communicator(0));
+    ASSERT_OK(plain.Run(feeds, {"dx", "mask"}));  // the mask fetched: two ops
+    EXPECT_EQ(plain.fused_updates(), 0);
+    absl::StatusOr<Tensor> unfused = plain.OutputSlice("dx");
+    ASSERT_OK(unfused.status());
+    const std::vector<float> want(unfused->floats().begin(), unfused->floats().end());
+    Executor fused(program, {0}, &CpuKernels(), hub.communicator(0));
+    ASSERT_OK(fused.Run(feeds, {"dx"}));
+    EXPECT_EQ(fused.fused_updates(), 1);
+    absl::StatusOr<Tensor> one_pass = fused.OutputSlice("dx");
+    ASSERT_OK(one_pass.status());
+    const std::vector<float> got(one_pass->floats().begin(), one_pass->floats().end());
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i) {  // bit for bit: -0 where a negative dy is masked
+      EXPECT_EQ(std::memcmp(&got[i], &want[i], sizeof(float)), 0) << i << ": " << got[i];
+    }
+    EXPECT_TRUE(std::signbit(got[1]));  // -4 * 0
+    EXPECT_TRUE(std::isnan(got[3]));    // NaN * 1
+    EXPECT_TRUE(std::isnan(got[4]));    // inf * 0
   }
 }
 
