@@ -16,6 +16,7 @@
 #include "coordinator/coordinator_internal.h"
 #include "rpc/tensor_chunks.h"
 #include "rpc/tensor_region.h"
+#include "rpc/wire_buffers.h"
 #include "runtime/checkpoint.h"
 #include "runtime/checkpoint_store.h"
 
@@ -522,7 +523,8 @@ absl::StatusOr<TensorMap> Coordinator::RunStep(const std::string& id, TensorMap 
   // Each worker's feeds are regions of the whole feeds, sent from where they lie; each distinct
   // slice of a fetched tensor comes from one worker only (the one at coordinate 0 along every
   // mesh dim the tensor is not split over) and is written straight into its place in the whole.
-  const auto fed = std::make_shared<const TensorMap>(std::move(feeds));
+  // Once the last frame referencing them is gone, their storage is recycled for the next step.
+  const std::shared_ptr<const TensorMap> fed = ShareAndRecycle(std::move(feeds));
   std::vector<FeedSlices> worker_feeds(n);
   std::vector<FetchTargets> worker_fetches(n);
   for (int p = 0; p < n; ++p) {

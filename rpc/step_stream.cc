@@ -78,7 +78,8 @@ absl::StatusOr<TensorMap> ReadStep(StepServerStream* stream, v1::RunStepRequest*
 }
 
 absl::Status WriteStepResult(StepServerStream* stream, TensorMap fetches, int64_t step) {
-  const auto owned = std::make_shared<const TensorMap>(std::move(fetches));
+  // Once gRPC has sent (or dropped) the last frame, the storage goes back for the next step.
+  const std::shared_ptr<const TensorMap> owned = ShareAndRecycle(std::move(fetches));
   for (const auto& [name, source] : SharedSources(owned)) {
     if (!ForEachFrame(name, source, kFetchField, kChunkBytes,
                       [&](const grpc::ByteBuffer& frame) { return stream->Write(frame); })) {

@@ -1,7 +1,5 @@
 #include "rpc/tensor_chunks.h"
 
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -33,20 +31,6 @@ absl::Status ForEachChunk(const std::string& name, const Tensor& tensor,
     RETURN_IF_ERROR(emit(chunk));
   } while (offset < total);
   return absl::OkStatus();
-}
-
-Tensor NewTensorForWire(DType dtype, const Shape& shape) {
-  Tensor t = Tensor::Uninitialized(dtype, shape);
-  constexpr uintptr_t kHuge = uintptr_t{2} << 20;
-  const int64_t bytes = TensorBytes(t);
-  if (bytes >= static_cast<int64_t>(4 * kHuge)) {
-    // Only the untouched, 2 MiB-aligned interior; advice only: failure changes nothing but speed.
-    const uintptr_t start = reinterpret_cast<uintptr_t>(TensorData(&t));
-    const uintptr_t begin = (start + kHuge - 1) & ~(kHuge - 1);
-    const uintptr_t end = (start + bytes) & ~(kHuge - 1);
-    if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
-  }
-  return t;
 }
 
 void TensorAssembler::PlaceInto(const std::string& name, char* whole, const TensorRegion& region) {

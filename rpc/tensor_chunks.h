@@ -14,6 +14,7 @@
 #include "core/tensor.h"
 #include "proto/session.pb.h"
 #include "rpc/tensor_region.h"
+#include "rpc/wire_buffers.h"
 
 namespace meshrt {
 
@@ -27,16 +28,12 @@ absl::Status ForEachChunk(const std::string& name, const Tensor& tensor,
                           const std::function<absl::Status(v1::TensorChunk&)>& emit,
                           int64_t chunk_bytes = kChunkBytes);
 
-// A tensor about to be filled from the wire: Tensor::Uninitialized, with the kernel asked to back
-// a large one with huge pages (a fresh 64 MiB buffer otherwise takes 16,384 page faults when it is
-// first written, which cost more than copying the bytes into it).
-Tensor NewTensorForWire(DType dtype, const Shape& shape);
-
 // One chunk's data as the pieces it arrived in (e.g. the slices of a gRPC message), in order.
 using ChunkData = absl::Span<const absl::string_view>;
 
 // Reassembles chunks of any number of tensors, arriving tensor after tensor. Each tensor goes into
-// a tensor of its own, or (PlaceInto) straight into its place in a caller's tensor. Errors
+// a tensor of its own (NewTensorForWire), or (PlaceInto) straight into its place in a caller's
+// tensor. Errors
 // (InvalidArgument naming the tensor): a chunk of an unknown or already complete tensor, a gap or
 // overlap, more bytes than the shape holds, a bad dtype or shape, a placed tensor whose dtype or
 // shape is not its place's, a tensor left incomplete. Not thread-safe.
