@@ -99,8 +99,8 @@ int Main(int argc, char** argv) {
     v1::Graph g = NegGraph(rows, 1024);
     TensorMap feeds{{"x", Tensor(DType::kFloat32, Shape({{"a", rows}, {"b", 1024}}))}};
     for (const char* layout : {"a:p", ""}) {
-      std::vector<double> ms =
-          TimeSteps(**client, g, layout, feeds, 2, static_cast<int>(std::max<int64_t>(feed_steps, 1)));
+      const int timed = static_cast<int>(std::max<int64_t>(feed_steps, 1));
+      std::vector<double> ms = TimeSteps(**client, g, layout, feeds, 2, timed);
       const double bytes = 2.0 * mib * (1 << 20);
       std::printf("  %3lld MiB    %-12s %12.1f %14.2f\n", static_cast<long long>(mib),
                   *layout ? layout : "replicated", Median(ms), bytes / (Median(ms) * 1e6));

@@ -572,9 +572,9 @@ absl::StatusOr<TensorMap> Coordinator::RunStep(const std::string& id, TensorMap 
   std::vector<std::thread> threads;
   for (int p = 0; p < n; ++p) {
     threads.emplace_back([&, p] {
-      absl::Status r = session->clients[p]->RunStep(id, step, worker_feeds[p],
-                                                    &worker_fetches[p], fetches, num_steps,
-                                                    options_.step_timeout * num_steps, cancel.get());
+      absl::Status r = session->clients[p]->RunStep(
+          id, step, worker_feeds[p], &worker_fetches[p], fetches, num_steps,
+          options_.step_timeout * num_steps, cancel.get());
       absl::MutexLock lock(&done_mu);
       failures += !r.ok();
       lost += !r.ok() && IsTransportFailure(r);

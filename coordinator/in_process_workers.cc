@@ -44,7 +44,9 @@ class InProcessWorkers::Client : public WorkerClient {
       if (hub != nullptr) hub->Abort(absl::CancelledError("step cancelled"));
     });
     TensorMap slices;
-    for (const auto& [name, slice] : feeds) slices.emplace(name, slice.region.Extract(*slice.whole));
+    for (const auto& [name, slice] : feeds) {
+      slices.emplace(name, slice.region.Extract(*slice.whole));
+    }
     std::vector<std::string> names;
     for (const auto& [name, target] : *fetches) names.push_back(name);
     absl::StatusOr<TensorMap> result =

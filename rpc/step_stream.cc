@@ -52,7 +52,9 @@ absl::Status CallStep(StepClientStream* stream, const v1::RunStepRequest& header
   while (stream->Read(&buffer)) {
     if (!assemble.ok()) continue;  // read to the end all the same, for the call's status
     assemble = DecodeResponse(buffer, &response, &data);
-    if (assemble.ok() && response.has_fetch()) assemble = fetched->Add(response.fetch(), data.pieces);
+    if (assemble.ok() && response.has_fetch()) {
+      assemble = fetched->Add(response.fetch(), data.pieces);
+    }
   }
   absl::Status status = FromGrpcStatus(stream->Finish());
   if (!status.ok()) return status;

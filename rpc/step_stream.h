@@ -1,5 +1,5 @@
 // Both ends of the RunStep stream (proto/session.proto), shared by client -> coordinator and
-// coordinator -> worker: a header message, then tensors as ~1 MiB chunks one way, chunks and a
+// coordinator -> worker: a header message, then tensors as ~4 MiB chunks one way, chunks and a
 // final `done` message back.
 //
 // The streams carry raw frames (rpc/chunk_frames.h) rather than generated message classes, so

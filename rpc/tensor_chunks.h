@@ -1,4 +1,5 @@
-// Tensors on the wire: split into ~1 MiB TensorChunk messages and reassembled (proto/session.proto).
+// Tensors on the wire: split into ~4 MiB TensorChunk messages and reassembled
+// (proto/session.proto).
 // No gRPC here (rpc/chunk_frames.h puts chunks in gRPC byte buffers).
 #ifndef MESHRT_RPC_TENSOR_CHUNKS_H_
 #define MESHRT_RPC_TENSOR_CHUNKS_H_
@@ -18,7 +19,7 @@
 
 namespace meshrt {
 
-inline constexpr int64_t kChunkBytes = 1 << 20;
+inline constexpr int64_t kChunkBytes = 4 << 20;
 
 // Calls `emit` with each chunk of `tensor` in order (one chunk for an empty tensor), the data
 // copied into the message. Stops at, and returns, the first error `emit` returns. `emit` may move
