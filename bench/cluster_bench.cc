@@ -3,7 +3,7 @@
 //     coordinator -> 4 workers -> back; median and p90 of many steps;
 //   - feed/fetch throughput through the coordinator: a big tensor in and its negation out, split
 //     over the 4 workers and replicated; GB/s = (bytes fed + bytes fetched) / step time.
-// Run: bazel run -c opt //bench:cluster_bench [-- --steps=N]
+// Run: bazel run -c opt //bench:cluster_bench [-- --steps=N --feed_steps=M]
 #include <algorithm>
 #include <cstdio>
 #include <string>
@@ -60,8 +60,12 @@ v1::Graph NegGraph(int64_t rows, int64_t cols) {
 
 int Main(int argc, char** argv) {
   int64_t steps = 300;
-  FlagSet flags("cluster_bench [--steps N]", "Per-step overhead and feed/fetch throughput.");
+  int64_t feed_steps = 9;
+  FlagSet flags("cluster_bench [--steps N] [--feed_steps M]",
+                "Per-step overhead and feed/fetch throughput.");
   flags.Int("steps", &steps, "timed steps for the overhead measurement");
+  flags.Int("feed_steps", &feed_steps,
+            "timed steps per feed/fetch case (after 2 untimed ones; the median is reported)");
   if (!flags.Parse(argc, argv).ok() || flags.help()) {
     std::printf("%s", flags.Help().c_str());
     return 0;
@@ -95,7 +99,8 @@ int Main(int argc, char** argv) {
     v1::Graph g = NegGraph(rows, 1024);
     TensorMap feeds{{"x", Tensor(DType::kFloat32, Shape({{"a", rows}, {"b", 1024}}))}};
     for (const char* layout : {"a:p", ""}) {
-      std::vector<double> ms = TimeSteps(**client, g, layout, feeds, 2, 9);
+      const int timed = static_cast<int>(std::max<int64_t>(feed_steps, 1));
+      std::vector<double> ms = TimeSteps(**client, g, layout, feeds, 2, timed);
       const double bytes = 2.0 * mib * (1 << 20);
       std::printf("  %3lld MiB    %-12s %12.1f %14.2f\n", static_cast<long long>(mib),
                   *layout ? layout : "replicated", Median(ms), bytes / (Median(ms) * 1e6));

@@ -20,6 +20,7 @@ struct Client::Impl {
   ClientOptions options;
   Security security;
   std::unique_ptr<v1::Coordinator::Stub> stub;
+  std::unique_ptr<StepMethod> run_step;  // RunStep on raw frames (rpc/step_stream.h)
 
   absl::Status Annotate(const absl::Status& s) const {
     if (s.ok()) return s;
@@ -141,6 +142,7 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& opt
   impl->security = *std::move(security);
   auto channel = MakeChannel(options.address, impl->security);
   impl->stub = v1::Coordinator::NewStub(channel);
+  impl->run_step = std::make_unique<StepMethod>(kCoordinatorRunStep, channel);
   const bool connected = channel->WaitForConnected(
       std::chrono::system_clock::now() +
       std::chrono::milliseconds(absl::ToInt64Milliseconds(options.connect_timeout)));
@@ -218,14 +220,15 @@ absl::StatusOr<TensorMap> Session::RunSteps(int64_t num_steps, const TensorMap& 
   impl.Prepare(&ctx, impl.options.rpc_timeout * std::max<int64_t>(num_steps, 1));
   // Send the call's metadata with the header message: one write less per step.
   ctx.set_initial_metadata_corked(true);
-  auto stream = impl.stub->RunStep(&ctx);
+  auto stream = impl.run_step->Open(&ctx);
   v1::RunStepRequest header;
   header.set_session(id_);
   header.set_num_steps(num_steps);
   for (const std::string& f : fetches) header.add_fetches(f);
-  absl::StatusOr<TensorMap> result = CallStep(stream.get(), header, feeds);
-  if (!result.ok()) return impl.Annotate(result.status());
-  return result;
+  TensorAssembler fetched;
+  absl::Status status = CallStep(stream.get(), header, BorrowedSources(feeds), &fetched);
+  if (!status.ok()) return impl.Annotate(status);
+  return fetched.Finish();
 }
 
 absl::Status Session::SaveCheckpoint(const std::string& name, int keep) {

@@ -14,6 +14,9 @@
 #include "core/slicing.h"
 #include "core/status_macros.h"
 #include "coordinator/coordinator_internal.h"
+#include "rpc/tensor_chunks.h"
+#include "rpc/tensor_region.h"
+#include "rpc/wire_buffers.h"
 #include "runtime/checkpoint.h"
 #include "runtime/checkpoint_store.h"
 
@@ -483,7 +486,7 @@ absl::StatusOr<v1::CreateSessionResponse> Coordinator::CreateSession(
   return response;
 }
 
-absl::StatusOr<TensorMap> Coordinator::RunStep(const std::string& id, const TensorMap& feeds,
+absl::StatusOr<TensorMap> Coordinator::RunStep(const std::string& id, TensorMap feeds,
                                                const std::vector<std::string>& requested,
                                                int64_t num_steps) {
   ASSIGN_OR_RETURN(std::shared_ptr<Session> session, FindSession(id));
@@ -502,41 +505,38 @@ absl::StatusOr<TensorMap> Coordinator::RunStep(const std::string& id, const Tens
     return absl::InvalidArgumentError(
         absl::StrCat("num_steps ", num_steps, " is out of range [0, 1000000]"));
   }
+  // The whole fetched tensors, which the workers' slices fill in place.
+  TensorMap out;
+  for (const std::string& f : fetches) {
+    if (out.count(f)) continue;
+    const v1::ProgramTensor& t = session->outputs.at(f);
+    ASSIGN_OR_RETURN(Shape shape, Shape::FromProto(t.shape()));
+    ASSIGN_OR_RETURN(DType dtype, DTypeFromProto(t.dtype()));
+    // Uninitialised: the owners' slices (one per distinct slice position) cover every element.
+    out.emplace(f, NewTensorForWire(dtype, shape));
+  }
   num_steps = std::max<int64_t>(num_steps, 1);
   const int64_t step = session->step + 1;
   session->step += num_steps;
   const int n = mesh.num_processors();
 
-  // Slices per worker; each distinct slice of a fetched tensor comes from one worker only (the one
-  // at coordinate 0 along every mesh dim the tensor is not split over).
-  // Workers whose slices of every input sit at the same offsets (e.g. all of them, for replicated
-  // inputs) share one map; one whose every slice is the whole feed reads `feeds` itself.
-  std::vector<const TensorMap*> worker_feeds(n, nullptr);
-  std::map<std::vector<int64_t>, TensorMap> slices;  // by the inputs' slice offsets
-  std::vector<std::vector<std::string>> worker_fetches(n);
+  // Each worker's feeds are regions of the whole feeds, sent from where they lie; each distinct
+  // slice of a fetched tensor comes from one worker only (the one at coordinate 0 along every
+  // mesh dim the tensor is not split over) and is written straight into its place in the whole.
+  // Once the last frame referencing them is gone, their storage is recycled for the next step.
+  const std::shared_ptr<const TensorMap> fed = ShareAndRecycle(std::move(feeds));
+  std::vector<FeedSlices> worker_feeds(n);
+  std::vector<FetchTargets> worker_fetches(n);
   for (int p = 0; p < n; ++p) {
     const std::vector<int64_t> coord = mesh.Coordinate(p);
-    std::vector<int64_t> offsets;
-    bool whole = true;
     for (const v1::ProgramTensor& in : session->program.inputs()) {
-      const Tensor& feed = feeds.at(in.name());
-      const TensorLayout layout = TensorLayout::FromProto(in.layout());
-      for (int64_t b : SliceBegin(feed.shape(), layout, mesh, coord)) offsets.push_back(b);
-      whole = whole && SliceShape(feed.shape(), layout, mesh) == feed.shape();
+      const Tensor& feed = fed->at(in.name());
+      worker_feeds[p][in.name()] = FeedSlice{
+          std::shared_ptr<const Tensor>(fed, &feed),
+          TensorRegion::OfProcessor(feed.dtype(), feed.shape(),
+                                    TensorLayout::FromProto(in.layout()), mesh, coord)};
     }
-    if (whole && static_cast<int>(feeds.size()) == session->program.inputs_size()) {
-      worker_feeds[p] = &feeds;
-    } else {
-      auto [it, added] = slices.try_emplace(offsets);
-      if (added) {
-        for (const v1::ProgramTensor& in : session->program.inputs()) {
-          it->second[in.name()] = ExtractSlice(feeds.at(in.name()),
-                                               TensorLayout::FromProto(in.layout()), mesh, coord);
-        }
-      }
-      worker_feeds[p] = &it->second;
-    }
-    for (const std::string& f : fetches) {
+    for (auto& [f, whole] : out) {
       TensorLayout layout = TensorLayout::FromProto(session->outputs.at(f).layout());
       bool owner = true;
       for (int a = 0; a < mesh.ndims(); ++a) {
@@ -546,7 +546,11 @@ absl::StatusOr<TensorMap> Coordinator::RunStep(const std::string& id, const Tens
           owner = false;
         }
       }
-      if (owner) worker_fetches[p].push_back(f);
+      if (owner) {
+        worker_fetches[p][f] = FetchTarget{
+            static_cast<char*>(TensorData(&whole)),
+            TensorRegion::OfProcessor(whole.dtype(), whole.shape(), layout, mesh, coord)};
+      }
     }
   }
 
@@ -562,18 +566,18 @@ absl::StatusOr<TensorMap> Coordinator::RunStep(const std::string& id, const Tens
   // Once the cause itself is known (a worker's transport failed: it is gone), the peers get a
   // much shorter grace: those that talk to it report at once, and the others would only wait in
   // collectives with peers that are stopping (failure_grace_after_cause).
-  std::vector<absl::StatusOr<TensorMap>> results(n, absl::UnknownError("not run"));
+  std::vector<absl::Status> results(n, absl::UnknownError("not run"));
   absl::Mutex done_mu;
   int done = 0, failures = 0, lost = 0;
   std::vector<std::thread> threads;
   for (int p = 0; p < n; ++p) {
     threads.emplace_back([&, p] {
-      absl::StatusOr<TensorMap> r = session->clients[p]->RunStep(
-          id, step, *worker_feeds[p], worker_fetches[p], fetches, num_steps, options_.step_timeout * num_steps,
-          cancel.get());
+      absl::Status r = session->clients[p]->RunStep(
+          id, step, worker_feeds[p], &worker_fetches[p], fetches, num_steps,
+          options_.step_timeout * num_steps, cancel.get());
       absl::MutexLock lock(&done_mu);
       failures += !r.ok();
-      lost += !r.ok() && IsTransportFailure(r.status());
+      lost += !r.ok() && IsTransportFailure(r);
       results[p] = std::move(r);
       ++done;
     });
@@ -632,7 +636,7 @@ absl::StatusOr<TensorMap> Coordinator::RunStep(const std::string& id, const Tens
     }
     for (int pass = 0; pass < 3; ++pass) {
       for (int p = 0; p < n; ++p) {
-        const absl::Status& s = results[p].status();
+        const absl::Status& s = results[p];
         if (s.ok() || s.code() == absl::StatusCode::kCancelled || rank(s) != pass) continue;
         std::string who = absl::StrCat("worker ", session->worker_ids[p], " (",
                                        session->addresses[p], ", mesh coordinate ",
@@ -677,27 +681,13 @@ absl::StatusOr<TensorMap> Coordinator::RunStep(const std::string& id, const Tens
   }
 
   progress.Finish(absl::Now(), &session->durations);
-  TensorMap out;
-  for (const std::string& f : fetches) {
-    const v1::ProgramTensor& t = session->outputs.at(f);
-    ASSIGN_OR_RETURN(Shape shape, Shape::FromProto(t.shape()));
-    ASSIGN_OR_RETURN(DType dtype, DTypeFromProto(t.dtype()));
-    // Uninitialised: the owners' slices (one per distinct slice position) cover every element.
-    Tensor whole = Tensor::Uninitialized(dtype, shape);
-    const TensorLayout layout = TensorLayout::FromProto(t.layout());
-    for (int p = 0; p < n; ++p) {
-      if (std::find(worker_fetches[p].begin(), worker_fetches[p].end(), f) ==
-          worker_fetches[p].end()) {
-        continue;
-      }
-      auto it = results[p]->find(f);
-      if (it == results[p]->end()) {
+  for (int p = 0; p < n; ++p) {
+    for (const auto& [f, target] : worker_fetches[p]) {
+      if (!target.filled) {
         return absl::InternalError(absl::StrCat("worker ", session->worker_ids[p],
                                                 " did not return its slice of '", f, "'"));
       }
-      RETURN_IF_ERROR(InsertSlice(it->second, layout, mesh, mesh.Coordinate(p), &whole));
     }
-    out.emplace(f, std::move(whole));
   }
   return out;
 }

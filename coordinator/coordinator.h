@@ -131,7 +131,8 @@ class Coordinator {
   // `fetches` empty = the graph's outputs. Errors: NotFound for an unknown session;
   // FailedPrecondition for a session that failed earlier (repeating why); InvalidArgument for bad
   // feeds or fetches (naming them); a worker's failure, naming the worker and the step.
-  absl::StatusOr<TensorMap> RunStep(const std::string& session, const TensorMap& feeds,
+  // The feeds are taken (moved in or copied): workers' slices are sent from them in place.
+  absl::StatusOr<TensorMap> RunStep(const std::string& session, TensorMap feeds,
                                     const std::vector<std::string>& fetches,
                                     int64_t num_steps = 1);
 

@@ -16,6 +16,12 @@ grpc::Status Reply(absl::StatusOr<T> result, T* response) {
 
 }  // namespace
 
+GrpcCoordinatorService::GrpcCoordinatorService(Coordinator* coordinator, Authenticator auth)
+    : coordinator_(coordinator), auth_(std::make_shared<const Authenticator>(std::move(auth))) {
+  MarkMethodStreamed(MethodIndex("meshrt.v1.Coordinator", "RunStep"),
+                     StepFramesHandler(this, &GrpcCoordinatorService::RunStepFrames));
+}
+
 void GrpcCoordinatorService::SetAuthenticator(Authenticator auth) {
   auto replacement = std::make_shared<const Authenticator>(std::move(auth));
   absl::MutexLock lock(&mu_);
@@ -114,9 +120,8 @@ grpc::Status GrpcCoordinatorService::CreateSession(grpc::ServerContext* ctx,
   });
 }
 
-grpc::Status GrpcCoordinatorService::RunStep(
-    grpc::ServerContext* ctx,
-    grpc::ServerReaderWriter<v1::RunStepResponse, v1::RunStepRequest>* stream) {
+grpc::Status GrpcCoordinatorService::RunStepFrames(grpc::ServerContext* ctx,
+                                                   StepServerStream* stream) {
   return Client("RunStep", ctx, nullptr, [&](const Caller& caller) {
     v1::RunStepRequest header;
     absl::StatusOr<TensorMap> fed = ReadStep(stream, &header);
@@ -126,9 +131,9 @@ grpc::Status GrpcCoordinatorService::RunStep(
     }
     std::vector<std::string> fetches(header.fetches().begin(), header.fetches().end());
     absl::StatusOr<TensorMap> out =
-        coordinator_->RunStep(header.session(), *fed, fetches, header.num_steps());
+        coordinator_->RunStep(header.session(), *std::move(fed), fetches, header.num_steps());
     if (!out.ok()) return ToGrpcStatus(out.status());
-    return ToGrpcStatus(WriteStepResult(stream, *out, 0));
+    return ToGrpcStatus(WriteStepResult(stream, *std::move(out), 0));
   });
 }
 

@@ -12,14 +12,14 @@
 #include "proto/coordinator.grpc.pb.h"
 #include "rpc/auth.h"
 #include "rpc/grpc_util.h"
+#include "rpc/step_stream.h"
 
 namespace meshrt {
 
 class GrpcCoordinatorService final : public v1::Coordinator::Service {
  public:
   // `coordinator` is borrowed and must outlive the service.
-  GrpcCoordinatorService(Coordinator* coordinator, Authenticator auth)
-      : coordinator_(coordinator), auth_(std::make_shared<const Authenticator>(std::move(auth))) {}
+  GrpcCoordinatorService(Coordinator* coordinator, Authenticator auth);
 
   // Replaces the credentials (main sets the generated ones once the port is bound: until then
   // the service is built with none and refuses every call). Thread-safe.
@@ -39,9 +39,8 @@ class GrpcCoordinatorService final : public v1::Coordinator::Service {
                            v1::ListWorkersResponse* response) override;
   grpc::Status CreateSession(grpc::ServerContext*, const v1::CreateSessionRequest* request,
                              v1::CreateSessionResponse* response) override;
-  grpc::Status RunStep(
-      grpc::ServerContext*,
-      grpc::ServerReaderWriter<v1::RunStepResponse, v1::RunStepRequest>* stream) override;
+  // RunStep, served on raw frames (rpc/step_stream.h) in place of the generated RunStep.
+  grpc::Status RunStepFrames(grpc::ServerContext*, StepServerStream* stream);
   grpc::Status CloseSession(grpc::ServerContext*, const v1::CloseSessionRequest* request,
                             v1::CloseSessionResponse* response) override;
   // A client renews its own sessions only (Coordinator::KeepAlive checks the owner per session).

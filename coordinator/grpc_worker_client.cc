@@ -1,5 +1,7 @@
 #include "coordinator/grpc_worker_client.h"
 
+#include "core/slicing.h"
+#include "core/status_macros.h"
 #include "proto/worker.grpc.pb.h"
 #include "rpc/grpc_util.h"
 #include "rpc/step_stream.h"
@@ -16,8 +18,7 @@ class GrpcWorkerClient : public WorkerClient {
  public:
   // Every call carries `secret`, the worker's own credential, instead of any token of ours.
   GrpcWorkerClient(const std::string& address, const Security& security, const std::string& secret)
-      : security_(WithToken(security, secret)),
-        stub_(v1::Worker::NewStub(MakeChannel(address, security))) {}
+      : GrpcWorkerClient(MakeChannel(address, security), WithToken(security, secret)) {}
 
   absl::Status LoadSession(const v1::SessionSpec& spec, absl::Duration timeout) override {
     grpc::ClientContext ctx;
@@ -27,16 +28,14 @@ class GrpcWorkerClient : public WorkerClient {
     return FromGrpcStatus(stub_->LoadSession(&ctx, spec, &response));
   }
 
-  absl::StatusOr<TensorMap> RunStep(const std::string& session, int64_t step,
-                                    const TensorMap& feeds, const std::vector<std::string>& fetches,
-                                    const std::vector<std::string>& step_fetches,
-                                    int64_t num_steps, absl::Duration timeout,
-                                    Cancellation* cancel) override {
+  absl::Status RunStep(const std::string& session, int64_t step, const FeedSlices& feeds,
+                       FetchTargets* fetches, const std::vector<std::string>& step_fetches,
+                       int64_t num_steps, absl::Duration timeout, Cancellation* cancel) override {
     grpc::ClientContext ctx;
     SetTimeout(&ctx, timeout);
     AttachToken(&ctx, security_);
     int id = cancel != nullptr ? cancel->Register([&ctx] { ctx.TryCancel(); }) : -1;
-    absl::StatusOr<TensorMap> result = RunStepOn(&ctx, session, step, feeds, fetches, step_fetches, num_steps);
+    absl::Status result = RunStepOn(&ctx, session, step, feeds, fetches, step_fetches, num_steps);
     if (cancel != nullptr) cancel->Unregister(id);
     return result;
   }
@@ -72,25 +71,41 @@ class GrpcWorkerClient : public WorkerClient {
   }
 
  private:
-  absl::StatusOr<TensorMap> RunStepOn(grpc::ClientContext* ctx, const std::string& session,
-                                      int64_t step, const TensorMap& feeds,
-                                      const std::vector<std::string>& fetches,
-                                      const std::vector<std::string>& step_fetches,
-                                      int64_t num_steps) {
+  GrpcWorkerClient(std::shared_ptr<grpc::Channel> channel, Security security)
+      : security_(std::move(security)),
+        stub_(v1::Worker::NewStub(channel)),
+        run_step_(kWorkerRunStep, channel) {}
+
+  absl::Status RunStepOn(grpc::ClientContext* ctx, const std::string& session, int64_t step,
+                         const FeedSlices& feeds, FetchTargets* fetches,
+                         const std::vector<std::string>& step_fetches, int64_t num_steps) {
     // Send the call's metadata with the header message: one write less per step.
     ctx->set_initial_metadata_corked(true);
-    auto stream = stub_->RunStep(ctx);
+    auto stream = run_step_.Open(ctx);
     v1::RunStepRequest header;
     header.set_session(session);
     header.set_step(step);
     header.set_num_steps(num_steps);
-    for (const std::string& f : fetches) header.add_fetches(f);
+    for (const auto& [name, target] : *fetches) header.add_fetches(name);
     for (const std::string& f : step_fetches) header.add_step_fetches(f);
-    return CallStep(stream.get(), header, feeds);
+    // The slices go from the whole feeds onto the wire, and from the wire into the whole fetches.
+    FrameSources sources;
+    for (const auto& [name, slice] : feeds) {
+      sources[name] = FrameSource{static_cast<const char*>(TensorData(*slice.whole)),
+                                  slice.region, slice.whole};
+    }
+    TensorAssembler fetched;
+    for (const auto& [name, target] : *fetches) {
+      fetched.PlaceInto(name, target.whole, target.region);
+    }
+    RETURN_IF_ERROR(CallStep(stream.get(), header, sources, &fetched));
+    for (auto& [name, target] : *fetches) target.filled = fetched.Complete(name);
+    return fetched.Finish().status();
   }
 
   const Security security_;
   std::unique_ptr<v1::Worker::Stub> stub_;
+  const StepMethod run_step_;
 };
 
 }  // namespace

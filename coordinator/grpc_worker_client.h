@@ -1,4 +1,4 @@
-// WorkerClient over gRPC (proto/worker.proto), with tensors streamed in ~1 MiB chunks.
+// WorkerClient over gRPC (proto/worker.proto), with tensors streamed in ~4 MiB chunks.
 #ifndef MESHRT_COORDINATOR_GRPC_WORKER_CLIENT_H_
 #define MESHRT_COORDINATOR_GRPC_WORKER_CLIENT_H_
 

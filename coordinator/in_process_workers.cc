@@ -1,6 +1,7 @@
 #include "coordinator/in_process_workers.h"
 
 #include "absl/strings/str_cat.h"
+#include "core/slicing.h"
 #include "kernels/cpu_kernels.h"
 
 namespace meshrt {
@@ -22,11 +23,9 @@ class InProcessWorkers::Client : public WorkerClient {
     return w->LoadSession(spec);
   }
 
-  absl::StatusOr<TensorMap> RunStep(const std::string& session, int64_t step,
-                                    const TensorMap& feeds, const std::vector<std::string>& fetches,
-                                    const std::vector<std::string>& step_fetches,
-                                    int64_t num_steps, absl::Duration,
-                                    Cancellation* cancel) override {
+  absl::Status RunStep(const std::string& session, int64_t step, const FeedSlices& feeds,
+                       FetchTargets* fetches, const std::vector<std::string>& step_fetches,
+                       int64_t num_steps, absl::Duration, Cancellation* cancel) override {
     Worker* w;
     LocalCollectiveHub* hub = nullptr;
     {
@@ -44,9 +43,32 @@ class InProcessWorkers::Client : public WorkerClient {
     int id = cancel->Register([hub] {
       if (hub != nullptr) hub->Abort(absl::CancelledError("step cancelled"));
     });
-    auto result = w->RunStep(session, step, feeds, fetches, num_steps, step_fetches);
+    TensorMap slices;
+    for (const auto& [name, slice] : feeds) {
+      slices.emplace(name, slice.region.Extract(*slice.whole));
+    }
+    std::vector<std::string> names;
+    for (const auto& [name, target] : *fetches) names.push_back(name);
+    absl::StatusOr<TensorMap> result =
+        w->RunStep(session, step, std::move(slices), names, num_steps, step_fetches);
     cancel->Unregister(id);
-    return result;
+    if (!result.ok()) return result.status();
+    // What the gRPC path does on receipt (TensorAssembler::PlaceInto).
+    for (auto& [name, target] : *fetches) {
+      auto it = result->find(name);
+      if (it == result->end()) continue;
+      const Tensor& t = it->second;
+      if (t.dtype() != target.region.dtype() || t.shape() != target.region.slice_shape()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "tensor '", name, "' arrived as ", DTypeName(t.dtype()), " ", t.shape().ToString(),
+            " but its place holds ", DTypeName(target.region.dtype()), " ",
+            target.region.slice_shape().ToString()));
+      }
+      target.region.Scatter(static_cast<const char*>(TensorData(t)), 0, target.region.bytes(),
+                            target.whole);
+      target.filled = true;
+    }
+    return absl::OkStatus();
   }
 
   absl::StatusOr<v1::WorkerSaveCheckpointResponse> SaveCheckpoint(

@@ -54,12 +54,10 @@ class HeldWorkers : public WorkerClientFactory {
     absl::Status LoadSession(const v1::SessionSpec& spec, absl::Duration timeout) override {
       return inner_->LoadSession(spec, timeout);
     }
-    absl::StatusOr<TensorMap> RunStep(const std::string& session, int64_t step,
-                                      const TensorMap& feeds,
-                                      const std::vector<std::string>& fetches,
-                                      const std::vector<std::string>& step_fetches,
-                                      int64_t num_steps, absl::Duration timeout,
-                                      Cancellation* cancel) override {
+    absl::Status RunStep(const std::string& session, int64_t step, const FeedSlices& feeds,
+                         FetchTargets* fetches, const std::vector<std::string>& step_fetches,
+                         int64_t num_steps, absl::Duration timeout,
+                         Cancellation* cancel) override {
       if (owner_->hold) {
         for (int i = 0; i < 3000 && !cancel->cancelled(); ++i)
           absl::SleepFor(absl::Milliseconds(10));

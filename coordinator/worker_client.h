@@ -17,6 +17,7 @@
 #include "core/interpreter.h"
 #include "proto/checkpoint.pb.h"
 #include "proto/session.pb.h"
+#include "rpc/tensor_region.h"
 
 namespace meshrt {
 
@@ -38,6 +39,24 @@ class Cancellation {
   std::map<int, std::function<void()>> callbacks_ ABSL_GUARDED_BY(mu_);
 };
 
+// A worker's slice of one fed tensor: `region` of `whole`, whose ownership the caller shares (the
+// wire may reference its storage after RunStep returns, until it has sent it).
+struct FeedSlice {
+  std::shared_ptr<const Tensor> whole;
+  TensorRegion region;
+};
+using FeedSlices = std::map<std::string, FeedSlice>;
+
+// Where a worker's slice of one fetched tensor goes: `region` of the whole tensor's storage
+// `whole` (borrowed; written only during RunStep, by it). RunStep sets `filled` once every byte
+// of the slice is there.
+struct FetchTarget {
+  char* whole = nullptr;
+  TensorRegion region;
+  bool filled = false;
+};
+using FetchTargets = std::map<std::string, FetchTarget>;
+
 // Thread-safe.
 class WorkerClient {
  public:
@@ -45,14 +64,13 @@ class WorkerClient {
   virtual absl::Status LoadSession(const v1::SessionSpec& spec, absl::Duration timeout) = 0;
   // Sends this worker's feed slices, runs `num_steps` steps (Worker::RunStep) computing what
   // `step_fetches` (the step's whole fetch list, the same for every worker) and the variable
-  // updates need, returns the slices of `fetches` it was asked for. Returns soon with
-  // Cancelled once `cancel` (borrowed, may be null) is cancelled.
-  virtual absl::StatusOr<TensorMap> RunStep(const std::string& session, int64_t step,
-                                            const TensorMap& feeds,
-                                            const std::vector<std::string>& fetches,
-                                            const std::vector<std::string>& step_fetches,
-                                            int64_t num_steps, absl::Duration timeout,
-                                            Cancellation* cancel) = 0;
+  // updates need, and writes the slice of each tensor of `*fetches` into its target. A returned
+  // slice whose dtype or shape is not its target's is an error. Returns soon with Cancelled once
+  // `cancel` (borrowed, may be null) is cancelled.
+  virtual absl::Status RunStep(const std::string& session, int64_t step, const FeedSlices& feeds,
+                               FetchTargets* fetches, const std::vector<std::string>& step_fetches,
+                               int64_t num_steps, absl::Duration timeout,
+                               Cancellation* cancel) = 0;
   virtual absl::Status CloseSession(const std::string& session, absl::Duration timeout) = 0;
   // Checkpoints (Worker::SaveCheckpoint / Worker::RestoreCheckpoint).
   virtual absl::StatusOr<v1::WorkerSaveCheckpointResponse> SaveCheckpoint(

@@ -1,62 +1,107 @@
 #include "rpc/step_stream.h"
 
+#include "absl/strings/str_cat.h"
+#include "core/logging.h"
+#include "core/slicing.h"
+#include "google/protobuf/descriptor.h"
 #include "rpc/grpc_util.h"
-#include "rpc/tensor_chunks.h"
 
 namespace meshrt {
 
-absl::StatusOr<TensorMap> CallStep(StepClientStream* stream, const v1::RunStepRequest& header,
-                                   const TensorMap& feeds) {
-  bool ok = stream->Write(header);
+StepMethod::StepMethod(const char* name, std::shared_ptr<grpc::ChannelInterface> channel)
+    : channel_(std::move(channel)),
+      method_(name, grpc::internal::RpcMethod::BIDI_STREAMING, channel_) {}
+
+std::unique_ptr<StepClientStream> StepMethod::Open(grpc::ClientContext* ctx) const {
+  return std::unique_ptr<StepClientStream>(
+      grpc::internal::ClientReaderWriterFactory<grpc::ByteBuffer, grpc::ByteBuffer>::Create(
+          channel_.get(), method_, ctx));
+}
+
+FrameSources BorrowedSources(const TensorMap& tensors) {
+  FrameSources sources;
+  for (const auto& [name, t] : tensors) {
+    sources[name] = FrameSource{static_cast<const char*>(TensorData(t)),
+                                TensorRegion::Whole(t.dtype(), t.shape()), nullptr};
+  }
+  return sources;
+}
+
+FrameSources SharedSources(const std::shared_ptr<const TensorMap>& tensors) {
+  FrameSources sources;
+  for (const auto& [name, t] : *tensors) {
+    sources[name] = FrameSource{static_cast<const char*>(TensorData(t)),
+                                TensorRegion::Whole(t.dtype(), t.shape()),
+                                std::shared_ptr<const void>(tensors, &t)};
+  }
+  return sources;
+}
+
+absl::Status CallStep(StepClientStream* stream, const v1::RunStepRequest& header,
+                      const FrameSources& feeds, TensorAssembler* fetched) {
+  bool ok = stream->Write(EncodeMessage(header));
   for (auto it = feeds.begin(); ok && it != feeds.end(); ++it) {
-    ok = ForEachChunk(it->first, it->second, [&](v1::TensorChunk& chunk) {
-           v1::RunStepRequest msg;
-           msg.mutable_feed()->Swap(&chunk);
-           return stream->Write(msg) ? absl::OkStatus() : absl::UnavailableError("stream broken");
-         }).ok();
+    ok = ForEachFrame(it->first, it->second, kFeedField, kChunkBytes,
+                      [&](const grpc::ByteBuffer& frame) { return stream->Write(frame); });
   }
   stream->WritesDone();
-  TensorAssembler fetched;
   absl::Status assemble;
+  grpc::ByteBuffer buffer;
   v1::RunStepResponse response;
-  while (stream->Read(&response)) {
-    if (response.has_fetch() && assemble.ok()) assemble = fetched.Add(*response.mutable_fetch());
+  FrameData data;
+  while (stream->Read(&buffer)) {
+    if (!assemble.ok()) continue;  // read to the end all the same, for the call's status
+    assemble = DecodeResponse(buffer, &response, &data);
+    if (assemble.ok() && response.has_fetch()) {
+      assemble = fetched->Add(response.fetch(), data.pieces);
+    }
   }
   absl::Status status = FromGrpcStatus(stream->Finish());
   if (!status.ok()) return status;
-  if (!assemble.ok()) return assemble;
-  return fetched.Finish();
+  return assemble;
 }
 
 absl::StatusOr<TensorMap> ReadStep(StepServerStream* stream, v1::RunStepRequest* header) {
-  if (!stream->Read(header)) {
+  grpc::ByteBuffer buffer;
+  if (!stream->Read(&buffer)) {
     return absl::InvalidArgumentError("RunStep stream ended before its header");
   }
+  FrameData data;
+  absl::Status status = DecodeRequest(buffer, header, &data);
   TensorAssembler feeds;
   v1::RunStepRequest msg;
-  absl::Status status;
-  while (stream->Read(&msg)) {
-    if (status.ok()) status = feeds.Add(*msg.mutable_feed());
+  while (stream->Read(&buffer)) {
+    if (!status.ok()) continue;  // read to the end: the caller half-closes before it reads
+    status = DecodeRequest(buffer, &msg, &data);
+    if (status.ok()) status = feeds.Add(msg.feed(), data.pieces);
   }
   if (!status.ok()) return status;
   return feeds.Finish();
 }
 
-absl::Status WriteStepResult(StepServerStream* stream, const TensorMap& fetches, int64_t step) {
-  for (const auto& [name, tensor] : fetches) {
-    absl::Status s = ForEachChunk(name, tensor, [&](v1::TensorChunk& chunk) {
-      v1::RunStepResponse r;
-      r.mutable_fetch()->Swap(&chunk);
-      return stream->Write(r) ? absl::OkStatus()
-                 : absl::UnavailableError("the caller went away mid-response");
-    });
-    if (!s.ok()) return s;
+absl::Status WriteStepResult(StepServerStream* stream, TensorMap fetches, int64_t step) {
+  // Once gRPC has sent (or dropped) the last frame, the storage goes back for the next step.
+  const std::shared_ptr<const TensorMap> owned = ShareAndRecycle(std::move(fetches));
+  for (const auto& [name, source] : SharedSources(owned)) {
+    if (!ForEachFrame(name, source, kFetchField, kChunkBytes,
+                      [&](const grpc::ByteBuffer& frame) { return stream->Write(frame); })) {
+      return absl::UnavailableError("the caller went away mid-response");
+    }
   }
   v1::RunStepResponse done;
   done.set_done(true);
   done.set_step(step);
-  stream->Write(done);
+  stream->Write(EncodeMessage(done));
   return absl::OkStatus();
+}
+
+int MethodIndex(absl::string_view service, absl::string_view method) {
+  const google::protobuf::ServiceDescriptor* s =
+      google::protobuf::DescriptorPool::generated_pool()->FindServiceByName(std::string(service));
+  MESHRT_CHECK(s != nullptr, "no service ", service);
+  const google::protobuf::MethodDescriptor* m = s->FindMethodByName(std::string(method));
+  MESHRT_CHECK(m != nullptr, "no method ", method, " in service ", service);
+  return m->index();
 }
 
 }  // namespace meshrt

@@ -2,6 +2,7 @@
 
 #include <vector>
 
+#include "core/slicing.h"
 #include "core/test_util.h"
 #include "gtest/gtest.h"
 
@@ -73,6 +74,89 @@ TEST(TensorChunksTest, RefusesGapsDuplicatesAndIncompleteTensors) {
   {
     TensorAssembler asm_(32);
     EXPECT_TRUE(StatusIs(asm_.Add(c[0]), absl::StatusCode::kInvalidArgument, {"limit"}));
+  }
+}
+
+// Placed tensors: written into their region of the caller's tensor, refused when the chunks
+// declare another dtype or shape, reported incomplete when cut short.
+TEST(TensorChunksTest, PlacesTensorsIntoTheirRegionAndChecksThem) {
+  const Shape whole_shape({{"a", 4}, {"b", 6}});
+  Tensor whole(DType::kFloat32, whole_shape);
+  ASSERT_OK_AND_ASSIGN(TensorRegion region,
+                       TensorRegion::Box(DType::kFloat32, whole_shape, {1, 2},
+                                         Shape({{"a", 2}, {"b", 3}})));
+  const Tensor slice = Tensor::Float(Shape({{"a", 2}, {"b", 3}}), {1, 2, 3, 4, 5, 6});
+  {
+    TensorAssembler asm_;
+    asm_.PlaceInto("s", static_cast<char*>(TensorData(&whole)), region);
+    // 10-byte chunks: boundaries inside elements and across the slice's row.
+    for (auto& c : Chunks("s", slice, 10)) ASSERT_OK(asm_.Add(c));
+    EXPECT_TRUE(asm_.Complete("s"));
+    ASSERT_OK_AND_ASSIGN(TensorMap rest, asm_.Finish());
+    EXPECT_TRUE(rest.empty());
+    const std::vector<float> expected = {0, 0, 0, 0, 0, 0,  //
+                                         0, 0, 1, 2, 3, 0,  //
+                                         0, 0, 4, 5, 6, 0,  //
+                                         0, 0, 0, 0, 0, 0};
+    EXPECT_EQ(std::vector<float>(whole.floats().begin(), whole.floats().end()), expected);
+  }
+  {
+    TensorAssembler asm_;
+    asm_.PlaceInto("s", static_cast<char*>(TensorData(&whole)), region);
+    const Tensor wrong_shape = Tensor::Float(Shape({{"a", 3}, {"b", 2}}), {1, 2, 3, 4, 5, 6});
+    EXPECT_TRUE(StatusIs(asm_.Add(Chunks("s", wrong_shape, 64)[0]),
+                         absl::StatusCode::kInvalidArgument,
+                         {"tensor 's' arrived as float32 [a:3, b:2]",
+                          "its place holds float32 [a:2, b:3]"}));
+    const Tensor wrong_dtype = Tensor::Int(Shape({{"a", 2}, {"b", 3}}), {1, 2, 3, 4, 5, 6});
+    EXPECT_TRUE(StatusIs(asm_.Add(Chunks("s", wrong_dtype, 64)[0]),
+                         absl::StatusCode::kInvalidArgument, {"arrived as int32"}));
+  }
+  {
+    TensorAssembler asm_;
+    asm_.PlaceInto("s", static_cast<char*>(TensorData(&whole)), region);
+    std::vector<v1::TensorChunk> c = Chunks("s", slice, 8);
+    ASSERT_OK(asm_.Add(c[0]));
+    EXPECT_FALSE(asm_.Complete("s"));
+    EXPECT_TRUE(StatusIs(asm_.Finish().status(), absl::StatusCode::kFailedPrecondition,
+                         {"tensor 's' is incomplete: 8 bytes received"}));
+  }
+}
+
+// A stream that claims the last chunk early, or sends more than the shape holds.
+TEST(TensorChunksTest, RefusesTruncatedAndOversizedTensors) {
+  Tensor a = Iota(Shape({{"a", 5}}));  // 20 bytes
+  std::vector<v1::TensorChunk> c = Chunks("a", a, 8);
+  ASSERT_EQ(c.size(), 3u);
+  {
+    TensorAssembler asm_;
+    v1::TensorChunk early = c[0];
+    early.set_last(true);
+    EXPECT_TRUE(StatusIs(asm_.Add(early), absl::StatusCode::kInvalidArgument,
+                         {"tensor 'a' ended after 8 of 20 bytes"}));
+  }
+  {
+    TensorAssembler asm_;
+    ASSERT_OK(asm_.Add(c[0]));
+    ASSERT_OK(asm_.Add(c[1]));
+    v1::TensorChunk big = c[2];
+    big.set_data(std::string(12, 'x'));
+    EXPECT_TRUE(StatusIs(asm_.Add(big), absl::StatusCode::kInvalidArgument,
+                         {"tensor 'a'", "12 bytes does not follow the 16 bytes received of 20"}));
+  }
+  {
+    // The data in pieces (as gRPC delivers it) adds up like one string.
+    TensorAssembler asm_;
+    const std::string bytes = c[0].data();
+    const std::vector<absl::string_view> pieces = {absl::string_view(bytes).substr(0, 3),
+                                                   absl::string_view(bytes).substr(3)};
+    v1::TensorChunk meta = c[0];
+    meta.clear_data();
+    ASSERT_OK(asm_.Add(meta, pieces));
+    ASSERT_OK(asm_.Add(c[1]));
+    ASSERT_OK(asm_.Add(c[2]));
+    ASSERT_OK_AND_ASSIGN(TensorMap m, asm_.Finish());
+    EXPECT_EQ(MaxRelativeError(m.at("a"), a), 0);
   }
 }
 

@@ -7,6 +7,12 @@
 
 namespace meshrt {
 
+GrpcWorkerService::GrpcWorkerService(Worker* worker, std::string secret)
+    : worker_(worker), secret_(std::move(secret)) {
+  MarkMethodStreamed(MethodIndex("meshrt.v1.Worker", "RunStep"),
+                     StepFramesHandler(this, &GrpcWorkerService::RunStepFrames));
+}
+
 grpc::Status GrpcWorkerService::CheckCaller(const grpc::ServerContext& ctx) const {
   return ToGrpcStatus(CheckSecret(AuthorizationOf(ctx), secret_, "this worker"));
 }
@@ -46,9 +52,8 @@ grpc::Status GrpcWorkerService::LoadSession(grpc::ServerContext* ctx,
   });
 }
 
-grpc::Status GrpcWorkerService::RunStep(
-    grpc::ServerContext* ctx,
-    grpc::ServerReaderWriter<v1::RunStepResponse, v1::RunStepRequest>* stream) {
+grpc::Status GrpcWorkerService::RunStepFrames(grpc::ServerContext* ctx,
+                                              StepServerStream* stream) {
   return GuardRpc("RunStep", [&]() -> grpc::Status {
     if (grpc::Status auth = CheckCaller(*ctx); !auth.ok()) return auth;
     v1::RunStepRequest header;
@@ -68,8 +73,9 @@ grpc::Status GrpcWorkerService::RunStep(
                                           header.step_fetches().end());
     absl::StatusOr<TensorMap> out = worker_->RunStep(header.session(), header.step(), *std::move(fed), fetches,
                                                          header.num_steps(), step_fetches);
-    grpc::Status status = out.ok() ? ToGrpcStatus(WriteStepResult(stream, *out, header.step()))
-                                   : ToGrpcStatus(out.status());
+    grpc::Status status =
+        out.ok() ? ToGrpcStatus(WriteStepResult(stream, *std::move(out), header.step()))
+                 : ToGrpcStatus(out.status());
     return status;
   });
 }

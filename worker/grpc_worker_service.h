@@ -9,6 +9,7 @@
 #include "absl/time/time.h"
 #include "proto/worker.grpc.pb.h"
 #include "rpc/grpc_util.h"
+#include "rpc/step_stream.h"
 #include "worker/worker.h"
 
 namespace meshrt {
@@ -17,14 +18,12 @@ class GrpcWorkerService final : public v1::Worker::Service {
  public:
   // `worker` is borrowed and must outlive the service. Every RPC must carry `secret` as its
   // bearer token, or fails with PermissionDenied.
-  GrpcWorkerService(Worker* worker, std::string secret)
-      : worker_(worker), secret_(std::move(secret)) {}
+  GrpcWorkerService(Worker* worker, std::string secret);
 
   grpc::Status LoadSession(grpc::ServerContext* context, const v1::SessionSpec* request,
                            v1::LoadSessionResponse* response) override;
-  grpc::Status RunStep(
-      grpc::ServerContext* context,
-      grpc::ServerReaderWriter<v1::RunStepResponse, v1::RunStepRequest>* stream) override;
+  // RunStep, served on raw frames (rpc/step_stream.h) in place of the generated RunStep.
+  grpc::Status RunStepFrames(grpc::ServerContext* context, StepServerStream* stream);
   grpc::Status CloseSession(grpc::ServerContext* context, const v1::CloseSessionRequest* request,
                             v1::CloseSessionResponse* response) override;
   grpc::Status SaveCheckpoint(grpc::ServerContext* context,

@@ -2,13 +2,16 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <optional>
 #include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/logging.h"
+#include "core/slicing.h"
 #include "core/status_macros.h"
+#include "rpc/wire_buffers.h"
 #include "runtime/checkpoint.h"
 #include "runtime/executor.h"
 #include "runtime/step_activity.h"
@@ -135,6 +138,25 @@ absl::StatusOr<std::shared_ptr<Worker::SessionState>> Worker::FindSession(
   return it->second;
 }
 
+namespace {
+
+// The executor's OutputSlice, copied into recycled wire storage (rpc/wire_buffers.h) rather than
+// fresh memory: the gRPC adapter sends it and then recycles it.
+absl::StatusOr<Tensor> CopyOutput(const Executor& executor, const v1::Program& program,
+                                  const std::string& name) {
+  for (const v1::ProgramTensor& output : program.outputs()) {
+    if (output.name() != name) continue;
+    const Tensor* t = executor.Buffer(output.buffer());
+    if (t == nullptr) break;  // OutputSlice says why
+    Tensor copy = NewTensorForWire(t->dtype(), t->shape());
+    std::memcpy(TensorData(&copy), TensorData(*t), TensorBytes(*t));
+    return copy;
+  }
+  return executor.OutputSlice(name);
+}
+
+}  // namespace
+
 absl::StatusOr<TensorMap> Worker::RunStep(const std::string& session, int64_t step,
                                           TensorMap feeds,
                                           const std::vector<std::string>& fetches,
@@ -173,7 +195,7 @@ absl::StatusOr<TensorMap> Worker::RunStep(const std::string& session, int64_t st
   TensorMap out;
   if (status.ok()) {
     for (const std::string& f : fetches) {
-      absl::StatusOr<Tensor> slice = state->executor->OutputSlice(f);
+      absl::StatusOr<Tensor> slice = CopyOutput(*state->executor, state->spec.program(), f);
       if (!slice.ok()) {
         status = slice.status();
         break;
