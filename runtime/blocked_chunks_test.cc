@@ -218,7 +218,7 @@ TEST(BlockedCollectivesTest, ABlockingThatDoesNotDivideTheChunkIsInvalidArgument
   s = comm->ReduceScatterBlocked({0}, v1::REDUCE_SUM, DType::kFloat32, in.data(), 5, 3,
                                  out.data());
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(s.message(), HasSubstr("divide the chunk of 12 bytes"));
+  EXPECT_THAT(s.message(), HasSubstr("divide the chunk of 3 elements"));
   s = comm->AllToAllBlocked({3}, in.data(), 1, out.data(), 1, 12);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(), HasSubstr("mesh axis 3 is out of range"));

@@ -91,12 +91,12 @@ absl::Status ReduceInto(v1::ReduceOp op, DType dtype, const void* in, void* acc,
 }
 
 absl::Status CheckBlocks(absl::string_view collective, const char* buffer, int64_t blocks,
-                         int64_t chunk_bytes) {
-  if (blocks < 1 || chunk_bytes < 0 || chunk_bytes % blocks != 0) {
+                         int64_t chunk_size, const char* unit) {
+  if (blocks < 1 || chunk_size < 0 || chunk_size % blocks != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         collective, ": ", buffer, " is blocked in ", blocks, " blocks, which must be at least 1 "
-        "and divide the chunk of ", chunk_bytes, " bytes (pass the product of the dims before "
-        "the split or concat axis)"));
+        "and divide the chunk of ", chunk_size, " ", unit, " (pass the product of the dims "
+        "before the split or concat axis)"));
   }
   return absl::OkStatus();
 }
@@ -169,7 +169,8 @@ absl::Status Communicator::ReduceScatterBlocked(const std::vector<int>& mesh_axe
   RETURN_IF_ERROR(GroupSizeOf(*this, "ReduceScatterBlocked", mesh_axes, &g));
   RETURN_IF_ERROR(CheckSize("ReduceScatterBlocked", count_per_rank));
   const int64_t chunk = count_per_rank * DTypeSize(dtype);
-  RETURN_IF_ERROR(CheckBlocks("ReduceScatterBlocked", "the input", in_blocks, chunk));
+  RETURN_IF_ERROR(
+      CheckBlocks("ReduceScatterBlocked", "the input", in_blocks, count_per_rank, "elements"));
   if (in_blocks == 1) return ReduceScatter(mesh_axes, op, dtype, in, count_per_rank, out);
   std::vector<char> packed(static_cast<size_t>(g * chunk));
   PackBlocked(in, in_blocks, g, chunk, packed.data());

@@ -111,7 +111,8 @@ class Communicator {
   // AllGather with `out`'s g chunks in `out_blocks` (`in` is one contiguous chunk).
   virtual absl::Status AllGatherBlocked(const std::vector<int>& mesh_axes, const void* in,
                                         int64_t bytes, void* out, int64_t out_blocks);
-  // ReduceScatter with `in`'s g chunks in `in_blocks` (`out` is one contiguous chunk).
+  // ReduceScatter with `in`'s g chunks in `in_blocks`, which must divide count_per_rank (runs of
+  // whole elements); `out` is one contiguous chunk.
   virtual absl::Status ReduceScatterBlocked(const std::vector<int>& mesh_axes, v1::ReduceOp op,
                                             DType dtype, const void* in, int64_t in_blocks,
                                             int64_t count_per_rank, void* out);
@@ -174,10 +175,11 @@ std::string MeshAxesString(const Mesh& mesh, const std::vector<int>& axes);
 // naming `collective` otherwise.
 absl::Status NormalizeMeshAxes(const Mesh& mesh, absl::string_view collective,
                                const std::vector<int>& axes, std::vector<int>* sorted);
-// InvalidArgument naming `collective` unless 1 <= blocks and `blocks` divides `chunk_bytes` (the
-// blocked calls' precondition on a blocking).
+// InvalidArgument naming `collective` and `buffer` unless 1 <= blocks and `blocks` divides
+// `chunk_size` (bytes, or elements for ReduceScatterBlocked: `unit`), the blocked calls'
+// precondition on a blocking.
 absl::Status CheckBlocks(absl::string_view collective, const char* buffer, int64_t blocks,
-                         int64_t chunk_bytes);
+                         int64_t chunk_size, const char* unit = "bytes");
 // Applies `op` elementwise: acc[i] = op(acc[i], in[i]) for `count` elements of `dtype`.
 // InvalidArgument for REDUCE_INVALID or an unknown op.
 absl::Status ReduceInto(v1::ReduceOp op, DType dtype, const void* in, void* acc, int64_t count);

@@ -40,8 +40,17 @@
 // error at once (other groups carry on until they hit the failure themselves). Tear the session
 // down and build a new communicator with a fresh prefix.
 //
+// AllReduceInto reads its input in place on every path (same host: from the peer's input; TCP:
+// PairwiseAllreduceInto, or Gloo's ring with separate input and output). The blocked calls
+// (communicator.h) read and write the interleaved pieces in place: on the same-host path the
+// peer's runs are read straight into ours (gloo_same_host.h); over TCP, AllToAllBlocked packs and
+// sends chunk by chunk (gloo_blocked.h), AllGatherBlocked gathers into a scratch and unpacks, and
+// ReduceScatterBlocked packs into a scratch for PipelinedReduceScatter.
+//
 // Memory: each group keeps a receive scratch once used: up to 8 MiB for AllReduce in a group of
-// two, 2 (g - 1) MiB for ReduceScatter in a group of g.
+// two, 2 (g - 1) MiB for ReduceScatter in a group of g; and over TCP, for the blocked calls, the
+// largest packing scratch used (up to two g-chunk buffers' worth for AllToAllBlocked, one for the
+// others; never on the same-host path or for contiguous chunks).
 //
 // Thread-safety: all methods are thread-safe. Calls on the same group are serialised (so the
 // "same order on every member" contract is the caller's business); calls on *different* groups from
@@ -142,6 +151,16 @@ class GlooCommunicator : public Communicator {
   absl::Status Permute(int mesh_axis, int shift, bool wrap, const void* in, void* out,
                        int64_t bytes) override;
   absl::Status Barrier(const std::vector<int>& mesh_axes) override;
+  absl::Status AllReduceInto(const std::vector<int>& mesh_axes, v1::ReduceOp op, DType dtype,
+                             const void* in, void* out, int64_t count) override;
+  absl::Status AllToAllBlocked(const std::vector<int>& mesh_axes, const void* in,
+                               int64_t in_blocks, void* out, int64_t out_blocks,
+                               int64_t bytes_per_rank) override;
+  absl::Status AllGatherBlocked(const std::vector<int>& mesh_axes, const void* in, int64_t bytes,
+                                void* out, int64_t out_blocks) override;
+  absl::Status ReduceScatterBlocked(const std::vector<int>& mesh_axes, v1::ReduceOp op,
+                                    DType dtype, const void* in, int64_t in_blocks,
+                                    int64_t count_per_rank, void* out) override;
 
  private:
   struct Group;

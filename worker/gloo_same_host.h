@@ -67,9 +67,10 @@ class SameHostPeer {
   SameHostPeer(const SameHostPeer&) = delete;
   SameHostPeer& operator=(const SameHostPeer&) = delete;
 
-  // In place on `data` (count elements of element_size); `reduce` as for gloo::allreduce.
-  // Reuses `scratch` (grown to at most 1 MiB).
-  void AllReduce(void* data, size_t count, size_t element_size,
+  // `data` (count elements of element_size) becomes the reduction of both ranks' `in`, which is
+  // only read and may be `data` itself (in place); `reduce` as for gloo::allreduce. Reuses
+  // `scratch` (grown to at most 1 MiB).
+  void AllReduce(const void* in, void* data, size_t count, size_t element_size,
                  const gloo::AllreduceOptions::Func& reduce, std::chrono::milliseconds timeout,
                  PairwiseScratch* scratch);
   // `out` (2 * bytes) receives both ranks' `in`, in rank order.
@@ -83,6 +84,21 @@ class SameHostPeer {
   void ReduceScatter(const void* in, void* out, size_t count, size_t element_size,
                      const gloo::AllreduceOptions::Func& reduce, std::chrono::milliseconds timeout,
                      PairwiseScratch* scratch);
+  // The blocked forms (runtime/communicator.h "Blocked", runtime/blocked_chunks.h): the peer's
+  // chunk is read straight out of its buffer into ours, run by run (process_vm_readv with one
+  // iovec per run), and our own chunk copied run by run, so neither side packs. Both ranks must
+  // pass the same blockings (a disagreement is InvalidArgument on both).
+  //   AllToAllBlocked: `in`'s 2 chunks blocked in `in_blocks`, `out`'s in `out_blocks`.
+  void AllToAllBlocked(const void* in, int64_t in_blocks, void* out, int64_t out_blocks,
+                       size_t bytes_per_rank, std::chrono::milliseconds timeout);
+  //   AllGatherBlocked: `out`'s 2 chunks blocked in `out_blocks`.
+  void AllGatherBlocked(const void* in, size_t bytes, void* out, int64_t out_blocks,
+                        std::chrono::milliseconds timeout);
+  //   ReduceScatterBlocked: `in`'s 2 chunks of `count` elements blocked in `in_blocks` (which
+  //   divides `count`); otherwise as ReduceScatter.
+  void ReduceScatterBlocked(const void* in, int64_t in_blocks, void* out, size_t count,
+                            size_t element_size, const gloo::AllreduceOptions::Func& reduce,
+                            std::chrono::milliseconds timeout, PairwiseScratch* scratch);
   // `data` becomes rank `root`'s.
   void Broadcast(int root, void* data, size_t bytes, std::chrono::milliseconds timeout);
   // `out` receives `in` of rank `src` (this rank or the peer); with src < 0 `out` is left alone.
@@ -100,11 +116,28 @@ class SameHostPeer {
   // One handshake: publishes {address, bytes}, waits until the peer has published its own for the
   // same handshake and returns the peer's address after checking that the sizes agree. Closes
   // this side and throws on any failure.
-  uint64_t Exchange(const void* address, size_t bytes, std::chrono::milliseconds timeout);
+  // `extra` travels with the payload (a second address, or a blocking to compare); the peer's
+  // lands in `*their_extra` when that is non-null.
+  uint64_t Exchange(const void* address, size_t bytes, std::chrono::milliseconds timeout,
+                    uint64_t extra = 0, uint64_t* their_extra = nullptr);
   // A handshake without payload: returns once the peer reached the same point.
   void Done(std::chrono::milliseconds timeout) { Exchange(nullptr, 0, timeout); }
   // Copies `bytes` at the peer's address `remote` to `local`.
   void Read(void* local, uint64_t remote, size_t bytes);
+  // A chunk's byte stream in a buffer: byte p of the chunk lies at
+  // base + (p / run) * stride + p % run (runtime/blocked_chunks.h).
+  struct Runs {
+    uint64_t base;
+    size_t run;
+    size_t stride;
+  };
+  // Copies bytes [offset, offset + bytes) of the peer's chunk `remote` to the same bytes of our
+  // chunk `local`.
+  void ReadRuns(const Runs& local, const Runs& remote, size_t offset, size_t bytes);
+  // Closes this side and throws for a failed process_vm_readv of `bytes` (errno `error`).
+  [[noreturn]] void FailRead(int error, size_t bytes);
+  // Throws InvalidArgument (both ranks) unless the peer's blocking `theirs` equals `mine`.
+  void CheckSameBlocking(const char* what, int64_t mine, uint64_t theirs);
   // Marks this side closed and wakes the peer.
   void Close();
   [[noreturn]] void Fail(absl::Status status);
