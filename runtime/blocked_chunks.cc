@@ -93,17 +93,23 @@ void CopyChunk(const ChunkRef& src, const MutableChunkRef& dst, int64_t chunk_by
 }
 
 void PackBlocked(const void* src, int64_t blocks, int64_t parts, int64_t chunk_bytes, void* dst) {
-  if (chunk_bytes == 0) return;
+  if (blocks == 1 || parts == 1) {
+    std::memcpy(dst, src, parts * chunk_bytes);
+    return;
+  }
+  PackBlockedRange(src, blocks, parts, chunk_bytes, 0, blocks, dst);
+}
+
+void PackBlockedRange(const void* src, int64_t blocks, int64_t parts, int64_t chunk_bytes,
+                      int64_t first_block, int64_t num_blocks, void* dst) {
+  if (chunk_bytes == 0 || num_blocks <= 0) return;
   const int64_t run = chunk_bytes / blocks;
   const char* s = static_cast<const char*>(src);
   char* d = static_cast<char*>(dst);
-  if (blocks == 1 || parts == 1) {
-    std::memcpy(d, s, parts * chunk_bytes);
-    return;
-  }
+  const int64_t end = first_block + num_blocks;
   // Block o of the source is parts runs in a row; run k goes to chunk k's slot o.
   if (run >= 64) {
-    for (int64_t o = 0; o < blocks; ++o) {
+    for (int64_t o = first_block; o < end; ++o) {
       for (int64_t k = 0; k < parts; ++k) {
         std::memcpy(d + k * chunk_bytes + o * run, s + (o * parts + k) * run, run);
       }
@@ -113,8 +119,8 @@ void PackBlocked(const void* src, int64_t blocks, int64_t parts, int64_t chunk_b
   // Short runs: chunk by chunk (the fixed-size run loop), over a band of blocks that stays in
   // cache between the chunks.
   const int64_t band = std::max<int64_t>(1, (64 << 10) / (parts * run));
-  for (int64_t o = 0; o < blocks; o += band) {
-    const int64_t count = std::min(band, blocks - o);
+  for (int64_t o = first_block; o < end; o += band) {
+    const int64_t count = std::min(band, end - o);
     for (int64_t k = 0; k < parts; ++k) {
       CopyRuns(d + k * chunk_bytes + o * run, run, s + (o * parts + k) * run, parts * run, run,
                count);

@@ -51,6 +51,13 @@ void CopyChunk(const ChunkRef& src, const MutableChunkRef& dst, int64_t chunk_by
 // another, chunk 0 first. Reads `src` sequentially.
 void PackBlocked(const void* src, int64_t blocks, int64_t parts, int64_t chunk_bytes, void* dst);
 
+// The same for blocks [first_block, first_block + num_blocks) only: each chunk's runs from those
+// blocks land at their places in `dst` (chunk k's at k * chunk_bytes + first_block * run), the rest
+// of `dst` untouched. Packs a band of the source in one sequential pass, e.g. to send its pieces
+// while the next band is packed.
+void PackBlockedRange(const void* src, int64_t blocks, int64_t parts, int64_t chunk_bytes,
+                      int64_t first_block, int64_t num_blocks, void* dst);
+
 // Contiguous -> blocked, the inverse: `src` holds `parts` chunks one after another; `dst` receives
 // them blocked in `blocks`. Writes `dst` sequentially.
 void UnpackBlocked(const void* src, int64_t blocks, int64_t parts, int64_t chunk_bytes, void* dst);

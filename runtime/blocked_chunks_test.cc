@@ -74,6 +74,28 @@ TEST(BlockedChunksTest, PackIsSplitIntoChunksAndUnpackItsInverseOnEveryAxisAndDt
   }
 }
 
+TEST(BlockedChunksTest, PackRangesInAnyOrderMakeTheWholePacking) {
+  for (DType dtype : {DType::kFloat32, DType::kInt32}) {
+    const Shape shape{{"a", 7}, {"b", 6}, {"c", 3}};  // runs of 12 bytes (parts 2) or 72 (parts 1)
+    const Tensor t = Distinct(dtype, shape);
+    const int64_t bytes = TensorBytes(t);
+    for (int axis : {1, 2}) {
+      for (int64_t parts : {int64_t{1}, int64_t{3}}) {
+        const int64_t blocks = BlocksBefore(shape, axis);
+        std::vector<char> want(bytes), got(bytes, 0x5a);
+        SplitIntoChunks(t, axis, parts, want.data());
+        // Bands of 3 blocks, last first; one band must leave the others' bytes alone.
+        for (int64_t first = (blocks - 1) / 3 * 3; first >= 0; first -= 3) {
+          PackBlockedRange(TensorData(t), blocks, parts, bytes / parts, first,
+                           std::min<int64_t>(3, blocks - first), got.data());
+          if (first > 0) EXPECT_NE(got, want) << "band " << first << " wrote too much";
+        }
+        EXPECT_EQ(got, want) << DTypeName(dtype) << " axis " << axis << " parts " << parts;
+      }
+    }
+  }
+}
+
 TEST(BlockedChunksTest, PackHandlesManyShortRunsAcrossBands) {
   // Runs of one element over more blocks than one band of the short-run path holds.
   const Shape shape{{"rows", 40000}, {"cols", 4}};

@@ -13,6 +13,8 @@ namespace {
 
 // Gloo's collectives use slot prefixes 0x01..0x08; ours 0x70 and up (gloo_pairwise.cc, ...).
 constexpr uint8_t kBlockedAllToAllSlotPrefix = 0x75;
+// Bytes of each chunk packed (and sent) at a time.
+constexpr size_t kBandBytes = 1 << 20;
 
 }  // namespace
 
@@ -44,9 +46,20 @@ void BlockedAllToAll(const std::shared_ptr<gloo::Context>& context, const void* 
   };
   const size_t peers = g - 1;
   const bool pack = in_blocks > 1, unpack = out_blocks > 1;
-  // Peer i (1 <= i < g) is rank (rank + i) % g; its chunks sit in scratch slot i - 1 of a side.
-  const size_t side = peers * chunk;
-  const size_t scratch_bytes = (pack ? side : 0) + (unpack ? side : 0);
+  // With `pack`, `in` is packed band by band (kBandBytes of every chunk, one sequential pass over
+  // the band) into the send scratch, all g chunks at k * chunk, and each band's pieces are sent as
+  // soon as it is packed. Without, each chunk goes in one message from `in`.
+  const size_t in_run = chunk / in_blocks;
+  const size_t band_blocks =
+      pack ? std::max<size_t>(1, kBandBytes / in_run) : static_cast<size_t>(in_blocks);
+  const size_t bands = (in_blocks + band_blocks - 1) / band_blocks;
+  auto piece_offset = [&](size_t b) { return b * band_blocks * in_run; };
+  auto piece_length = [&](size_t b) {
+    return std::min(band_blocks, static_cast<size_t>(in_blocks) - b * band_blocks) * in_run;
+  };
+  // With `unpack`, chunks arrive in a receive scratch (peer i's in slot i - 1) and are unpacked.
+  const size_t send_bytes = pack ? g * chunk : 0;
+  const size_t scratch_bytes = send_bytes + (unpack ? peers * chunk : 0);
   PairwiseScratch temporary;
   if (scratch_space == nullptr) scratch_space = &temporary;
   if (scratch_space->size < scratch_bytes) {
@@ -54,43 +67,49 @@ void BlockedAllToAll(const std::shared_ptr<gloo::Context>& context, const void* 
     scratch_space->size = scratch_bytes;
   }
   char* const send_scratch = scratch_space->data.get();
-  char* const recv_scratch = scratch_space->data.get() + (pack ? side : 0);
-  const uint64_t slot = gloo::Slot::build(kBlockedAllToAllSlotPrefix, 0);
+  char* const recv_scratch = scratch_space->data.get() + send_bytes;
+  auto tag = [](size_t b) {
+    return gloo::Slot::build(kBlockedAllToAllSlotPrefix, static_cast<uint32_t>(b));
+  };
   auto peer_of = [&](size_t i) { return static_cast<int>((rank + i) % g); };
   auto index_of = [&](int r) { return static_cast<size_t>((r - rank + g) % g); };
 
-  // Receives first: Gloo moves a message once its receive is posted. One buffer per peer: a
-  // buffer's waitRecv reports only the rank of its latest completion, so several receives on one
-  // buffer could not be told apart when unpacking.
+  // Receives first: Gloo moves a message once its receive is posted. One buffer per peer, so that
+  // waiting for a peer's pieces counts only its own.
   std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> recvs(g);
   for (size_t i = 1; i < static_cast<size_t>(g); ++i) {
     const int src = peer_of(g - i);  // in the order the peers send to us
     recvs[i] = context->createUnboundBuffer(
         unpack ? recv_scratch + (index_of(src) - 1) * chunk : output + src * chunk, chunk);
-    recvs[i]->recv(src, slot);
+    for (size_t b = 0; b < bands; ++b) recvs[i]->recv(src, tag(b), piece_offset(b), piece_length(b));
   }
   // Gloo only reads what it sends; its API is not const-correct.
-  auto send = pack ? context->createUnboundBuffer(send_scratch, side)
-                   : context->createUnboundBuffer(const_cast<char*>(input), g * chunk);
-  for (size_t i = 1; i < static_cast<size_t>(g); ++i) {
-    const int dst = peer_of(i);
+  auto send = context->createUnboundBuffer(pack ? send_scratch : const_cast<char*>(input),
+                                           g * chunk);
+  for (size_t b = 0; b < bands; ++b) {
     if (pack) {
-      CopyChunk({input, in_blocks, g, dst}, {send_scratch + (i - 1) * chunk, 1, 1, 0}, chunk);
-      send->send(dst, slot, (i - 1) * chunk, chunk);
-    } else {
-      send->send(dst, slot, dst * chunk, chunk);
+      PackBlockedRange(input, in_blocks, g, chunk, b * band_blocks, piece_length(b) / in_run,
+                       send_scratch);
+    }
+    for (size_t i = 1; i < static_cast<size_t>(g); ++i) {
+      const int dst = peer_of(i);
+      send->send(dst, tag(b), dst * chunk + piece_offset(b), piece_length(b));
     }
   }
-  CopyChunk(own_in, own_out, chunk);
+  if (pack) {
+    CopyChunk({send_scratch + rank * chunk, 1, 1, 0}, own_out, chunk);
+  } else {
+    CopyChunk(own_in, own_out, chunk);
+  }
   for (size_t i = 1; i < static_cast<size_t>(g); ++i) {
-    recvs[i]->waitRecv(nullptr, remaining());
+    for (size_t b = 0; b < bands; ++b) recvs[i]->waitRecv(nullptr, remaining());
     const int src = peer_of(g - i);
     if (unpack) {
       CopyChunk({recv_scratch + (index_of(src) - 1) * chunk, 1, 1, 0},
                 {output, out_blocks, g, src}, chunk);
     }
   }
-  for (size_t k = 0; k < peers; ++k) send->waitSend(nullptr, remaining());
+  for (size_t k = 0; k < peers * bands; ++k) send->waitSend(nullptr, remaining());
 }
 
 }  // namespace meshrt

@@ -4,16 +4,17 @@
 // Why: a tensor cut along an axis that is not outermost has its pieces interleaved in storage.
 // Packing all of them, then Gloo's alltoall, then unpacking costs a whole-size copy on each side
 // before anything moves. Here every receive is posted first (straight into `out` when its chunks
-// are contiguous), then each peer's chunk is packed into the send scratch in peer order (rank + 1,
-// rank + 2, ...) and sent at once, so packing the next chunk overlaps the transfer of the last;
-// this rank's own chunk is copied from `in` to `out` directly, and a received chunk is unpacked
-// into `out` as soon as it lands. Traffic is Gloo's alltoall's: (g - 1) chunks each way.
+// are contiguous), then `in` is packed band by band (1 MiB of every chunk at a time, one
+// sequential pass over the band: reading it chunk by chunk would stride through it g times) and
+// each band's pieces are sent to their peers as soon as it is packed, so packing overlaps the
+// transfer; this rank's own chunk is copied to `out`, and a received chunk is unpacked into `out`
+// once its pieces have landed. Traffic is Gloo's alltoall's: (g - 1) chunks each way.
 //
 // Contract: every member calls with the same blockings, bytes_per_rank and order relative to other
 // operations on the context. `in` and `out` (g * bytes_per_rank each) must not overlap; blockings
 // are >= 1 and divide bytes_per_rank (the caller checks). `scratch` (may be null: a temporary one)
-// grows to (g - 1) chunks for each side that is blocked. Runs on the calling thread; the context
-// must not be used by another thread meanwhile.
+// grows to g chunks when `in` is blocked plus g - 1 when `out` is. Runs on the calling thread; the
+// context must not be used by another thread meanwhile.
 //
 // Errors: throws gloo::IoException (timeouts, closed peers) or gloo::EnforceNotMet, like every
 // Gloo call; callers convert them (GlooCommunicator does). `timeout` bounds the whole call.

@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -170,20 +171,21 @@ INSTANTIATE_TEST_SUITE_P(
       return name;
     });
 
-TEST(GlooBlockedTest, ManyRunsAndSeveralReducePiecesOnBothPaths) {
-  // 4096 blocks of runs of 384 bytes: several process_vm_readv batches of 1024 iovecs, chunks of
-  // 1.5 MiB (two reduce pieces), and a TCP send scratch of a whole chunk.
+TEST(GlooBlockedTest, ManyRunsAndSeveralPiecesOnEveryPath) {
+  // 4096 blocks of runs of 384 (g = 2) or 256 bytes (g = 3): several process_vm_readv / writev
+  // batches of 1024 iovecs, chunks of 1.5 MiB or 1 MiB, two or more TCP bands of 1 MiB per chunk.
   const Shape shape{{"a", 4096}, {"b", 12}, {"c", 16}};
-  for (bool same_host : {true, false}) {
-    for (absl::Status s : RunMesh("x:2", same_host, [&](int p, GlooCommunicator* comm) {
-           const int64_t g = 2;
+  for (const auto& [mesh, same_host] :
+       std::vector<std::pair<std::string, bool>>{{"x:2", true}, {"x:2", false}, {"x:3", false}}) {
+    for (absl::Status s : RunMesh(mesh, same_host, [&](int p, GlooCommunicator* comm) {
+           const int64_t g = comm->mesh().size(0);
            const Tensor t = Values(DType::kFloat32, shape, p);
            const int64_t bytes = TensorBytes(t), chunk = bytes / g;
            std::vector<char> got(bytes), want(bytes);
            RETURN_IF_ERROR(comm->AllToAllBlocked({0}, TensorData(t), 4096, got.data(), 1, chunk));
            RETURN_IF_ERROR(comm->Communicator::AllToAllBlocked({0}, TensorData(t), 4096,
                                                                want.data(), 1, chunk));
-           EXPECT_TRUE(got == want) << "AllToAllBlocked same_host " << same_host;
+           EXPECT_TRUE(got == want) << "AllToAllBlocked " << mesh << " same_host " << same_host;
            std::vector<char> r(chunk), rw(chunk);
            RETURN_IF_ERROR(comm->ReduceScatterBlocked({0}, v1::REDUCE_SUM, DType::kFloat32,
                                                       TensorData(t), 4096,
@@ -191,13 +193,13 @@ TEST(GlooBlockedTest, ManyRunsAndSeveralReducePiecesOnBothPaths) {
            RETURN_IF_ERROR(comm->Communicator::ReduceScatterBlocked(
                {0}, v1::REDUCE_SUM, DType::kFloat32, TensorData(t), 4096, t.num_elements() / g,
                rw.data()));
-           EXPECT_TRUE(r == rw) << "ReduceScatterBlocked same_host " << same_host;
+           EXPECT_TRUE(r == rw) << "ReduceScatterBlocked " << mesh << " same_host " << same_host;
            const Tensor mine = SliceAlongAxis(t, 1, g, 1);
            std::vector<char> ga(bytes), gw(bytes);
            RETURN_IF_ERROR(comm->AllGatherBlocked({0}, TensorData(mine), chunk, ga.data(), 4096));
            RETURN_IF_ERROR(
                comm->Communicator::AllGatherBlocked({0}, TensorData(mine), chunk, gw.data(), 4096));
-           EXPECT_TRUE(ga == gw) << "AllGatherBlocked same_host " << same_host;
+           EXPECT_TRUE(ga == gw) << "AllGatherBlocked " << mesh << " same_host " << same_host;
            return comm->Shutdown();
          })) {
       EXPECT_TRUE(s.ok()) << s;

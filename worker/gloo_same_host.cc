@@ -39,7 +39,7 @@ struct SameHostPeer::Mailbox {
     std::atomic<uint64_t> mapped_at;  // the mailbox's address in the owner's process
     std::atomic<uint64_t> address[2];
     std::atomic<uint64_t> bytes[2];
-    std::atomic<uint64_t> extra[2];  // a second address or a blocking, per call
+    std::atomic<uint64_t> extra[2][3];  // more addresses or blockings, per call
   };
   Side side[2];
 };
@@ -205,8 +205,8 @@ void SameHostPeer::Fail(absl::Status status) {
 }
 
 uint64_t SameHostPeer::Exchange(const void* address, size_t bytes,
-                                std::chrono::milliseconds timeout, uint64_t extra,
-                                uint64_t* their_extra) {
+                                std::chrono::milliseconds timeout, const Extra& extra,
+                                Extra* their_extra) {
   using Clock = std::chrono::steady_clock;
   Mailbox::Side& mine = mailbox_->side[rank_];
   Mailbox::Side& theirs = mailbox_->side[1 - rank_];
@@ -214,7 +214,9 @@ uint64_t SameHostPeer::Exchange(const void* address, size_t bytes,
   const int slot = n & 1;
   mine.address[slot].store(reinterpret_cast<uintptr_t>(address), std::memory_order_relaxed);
   mine.bytes[slot].store(bytes, std::memory_order_relaxed);
-  mine.extra[slot].store(extra, std::memory_order_relaxed);
+  for (size_t i = 0; i < extra.size(); ++i) {
+    mine.extra[slot][i].store(extra[i], std::memory_order_relaxed);
+  }
   // Release: the peer that sees `n` also sees the payload and our earlier writes to our buffers.
   mine.handshakes.store(n, std::memory_order_release);
   FutexWake(&mine.handshakes);
@@ -258,7 +260,11 @@ uint64_t SameHostPeer::Exchange(const void* address, size_t bytes,
                                                  " bytes and this one ", bytes,
                                                  "; every member must make the same calls")));
   }
-  if (their_extra != nullptr) *their_extra = theirs.extra[slot].load(std::memory_order_relaxed);
+  if (their_extra != nullptr) {
+    for (size_t i = 0; i < their_extra->size(); ++i) {
+      (*their_extra)[i] = theirs.extra[slot][i].load(std::memory_order_relaxed);
+    }
+  }
   return theirs.address[slot].load(std::memory_order_relaxed);
 }
 
@@ -315,14 +321,16 @@ size_t FillIovecs(const Runs& runs, size_t pos, size_t limit, struct iovec* iov,
 
 }  // namespace
 
-void SameHostPeer::ReadRuns(const Runs& local, const Runs& remote, size_t offset, size_t bytes) {
+void SameHostPeer::TransferRuns(bool write, const Runs& local, const Runs& remote, size_t offset,
+                                size_t bytes) {
   std::vector<struct iovec> l(kMaxIovecs), r(kMaxIovecs);
   for (size_t pos = offset, end = offset + bytes; pos < end;) {
     int nl = 0, nr = 0;
     size_t span = FillIovecs(local, pos, end - pos, l.data(), &nl);
     span = FillIovecs(remote, pos, span, r.data(), &nr);
     FillIovecs(local, pos, span, l.data(), &nl);  // both sides cover the same bytes
-    const ssize_t n = process_vm_readv(peer_pid_, l.data(), nl, r.data(), nr, 0);
+    const ssize_t n = write ? process_vm_writev(peer_pid_, l.data(), nl, r.data(), nr, 0)
+                            : process_vm_readv(peer_pid_, l.data(), nl, r.data(), nr, 0);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) FailRead(n < 0 ? errno : EIO, span);
     pos += static_cast<size_t>(n);
@@ -334,8 +342,10 @@ void SameHostPeer::AllReduce(const void* in, void* data, size_t count, size_t el
                              std::chrono::milliseconds timeout, PairwiseScratch* scratch) {
   const size_t total = count * element_size;
   // The peer's input (read in phase 1) and output (read in phase 2): the same buffer in place.
-  uint64_t their_in = 0;
-  const uint64_t theirs = Exchange(data, total, timeout, reinterpret_cast<uintptr_t>(in), &their_in);
+  Extra their_extra;
+  const uint64_t theirs =
+      Exchange(data, total, timeout, {reinterpret_cast<uintptr_t>(in), 0, 0}, &their_extra);
+  const uint64_t their_in = their_extra[0];
   // As in PairwiseAllreduce: rank 0 owns the first ceil(count / 2) elements and reduces them,
   // rank 1 the rest, so every element is reduced once and both ranks end bitwise equal.
   const size_t first = (count + 1) / 2 * element_size;
@@ -386,18 +396,31 @@ void SameHostPeer::AllToAll(const void* in, void* out, size_t bytes_per_rank,
 void SameHostPeer::AllToAllBlocked(const void* in, int64_t in_blocks, void* out,
                                    int64_t out_blocks, size_t bytes_per_rank,
                                    std::chrono::milliseconds timeout) {
-  uint64_t their_blocks = 0;
-  const uint64_t theirs = Exchange(in, 2 * bytes_per_rank, timeout, in_blocks, &their_blocks);
-  CheckSameBlocking("input", in_blocks, their_blocks);
+  Extra theirs_extra;
+  const uint64_t theirs =
+      Exchange(in, 2 * bytes_per_rank, timeout,
+               {static_cast<uint64_t>(in_blocks), static_cast<uint64_t>(out_blocks),
+                reinterpret_cast<uintptr_t>(out)},
+               &theirs_extra);
+  CheckSameBlocking("input", in_blocks, theirs_extra[0]);
+  CheckSameBlocking("output", out_blocks, theirs_extra[1]);
   const size_t in_run = bytes_per_rank / in_blocks, out_run = bytes_per_rank / out_blocks;
   CopyChunk({static_cast<const char*>(in), in_blocks, 2, rank_},
             {static_cast<char*>(out), out_blocks, 2, rank_}, bytes_per_rank);
-  // The peer's chunk addressed to us, into our chunk from it.
-  const Runs local = {reinterpret_cast<uintptr_t>(out) + (1 - rank_) * out_run, out_run,
-                      2 * out_run};
-  const Runs remote = {theirs + rank_ * in_run, in_run, 2 * in_run};
-  ReadRuns(local, remote, 0, bytes_per_rank);
-  Done(timeout);
+  if (out_run >= in_run) {
+    // Push our chunk for the peer into its output, whose runs are the longer ones.
+    const Runs local = {reinterpret_cast<uintptr_t>(in) + (1 - rank_) * in_run, in_run,
+                        2 * in_run};
+    const Runs remote = {theirs_extra[2] + rank_ * out_run, out_run, 2 * out_run};
+    WriteRuns(local, remote, 0, bytes_per_rank);
+  } else {
+    // Pull the peer's chunk for us out of its input.
+    const Runs local = {reinterpret_cast<uintptr_t>(out) + (1 - rank_) * out_run, out_run,
+                        2 * out_run};
+    const Runs remote = {theirs + rank_ * in_run, in_run, 2 * in_run};
+    ReadRuns(local, remote, 0, bytes_per_rank);
+  }
+  Done(timeout);  // both chunks have landed; neither buffer is touched any more
 }
 
 void SameHostPeer::AllGatherBlocked(const void* in, size_t bytes, void* out, int64_t out_blocks,
@@ -417,35 +440,34 @@ void SameHostPeer::ReduceScatterBlocked(const void* in, int64_t in_blocks, void*
                                         std::chrono::milliseconds timeout,
                                         PairwiseScratch* scratch) {
   const size_t chunk = count * element_size;
-  uint64_t their_blocks = 0;
-  const uint64_t theirs = Exchange(in, 2 * chunk, timeout, in_blocks, &their_blocks);
-  CheckSameBlocking("input", in_blocks, their_blocks);
+  Extra theirs_extra;
+  Exchange(in, 2 * chunk, timeout,
+           {static_cast<uint64_t>(in_blocks), reinterpret_cast<uintptr_t>(out), 0}, &theirs_extra);
+  CheckSameBlocking("input", in_blocks, theirs_extra[0]);
   const size_t run = chunk / in_blocks;  // whole elements: in_blocks divides count
-  const size_t piece = std::max<size_t>(1, kReducePiece / element_size) * element_size;
-  const size_t scratch_bytes = std::min(piece, chunk);
+  // Our copy of the peer's chunk into its output (contiguous there: the kernel pins few pages).
+  WriteRuns({reinterpret_cast<uintptr_t>(in) + (1 - rank_) * run, run, 2 * run},
+            {theirs_extra[1], chunk, chunk}, 0, chunk);
+  Done(timeout);  // the peer's copy of our chunk is in `out`; nobody touches our buffers now
+  // out = op(rank 0's copy, rank 1's copy), as ReduceScatter: our copy gathered a few blocks at a
+  // time into the scratch (still in cache when reduced), one reduce call per piece however short
+  // the runs.
+  const size_t per_piece = std::max<size_t>(1, kReducePiece / run);  // blocks
+  const size_t scratch_bytes = std::min<size_t>(per_piece, in_blocks) * run;
   if (scratch->size < scratch_bytes) {
     scratch->data.reset(new char[scratch_bytes]);
     scratch->size = scratch_bytes;
   }
-  const char* const own = static_cast<const char*>(in) + rank_ * run;  // our chunk <rank>
+  const char* const input = static_cast<const char*>(in);
   char* const dst = static_cast<char*>(out);
-  char* const peer = scratch->data.get();
-  for (size_t offset = 0; offset < chunk; offset += piece) {
-    const size_t length = std::min(piece, chunk - offset);
-    ReadRuns({reinterpret_cast<uintptr_t>(peer) - offset, length, length},
-             {theirs + rank_ * run, run, 2 * run}, offset, length);
-    // Our copy of the same bytes, run by run; rank order as in ReduceScatter.
-    for (size_t p = offset; p < offset + length;) {
-      const size_t within = p % run;
-      const size_t n = std::min(run - within, offset + length - p);
-      const char* mine = own + (p / run) * 2 * run + within;
-      const char* theirs_piece = peer + (p - offset);
-      reduce(dst + p, rank_ == 0 ? mine : theirs_piece, rank_ == 0 ? theirs_piece : mine,
-             n / element_size);
-      p += n;
-    }
+  char* const mine = scratch->data.get();
+  for (size_t o = 0; o < static_cast<size_t>(in_blocks); o += per_piece) {
+    const size_t blocks = std::min(per_piece, static_cast<size_t>(in_blocks) - o);
+    CopyChunk({input + o * 2 * run, static_cast<int64_t>(blocks), 2, rank_}, {mine, 1, 1, 0},
+              blocks * run);
+    char* d = dst + o * run;
+    reduce(d, rank_ == 0 ? mine : d, rank_ == 0 ? d : mine, blocks * run / element_size);
   }
-  Done(timeout);  // the peer no longer reads our input
 }
 
 void SameHostPeer::ReduceScatter(const void* in, void* out, size_t count, size_t element_size,

@@ -29,6 +29,7 @@
 
 #include <sys/types.h>
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -84,10 +85,11 @@ class SameHostPeer {
   void ReduceScatter(const void* in, void* out, size_t count, size_t element_size,
                      const gloo::AllreduceOptions::Func& reduce, std::chrono::milliseconds timeout,
                      PairwiseScratch* scratch);
-  // The blocked forms (runtime/communicator.h "Blocked", runtime/blocked_chunks.h): the peer's
-  // chunk is read straight out of its buffer into ours, run by run (process_vm_readv with one
-  // iovec per run), and our own chunk copied run by run, so neither side packs. Both ranks must
-  // pass the same blockings (a disagreement is InvalidArgument on both).
+  // The blocked forms (runtime/communicator.h "Blocked", runtime/blocked_chunks.h): chunks move
+  // straight between the two ranks' buffers run by run (process_vm_readv / writev with one iovec
+  // per run: pulled from the peer's buffer, or pushed into it when the peer's side has the longer
+  // runs), and our own chunk is copied run by run, so neither side packs. Both ranks must pass the
+  // same blockings (a disagreement is InvalidArgument on both).
   //   AllToAllBlocked: `in`'s 2 chunks blocked in `in_blocks`, `out`'s in `out_blocks`.
   void AllToAllBlocked(const void* in, int64_t in_blocks, void* out, int64_t out_blocks,
                        size_t bytes_per_rank, std::chrono::milliseconds timeout);
@@ -95,7 +97,8 @@ class SameHostPeer {
   void AllGatherBlocked(const void* in, size_t bytes, void* out, int64_t out_blocks,
                         std::chrono::milliseconds timeout);
   //   ReduceScatterBlocked: `in`'s 2 chunks of `count` elements blocked in `in_blocks` (which
-  //   divides `count`); otherwise as ReduceScatter.
+  //   divides `count`); otherwise as ReduceScatter. Each rank pushes its copy of the peer's chunk
+  //   into the peer's `out`, then reduces its own copy into `out` (the same rank order).
   void ReduceScatterBlocked(const void* in, int64_t in_blocks, void* out, size_t count,
                             size_t element_size, const gloo::AllreduceOptions::Func& reduce,
                             std::chrono::milliseconds timeout, PairwiseScratch* scratch);
@@ -116,10 +119,11 @@ class SameHostPeer {
   // One handshake: publishes {address, bytes}, waits until the peer has published its own for the
   // same handshake and returns the peer's address after checking that the sizes agree. Closes
   // this side and throws on any failure.
-  // `extra` travels with the payload (a second address, or a blocking to compare); the peer's
-  // lands in `*their_extra` when that is non-null.
+  // `extra` travels with the payload (more addresses, blockings to compare); the peer's lands in
+  // `*their_extra` when that is non-null.
+  using Extra = std::array<uint64_t, 3>;
   uint64_t Exchange(const void* address, size_t bytes, std::chrono::milliseconds timeout,
-                    uint64_t extra = 0, uint64_t* their_extra = nullptr);
+                    const Extra& extra = Extra{}, Extra* their_extra = nullptr);
   // A handshake without payload: returns once the peer reached the same point.
   void Done(std::chrono::milliseconds timeout) { Exchange(nullptr, 0, timeout); }
   // Copies `bytes` at the peer's address `remote` to `local`.
@@ -132,8 +136,17 @@ class SameHostPeer {
     size_t stride;
   };
   // Copies bytes [offset, offset + bytes) of the peer's chunk `remote` to the same bytes of our
-  // chunk `local`.
-  void ReadRuns(const Runs& local, const Runs& remote, size_t offset, size_t bytes);
+  // chunk `local` (ReadRuns), or the other way (WriteRuns). The kernel pins the peer's pages
+  // one iovec at a time, which costs far more than walking our own: callers make the peer's side
+  // the one with the longer runs (pull from a contiguous chunk, push into one).
+  void ReadRuns(const Runs& local, const Runs& remote, size_t offset, size_t bytes) {
+    TransferRuns(false, local, remote, offset, bytes);
+  }
+  void WriteRuns(const Runs& local, const Runs& remote, size_t offset, size_t bytes) {
+    TransferRuns(true, local, remote, offset, bytes);
+  }
+  void TransferRuns(bool write, const Runs& local, const Runs& remote, size_t offset,
+                    size_t bytes);
   // Closes this side and throws for a failed process_vm_readv of `bytes` (errno `error`).
   [[noreturn]] void FailRead(int error, size_t bytes);
   // Throws InvalidArgument (both ranks) unless the peer's blocking `theirs` equals `mine`.
