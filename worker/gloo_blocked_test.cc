@@ -207,6 +207,56 @@ TEST(GlooBlockedTest, ManyRunsAndSeveralPiecesOnEveryPath) {
   }
 }
 
+TEST(GlooBlockedTest, AllReduceOfDivisibleCountsCombinesInRankOrderInPlaceAndInto) {
+  // Groups of three or more reduce-scatter then allgather: every element is combined in rank
+  // order, ((x0 + x1) + x2) + ..., bit for bit, whether in place or into another buffer. Values
+  // with rounding, so another order shows; counts of one element per rank and of several 1 MiB
+  // pieces per rank.
+  for (const auto& [mesh, axes] : std::vector<std::pair<std::string, std::vector<int>>>{
+           {"x:3", {0}}, {"x:4", {0}}, {"rows:2,cols:3", {0, 1}}}) {
+    for (absl::Status s : RunMesh(mesh, true, [&](int p, GlooCommunicator* comm) {
+           const int64_t g = comm->mesh().GroupSize(axes);
+           auto value = [](int q, int64_t i) { return 0.1f * (q + 1) + 1e-3f * (i % 97); };
+           for (int64_t n : {g, g * 300007}) {
+             std::vector<float> in(n), in_place(n), into(n, -1.0f), want(n);
+             for (int64_t i = 0; i < n; ++i) {
+               in[i] = in_place[i] = value(p, i);
+               float acc = value(0, i);
+               for (int q = 1; q < g; ++q) acc += value(q, i);
+               want[i] = acc;
+             }
+             RETURN_IF_ERROR(
+                 comm->AllReduce(axes, v1::REDUCE_SUM, DType::kFloat32, in_place.data(), n));
+             RETURN_IF_ERROR(comm->AllReduceInto(axes, v1::REDUCE_SUM, DType::kFloat32, in.data(),
+                                                 into.data(), n));
+             EXPECT_TRUE(in_place == want) << mesh << " in place, n " << n << " processor " << p;
+             EXPECT_TRUE(into == want) << mesh << " into, n " << n << " processor " << p;
+             EXPECT_EQ(in[n - 1], value(p, n - 1)) << "the input was written";
+           }
+           // int32 products wrap; MAX of a value only one rank holds.
+           std::vector<int32_t> prod(g * 5), mx(g * 5);
+           for (int64_t i = 0; i < g * 5; ++i) {
+             prod[i] = 100003 + p * 977 + static_cast<int32_t>(i);
+             mx[i] = p == 1 ? 1000 : -static_cast<int32_t>(i);
+           }
+           RETURN_IF_ERROR(comm->AllReduce(axes, v1::REDUCE_PROD, DType::kInt32, prod.data(),
+                                           prod.size()));
+           std::vector<int32_t> mx_out(mx.size());
+           RETURN_IF_ERROR(comm->AllReduceInto(axes, v1::REDUCE_MAX, DType::kInt32, mx.data(),
+                                               mx_out.data(), mx.size()));
+           for (int64_t i = 0; i < g * 5; ++i) {
+             uint32_t want = 1;
+             for (int q = 0; q < g; ++q) want *= static_cast<uint32_t>(100003 + q * 977 + i);
+             EXPECT_EQ(prod[i], static_cast<int32_t>(want)) << mesh << " element " << i;
+             EXPECT_EQ(mx_out[i], 1000) << mesh << " element " << i;
+           }
+           return comm->Shutdown();
+         })) {
+      EXPECT_TRUE(s.ok()) << s;
+    }
+  }
+}
+
 TEST(GlooBlockedTest, MembersThatDisagreeOnTheBlockingFailOnTheSameHostPath) {
   std::vector<absl::Status> statuses = RunMesh("x:2", true, [](int p, GlooCommunicator* comm) {
     std::vector<char> in(48), out(48);

@@ -95,6 +95,37 @@ absl::Status CatchGloo(const std::string& where, const std::string& peers, F&& f
   }
 }
 
+// Allreduce for groups of three or more whose count divides by g: PipelinedReduceScatter of `in`
+// (each rank's chunk reduced in rank order, as LocalCollectiveHub combines) into its place in
+// `out`, then Gloo's ring allgather in place. The traffic of Gloo's ring allreduce, but `in` is
+// read where it lies (no copy into `out` first) and the result equals the in-memory hub's. In
+// place (`in` == `out`) our reduced chunk goes through `own_scratch` first, since the
+// reduce-scatter still reads our copy of it.
+void ReduceScatterThenAllGather(const std::shared_ptr<gloo::Context>& context, const void* in,
+                                void* out, size_t count, size_t element_size,
+                                const gloo::AllreduceOptions::Func& reduce,
+                                std::chrono::milliseconds timeout, PairwiseScratch* scratch,
+                                PairwiseScratch* own_scratch) {
+  const size_t per_rank = count / context->size;
+  const size_t chunk = per_rank * element_size;
+  char* const own = static_cast<char*>(out) + context->rank * chunk;
+  char* reduced = own;
+  if (in == out) {
+    if (own_scratch->size < chunk) {
+      own_scratch->data.reset(new char[chunk]);
+      own_scratch->size = chunk;
+    }
+    reduced = own_scratch->data.get();
+  }
+  PipelinedReduceScatter(context, in, reduced, per_rank, element_size, reduce, timeout,
+                         PipelinedReduceScatterOptions(), scratch);
+  if (reduced != own) std::memcpy(own, reduced, chunk);
+  gloo::AllgatherOptions ag(context);
+  ag.setOutput(static_cast<char*>(out), context->size * chunk);  // no input: in place
+  ag.setTimeout(timeout);
+  gloo::allgather(ag);
+}
+
 void IgnoreSigpipeOnce() {
   static std::once_flag once;
   std::call_once(once, [] {
@@ -387,6 +418,12 @@ absl::Status GlooCommunicator::AllReduce(const std::vector<int>& mesh_axes, v1::
                         PairwiseAllreduceOptions(), &group->pairwise_scratch);
       return;
     }
+    if (count % call.g == 0) {
+      ReduceScatterThenAllGather(context, data, data, count, DTypeSize(dtype), reduce,
+                                 ToMillis(options_.timeout), &group->pairwise_scratch,
+                                 &group->blocked_scratch);
+      return;
+    }
     gloo::AllreduceOptions opts(context);
     if (dtype == DType::kFloat32) {
       opts.setOutput(static_cast<float*>(data), count);
@@ -431,7 +468,12 @@ absl::Status GlooCommunicator::AllReduceInto(const std::vector<int>& mesh_axes, 
                             &group->pairwise_scratch);
       return;
     }
-    // Gloo's ring reduces the input into the output segment by segment (no whole copy first).
+    if (count % call.g == 0) {
+      ReduceScatterThenAllGather(context, in, out, count, DTypeSize(dtype), reduce,
+                                 ToMillis(options_.timeout), &group->pairwise_scratch, nullptr);
+      return;
+    }
+    // Counts that do not divide: Gloo's ring, reading `in` (it copies into `out` itself).
     gloo::AllreduceOptions opts(context);
     if (dtype == DType::kFloat32) {
       opts.setInput(const_cast<float*>(static_cast<const float*>(in)), count);
