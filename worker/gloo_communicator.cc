@@ -34,8 +34,8 @@
 #include "runtime/blocked_chunks.h"
 #include "worker/gloo_blocked.h"
 #include "worker/gloo_pairwise.h"
-#include "worker/gloo_reduce_scatter.h"
 #include "worker/gloo_reduce.h"
+#include "worker/gloo_reduce_scatter.h"
 #include "worker/gloo_same_host.h"
 #include "worker/gloo_store.h"
 
@@ -269,7 +269,29 @@ GlooCommunicator::Group* GlooCommunicator::FindGroup(const Call& call) {
   return group.get();
 }
 
+// Gloo's rendezvous (connectFullMesh) publishes this rank's pair addresses and then connects the
+// pairs, waiting up to 5x the timeout for a peer to connect to a listening pair: a peer that
+// published its addresses and then failed (its session's other ranks failed, the coordinator
+// deleted the session's keys under it) would hold this rank there for minutes. So the members
+// first meet here, through the store, each once its device is bound: a member that failed before
+// never arrives, and the store releases the waiting ones at once when the session's prefix is
+// deleted. (A connection that fails after every member arrived still waits Gloo's own limit.)
+absl::Status GlooCommunicator::AwaitMembersLocked(const Call& call, const Group& group) {
+  const std::string base = absl::StrCat(group.key_prefix, "/arrived/");
+  const absl::Time deadline = absl::Now() + options_.timeout;
+  absl::Status status = options_.store->Set(absl::StrCat(base, group.rank), "1");
+  for (int r = 0; status.ok() && r < group.size; ++r) {
+    if (r == group.rank) continue;
+    status = options_.store->Get(absl::StrCat(base, r), deadline - absl::Now()).status();
+  }
+  if (status.ok()) return status;
+  return absl::Status(status.code(),
+                      absl::StrCat(call.context, ": waiting in the key-value store for the group",
+                                   group.peers, " to arrive: ", status.message()));
+}
+
 absl::Status GlooCommunicator::ConnectLocked(const Call& call, Group* group) {
+  RETURN_IF_ERROR(AwaitMembersLocked(call, *group));
   auto context = std::make_shared<gloo::rendezvous::Context>(group->rank, group->size);
   context->setTimeout(ToMillis(options_.timeout));
   std::shared_ptr<gloo::transport::Device> device = device_;

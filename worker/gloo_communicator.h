@@ -184,6 +184,7 @@ class GlooCommunicator : public Communicator {
   // the first failure sticks to the group.
   absl::Status RunOnGroup(const Call& call, const std::function<void(Group* group)>& body);
   // Both with group->mu held.
+  absl::Status AwaitMembersLocked(const Call& call, const Group& group);
   absl::Status ConnectLocked(const Call& call, Group* group);
   void PublishSocketAddresses(Group* group);
   // "; [127.0.0.1]:40123 is processor (1)" when `message` names a connection of the group.

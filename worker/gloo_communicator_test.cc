@@ -3,6 +3,9 @@
 // here from the processors' coordinates, independently of Mesh's group helpers.
 #include "worker/gloo_communicator.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <time.h>
 
 #include <algorithm>
@@ -17,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "core/status_macros.h"
+#include "gloo/transport/tcp/address.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "runtime/kv_store.h"
@@ -263,7 +267,7 @@ INSTANTIATE_TEST_SUITE_P(
         // Groups of two use PairwiseAllreduce; larger ones Gloo's ring, whose 1001
         // and 4099 elements give fewer segments than ranks and uneven segments.
         MeshCase{"x:2", {{0}}, 1}, MeshCase{"x:2", {{0}}, 3}, MeshCase{"x:2", {{}, {0}}, 70001},
-        MeshCase{"x:2", {{0}}, 700001},  // several 1 MiB pieces per half
+        MeshCase{"x:2", {{0}}, 700001},   // several 1 MiB pieces per half
         MeshCase{"x:2", {{0}}, 2200001},  // ReduceScatter chunks of several 1 MiB pieces
         MeshCase{"x:2", {{0}}, 1, false}, MeshCase{"x:2", {{0}}, 70001, false},
         MeshCase{"x:2", {{0}}, 700001, false}, MeshCase{"rows:2,cols:2", {{1}, {0}}, 2003, false},
@@ -291,10 +295,10 @@ TEST(GlooCommunicatorTest, ConnectEagerlyThenRun) {
     return comm->Shutdown();
   }));
   // Three groups per processor: rows (2 groups), cols (2 groups), whole mesh (1 group); each
-  // member publishes a hostname key and an address key, plus its socket list in the 4-group and
+  // member publishes an arrival key, a hostname key and an address key, plus its socket list in the 4-group and
   // its same-host token and verdict in the groups of two, whose mailbox name and mapping verdict
   // take two more keys per group.
-  EXPECT_EQ(cluster.store().size(), 2u * 4 * 3 + 4 + 2 * 4 * 2 + 2 * 4);
+  EXPECT_EQ(cluster.store().size(), 3u * 4 * 3 + 4 + 2 * 4 * 2 + 2 * 4);
 }
 
 TEST(GlooCommunicatorTest, ConcurrentRowAndColumnCollectivesFromTwoThreads) {
@@ -464,6 +468,37 @@ TEST(GlooCommunicatorTest, SilentMemberOfALargerGroupReleasesTheOthers) {
         << statuses[p];
     EXPECT_LT(took[p], 2 * timeout) << "processor " << p;
   }
+}
+
+// A peer that published its Gloo pair address (as a rank does inside Gloo's rendezvous) and then
+// failed must not hold processor 0 in Gloo's connect, which on the listening side of a pair (the
+// lower address: the fake peer's port 65535 makes processor 0 that side) waits 5x the timeout for
+// the peer to connect. The members meet in the store first, so deleting the session's prefix
+// (what the coordinator does when a rank's load fails) releases it at once.
+TEST(GlooCommunicatorTest, PeerThatPublishedItsAddressButNeverArrivesIsReleasedByDeletion) {
+  const std::string prefix = FreshPrefix();
+  Cluster cluster("x:2", absl::Seconds(5), /*same_host_copy=*/true, prefix);
+  ASSERT_TRUE(cluster.store().RegisterPrefix(prefix, KeyValueQuota{100, 1 << 20}).ok());
+  sockaddr_storage fake{};
+  auto* in = reinterpret_cast<sockaddr_in*>(&fake);
+  in->sin_family = AF_INET;
+  in->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  in->sin_port = htons(65535);
+  const std::vector<char> bytes = gloo::transport::tcp::Address(fake).bytes();
+  ASSERT_TRUE(cluster.store()
+                  .Set(absl::StrCat(prefix, "/x/0/1"), std::string(bytes.begin(), bytes.end()))
+                  .ok());
+  const absl::Time start = absl::Now();
+  absl::Status s;
+  std::thread t([&] { s = cluster.comm(0)->Barrier({0}); });
+  absl::SleepFor(absl::Milliseconds(300));
+  cluster.store().DeletePrefix(prefix);
+  t.join();
+  EXPECT_EQ(s.code(), absl::StatusCode::kAborted) << s;
+  EXPECT_THAT(
+      std::string(s.message()),
+      HasSubstr("waiting in the key-value store for the group (peer processor (1)) to arrive"));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(2));
 }
 
 TEST(GlooCommunicatorTest, MissingMemberAtRendezvousGivesDeadlineExceeded) {
