@@ -275,16 +275,18 @@ void SameHostPeer::Read(void* local, uint64_t remote, size_t bytes) {
     struct iovec r = {reinterpret_cast<void*>(remote), bytes};
     const ssize_t n = process_vm_readv(peer_pid_, &l, 1, &r, 1, 0);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) FailRead(n < 0 ? errno : EIO, bytes);
+    if (n <= 0) FailCopy(false, n < 0 ? errno : EIO, bytes);
     dst += n;
     remote += n;
     bytes -= n;
   }
 }
 
-void SameHostPeer::FailRead(int error, size_t bytes) {
+void SameHostPeer::FailCopy(bool write, int error, size_t bytes) {
   Fail(absl::Status(error == ESRCH ? absl::StatusCode::kUnavailable : absl::StatusCode::kInternal,
-                    absl::StrCat("reading ", bytes, " bytes from peer process ", peer_pid_,
+                    absl::StrCat(write ? "writing " : "reading ", bytes,
+                                 write ? " bytes to peer process " : " bytes from peer process ",
+                                 peer_pid_,
                                  error == ESRCH ? " (the process is gone)" : "", ": ",
                                  std::strerror(error))));
 }
@@ -332,7 +334,7 @@ void SameHostPeer::TransferRuns(bool write, const Runs& local, const Runs& remot
     const ssize_t n = write ? process_vm_writev(peer_pid_, l.data(), nl, r.data(), nr, 0)
                             : process_vm_readv(peer_pid_, l.data(), nl, r.data(), nr, 0);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) FailRead(n < 0 ? errno : EIO, span);
+    if (n <= 0) FailCopy(write, n < 0 ? errno : EIO, span);
     pos += static_cast<size_t>(n);
   }
 }

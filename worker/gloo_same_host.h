@@ -4,9 +4,9 @@
 // event-loop thread, and each handshake costs two thread wakeups per side; on a 2-core machine that
 // caps a 2-rank allreduce near 1.5 GB/s. When the peer is a process on this host whose memory we
 // may read (process_vm_readv: same user, and no Yama restriction or CAP_SYS_PTRACE), each rank
-// instead copies what it needs straight out of the peer's buffer, once. The two ranks synchronise
-// through a small shared-memory mailbox (one page, futex waits), so a handshake costs about a
-// microsecond when both are running.
+// instead copies what it needs straight out of the peer's buffer (or, process_vm_writev, into it),
+// once. The two ranks synchronise through a small shared-memory mailbox (one page, futex waits),
+// so a handshake costs about a microsecond when both are running.
 //
 // Probe() decides, once per group, whether this path is usable: each rank publishes its pid and
 // the address and value of a random token in the KeyValueStore and reads the peer's token through
@@ -147,8 +147,9 @@ class SameHostPeer {
   }
   void TransferRuns(bool write, const Runs& local, const Runs& remote, size_t offset,
                     size_t bytes);
-  // Closes this side and throws for a failed process_vm_readv of `bytes` (errno `error`).
-  [[noreturn]] void FailRead(int error, size_t bytes);
+  // Closes this side and throws for a failed process_vm_readv (or, with `write`, writev) of
+  // `bytes` (errno `error`).
+  [[noreturn]] void FailCopy(bool write, int error, size_t bytes);
   // Throws InvalidArgument (both ranks) unless the peer's blocking `theirs` equals `mine`.
   void CheckSameBlocking(const char* what, int64_t mine, uint64_t theirs);
   // Marks this side closed and wakes the peer.
