@@ -1,9 +1,14 @@
 #include "runtime/communicator.h"
 
 #include <algorithm>
+#include <cstring>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/slicing.h"
+#include "core/status_macros.h"
+#include "runtime/blocked_chunks.h"
 
 namespace meshrt {
 namespace {
@@ -83,6 +88,93 @@ absl::Status ReduceInto(v1::ReduceOp op, DType dtype, const void* in, void* acc,
     return ReduceTyped(op, static_cast<const float*>(in), static_cast<float*>(acc), count);
   }
   return ReduceTyped(op, static_cast<const int32_t*>(in), static_cast<int32_t*>(acc), count);
+}
+
+absl::Status CheckBlocks(absl::string_view collective, const char* buffer, int64_t blocks,
+                         int64_t chunk_size, const char* unit) {
+  if (blocks < 1 || chunk_size < 0 || chunk_size % blocks != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        collective, ": ", buffer, " is blocked in ", blocks, " blocks, which must be at least 1 "
+        "and divide the chunk of ", chunk_size, " ", unit, " (pass the product of the dims "
+        "before the split or concat axis)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Communicator::AllReduceInto(const std::vector<int>& mesh_axes, v1::ReduceOp op,
+                                         DType dtype, const void* in, void* out, int64_t count) {
+  if (count > 0 && in != out) std::memcpy(out, in, count * DTypeSize(dtype));
+  return AllReduce(mesh_axes, op, dtype, out, count);
+}
+
+namespace {
+
+// The group size of `mesh_axes`, or InvalidArgument naming `collective`.
+absl::Status GroupSizeOf(const Communicator& comm, absl::string_view collective,
+                         const std::vector<int>& mesh_axes, int64_t* g) {
+  std::vector<int> sorted;
+  absl::Status s = NormalizeMeshAxes(comm.mesh(), collective, mesh_axes, &sorted);
+  if (s.ok()) *g = comm.mesh().GroupSize(sorted);
+  return s;
+}
+
+absl::Status CheckSize(absl::string_view collective, int64_t size) {
+  if (size >= 0) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(collective, ": negative size ", size));
+}
+
+}  // namespace
+
+absl::Status Communicator::AllToAllBlocked(const std::vector<int>& mesh_axes, const void* in,
+                                           int64_t in_blocks, void* out, int64_t out_blocks,
+                                           int64_t bytes_per_rank) {
+  int64_t g = 1;
+  RETURN_IF_ERROR(GroupSizeOf(*this, "AllToAllBlocked", mesh_axes, &g));
+  RETURN_IF_ERROR(CheckSize("AllToAllBlocked", bytes_per_rank));
+  RETURN_IF_ERROR(CheckBlocks("AllToAllBlocked", "the input", in_blocks, bytes_per_rank));
+  RETURN_IF_ERROR(CheckBlocks("AllToAllBlocked", "the output", out_blocks, bytes_per_rank));
+  const size_t total = static_cast<size_t>(g * bytes_per_rank);
+  std::vector<char> packed, received;
+  const void* send = in;
+  if (in_blocks > 1) {
+    packed.resize(total);
+    PackBlocked(in, in_blocks, g, bytes_per_rank, packed.data());
+    send = packed.data();
+  }
+  if (out_blocks > 1) received.resize(total);
+  RETURN_IF_ERROR(AllToAll(mesh_axes, send, out_blocks > 1 ? received.data() : out,
+                           bytes_per_rank));
+  if (out_blocks > 1) UnpackBlocked(received.data(), out_blocks, g, bytes_per_rank, out);
+  return absl::OkStatus();
+}
+
+absl::Status Communicator::AllGatherBlocked(const std::vector<int>& mesh_axes, const void* in,
+                                            int64_t bytes, void* out, int64_t out_blocks) {
+  int64_t g = 1;
+  RETURN_IF_ERROR(GroupSizeOf(*this, "AllGatherBlocked", mesh_axes, &g));
+  RETURN_IF_ERROR(CheckSize("AllGatherBlocked", bytes));
+  RETURN_IF_ERROR(CheckBlocks("AllGatherBlocked", "the output", out_blocks, bytes));
+  if (out_blocks == 1) return AllGather(mesh_axes, in, bytes, out);
+  std::vector<char> gathered(static_cast<size_t>(g * bytes));
+  RETURN_IF_ERROR(AllGather(mesh_axes, in, bytes, gathered.data()));
+  UnpackBlocked(gathered.data(), out_blocks, g, bytes, out);
+  return absl::OkStatus();
+}
+
+absl::Status Communicator::ReduceScatterBlocked(const std::vector<int>& mesh_axes,
+                                                v1::ReduceOp op, DType dtype, const void* in,
+                                                int64_t in_blocks, int64_t count_per_rank,
+                                                void* out) {
+  int64_t g = 1;
+  RETURN_IF_ERROR(GroupSizeOf(*this, "ReduceScatterBlocked", mesh_axes, &g));
+  RETURN_IF_ERROR(CheckSize("ReduceScatterBlocked", count_per_rank));
+  const int64_t chunk = count_per_rank * DTypeSize(dtype);
+  RETURN_IF_ERROR(
+      CheckBlocks("ReduceScatterBlocked", "the input", in_blocks, count_per_rank, "elements"));
+  if (in_blocks == 1) return ReduceScatter(mesh_axes, op, dtype, in, count_per_rank, out);
+  std::vector<char> packed(static_cast<size_t>(g * chunk));
+  PackBlocked(in, in_blocks, g, chunk, packed.data());
+  return ReduceScatter(mesh_axes, op, dtype, packed.data(), count_per_rank, out);
 }
 
 namespace {

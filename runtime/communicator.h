@@ -86,11 +86,43 @@ class Communicator {
 
   // Returns once every member of the group has called Barrier.
   virtual absl::Status Barrier(const std::vector<int>& mesh_axes) = 0;
+
+  // Out of place: `out` (count elements) becomes the elementwise `op` of every member's `in`; `in`
+  // is only read (an input the caller must keep need not be copied first). The same result, bit
+  // for bit, as copying `in` to `out` and calling AllReduce on `out`, which the default does.
+  virtual absl::Status AllReduceInto(const std::vector<int>& mesh_axes, v1::ReduceOp op,
+                                     DType dtype, const void* in, void* out, int64_t count);
+
+  // Blocked forms: AllToAll, AllGather and ReduceScatter on chunks that lie *blocked* in the
+  // caller's buffers (runtime/blocked_chunks.h): a buffer of g chunks in B blocks is a row-major
+  // [B, g, run] array, chunk k being the runs [:, k, :] in order (run = chunk bytes / B). That is
+  // how the g pieces of a tensor cut along an axis that is not outermost lie in its storage
+  // (B = the product of the dims before the axis, BlocksBefore), so the collective reads or writes
+  // the pieces in place instead of the caller packing them. Each chunk is the same byte stream as
+  // in the contiguous call, so results equal packing, the plain call and unpacking, bit for bit
+  // (which the defaults do, through temporary buffers); B = 1 is the plain call. Every member
+  // passes the same blockings. InvalidArgument, besides the plain call's cases, for a blocking
+  // below 1 or one that does not divide the chunk's bytes.
+  //
+  // AllToAll with `in`'s g chunks in `in_blocks` and `out`'s in `out_blocks`.
+  virtual absl::Status AllToAllBlocked(const std::vector<int>& mesh_axes, const void* in,
+                                       int64_t in_blocks, void* out, int64_t out_blocks,
+                                       int64_t bytes_per_rank);
+  // AllGather with `out`'s g chunks in `out_blocks` (`in` is one contiguous chunk).
+  virtual absl::Status AllGatherBlocked(const std::vector<int>& mesh_axes, const void* in,
+                                        int64_t bytes, void* out, int64_t out_blocks);
+  // ReduceScatter with `in`'s g chunks in `in_blocks`, which must divide count_per_rank (runs of
+  // whole elements); `out` is one contiguous chunk.
+  virtual absl::Status ReduceScatterBlocked(const std::vector<int>& mesh_axes, v1::ReduceOp op,
+                                            DType dtype, const void* in, int64_t in_blocks,
+                                            int64_t count_per_rank, void* out);
 };
 
 // Forwards every call to a borrowed communicator (which must outlive it): a communicator handed
 // out without ownership, and the base of wrappers that observe some calls (a test counting the
 // elements reduced overrides AllReduce, records, then calls ForwardingCommunicator::AllReduce).
+// AllReduceInto and the blocked calls are not forwarded: they run Communicator's defaults on this
+// object's plain calls, so a wrapper that observes AllReduce or AllToAll sees them too.
 class ForwardingCommunicator : public Communicator {
  public:
   explicit ForwardingCommunicator(Communicator* inner) : inner_(inner) {}
@@ -143,6 +175,11 @@ std::string MeshAxesString(const Mesh& mesh, const std::vector<int>& axes);
 // naming `collective` otherwise.
 absl::Status NormalizeMeshAxes(const Mesh& mesh, absl::string_view collective,
                                const std::vector<int>& axes, std::vector<int>* sorted);
+// InvalidArgument naming `collective` and `buffer` unless 1 <= blocks and `blocks` divides
+// `chunk_size` (bytes, or elements for ReduceScatterBlocked: `unit`), the blocked calls'
+// precondition on a blocking.
+absl::Status CheckBlocks(absl::string_view collective, const char* buffer, int64_t blocks,
+                         int64_t chunk_size, const char* unit = "bytes");
 // Applies `op` elementwise: acc[i] = op(acc[i], in[i]) for `count` elements of `dtype`.
 // InvalidArgument for REDUCE_INVALID or an unknown op.
 absl::Status ReduceInto(v1::ReduceOp op, DType dtype, const void* in, void* acc, int64_t count);

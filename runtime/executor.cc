@@ -9,6 +9,7 @@
 #include "core/ops.h"
 #include "core/slicing.h"
 #include "core/status_macros.h"
+#include "runtime/blocked_chunks.h"
 
 namespace meshrt {
 namespace {
@@ -801,10 +802,6 @@ Tensor Executor::PooledCopy(const Tensor& t) {
   return copy;
 }
 
-Tensor Executor::TakeScratch(DType dtype, int64_t elements) {
-  return pool_.Take(dtype, Shape({{"scratch", elements}}));
-}
-
 absl::Status Executor::RunCollective(const v1::Collective& c, const Tensor& in, Tensor* out,
                                      Tensor* stealable) {
   std::vector<int> axes;
@@ -824,29 +821,29 @@ absl::Status Executor::RunCollective(const v1::Collective& c, const Tensor& in, 
   const DType dtype = in.dtype();
   const int64_t n = in.num_elements();
   const int64_t bytes = TensorBytes(in);
-  // Outputs and scratch come from pool_ uninitialised: every collective below writes all of them.
-  // Where the pieces along the split or concat axis are contiguous (every dim before it has size
-  // 1, e.g. the axis is outermost), the communicator reads the input or writes the output in
-  // place instead of through a packed copy.
+  // Outputs come from pool_ uninitialised: every collective below writes all of them. The pieces
+  // along a split or concat axis lie blocked in the tensor's storage (blocked_chunks.h: one run of
+  // each per combination of the dims before the axis), and the communicator reads or writes them
+  // there, so nothing is packed or unpacked here.
   switch (c.kind()) {
     case v1::Collective::ALLREDUCE:
-      // `in` is *stealable when given: read n, dtype and bytes above, before the move.
-      *out = stealable != nullptr ? std::move(*stealable) : PooledCopy(in);
-      if (g == 1) return absl::OkStatus();
-      return communicator_->AllReduce(axes, c.reduce_op(), dtype, TensorData(out), n);
+      if (g == 1) break;
+      // An input read for the last time is reduced in place; another (e.g. a pinned program input)
+      // is only read, the result written straight into the output.
+      if (stealable != nullptr) {
+        *out = std::move(*stealable);  // n, dtype and bytes were read above, before the move
+        return communicator_->AllReduce(axes, c.reduce_op(), dtype, TensorData(out), n);
+      }
+      *out = pool_.Take(dtype, in.shape());
+      return communicator_->AllReduceInto(axes, c.reduce_op(), dtype, TensorData(in),
+                                          TensorData(out), n);
     case v1::Collective::ALLGATHER: {
       RETURN_IF_ERROR(CheckTensorAxis(in, c.concat_axis(), "concat_axis"));
       if (g == 1) break;
       const int axis = c.concat_axis();
       *out = pool_.Take(dtype, WithDimSize(in.shape(), axis, in.shape().dim(axis).size * g));
-      if (ChunksAreContiguous(in.shape(), axis)) {
-        return communicator_->AllGather(axes, TensorData(in), bytes, TensorData(out));
-      }
-      Tensor gathered = TakeScratch(dtype, g * n);
-      absl::Status s = communicator_->AllGather(axes, TensorData(in), bytes, TensorData(&gathered));
-      if (s.ok()) ConcatChunksInto(TensorData(gathered), dtype, in.shape(), g, axis, TensorData(out));
-      pool_.Release(std::move(gathered));
-      return s;
+      return communicator_->AllGatherBlocked(axes, TensorData(in), bytes, TensorData(out),
+                                             BlocksBefore(in.shape(), axis));
     }
     case v1::Collective::ALLTOALL: {
       RETURN_IF_ERROR(CheckTensorAxis(in, c.split_axis(), "split_axis"));
@@ -855,42 +852,20 @@ absl::Status Executor::RunCollective(const v1::Collective& c, const Tensor& in, 
       if (g == 1) break;
       const int split = c.split_axis(), concat = c.concat_axis();
       const Shape piece = WithDimSize(in.shape(), split, in.shape().dim(split).size / g);
-      Tensor packed, received;
-      const void* send = TensorData(in);
-      if (!ChunksAreContiguous(in.shape(), split)) {
-        packed = TakeScratch(dtype, n);
-        SplitIntoChunks(in, split, g, TensorData(&packed));
-        send = TensorData(packed);
-      }
       *out = pool_.Take(dtype, WithDimSize(piece, concat, piece.dim(concat).size * g));
-      const bool direct = ChunksAreContiguous(piece, concat);
-      if (!direct) received = TakeScratch(dtype, n);
-      absl::Status s = communicator_->AllToAll(
-          axes, send, direct ? TensorData(out) : TensorData(&received), bytes / g);
-      if (s.ok() && !direct) {
-        ConcatChunksInto(TensorData(received), dtype, piece, g, concat, TensorData(out));
-      }
-      pool_.Release(std::move(packed));
-      pool_.Release(std::move(received));
-      return s;
+      return communicator_->AllToAllBlocked(axes, TensorData(in), BlocksBefore(in.shape(), split),
+                                            TensorData(out), BlocksBefore(piece, concat),
+                                            bytes / g);
     }
     case v1::Collective::REDUCE_SCATTER: {
       RETURN_IF_ERROR(CheckTensorAxis(in, c.split_axis(), "split_axis"));
       RETURN_IF_ERROR(CheckDivisible(in, c.split_axis(), g));
       if (g == 1) break;
       const int split = c.split_axis();
-      Tensor packed;
-      const void* send = TensorData(in);
-      if (!ChunksAreContiguous(in.shape(), split)) {
-        packed = TakeScratch(dtype, n);
-        SplitIntoChunks(in, split, g, TensorData(&packed));
-        send = TensorData(packed);
-      }
       *out = pool_.Take(dtype, WithDimSize(in.shape(), split, in.shape().dim(split).size / g));
-      absl::Status s =
-          communicator_->ReduceScatter(axes, c.reduce_op(), dtype, send, n / g, TensorData(out));
-      pool_.Release(std::move(packed));
-      return s;
+      return communicator_->ReduceScatterBlocked(axes, c.reduce_op(), dtype, TensorData(in),
+                                                 BlocksBefore(in.shape(), split), n / g,
+                                                 TensorData(out));
     }
     case v1::Collective::PERMUTE: {
       // Same shape in and out: the lowering decides what the moved slice means.

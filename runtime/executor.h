@@ -1,8 +1,9 @@
 // Executor: runs a lowered SPMD program (proto/program.proto) on one processor of the mesh.
 //
 // Given the processor's slices of the program inputs, it runs the instructions in order: local ops
-// through a KernelRunner, local slices in place, and collectives through a Communicator, packing
-// and unpacking tensors along arbitrary tensor axes with core/slicing.h. Afterwards every buffer
+// through a KernelRunner, local slices in place, and collectives through a Communicator, which
+// reads and writes the pieces along an arbitrary tensor axis in the buffers themselves (the
+// communicator's blocked calls, blocked_chunks.h; no packing copy). Afterwards every buffer
 // (and so every program output) holds this processor's slice.
 //
 // Ownership and lifetimes: `program`, `kernels` and `communicator` are borrowed and must outlive
@@ -317,9 +318,6 @@ class Executor {
   BufferPool pool_;                           // storage of dead buffers, for later outputs
   // A copy of `t` in pooled storage (no fresh allocation, so no page faults in steady state).
   Tensor PooledCopy(const Tensor& t);
-  // Uninitialised pooled storage for `elements` of `dtype` (collective scratch); give it back
-  // with pool_.Release.
-  Tensor TakeScratch(DType dtype, int64_t elements);
   // While Run(map&&) runs: its map, whose feeds Prepare moves instead of copying.
   std::map<std::string, Tensor>* movable_feeds_ = nullptr;
   int64_t fused_updates_ = 0;

@@ -31,6 +31,8 @@
 #include "gloo/transport/tcp/device.h"
 #include "gloo/transport/unbound_buffer.h"
 #include "gloo/types.h"
+#include "runtime/blocked_chunks.h"
+#include "worker/gloo_blocked.h"
 #include "worker/gloo_pairwise.h"
 #include "worker/gloo_reduce.h"
 #include "worker/gloo_reduce_scatter.h"
@@ -93,6 +95,37 @@ absl::Status CatchGloo(const std::string& where, const std::string& peers, F&& f
   }
 }
 
+// Allreduce for groups of three or more whose count divides by g: PipelinedReduceScatter of `in`
+// (each rank's chunk reduced in rank order, as LocalCollectiveHub combines) into its place in
+// `out`, then Gloo's ring allgather in place. The traffic of Gloo's ring allreduce, but `in` is
+// read where it lies (no copy into `out` first) and the result equals the in-memory hub's. In
+// place (`in` == `out`) our reduced chunk goes through `own_scratch` first, since the
+// reduce-scatter still reads our copy of it.
+void ReduceScatterThenAllGather(const std::shared_ptr<gloo::Context>& context, const void* in,
+                                void* out, size_t count, size_t element_size,
+                                const gloo::AllreduceOptions::Func& reduce,
+                                std::chrono::milliseconds timeout, PairwiseScratch* scratch,
+                                PairwiseScratch* own_scratch) {
+  const size_t per_rank = count / context->size;
+  const size_t chunk = per_rank * element_size;
+  char* const own = static_cast<char*>(out) + context->rank * chunk;
+  char* reduced = own;
+  if (in == out) {
+    if (own_scratch->size < chunk) {
+      own_scratch->data.reset(new char[chunk]);
+      own_scratch->size = chunk;
+    }
+    reduced = own_scratch->data.get();
+  }
+  PipelinedReduceScatter(context, in, reduced, per_rank, element_size, reduce, timeout,
+                         PipelinedReduceScatterOptions(), scratch);
+  if (reduced != own) std::memcpy(own, reduced, chunk);
+  gloo::AllgatherOptions ag(context);
+  ag.setOutput(static_cast<char*>(out), context->size * chunk);  // no input: in place
+  ag.setTimeout(timeout);
+  gloo::allgather(ag);
+}
+
 void IgnoreSigpipeOnce() {
   static std::once_flag once;
   std::call_once(once, [] {
@@ -118,6 +151,7 @@ struct GlooCommunicator::Group {
   std::shared_ptr<gloo::Context> context ABSL_GUARDED_BY(mu);  // null until connected
   absl::Status failure ABSL_GUARDED_BY(mu);                    // first Gloo failure; sticks
   PairwiseScratch pairwise_scratch ABSL_GUARDED_BY(mu);        // groups of two only
+  PairwiseScratch blocked_scratch ABSL_GUARDED_BY(mu);  // packing for the blocked calls over TCP
   // Groups of two on one host (see gloo_same_host.h); null otherwise.
   std::unique_ptr<SameHostPeer> same_host ABSL_GUARDED_BY(mu);
 };
@@ -397,8 +431,8 @@ absl::Status GlooCommunicator::AllReduce(const std::vector<int>& mesh_axes, v1::
   return RunOnGroup(call, [&](Group* group) {
     const std::shared_ptr<gloo::Context>& context = group->context;
     if (group->same_host != nullptr) {
-      group->same_host->AllReduce(data, count, DTypeSize(dtype), reduce, ToMillis(options_.timeout),
-                                  &group->pairwise_scratch);
+      group->same_host->AllReduce(data, data, count, DTypeSize(dtype), reduce,
+                                  ToMillis(options_.timeout), &group->pairwise_scratch);
       return;
     }
     if (call.g == 2) {
@@ -406,11 +440,69 @@ absl::Status GlooCommunicator::AllReduce(const std::vector<int>& mesh_axes, v1::
                         PairwiseAllreduceOptions(), &group->pairwise_scratch);
       return;
     }
+    if (count % call.g == 0) {
+      ReduceScatterThenAllGather(context, data, data, count, DTypeSize(dtype), reduce,
+                                 ToMillis(options_.timeout), &group->pairwise_scratch,
+                                 &group->blocked_scratch);
+      return;
+    }
     gloo::AllreduceOptions opts(context);
     if (dtype == DType::kFloat32) {
       opts.setOutput(static_cast<float*>(data), count);
     } else {
       opts.setOutput(static_cast<int32_t*>(data), count);
+    }
+    opts.setReduceFunction(reduce);
+    opts.setTimeout(ToMillis(options_.timeout));
+    gloo::allreduce(opts);
+  });
+}
+
+absl::Status GlooCommunicator::AllReduceInto(const std::vector<int>& mesh_axes, v1::ReduceOp op,
+                                             DType dtype, const void* in, void* out,
+                                             int64_t count) {
+  if (in == out) return AllReduce(mesh_axes, op, dtype, out, count);
+  Call call;
+  RETURN_IF_ERROR(Begin("AllReduceInto", mesh_axes, count, out, &call));
+  const gloo::AllreduceOptions::Func reduce = GlooReduceFunction(op, dtype);
+  if (reduce == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(call.context, ": invalid reduce op ", static_cast<int>(op)));
+  }
+  if (count > 0 && in == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(call.context, ": input buffer is null"));
+  }
+  if (count == 0) return absl::OkStatus();
+  if (call.g == 1) {
+    std::memcpy(out, in, count * DTypeSize(dtype));
+    return absl::OkStatus();
+  }
+  return RunOnGroup(call, [&](Group* group) {
+    const std::shared_ptr<gloo::Context>& context = group->context;
+    if (group->same_host != nullptr) {
+      group->same_host->AllReduce(in, out, count, DTypeSize(dtype), reduce,
+                                  ToMillis(options_.timeout), &group->pairwise_scratch);
+      return;
+    }
+    if (call.g == 2) {
+      PairwiseAllreduceInto(context, in, out, count, DTypeSize(dtype), reduce,
+                            ToMillis(options_.timeout), PairwiseAllreduceOptions(),
+                            &group->pairwise_scratch);
+      return;
+    }
+    if (count % call.g == 0) {
+      ReduceScatterThenAllGather(context, in, out, count, DTypeSize(dtype), reduce,
+                                 ToMillis(options_.timeout), &group->pairwise_scratch, nullptr);
+      return;
+    }
+    // Counts that do not divide: Gloo's ring, reading `in` (it copies into `out` itself).
+    gloo::AllreduceOptions opts(context);
+    if (dtype == DType::kFloat32) {
+      opts.setInput(const_cast<float*>(static_cast<const float*>(in)), count);
+      opts.setOutput(static_cast<float*>(out), count);
+    } else {
+      opts.setInput(const_cast<int32_t*>(static_cast<const int32_t*>(in)), count);
+      opts.setOutput(static_cast<int32_t*>(out), count);
     }
     opts.setReduceFunction(reduce);
     opts.setTimeout(ToMillis(options_.timeout));
@@ -493,6 +585,103 @@ absl::Status GlooCommunicator::ReduceScatter(const std::vector<int>& mesh_axes, 
     PipelinedReduceScatter(group->context, in, out, count_per_rank, DTypeSize(dtype), reduce,
                            ToMillis(options_.timeout), PipelinedReduceScatterOptions(),
                            &group->pairwise_scratch);
+  });
+}
+
+absl::Status GlooCommunicator::AllToAllBlocked(const std::vector<int>& mesh_axes, const void* in,
+                                               int64_t in_blocks, void* out, int64_t out_blocks,
+                                               int64_t bytes_per_rank) {
+  if (in_blocks == 1 && out_blocks == 1) return AllToAll(mesh_axes, in, out, bytes_per_rank);
+  Call call;
+  RETURN_IF_ERROR(Begin("AllToAllBlocked", mesh_axes, bytes_per_rank, out, &call));
+  RETURN_IF_ERROR(CheckBlocks(call.context, "the input", in_blocks, bytes_per_rank));
+  RETURN_IF_ERROR(CheckBlocks(call.context, "the output", out_blocks, bytes_per_rank));
+  if (bytes_per_rank == 0) return absl::OkStatus();
+  if (call.g == 1) {
+    CopyChunk({static_cast<const char*>(in), in_blocks, 1, 0},
+              {static_cast<char*>(out), out_blocks, 1, 0}, bytes_per_rank);
+    return absl::OkStatus();
+  }
+  return RunOnGroup(call, [&](Group* group) {
+    if (group->same_host != nullptr) {
+      group->same_host->AllToAllBlocked(in, in_blocks, out, out_blocks, bytes_per_rank,
+                                        ToMillis(options_.timeout));
+      return;
+    }
+    BlockedAllToAll(group->context, in, in_blocks, out, out_blocks, bytes_per_rank,
+                    ToMillis(options_.timeout), &group->blocked_scratch);
+  });
+}
+
+absl::Status GlooCommunicator::AllGatherBlocked(const std::vector<int>& mesh_axes, const void* in,
+                                                int64_t bytes, void* out, int64_t out_blocks) {
+  if (out_blocks == 1) return AllGather(mesh_axes, in, bytes, out);
+  Call call;
+  RETURN_IF_ERROR(Begin("AllGatherBlocked", mesh_axes, bytes, out, &call));
+  RETURN_IF_ERROR(CheckBlocks(call.context, "the output", out_blocks, bytes));
+  if (bytes == 0) return absl::OkStatus();
+  if (call.g == 1) {
+    std::memcpy(out, in, bytes);
+    return absl::OkStatus();
+  }
+  return RunOnGroup(call, [&](Group* group) {
+    if (group->same_host != nullptr) {
+      group->same_host->AllGatherBlocked(in, bytes, out, out_blocks, ToMillis(options_.timeout));
+      return;
+    }
+    // Gloo's ring into the scratch, then every chunk to its runs.
+    const size_t total = call.g * bytes;
+    PairwiseScratch& scratch = group->blocked_scratch;
+    if (scratch.size < total) {
+      scratch.data.reset(new char[total]);
+      scratch.size = total;
+    }
+    gloo::AllgatherOptions opts(group->context);
+    opts.setInput(const_cast<char*>(static_cast<const char*>(in)), bytes);
+    opts.setOutput(scratch.data.get(), total);
+    opts.setTimeout(ToMillis(options_.timeout));
+    gloo::allgather(opts);
+    UnpackBlocked(scratch.data.get(), out_blocks, call.g, bytes, out);
+  });
+}
+
+absl::Status GlooCommunicator::ReduceScatterBlocked(const std::vector<int>& mesh_axes,
+                                                    v1::ReduceOp op, DType dtype, const void* in,
+                                                    int64_t in_blocks, int64_t count_per_rank,
+                                                    void* out) {
+  if (in_blocks == 1) return ReduceScatter(mesh_axes, op, dtype, in, count_per_rank, out);
+  Call call;
+  RETURN_IF_ERROR(Begin("ReduceScatterBlocked", mesh_axes, count_per_rank, out, &call));
+  RETURN_IF_ERROR(CheckBlocks(call.context, "the input", in_blocks, count_per_rank, "elements"));
+  const gloo::AllreduceOptions::Func reduce = GlooReduceFunction(op, dtype);
+  if (reduce == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(call.context, ": invalid reduce op ", static_cast<int>(op)));
+  }
+  const int64_t chunk = count_per_rank * DTypeSize(dtype);
+  if (chunk == 0) return absl::OkStatus();
+  if (call.g == 1) {
+    std::memcpy(out, in, chunk);
+    return absl::OkStatus();
+  }
+  return RunOnGroup(call, [&](Group* group) {
+    if (group->same_host != nullptr) {
+      group->same_host->ReduceScatterBlocked(in, in_blocks, out, count_per_rank, DTypeSize(dtype),
+                                             reduce, ToMillis(options_.timeout),
+                                             &group->pairwise_scratch);
+      return;
+    }
+    // Packed in storage order, then the pipelined point-to-point reduce-scatter.
+    const size_t total = call.g * chunk;
+    PairwiseScratch& scratch = group->blocked_scratch;
+    if (scratch.size < total) {
+      scratch.data.reset(new char[total]);
+      scratch.size = total;
+    }
+    PackBlocked(in, in_blocks, call.g, chunk, scratch.data.get());
+    PipelinedReduceScatter(group->context, scratch.data.get(), out, count_per_rank,
+                           DTypeSize(dtype), reduce, ToMillis(options_.timeout),
+                           PipelinedReduceScatterOptions(), &group->pairwise_scratch);
   });
 }
 

@@ -11,10 +11,12 @@
 // copy.
 //
 // Collectives use Gloo's options-style API with our own reduce functions for sum/max/min/prod on
-// float32 and int32 (int32 sum and product wrap, as in ReduceInto): AllReduce is Gloo's ring for
-// groups of three or more and PairwiseAllreduce (gloo_pairwise.h: the same traffic, pipelined,
-// faster on loopback) for groups of two; allgather, alltoall, broadcast and barrier are Gloo's,
-// and Permute is point-to-point send/recv on Gloo unbound buffers.
+// float32 and int32 (int32 sum and product wrap, as in ReduceInto): AllReduce is, for groups of
+// three or more, PipelinedReduceScatter (gloo_reduce_scatter.h) then Gloo's ring allgather in
+// place when the count divides by the group size (Gloo's ring allreduce otherwise), and
+// PairwiseAllreduce (gloo_pairwise.h: the same traffic, pipelined, faster on loopback) for groups
+// of two; allgather, alltoall, broadcast and barrier are Gloo's, and Permute is point-to-point
+// send/recv on Gloo unbound buffers.
 // Groups of two whose members are processes on one host (the local cluster) bypass Gloo after
 // connecting: data moves by one direct cross-process copy and the handshakes go through a
 // shared-memory mailbox (gloo_same_host.h; Options::same_host_copy).
@@ -22,7 +24,10 @@
 // each member's copy of this rank's chunk in rank order, piece by piece as it arrives, without a
 // whole-size scratch: read from the peer in place on the same-host path, PipelinedReduceScatter
 // (gloo_reduce_scatter.h) otherwise. Results of AllReduce are bitwise equal on every member, but
-// the combination order differs from LocalCollectiveHub's.
+// the combination order differs from LocalCollectiveHub's where Gloo's ring runs (groups of three
+// or more whose count does not divide by g); elsewhere elements combine in rank order, as there
+// (for two members, up to the operands' order in the one operation). AllReduceInto gives the same
+// bits as AllReduce on a copy.
 //
 // Errors: this class is the only place Gloo's exceptions are caught; none escapes. Every call
 // returns a Status whose message names the collective, the mesh axes, this processor's coordinate,
@@ -40,8 +45,18 @@
 // error at once (other groups carry on until they hit the failure themselves). Tear the session
 // down and build a new communicator with a fresh prefix.
 //
+// AllReduceInto reads its input in place on every path (same host: from the peer's input; TCP:
+// PairwiseAllreduceInto, the reduce-scatter, or Gloo's ring with separate input and output). The blocked calls
+// (communicator.h) read and write the interleaved pieces in place: on the same-host path the
+// peer's runs are read straight into ours (gloo_same_host.h); over TCP, AllToAllBlocked packs and
+// sends chunk by chunk (gloo_blocked.h), AllGatherBlocked gathers into a scratch and unpacks, and
+// ReduceScatterBlocked packs into a scratch for PipelinedReduceScatter.
+//
 // Memory: each group keeps a receive scratch once used: up to 8 MiB for AllReduce in a group of
-// two, 2 (g - 1) MiB for ReduceScatter in a group of g.
+// two, 2 (g - 1) MiB for ReduceScatter and AllReduce in a group of g >= 3; and over TCP the largest
+// of: for the blocked calls, the packing scratch used (up to two g-chunk buffers' worth for
+// AllToAllBlocked, one for the others; never on the same-host path or for contiguous chunks), and
+// one chunk (count / g elements) for an in-place AllReduce in a group of g >= 3.
 //
 // Thread-safety: all methods are thread-safe. Calls on the same group are serialised (so the
 // "same order on every member" contract is the caller's business); calls on *different* groups from
@@ -142,6 +157,16 @@ class GlooCommunicator : public Communicator {
   absl::Status Permute(int mesh_axis, int shift, bool wrap, const void* in, void* out,
                        int64_t bytes) override;
   absl::Status Barrier(const std::vector<int>& mesh_axes) override;
+  absl::Status AllReduceInto(const std::vector<int>& mesh_axes, v1::ReduceOp op, DType dtype,
+                             const void* in, void* out, int64_t count) override;
+  absl::Status AllToAllBlocked(const std::vector<int>& mesh_axes, const void* in,
+                               int64_t in_blocks, void* out, int64_t out_blocks,
+                               int64_t bytes_per_rank) override;
+  absl::Status AllGatherBlocked(const std::vector<int>& mesh_axes, const void* in, int64_t bytes,
+                                void* out, int64_t out_blocks) override;
+  absl::Status ReduceScatterBlocked(const std::vector<int>& mesh_axes, v1::ReduceOp op,
+                                    DType dtype, const void* in, int64_t in_blocks,
+                                    int64_t count_per_rank, void* out) override;
 
  private:
   struct Group;

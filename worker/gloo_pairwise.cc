@@ -29,6 +29,16 @@ void PairwiseAllreduce(const std::shared_ptr<gloo::Context>& context, void* data
                        size_t element_size, const gloo::AllreduceOptions::Func& reduce,
                        std::chrono::milliseconds timeout, const PairwiseAllreduceOptions& options,
                        PairwiseScratch* scratch_space) {
+  PairwiseAllreduceInto(context, data, data, count, element_size, reduce, timeout, options,
+                        scratch_space);
+}
+
+void PairwiseAllreduceInto(const std::shared_ptr<gloo::Context>& context, const void* in,
+                           void* data, size_t count, size_t element_size,
+                           const gloo::AllreduceOptions::Func& reduce,
+                           std::chrono::milliseconds timeout,
+                           const PairwiseAllreduceOptions& options,
+                           PairwiseScratch* scratch_space) {
   if (context->size != 2 || element_size == 0 || options.window == 0) {
     throw gloo::EnforceNotMet(__FILE__, __LINE__, "size == 2 && element_size > 0 && window > 0",
                               "PairwiseAllreduce: bad context size or options");
@@ -63,7 +73,8 @@ void PairwiseAllreduce(const std::shared_ptr<gloo::Context>& context, void* data
   char* const scratch_memory = scratch_space->data.get();
   // Separate buffers on the same memory, so each one's completions come in posting order.
   auto scratch = context->createUnboundBuffer(scratch_memory, scratch_bytes);
-  auto rs_send = context->createUnboundBuffer(data, count * element_size);
+  // Gloo only reads what it sends; its API is not const-correct.
+  auto rs_send = context->createUnboundBuffer(const_cast<void*>(in), count * element_size);
   auto ag_send = context->createUnboundBuffer(data, count * element_size);
   auto ag_recv = context->createUnboundBuffer(data, count * element_size);
   const uint64_t rs_slot = gloo::Slot::build(kPairwiseSlotPrefix, 0);
@@ -79,14 +90,15 @@ void PairwiseAllreduce(const std::shared_ptr<gloo::Context>& context, void* data
   }
   for (size_t k = 0; k < std::max(own.count(), other.count()); ++k) {
     if (k < other.count()) {
-      // Our copy of the peer's segment k has left; its reduced version may now overwrite it.
+      // Our copy of the peer's segment k has left; its reduced version may now overwrite it
+      // (in place; out of place `in` is never written).
       rs_send->waitSend(nullptr, remaining());
       ag_recv->recv(peer, ag_slot, other.offset(k), other.length(k));
     }
     if (k < own.count()) {
       scratch->waitRecv(nullptr, remaining());
-      char* mine = base + own.offset(k);
-      reduce(mine, mine, scratch_memory + scratch_offset(k), own.length(k) / element_size);
+      reduce(base + own.offset(k), static_cast<const char*>(in) + own.offset(k),
+             scratch_memory + scratch_offset(k), own.length(k) / element_size);
       if (k + window < own.count()) {
         scratch->recv(peer, rs_slot, scratch_offset(k), own.length(k + window));
       }

@@ -55,6 +55,16 @@ void PairwiseAllreduce(const std::shared_ptr<gloo::Context>& context, void* data
                        const PairwiseAllreduceOptions& options = PairwiseAllreduceOptions(),
                        PairwiseScratch* scratch = nullptr);
 
+// Out of place: `out` becomes the reduction of both ranks' `in`, which is only read (`in` == `out`
+// is the in-place call above; otherwise they must not overlap). The same traffic and results.
+// `reduce(c, a, b, n)` may then be called with c != a.
+void PairwiseAllreduceInto(const std::shared_ptr<gloo::Context>& context, const void* in,
+                           void* out, size_t count, size_t element_size,
+                           const gloo::AllreduceOptions::Func& reduce,
+                           std::chrono::milliseconds timeout,
+                           const PairwiseAllreduceOptions& options = PairwiseAllreduceOptions(),
+                           PairwiseScratch* scratch = nullptr);
+
 }  // namespace meshrt
 
 #endif  // MESHRT_WORKER_GLOO_PAIRWISE_H_

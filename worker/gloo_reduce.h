@@ -10,7 +10,7 @@
 
 namespace meshrt {
 
-// c[i] = op(a[i], b[i]) for n elements; c may be the same array as a. Null for REDUCE_INVALID or
+// c[i] = op(a[i], b[i]) for n elements; c may be the same array as a or b. Null for REDUCE_INVALID or
 // an unknown op.
 gloo::AllreduceOptions::Func GlooReduceFunction(v1::ReduceOp op, DType dtype);
 

@@ -25,6 +25,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "core/status_macros.h"
+#include "runtime/blocked_chunks.h"
 
 namespace meshrt {
 
@@ -38,6 +39,7 @@ struct SameHostPeer::Mailbox {
     std::atomic<uint64_t> mapped_at;  // the mailbox's address in the owner's process
     std::atomic<uint64_t> address[2];
     std::atomic<uint64_t> bytes[2];
+    std::atomic<uint64_t> extra[2][3];  // more addresses or blockings, per call
   };
   Side side[2];
 };
@@ -203,7 +205,8 @@ void SameHostPeer::Fail(absl::Status status) {
 }
 
 uint64_t SameHostPeer::Exchange(const void* address, size_t bytes,
-                                std::chrono::milliseconds timeout) {
+                                std::chrono::milliseconds timeout, const Extra& extra,
+                                Extra* their_extra) {
   using Clock = std::chrono::steady_clock;
   Mailbox::Side& mine = mailbox_->side[rank_];
   Mailbox::Side& theirs = mailbox_->side[1 - rank_];
@@ -211,6 +214,9 @@ uint64_t SameHostPeer::Exchange(const void* address, size_t bytes,
   const int slot = n & 1;
   mine.address[slot].store(reinterpret_cast<uintptr_t>(address), std::memory_order_relaxed);
   mine.bytes[slot].store(bytes, std::memory_order_relaxed);
+  for (size_t i = 0; i < extra.size(); ++i) {
+    mine.extra[slot][i].store(extra[i], std::memory_order_relaxed);
+  }
   // Release: the peer that sees `n` also sees the payload and our earlier writes to our buffers.
   mine.handshakes.store(n, std::memory_order_release);
   FutexWake(&mine.handshakes);
@@ -254,6 +260,11 @@ uint64_t SameHostPeer::Exchange(const void* address, size_t bytes,
                                                  " bytes and this one ", bytes,
                                                  "; every member must make the same calls")));
   }
+  if (their_extra != nullptr) {
+    for (size_t i = 0; i < their_extra->size(); ++i) {
+      (*their_extra)[i] = theirs.extra[slot][i].load(std::memory_order_relaxed);
+    }
+  }
   return theirs.address[slot].load(std::memory_order_relaxed);
 }
 
@@ -264,25 +275,79 @@ void SameHostPeer::Read(void* local, uint64_t remote, size_t bytes) {
     struct iovec r = {reinterpret_cast<void*>(remote), bytes};
     const ssize_t n = process_vm_readv(peer_pid_, &l, 1, &r, 1, 0);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int error = n < 0 ? errno : EIO;
-      Fail(absl::Status(
-          error == ESRCH ? absl::StatusCode::kUnavailable : absl::StatusCode::kInternal,
-          absl::StrCat("reading ", bytes, " bytes from peer process ", peer_pid_,
-                       error == ESRCH ? " (the process is gone)" : "", ": ",
-                       std::strerror(error))));
-    }
+    if (n <= 0) FailCopy(false, n < 0 ? errno : EIO, bytes);
     dst += n;
     remote += n;
     bytes -= n;
   }
 }
 
-void SameHostPeer::AllReduce(void* data, size_t count, size_t element_size,
+void SameHostPeer::FailCopy(bool write, int error, size_t bytes) {
+  Fail(absl::Status(error == ESRCH ? absl::StatusCode::kUnavailable : absl::StatusCode::kInternal,
+                    absl::StrCat(write ? "writing " : "reading ", bytes,
+                                 write ? " bytes to peer process " : " bytes from peer process ",
+                                 peer_pid_,
+                                 error == ESRCH ? " (the process is gone)" : "", ": ",
+                                 std::strerror(error))));
+}
+
+void SameHostPeer::CheckSameBlocking(const char* what, int64_t mine, uint64_t theirs) {
+  if (theirs == static_cast<uint64_t>(mine)) return;
+  Fail(absl::InvalidArgumentError(absl::StrCat("the peer's ", what, " is blocked in ", theirs,
+                                               " blocks and this one's in ", mine,
+                                               "; every member must make the same calls")));
+}
+
+namespace {
+
+// process_vm_readv takes at most this many iovecs a side (UIO_MAXIOV).
+constexpr int kMaxIovecs = 1024;
+
+// Fills `iov` with the spans of stream bytes [pos, pos + limit) of a chunk laid out as `runs`
+// (at most kMaxIovecs); returns how many bytes they cover.
+template <typename Runs>
+size_t FillIovecs(const Runs& runs, size_t pos, size_t limit, struct iovec* iov, int* count) {
+  size_t covered = 0;
+  *count = 0;
+  while (covered < limit && *count < kMaxIovecs) {
+    const size_t p = pos + covered;
+    const size_t within = p % runs.run;
+    const size_t n = std::min(runs.run - within, limit - covered);
+    iov[*count].iov_base = reinterpret_cast<void*>(runs.base + (p / runs.run) * runs.stride + within);
+    iov[*count].iov_len = n;
+    ++*count;
+    covered += n;
+  }
+  return covered;
+}
+
+}  // namespace
+
+void SameHostPeer::TransferRuns(bool write, const Runs& local, const Runs& remote, size_t offset,
+                                size_t bytes) {
+  std::vector<struct iovec> l(kMaxIovecs), r(kMaxIovecs);
+  for (size_t pos = offset, end = offset + bytes; pos < end;) {
+    int nl = 0, nr = 0;
+    size_t span = FillIovecs(local, pos, end - pos, l.data(), &nl);
+    span = FillIovecs(remote, pos, span, r.data(), &nr);
+    FillIovecs(local, pos, span, l.data(), &nl);  // both sides cover the same bytes
+    const ssize_t n = write ? process_vm_writev(peer_pid_, l.data(), nl, r.data(), nr, 0)
+                            : process_vm_readv(peer_pid_, l.data(), nl, r.data(), nr, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) FailCopy(write, n < 0 ? errno : EIO, span);
+    pos += static_cast<size_t>(n);
+  }
+}
+
+void SameHostPeer::AllReduce(const void* in, void* data, size_t count, size_t element_size,
                              const gloo::AllreduceOptions::Func& reduce,
                              std::chrono::milliseconds timeout, PairwiseScratch* scratch) {
   const size_t total = count * element_size;
-  const uint64_t theirs = Exchange(data, total, timeout);
+  // The peer's input (read in phase 1) and output (read in phase 2): the same buffer in place.
+  Extra their_extra;
+  const uint64_t theirs =
+      Exchange(data, total, timeout, {reinterpret_cast<uintptr_t>(in), 0, 0}, &their_extra);
+  const uint64_t their_in = their_extra[0];
   // As in PairwiseAllreduce: rank 0 owns the first ceil(count / 2) elements and reduces them,
   // rank 1 the rest, so every element is reduced once and both ranks end bitwise equal.
   const size_t first = (count + 1) / 2 * element_size;
@@ -296,13 +361,14 @@ void SameHostPeer::AllReduce(void* data, size_t count, size_t element_size,
     scratch->size = scratch_bytes;
   }
   char* const base = static_cast<char*>(data);
-  // Phase 1: reduce our half with the peer's copy of it. Meanwhile the peer reads only the other
-  // half of our buffer, which we leave alone.
+  const char* const input = static_cast<const char*>(in);
+  // Phase 1: reduce our half of both inputs into our output. Meanwhile the peer reads only the
+  // other half of our input, which we leave alone (in place, our output is our input).
   for (size_t offset = 0; offset < own_bytes; offset += piece) {
     const size_t length = std::min(piece, own_bytes - offset);
-    char* mine = base + own_begin + offset;
-    Read(scratch->data.get(), theirs + own_begin + offset, length);
-    reduce(mine, mine, scratch->data.get(), length / element_size);
+    Read(scratch->data.get(), their_in + own_begin + offset, length);
+    reduce(base + own_begin + offset, input + own_begin + offset, scratch->data.get(),
+           length / element_size);
   }
   Done(timeout);
   // Phase 2: fetch the peer's reduced half into ours while it fetches our reduced half.
@@ -327,6 +393,83 @@ void SameHostPeer::AllToAll(const void* in, void* out, size_t bytes_per_rank,
   // The peer's chunk addressed to us.
   Read(dst + (1 - rank_) * bytes_per_rank, theirs + rank_ * bytes_per_rank, bytes_per_rank);
   Done(timeout);
+}
+
+void SameHostPeer::AllToAllBlocked(const void* in, int64_t in_blocks, void* out,
+                                   int64_t out_blocks, size_t bytes_per_rank,
+                                   std::chrono::milliseconds timeout) {
+  Extra theirs_extra;
+  const uint64_t theirs =
+      Exchange(in, 2 * bytes_per_rank, timeout,
+               {static_cast<uint64_t>(in_blocks), static_cast<uint64_t>(out_blocks),
+                reinterpret_cast<uintptr_t>(out)},
+               &theirs_extra);
+  CheckSameBlocking("input", in_blocks, theirs_extra[0]);
+  CheckSameBlocking("output", out_blocks, theirs_extra[1]);
+  const size_t in_run = bytes_per_rank / in_blocks, out_run = bytes_per_rank / out_blocks;
+  CopyChunk({static_cast<const char*>(in), in_blocks, 2, rank_},
+            {static_cast<char*>(out), out_blocks, 2, rank_}, bytes_per_rank);
+  if (out_run >= in_run) {
+    // Push our chunk for the peer into its output, whose runs are the longer ones.
+    const Runs local = {reinterpret_cast<uintptr_t>(in) + (1 - rank_) * in_run, in_run,
+                        2 * in_run};
+    const Runs remote = {theirs_extra[2] + rank_ * out_run, out_run, 2 * out_run};
+    WriteRuns(local, remote, 0, bytes_per_rank);
+  } else {
+    // Pull the peer's chunk for us out of its input.
+    const Runs local = {reinterpret_cast<uintptr_t>(out) + (1 - rank_) * out_run, out_run,
+                        2 * out_run};
+    const Runs remote = {theirs + rank_ * in_run, in_run, 2 * in_run};
+    ReadRuns(local, remote, 0, bytes_per_rank);
+  }
+  Done(timeout);  // both chunks have landed; neither buffer is touched any more
+}
+
+void SameHostPeer::AllGatherBlocked(const void* in, size_t bytes, void* out, int64_t out_blocks,
+                                    std::chrono::milliseconds timeout) {
+  const uint64_t theirs = Exchange(in, bytes, timeout);
+  const size_t run = bytes / out_blocks;
+  CopyChunk({static_cast<const char*>(in), 1, 1, 0}, {static_cast<char*>(out), out_blocks, 2, rank_},
+            bytes);
+  const Runs local = {reinterpret_cast<uintptr_t>(out) + (1 - rank_) * run, run, 2 * run};
+  ReadRuns(local, {theirs, bytes, bytes}, 0, bytes);
+  Done(timeout);
+}
+
+void SameHostPeer::ReduceScatterBlocked(const void* in, int64_t in_blocks, void* out, size_t count,
+                                        size_t element_size,
+                                        const gloo::AllreduceOptions::Func& reduce,
+                                        std::chrono::milliseconds timeout,
+                                        PairwiseScratch* scratch) {
+  const size_t chunk = count * element_size;
+  Extra theirs_extra;
+  Exchange(in, 2 * chunk, timeout,
+           {static_cast<uint64_t>(in_blocks), reinterpret_cast<uintptr_t>(out), 0}, &theirs_extra);
+  CheckSameBlocking("input", in_blocks, theirs_extra[0]);
+  const size_t run = chunk / in_blocks;  // whole elements: in_blocks divides count
+  // Our copy of the peer's chunk into its output (contiguous there: the kernel pins few pages).
+  WriteRuns({reinterpret_cast<uintptr_t>(in) + (1 - rank_) * run, run, 2 * run},
+            {theirs_extra[1], chunk, chunk}, 0, chunk);
+  Done(timeout);  // the peer's copy of our chunk is in `out`; nobody touches our buffers now
+  // out = op(rank 0's copy, rank 1's copy), as ReduceScatter: our copy gathered a few blocks at a
+  // time into the scratch (still in cache when reduced), one reduce call per piece however short
+  // the runs.
+  const size_t per_piece = std::max<size_t>(1, kReducePiece / run);  // blocks
+  const size_t scratch_bytes = std::min<size_t>(per_piece, in_blocks) * run;
+  if (scratch->size < scratch_bytes) {
+    scratch->data.reset(new char[scratch_bytes]);
+    scratch->size = scratch_bytes;
+  }
+  const char* const input = static_cast<const char*>(in);
+  char* const dst = static_cast<char*>(out);
+  char* const mine = scratch->data.get();
+  for (size_t o = 0; o < static_cast<size_t>(in_blocks); o += per_piece) {
+    const size_t blocks = std::min(per_piece, static_cast<size_t>(in_blocks) - o);
+    CopyChunk({input + o * 2 * run, static_cast<int64_t>(blocks), 2, rank_}, {mine, 1, 1, 0},
+              blocks * run);
+    char* d = dst + o * run;
+    reduce(d, rank_ == 0 ? mine : d, rank_ == 0 ? d : mine, blocks * run / element_size);
+  }
 }
 
 void SameHostPeer::ReduceScatter(const void* in, void* out, size_t count, size_t element_size,

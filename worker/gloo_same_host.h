@@ -4,9 +4,9 @@
 // event-loop thread, and each handshake costs two thread wakeups per side; on a 2-core machine that
 // caps a 2-rank allreduce near 1.5 GB/s. When the peer is a process on this host whose memory we
 // may read (process_vm_readv: same user, and no Yama restriction or CAP_SYS_PTRACE), each rank
-// instead copies what it needs straight out of the peer's buffer, once. The two ranks synchronise
-// through a small shared-memory mailbox (one page, futex waits), so a handshake costs about a
-// microsecond when both are running.
+// instead copies what it needs straight out of the peer's buffer (or, process_vm_writev, into it),
+// once. The two ranks synchronise through a small shared-memory mailbox (one page, futex waits),
+// so a handshake costs about a microsecond when both are running.
 //
 // Probe() decides, once per group, whether this path is usable: each rank publishes its pid and
 // the address and value of a random token in the KeyValueStore and reads the peer's token through
@@ -29,6 +29,7 @@
 
 #include <sys/types.h>
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -67,9 +68,10 @@ class SameHostPeer {
   SameHostPeer(const SameHostPeer&) = delete;
   SameHostPeer& operator=(const SameHostPeer&) = delete;
 
-  // In place on `data` (count elements of element_size); `reduce` as for gloo::allreduce.
-  // Reuses `scratch` (grown to at most 1 MiB).
-  void AllReduce(void* data, size_t count, size_t element_size,
+  // `data` (count elements of element_size) becomes the reduction of both ranks' `in`, which is
+  // only read and may be `data` itself (in place); `reduce` as for gloo::allreduce. Reuses
+  // `scratch` (grown to at most 1 MiB).
+  void AllReduce(const void* in, void* data, size_t count, size_t element_size,
                  const gloo::AllreduceOptions::Func& reduce, std::chrono::milliseconds timeout,
                  PairwiseScratch* scratch);
   // `out` (2 * bytes) receives both ranks' `in`, in rank order.
@@ -83,6 +85,23 @@ class SameHostPeer {
   void ReduceScatter(const void* in, void* out, size_t count, size_t element_size,
                      const gloo::AllreduceOptions::Func& reduce, std::chrono::milliseconds timeout,
                      PairwiseScratch* scratch);
+  // The blocked forms (runtime/communicator.h "Blocked", runtime/blocked_chunks.h): chunks move
+  // straight between the two ranks' buffers run by run (process_vm_readv / writev with one iovec
+  // per run: pulled from the peer's buffer, or pushed into it when the peer's side has the longer
+  // runs), and our own chunk is copied run by run, so neither side packs. Both ranks must pass the
+  // same blockings (a disagreement is InvalidArgument on both).
+  //   AllToAllBlocked: `in`'s 2 chunks blocked in `in_blocks`, `out`'s in `out_blocks`.
+  void AllToAllBlocked(const void* in, int64_t in_blocks, void* out, int64_t out_blocks,
+                       size_t bytes_per_rank, std::chrono::milliseconds timeout);
+  //   AllGatherBlocked: `out`'s 2 chunks blocked in `out_blocks`.
+  void AllGatherBlocked(const void* in, size_t bytes, void* out, int64_t out_blocks,
+                        std::chrono::milliseconds timeout);
+  //   ReduceScatterBlocked: `in`'s 2 chunks of `count` elements blocked in `in_blocks` (which
+  //   divides `count`); otherwise as ReduceScatter. Each rank pushes its copy of the peer's chunk
+  //   into the peer's `out`, then reduces its own copy into `out` (the same rank order).
+  void ReduceScatterBlocked(const void* in, int64_t in_blocks, void* out, size_t count,
+                            size_t element_size, const gloo::AllreduceOptions::Func& reduce,
+                            std::chrono::milliseconds timeout, PairwiseScratch* scratch);
   // `data` becomes rank `root`'s.
   void Broadcast(int root, void* data, size_t bytes, std::chrono::milliseconds timeout);
   // `out` receives `in` of rank `src` (this rank or the peer); with src < 0 `out` is left alone.
@@ -100,11 +119,39 @@ class SameHostPeer {
   // One handshake: publishes {address, bytes}, waits until the peer has published its own for the
   // same handshake and returns the peer's address after checking that the sizes agree. Closes
   // this side and throws on any failure.
-  uint64_t Exchange(const void* address, size_t bytes, std::chrono::milliseconds timeout);
+  // `extra` travels with the payload (more addresses, blockings to compare); the peer's lands in
+  // `*their_extra` when that is non-null.
+  using Extra = std::array<uint64_t, 3>;
+  uint64_t Exchange(const void* address, size_t bytes, std::chrono::milliseconds timeout,
+                    const Extra& extra = Extra{}, Extra* their_extra = nullptr);
   // A handshake without payload: returns once the peer reached the same point.
   void Done(std::chrono::milliseconds timeout) { Exchange(nullptr, 0, timeout); }
   // Copies `bytes` at the peer's address `remote` to `local`.
   void Read(void* local, uint64_t remote, size_t bytes);
+  // A chunk's byte stream in a buffer: byte p of the chunk lies at
+  // base + (p / run) * stride + p % run (runtime/blocked_chunks.h).
+  struct Runs {
+    uint64_t base;
+    size_t run;
+    size_t stride;
+  };
+  // Copies bytes [offset, offset + bytes) of the peer's chunk `remote` to the same bytes of our
+  // chunk `local` (ReadRuns), or the other way (WriteRuns). The kernel pins the peer's pages
+  // one iovec at a time, which costs far more than walking our own: callers make the peer's side
+  // the one with the longer runs (pull from a contiguous chunk, push into one).
+  void ReadRuns(const Runs& local, const Runs& remote, size_t offset, size_t bytes) {
+    TransferRuns(false, local, remote, offset, bytes);
+  }
+  void WriteRuns(const Runs& local, const Runs& remote, size_t offset, size_t bytes) {
+    TransferRuns(true, local, remote, offset, bytes);
+  }
+  void TransferRuns(bool write, const Runs& local, const Runs& remote, size_t offset,
+                    size_t bytes);
+  // Closes this side and throws for a failed process_vm_readv (or, with `write`, writev) of
+  // `bytes` (errno `error`).
+  [[noreturn]] void FailCopy(bool write, int error, size_t bytes);
+  // Throws InvalidArgument (both ranks) unless the peer's blocking `theirs` equals `mine`.
+  void CheckSameBlocking(const char* what, int64_t mine, uint64_t theirs);
   // Marks this side closed and wakes the peer.
   void Close();
   [[noreturn]] void Fail(absl::Status status);
