@@ -149,18 +149,6 @@ TEST(BlockedChunksTest, CopyChunkMergesRunsThatDoNotDivideEachOther) {
   EXPECT_EQ(dst, want);
 }
 
-// Runs `fn(pnum, communicator)` on one thread per processor of the hub's mesh.
-std::vector<absl::Status> RunOnAll(LocalCollectiveHub& hub,
-                                   const std::function<absl::Status(int, Communicator*)>& fn) {
-  const int n = hub.mesh().num_processors();
-  std::vector<absl::Status> statuses(n);
-  std::vector<std::thread> threads;
-  for (int p = 0; p < n; ++p) {
-    threads.emplace_back([&, p] { statuses[p] = fn(p, hub.communicator(p)); });
-  }
-  for (std::thread& t : threads) t.join();
-  return statuses;
-}
 
 TEST(BlockedCollectivesTest, DefaultsEqualPackingThePlainCallAndUnpackingOnA2DMesh) {
   // Mesh 2x3; groups over the columns (g = 3) and the rows (g = 2). Each processor's tensor
@@ -172,7 +160,7 @@ TEST(BlockedCollectivesTest, DefaultsEqualPackingThePlainCallAndUnpackingOnA2DMe
     for (const std::vector<int>& axes : {std::vector<int>{1}, std::vector<int>{0}}) {
       LocalCollectiveHub hub(mesh);
       const int64_t g = mesh.GroupSize(axes);
-      const std::vector<absl::Status> statuses = RunOnAll(hub, [&](int p, Communicator* comm) {
+      const std::vector<absl::Status> statuses = hub.RunOnAll([&](int p, Communicator* comm) {
         const std::string where = absl::StrCat(DTypeName(dtype), " processor ", p, " axes ",
                                                MeshAxesString(mesh, axes));
         const Tensor t = Distinct(dtype, shape, p);

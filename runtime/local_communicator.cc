@@ -1,6 +1,7 @@
 #include "runtime/local_communicator.h"
 
 #include <cstring>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -294,6 +295,18 @@ absl::StatusOr<std::shared_ptr<const LocalCollectiveHub::Round>> LocalCollective
         absl::StrCat(a.context, ": another member failed: ", round->failed.message()));
   }
   return abort_status_;
+}
+
+std::vector<absl::Status> LocalCollectiveHub::RunOnAll(
+    const std::function<absl::Status(int, Communicator*)>& fn) {
+  const int n = mesh_.num_processors();
+  std::vector<absl::Status> statuses(n);
+  std::vector<std::thread> threads;
+  for (int p = 0; p < n; ++p) {
+    threads.emplace_back([&, p] { statuses[p] = fn(p, communicator(p)); });
+  }
+  for (std::thread& t : threads) t.join();
+  return statuses;
 }
 
 }  // namespace meshrt

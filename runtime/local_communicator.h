@@ -24,6 +24,7 @@
 #define MESHRT_RUNTIME_LOCAL_COMMUNICATOR_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -66,6 +67,10 @@ class LocalCollectiveHub {
   void Abort(absl::Status status);
   // OK unless Abort was called.
   absl::Status abort_status() const;
+
+  // Runs fn(pnum, communicator(pnum)) on one thread per processor and waits for all; the
+  // statuses by processor number.
+  std::vector<absl::Status> RunOnAll(const std::function<absl::Status(int, Communicator*)>& fn);
 
  private:
   friend class LocalCommunicator;

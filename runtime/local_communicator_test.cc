@@ -20,18 +20,6 @@ namespace {
 using ::testing::ElementsAreArray;
 using ::testing::HasSubstr;
 
-// Runs `fn(pnum, communicator)` on one thread per processor; returns the statuses by processor.
-std::vector<absl::Status> RunOnAll(LocalCollectiveHub& hub,
-                                   const std::function<absl::Status(int, Communicator*)>& fn) {
-  const int n = hub.mesh().num_processors();
-  std::vector<absl::Status> statuses(n);
-  std::vector<std::thread> threads;
-  for (int p = 0; p < n; ++p) {
-    threads.emplace_back([&, p] { statuses[p] = fn(p, hub.communicator(p)); });
-  }
-  for (std::thread& t : threads) t.join();
-  return statuses;
-}
 
 // The group of `p` over `axes`, computed directly: processors whose coordinates agree with p's off
 // `axes`. Row-major numbering makes ascending processor number the rank order.
@@ -141,7 +129,7 @@ TEST_P(CollectivesTest, EveryCollectiveOnEveryGroup) {
     }
     subsets.push_back(axes);
   }
-  std::vector<absl::Status> statuses = RunOnAll(hub, [&](int p, Communicator* comm) {
+  std::vector<absl::Status> statuses = hub.RunOnAll([&](int p, Communicator* comm) {
     EXPECT_EQ(comm->coordinate(), mesh.Coordinate(p));
     for (const std::vector<int>& axes : subsets) {
       RETURN_IF_ERROR(CheckAllCollectives(mesh, axes, p, comm));
@@ -169,7 +157,7 @@ class PermuteTest : public ::testing::TestWithParam<std::string> {};
 TEST_P(PermuteTest, EveryShiftAlongEveryAxis) {
   const Mesh mesh = *Mesh::Parse(GetParam());
   LocalCollectiveHub hub(mesh, {absl::Seconds(10)});
-  std::vector<absl::Status> statuses = RunOnAll(hub, [&](int p, Communicator* comm) {
+  std::vector<absl::Status> statuses = hub.RunOnAll([&](int p, Communicator* comm) {
     const std::vector<int64_t> coord = mesh.Coordinate(p);
     for (int axis = 0; axis < mesh.ndims(); ++axis) {
       const int g = static_cast<int>(mesh.size(axis));
@@ -224,7 +212,7 @@ TEST(LocalCommunicatorTest, PermuteHelpers) {
 TEST(LocalCommunicatorTest, PermuteMembersThatDisagreeFail) {
   const Mesh mesh = *Mesh::Parse("x:2");
   LocalCollectiveHub hub(mesh, {absl::Seconds(10)});
-  std::vector<absl::Status> statuses = RunOnAll(hub, [](int p, Communicator* comm) {
+  std::vector<absl::Status> statuses = hub.RunOnAll([](int p, Communicator* comm) {
     int32_t in = p, out = 0;
     return comm->Permute(0, p == 0 ? 1 : -1, false, &in, &out, 4);
   });
@@ -335,7 +323,7 @@ TEST(LocalCommunicatorTest, AbortReleasesWaitersWithItsStatus) {
 TEST(LocalCommunicatorTest, MembersThatDisagreeFail) {
   const Mesh mesh = *Mesh::Parse("x:2");
   LocalCollectiveHub hub(mesh, {absl::Seconds(10)});
-  std::vector<absl::Status> statuses = RunOnAll(hub, [](int p, Communicator* comm) {
+  std::vector<absl::Status> statuses = hub.RunOnAll([](int p, Communicator* comm) {
     std::vector<float> v(3 + p, 1.0f);
     return comm->AllReduce({0}, v1::REDUCE_SUM, DType::kFloat32, v.data(), 3 + p);
   });
