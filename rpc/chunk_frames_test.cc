@@ -7,27 +7,11 @@
 #include "core/slicing.h"
 #include "core/test_util.h"
 #include "gtest/gtest.h"
+#include "rpc/test_tensors.h"
 #include "rpc/tensor_chunks.h"
 
 namespace meshrt {
 namespace {
-
-Tensor Iota(DType dtype, const Shape& s) {
-  Tensor t = Tensor::Uninitialized(dtype, s);
-  for (int64_t i = 0; i < s.num_elements(); ++i) {
-    if (dtype == DType::kFloat32) {
-      t.f32()[i] = 0.5f + static_cast<float>(i);
-    } else {
-      t.i32()[i] = static_cast<int32_t>(3 * i - 1000);
-    }
-  }
-  return t;
-}
-
-bool SameBytes(const Tensor& a, const Tensor& b) {
-  return a.dtype() == b.dtype() && a.shape() == b.shape() &&
-         std::memcmp(TensorData(a), TensorData(b), TensorBytes(a)) == 0;
-}
 
 std::string Flatten(const grpc::ByteBuffer& b) {
   std::vector<grpc::Slice> slices;

@@ -6,27 +6,10 @@
 #include "core/slicing.h"
 #include "core/test_util.h"
 #include "gtest/gtest.h"
+#include "rpc/test_tensors.h"
 
 namespace meshrt {
 namespace {
-
-// Elements 0, 1, 2, ... (distinct, so a misplaced element shows).
-Tensor Iota(DType dtype, const Shape& s) {
-  Tensor t = Tensor::Uninitialized(dtype, s);
-  for (int64_t i = 0; i < s.num_elements(); ++i) {
-    if (dtype == DType::kFloat32) {
-      t.f32()[i] = static_cast<float>(i);
-    } else {
-      t.i32()[i] = static_cast<int32_t>(-7 * i);
-    }
-  }
-  return t;
-}
-
-bool SameBytes(const Tensor& a, const Tensor& b) {
-  return a.dtype() == b.dtype() && a.shape() == b.shape() &&
-         std::memcmp(TensorData(a), TensorData(b), TensorBytes(a)) == 0;
-}
 
 struct Case {
   const char* mesh;
