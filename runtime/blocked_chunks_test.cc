@@ -88,7 +88,9 @@ TEST(BlockedChunksTest, PackRangesInAnyOrderMakeTheWholePacking) {
         for (int64_t first = (blocks - 1) / 3 * 3; first >= 0; first -= 3) {
           PackBlockedRange(TensorData(t), blocks, parts, bytes / parts, first,
                            std::min<int64_t>(3, blocks - first), got.data());
-          if (first > 0) EXPECT_NE(got, want) << "band " << first << " wrote too much";
+          if (first > 0) {
+            EXPECT_NE(got, want) << "band " << first << " wrote too much";
+          }
         }
         EXPECT_EQ(got, want) << DTypeName(dtype) << " axis " << axis << " parts " << parts;
       }
