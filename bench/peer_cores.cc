@@ -8,9 +8,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <functional>
-#include <sstream>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -34,36 +32,12 @@ std::string FileIdentity(const std::string& path) {
   return absl::StrCat(resolved, " ", st.st_size, " ", st.st_mtime);
 }
 
-std::string Serialize(const std::vector<kernels::CoreMeasurement>& cores) {
-  std::string out;
-  for (const kernels::CoreMeasurement& c : cores) {
-    absl::StrAppend(&out, c.requested, " ", c.corename.empty() ? "-" : c.corename, " ",
-                    c.correct ? 1 : 0, " ", absl::StrFormat("%.1f", c.gflops), "\n");
-  }
-  return out;
-}
-
 // The cached measurements, when the file holds exactly `candidates`.
 bool ReadCache(const std::string& path, const std::vector<std::string>& candidates,
                std::vector<kernels::CoreMeasurement>* cores) {
-  std::ifstream in(path);
-  std::string line;
-  while (in && std::getline(in, line)) {
-    char requested[64], corename[64];
-    int correct = 0;
-    double gflops = 0;
-    if (std::sscanf(line.c_str(), "%63s %63s %d %lf", requested, corename, &correct, &gflops) !=
-        4) {
-      return false;
-    }
-    kernels::CoreMeasurement c;
-    c.requested = requested;
-    c.corename = std::string(corename) == "-" ? "" : corename;
-    c.correct = correct != 0;
-    c.gflops = gflops;
-    if (c.corename.empty()) c.error = "failed when measured";
+  if (!kernels::ReadMeasurements(path, cores)) return false;
+  for (kernels::CoreMeasurement& c : *cores) {
     if (!c.corename.empty() && !c.correct) c.error = "wrong results when measured";
-    cores->push_back(c);
   }
   if (cores->size() != candidates.size()) return false;
   for (size_t i = 0; i < candidates.size(); ++i) {
@@ -152,16 +126,8 @@ PeerCores PeerCoresFor(const std::string& python, const std::string& script,
   for (const std::string& core : candidates) {
     result.cores.push_back(MeasurePeerCore(python, script, core));
   }
-  if (!result.cache_file.empty()) {
-    const std::string tmp = absl::StrCat(result.cache_file, ".tmp.", getpid());
-    {
-      std::ofstream out(tmp, std::ios::trunc);
-      out << Serialize(result.cores);
-    }
-    if (std::rename(tmp.c_str(), result.cache_file.c_str()) != 0) {
-      std::remove(tmp.c_str());
-      result.cache_file.clear();
-    }
+  if (!result.cache_file.empty() && !kernels::WriteMeasurements(result.cache_file, result.cores)) {
+    result.cache_file.clear();
   }
   return result;
 }

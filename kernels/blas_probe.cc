@@ -18,7 +18,6 @@
 #include <fstream>
 #include <functional>
 #include <random>
-#include <sstream>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -277,7 +276,9 @@ std::string CacheDir() {
   return absl::StrCat("/tmp/meshrt-blas-", getuid());
 }
 
-std::string Serialize(const std::vector<CoreMeasurement>& cores) {
+}  // namespace
+
+std::string SerializeMeasurements(const std::vector<CoreMeasurement>& cores) {
   std::string out;
   for (const CoreMeasurement& c : cores) {
     absl::StrAppend(&out, c.requested, " ", c.corename.empty() ? "-" : c.corename, " ",
@@ -286,8 +287,8 @@ std::string Serialize(const std::vector<CoreMeasurement>& cores) {
   return out;
 }
 
-bool Parse(const std::string& text, std::vector<CoreMeasurement>* cores) {
-  std::istringstream in(text);
+bool ReadMeasurements(const std::string& path, std::vector<CoreMeasurement>* cores) {
+  std::ifstream in(path);
   std::string line;
   while (std::getline(in, line)) {
     char requested[64], corename[64];
@@ -308,7 +309,18 @@ bool Parse(const std::string& text, std::vector<CoreMeasurement>* cores) {
   return !cores->empty();
 }
 
-}  // namespace
+bool WriteMeasurements(const std::string& path, const std::vector<CoreMeasurement>& cores) {
+  const std::string tmp = absl::StrCat(path, ".tmp.", getpid());
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << SerializeMeasurements(cores);
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    return false;
+  }
+  return true;
+}
 
 std::string CpuModelName() {
   std::ifstream in("/proc/cpuinfo");
@@ -393,16 +405,13 @@ absl::StatusOr<MeasuredCores> MeasuredCoresFor(const std::string& library, const
   result.cache_file =
       absl::StrFormat("%s/cores-%016x.txt", dir, std::hash<std::string>()(key));
   auto read_cache = [&]() {
-    std::ifstream in(result.cache_file);
-    std::stringstream text;
-    text << in.rdbuf();
     std::vector<CoreMeasurement> cores;
-    const bool known = Parse(text.str(), &cores) &&
+    const bool known = ReadMeasurements(result.cache_file, &cores) &&
                        std::all_of(cores.begin(), cores.end(), [&](const CoreMeasurement& c) {
                          return std::find(candidates.begin(), candidates.end(), c.requested) !=
                                 candidates.end();
                        });
-    if (in && known) {
+    if (known) {
       result.cores = std::move(cores);
       result.from_cache = true;
       return true;
@@ -420,15 +429,7 @@ absl::StatusOr<MeasuredCores> MeasuredCoresFor(const std::string& library, const
     return result;
   }
   result.cores = MeasureCores(library, candidates);
-  const std::string tmp = absl::StrCat(result.cache_file, ".tmp.", getpid());
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << Serialize(result.cores);
-  }
-  if (std::rename(tmp.c_str(), result.cache_file.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    result.cache_file.clear();
-  }
+  if (!WriteMeasurements(result.cache_file, result.cores)) result.cache_file.clear();
   if (lock >= 0) close(lock);
   return result;
 }

@@ -55,6 +55,15 @@ const CoreMeasurement* FastestCorrect(const std::vector<CoreMeasurement>& measur
 // "SkylakeX 255.1, Cooperlake 228.0, Haswell 135.2, Zen 127.3 GFLOP/s (sgemm 1024^3, 1 thread)".
 std::string DescribeMeasurements(const std::vector<CoreMeasurement>& measured);
 
+// The cache file's text: one "<requested> <corename or -> <correct 0/1> <GFLOP/s>" line per core.
+std::string SerializeMeasurements(const std::vector<CoreMeasurement>& cores);
+// Reads `path` written by WriteMeasurements; false when it is missing, empty or malformed. A core
+// whose child failed comes back with error "failed when measured".
+bool ReadMeasurements(const std::string& path, std::vector<CoreMeasurement>* cores);
+// Writes `cores` to `path` through a temporary file and a rename (readers never see half a file);
+// false (and nothing left behind) when that fails.
+bool WriteMeasurements(const std::string& path, const std::vector<CoreMeasurement>& cores);
+
 struct MeasuredCores {
   std::vector<CoreMeasurement> cores;
   std::string cache_file;  // where they are cached ("" when caching failed)
