@@ -475,10 +475,9 @@ const Tensor* Executor::WrittenBuffer(int b) const {
 
 bool Executor::RunScaledUpdate(const v1::Instruction& si, const FusedUpdate& f, Tensor* out) {
   const v1::Instruction& mi = program_.instructions(f.mul);
-  auto get = [&](int b) { return WrittenBuffer(b); };
-  const Tensor* x = get(si.inputs(1 - f.mul_input));
-  const Tensor* m0 = get(mi.inputs(0));
-  const Tensor* m1 = get(mi.inputs(1));
+  const Tensor* x = WrittenBuffer(si.inputs(1 - f.mul_input));
+  const Tensor* m0 = WrittenBuffer(mi.inputs(0));
+  const Tensor* m1 = WrittenBuffer(mi.inputs(1));
   if (x == nullptr || m0 == nullptr || m1 == nullptr) return false;
   const Tensor* scalar = m1->shape().rank() == 0 ? m1 : m0;
   const Tensor* y = scalar == m1 ? m0 : m1;
@@ -499,9 +498,8 @@ bool Executor::RunScaledUpdate(const v1::Instruction& si, const FusedUpdate& f, 
 
 bool Executor::RunMaskedProduct(const v1::Instruction& si, const FusedUpdate& f, Tensor* out) {
   const v1::Instruction& gi = program_.instructions(f.mask);
-  auto get = [&](int b) { return WrittenBuffer(b); };
-  const Tensor* dy = get(si.inputs(1 - f.mul_input));
-  const Tensor* x = get(gi.inputs(0));
+  const Tensor* dy = WrittenBuffer(si.inputs(1 - f.mul_input));
+  const Tensor* x = WrittenBuffer(gi.inputs(0));
   auto shape = Shape::FromProto(si.slice_shape(), "slice_shape");
   if (dy == nullptr || x == nullptr || !shape.ok() || si.dtype() != v1::DT_FLOAT32 ||
       gi.dtype() != v1::DT_FLOAT32 || dy->dtype() != DType::kFloat32 ||
@@ -552,15 +550,14 @@ absl::Status Executor::RunFusedUpdate(int s_index, const FusedUpdate& f, Tensor*
     return RunUnfused(s_index, f, out);
   }
   const v1::Instruction& ei = program_.instructions(f.einsum);
-  auto get = [&](int b) { return WrittenBuffer(b); };
-  const Tensor* x = get(si.inputs(1 - f.mul_input));
-  const Tensor* scalar = get(mi.inputs(1 - f.einsum_input));
+  const Tensor* x = WrittenBuffer(si.inputs(1 - f.mul_input));
+  const Tensor* scalar = WrittenBuffer(mi.inputs(1 - f.einsum_input));
   std::vector<const Tensor*> inputs;
   bool fits = kernels_ != nullptr && x != nullptr && scalar != nullptr &&
               x->dtype() == DType::kFloat32 && scalar->dtype() == DType::kFloat32 &&
               scalar->shape().rank() == 0 && si.dtype() == v1::DT_FLOAT32;
   for (int b : ei.inputs()) {
-    inputs.push_back(get(b));
+    inputs.push_back(WrittenBuffer(b));
     fits = fits && inputs.back() != nullptr && inputs.back()->dtype() == DType::kFloat32;
   }
   auto shape = Shape::FromProto(si.slice_shape(), "slice_shape");  // the einsum's too (plan)
