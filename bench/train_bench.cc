@@ -42,6 +42,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "bench/peer_cores.h"
+#include "bench/gemm_floor.h"
 #include "bench/train_flops.h"
 #include "bench/train_runs.h"
 #include "bench/train_tables.h"
@@ -348,6 +349,24 @@ int Main(int argc, char** argv) {
   }
   in.reps = reps;
   in.minutes = absl::ToDoubleMinutes(absl::Now() - start);
+  // The GEMM floors, here where nothing else runs, on the core our workers ran.
+  if (!in.our_core.empty()) setenv("MESHRT_BLAS_CORETYPE", in.our_core.c_str(), 1);
+  in.cores = std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
+  for (size_t i = 0; i < n; ++i) {
+    const TrainConfig& c = in.configs[i];
+    const models::TrainGraph& tg = graphs.at(key(c));
+    absl::StatusOr<GemmFloor> floor =
+        MeasureGemmFloor(tg.graph, {tg.loss}, c.mesh, c.layout, /*reps=*/3);
+    if (!floor.ok()) Fail("the GEMM floor of " + key(c), floor.status());
+    in.results[i].gemm_floor_ms = 1e3 * floor->seconds;
+    in.floor_core = floor->core;
+    if (!in.our_core.empty() && floor->core != in.our_core) {
+      in.floor_core += " (NOT our workers' " + in.our_core + ": OpenBLAS was loaded before)";
+    }
+    std::fprintf(stderr, "GEMM floor %s: %.1f ms/step per worker (%lld products, %lld shapes)\n",
+                 key(c).c_str(), 1e3 * floor->seconds, static_cast<long long>(floor->products),
+                 static_cast<long long>(floor->shapes));
+  }
   PrintTables(in);
 
   if (!perf_dir.empty()) {

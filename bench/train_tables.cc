@@ -182,6 +182,22 @@ void PrintTransformer(const TablesInput& in, const std::string& size) {
   std::printf("\n");
 }
 
+// What a goal needs of ours' step time, against the GEMM floor of the step: the products alone as
+// raw OpenBLAS calls, one worker's, times workers per core when the workers outnumber the cores.
+std::string FloorNote(const TablesInput& in, const TrainConfig& c, const Result& r, double peer) {
+  if (r.gemm_floor_ms <= 0) return "";
+  const double floor =
+      r.gemm_floor_ms * std::max(1.0, static_cast<double>(c.workers) / std::max(1, in.cores));
+  std::string note = absl::StrFormat("; GEMM floor %.1f ms/step", floor);
+  if (peer <= 0) return note;
+  const double needed = c.model == "mlp" ? c.goal * peer : peer / c.goal;
+  absl::StrAppendFormat(&note, ", the goal needs <= %.1f: %s", needed,
+                        floor < needed ? "reachable above the floor"
+                                       : "UNREACHABLE with this OpenBLAS (the products alone take "
+                                         "longer)");
+  return note;
+}
+
 // Issue 14 item 6, one line per goal.
 void PrintGoals(const TablesInput& in) {
   std::printf("### Goals (issue 14 item 6; printed, never asserted)\n\n");
@@ -191,12 +207,13 @@ void PrintGoals(const TablesInput& in) {
     const double o = Median(r.ours), p = Median(r.peer);
     const std::string what = absl::StrCat(c.model, c.size.empty() ? "" : " ", c.size, " ", c.name);
     if (c.model == "mlp") {
-      std::printf("- %s: ours / %s step time %s <= %.2f: %s\n", what.c_str(), c.peer_name.c_str(),
+      std::printf("- %s: ours / %s step time %s <= %.2f: %s", what.c_str(), c.peer_name.c_str(),
                   Ratio(o, p).c_str(), c.goal, Verdict(p > 0 && o > 0, o / p <= c.goal).c_str());
     } else {
-      std::printf("- %s: ours / %s tokens/s %s >= %.2f: %s\n", what.c_str(), c.peer_name.c_str(),
+      std::printf("- %s: ours / %s tokens/s %s >= %.2f: %s", what.c_str(), c.peer_name.c_str(),
                   Ratio(p, o).c_str(), c.goal, Verdict(p > 0 && o > 0, p / o >= c.goal).c_str());
     }
+    std::printf("%s\n", FloorNote(in, c, r, p).c_str());
     if (c.model == "transformer" && c.name == "dp") {
       const double w = PerWorker(c, o);
       std::printf("- %s: ours at %s of the sgemm peak per worker (%s GFLOP/s of %s) >= 65%%: %s\n",
@@ -232,6 +249,13 @@ void PrintTables(const TablesInput& in) {
   if (mlp) PrintMlp(in);
   for (const std::string& size : sizes) PrintTransformer(in, size);
   if (in.peers) PrintGoals(in);
+  if (!in.floor_core.empty()) {
+    std::printf("GEMM floor: each configuration's products (its lowered program, one worker's, "
+                "pruned as a step runs) as raw cblas_sgemm calls on contiguous operands in their "
+                "fastest transposition, medians, core %s (bench/gemm_floor.h); neither side can "
+                "run its products faster on this library.\n\n",
+                in.floor_core.c_str());
+  }
   std::printf("final losses (ours, last run):");
   for (size_t i = 0; i < in.configs.size(); ++i) {
     const TrainConfig& c = in.configs[i];
