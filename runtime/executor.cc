@@ -1018,4 +1018,40 @@ absl::StatusOr<Tensor> Executor::OutputSlice(const std::string& name) const {
   return absl::NotFoundError(absl::StrCat("'", name, "' is not an output of the program"));
 }
 
+absl::StatusOr<std::map<std::string, Tensor>> Executor::TakeOutputSlices(
+    const std::vector<std::string>& names, const StorageFn& storage) {
+  std::map<std::string, int> buffer_of;
+  std::map<int, int> names_of;  // how many distinct fetched names read each buffer
+  for (const std::string& name : names) {
+    if (buffer_of.count(name)) continue;
+    int buffer = -1;
+    for (const v1::ProgramTensor& output : program_.outputs()) {
+      if (output.name() == name) buffer = output.buffer();
+    }
+    buffer_of[name] = buffer;
+    if (buffer >= 0) ++names_of[buffer];
+  }
+  std::map<std::string, Tensor> out;
+  for (const std::string& name : names) {
+    if (out.count(name)) continue;
+    const int b = buffer_of[name];
+    if (b >= 0 && b < static_cast<int>(buffers_.size()) && buffers_[b].has_value() &&
+        names_of[b] == 1) {
+      out.emplace(name, *std::move(buffers_[b]));
+      buffers_[b].reset();
+      continue;
+    }
+    const Tensor* t = Buffer(b);
+    if (t == nullptr) {
+      ASSIGN_OR_RETURN(Tensor error_or_copy, OutputSlice(name));  // says why
+      out.emplace(name, std::move(error_or_copy));
+      continue;
+    }
+    Tensor copy = storage(t->dtype(), t->shape());
+    std::memcpy(TensorData(&copy), TensorData(*t), static_cast<size_t>(TensorBytes(*t)));
+    out.emplace(name, std::move(copy));
+  }
+  return out;
+}
+
 }  // namespace meshrt

@@ -127,6 +127,15 @@ class Executor {
   // program output; FailedPrecondition when its buffer has not been written (no successful Run).
   absl::StatusOr<Tensor> OutputSlice(const std::string& name) const;
 
+  // The slices of outputs `names` after Run, by name (a name given twice appears once). A slice
+  // the step left in a buffer of its own, fetched under one name only, is moved out instead of
+  // copied (the buffer then reads as not written until the next Run); the others (a variable's
+  // value, a buffer two names share) are copied into storage from `storage` (dtype, shape; its
+  // elements are then overwritten). Errors as OutputSlice, naming the first bad name.
+  using StorageFn = std::function<Tensor(DType, const Shape&)>;
+  absl::StatusOr<std::map<std::string, Tensor>> TakeOutputSlices(
+      const std::vector<std::string>& names, const StorageFn& storage);
+
   const std::vector<int64_t>& coordinate() const { return coordinate_; }
 
   // Where Run reports the instruction it enters (borrowed; null = nowhere). The caller brackets

@@ -138,25 +138,6 @@ absl::StatusOr<std::shared_ptr<Worker::SessionState>> Worker::FindSession(
   return it->second;
 }
 
-namespace {
-
-// The executor's OutputSlice, copied into recycled wire storage (rpc/wire_buffers.h) rather than
-// fresh memory: the gRPC adapter sends it and then recycles it.
-absl::StatusOr<Tensor> CopyOutput(const Executor& executor, const v1::Program& program,
-                                  const std::string& name) {
-  for (const v1::ProgramTensor& output : program.outputs()) {
-    if (output.name() != name) continue;
-    const Tensor* t = executor.Buffer(output.buffer());
-    if (t == nullptr) break;  // OutputSlice says why
-    Tensor copy = NewTensorForWire(t->dtype(), t->shape());
-    std::memcpy(TensorData(&copy), TensorData(*t), TensorBytes(*t));
-    return copy;
-  }
-  return executor.OutputSlice(name);
-}
-
-}  // namespace
-
 absl::StatusOr<TensorMap> Worker::RunStep(const std::string& session, int64_t step,
                                           TensorMap feeds,
                                           const std::vector<std::string>& fetches,
@@ -194,13 +175,13 @@ absl::StatusOr<TensorMap> Worker::RunStep(const std::string& session, int64_t st
   }
   TensorMap out;
   if (status.ok()) {
-    for (const std::string& f : fetches) {
-      absl::StatusOr<Tensor> slice = CopyOutput(*state->executor, state->spec.program(), f);
-      if (!slice.ok()) {
-        status = slice.status();
-        break;
-      }
-      out.emplace(f, *std::move(slice));
+    // Moved out of the executor where it can be, else copied into recycled wire storage
+    // (rpc/wire_buffers.h) rather than fresh memory: the gRPC adapter sends and then recycles it.
+    absl::StatusOr<TensorMap> taken = state->executor->TakeOutputSlices(fetches, NewTensorForWire);
+    if (taken.ok()) {
+      out = *std::move(taken);
+    } else {
+      status = taken.status();
     }
   }
   state->step_mu.Unlock();
