@@ -143,7 +143,7 @@ class Executor {
   // Forgets every slice: the next Run initialises them again.
   void ResetVariables() { variables_.clear(); }
 
-  // How many times an update x -/+ s * einsum(...) ran as one accumulating GEMM (see Plan).
+  // How many times a scaled update or masked product ran fused (executor_fusion.h).
   int64_t fused_updates() const { return fused_updates_; }
   // How many times a softmax (or log_softmax) of add(a, b) ran as one pass over a + b.
   int64_t fused_softmaxes() const { return fused_softmaxes_; }
