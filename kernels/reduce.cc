@@ -216,8 +216,9 @@ RowAddend MakeRowAddend(const Tensor& t, const Shape& xs, int outer_rank) {
   const std::vector<int64_t> strides = StridesByName(permute ? ordered : t.shape(), xs);
   const std::vector<int64_t> sizes = xs.Sizes(), own = xs.Strides();
   r.outer.assign(strides.begin(), strides.begin() + outer_rank);
-  r.row = Fuse({sizes.begin() + outer_rank, sizes.end()},
-               {{strides.begin() + outer_rank, strides.end()}, {own.begin() + outer_rank, own.end()}});
+  r.row =
+      Fuse({sizes.begin() + outer_rank, sizes.end()},
+           {{strides.begin() + outer_rank, strides.end()}, {own.begin() + outer_rank, own.end()}});
   return r;
 }
 

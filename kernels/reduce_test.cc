@@ -212,7 +212,8 @@ TEST(ReduceKernelTest, SoftmaxOfMaskedLogits) {
 // Whether two float32 tensors of one shape hold the same bits (NaN payloads, signed zeros).
 ::testing::AssertionResult SameBits(const Tensor& got, const Tensor& want) {
   if (got.shape() != want.shape()) {
-    return ::testing::AssertionFailure() << got.shape().ToString() << " vs " << want.shape().ToString();
+    return ::testing::AssertionFailure()
+           << got.shape().ToString() << " vs " << want.shape().ToString();
   }
   for (int64_t i = 0; i < got.num_elements(); ++i) {
     if (std::memcmp(&got.f32()[i], &want.f32()[i], sizeof(float)) != 0) {

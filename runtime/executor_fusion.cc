@@ -16,7 +16,8 @@ bool SameSliceShape(const v1::Instruction& a, const v1::Instruction& b) {
 // What the matchers ask of a program and its step: who writes and reads each buffer.
 class Matcher {
  public:
-  Matcher(const v1::Program& program, const std::vector<bool>& pinned, const std::vector<bool>& runs)
+  Matcher(const v1::Program& program, const std::vector<bool>& pinned,
+          const std::vector<bool>& runs)
       : program_(program),
         pinned_(pinned),
         runs_(runs),
@@ -152,8 +153,8 @@ bool MatchAddSoftmax(const v1::Program& program, const Matcher& m, int s, FusedU
 
 }  // namespace
 
-std::map<int, FusedUpdate> FindFusions(const v1::Program& program,
-                                       const std::vector<bool>& pinned, std::vector<bool>* runs) {
+std::map<int, FusedUpdate> FindFusions(const v1::Program& program, const std::vector<bool>& pinned,
+                                       std::vector<bool>* runs) {
   std::map<int, FusedUpdate> fused;
   const Matcher m(program, pinned, *runs);
   // One pattern at a time over the whole program, so an instruction an earlier pattern made an S

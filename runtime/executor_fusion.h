@@ -54,11 +54,13 @@ struct FusedUpdate {
 // The fusions of one step, keyed by S. `runs[i]`: instruction i is part of the step (one entry per
 // instruction); every instruction a fusion absorbs gets false (it runs inside S). `pinned[b]`:
 // buffer b must keep its value (one entry per buffer). Only running instructions are matched.
-// Malformed instructions (buffer indices out of range, bad shapes) are never fused: they run at
-// their own place and report their error there. Pure and deterministic: every processor derives
-// the same fusions from the same program, runs and pinned.
-std::map<int, FusedUpdate> FindFusions(const v1::Program& program,
-                                       const std::vector<bool>& pinned, std::vector<bool>* runs);
+// Nothing here is checked beyond what matching needs (buffer indices in range for the fused
+// intermediates, parsable slice shapes): the executor checks the operands when S runs, and a
+// group whose operands do not fit runs its ops one by one, each reporting its own error. Pure and
+// deterministic: every processor derives the same fusions from the same program, runs and
+// pinned.
+std::map<int, FusedUpdate> FindFusions(const v1::Program& program, const std::vector<bool>& pinned,
+                                       std::vector<bool>* runs);
 
 }  // namespace meshrt
 

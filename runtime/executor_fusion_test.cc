@@ -113,7 +113,9 @@ Tensor Mask(const Shape& shape) {
   for (StridedIterator it(shape.Sizes(), {shape.Strides()}); !it.done(); it.Next()) {
     const int64_t l = lm >= 0 ? it.index()[lm] : 0, m = mm >= 0 ? it.index()[mm] : 0;
     t.f32()[it.offset(0)] = m > l ? -1e9f : 0.0f;
-    if ((it.offset(0) + m) % 9 == 5) t.f32()[it.offset(0)] = -std::numeric_limits<float>::infinity();
+    if ((it.offset(0) + m) % 9 == 5) {
+      t.f32()[it.offset(0)] = -std::numeric_limits<float>::infinity();
+    }
   }
   return t;
 }
@@ -224,8 +226,8 @@ TEST(ExecutorFusionTest, RunnersWithoutTheFusedOpRunTheTwoOps) {
   *bad.mutable_inputs(1)->mutable_shape() = S("m:5,q:3").ToProto();
   LocalCollectiveHub hub(*Mesh::Parse("x:1"));
   Executor executor(bad, {0}, &CpuKernels(), hub.communicator(0));
-  const absl::Status s = executor.Run(
-      {{"x", Logits()}, {"k", Tensor(DType::kFloat32, S("m:5,q:3"))}}, {"y"});
+  const absl::Status s =
+      executor.Run({{"x", Logits()}, {"k", Tensor(DType::kFloat32, S("m:5,q:3"))}}, {"y"});
   EXPECT_TRUE(StatusIs(s, absl::StatusCode::kInvalidArgument,
                        {"instruction 0", "'masked'", "local op 'add'", "'q'"}))
       << s;
