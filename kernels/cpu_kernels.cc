@@ -138,6 +138,10 @@ std::optional<absl::Status> RunFast(const v1::Op& op, absl::Span<const Tensor* c
   if ((type == "softmax" || type == "log_softmax") && inputs.size() == 1) {
     return kernels::Softmax(*inputs[0], Dims(op), type == "log_softmax", out);
   }
+  // The executor's fused add + softmax (runtime/executor_fusion.h): softmax(inputs[0] + inputs[1]).
+  if ((type == "_add_softmax" || type == "_add_log_softmax") && inputs.size() == 2) {
+    return kernels::AddSoftmax(*inputs[0], *inputs[1], Dims(op), type == "_add_log_softmax", out);
+  }
   if ((type == "layer_norm" || type == "rms_norm") && !inputs.empty() && inputs.size() <= 3) {
     auto eps = op.attrs().find("epsilon");
     float epsilon = 1e-6f;

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/reference_kernels.h"
 #include "core/status_macros.h"
+#include "kernels/elementwise.h"
 #include "kernels/fast_math.h"
 #include "kernels/transpose.h"
 
@@ -193,6 +194,51 @@ void NormalizeRows(const float* p, int64_t n, int64_t row, const float* scale, c
   }
 }
 
+// One addend of AddSoftmax, read one row of x at a time: its values with its dims in x's order
+// (permuted once into `copy` when the tensor's own order differs), its strides over x's outer
+// dims (those before the row), and the row's dims fused ({its strides, the row's own}).
+struct RowAddend {
+  std::vector<float> copy;
+  const float* data = nullptr;
+  std::vector<int64_t> outer;
+  FusedSpace row;
+};
+
+RowAddend MakeRowAddend(const Tensor& t, const Shape& xs, int outer_rank) {
+  RowAddend r;
+  const Shape ordered = Kept(xs, t.shape());
+  const bool permute = DropUnitDims(ordered) != DropUnitDims(t.shape());
+  if (permute) {
+    r.copy.resize(t.num_elements());
+    PermuteCopy(t.f32(), t.shape(), r.copy.data(), ordered);
+  }
+  r.data = permute ? r.copy.data() : t.f32();
+  const std::vector<int64_t> strides = StridesByName(permute ? ordered : t.shape(), xs);
+  const std::vector<int64_t> sizes = xs.Sizes(), own = xs.Strides();
+  r.outer.assign(strides.begin(), strides.begin() + outer_rank);
+  r.row =
+      Fuse({sizes.begin() + outer_rank, sizes.end()},
+           {{strides.begin() + outer_rank, strides.end()}, {own.begin() + outer_rank, own.end()}});
+  return r;
+}
+
+// The addend's elements of the row starting at r.data + offset: there when contiguous (or a row
+// of one element), else gathered into `tmp` (one row).
+const float* RowOf(const RowAddend& r, int64_t offset, float* tmp) {
+  const float* p = r.data + offset;
+  if (r.row.sizes.empty() || (r.row.sizes.size() == 1 && r.row.strides[0][0] == 1)) return p;
+  if (r.row.sizes.size() == 1) {  // one stride (0: one value broadcast along the row)
+    const int64_t s = r.row.strides[0][0];
+    for (int64_t j = 0; j < r.row.sizes[0]; ++j) tmp[j] = p[j * s];
+    return tmp;
+  }
+  int64_t j = 0;
+  for (StridedIterator it(r.row.sizes, {r.row.strides[0]}); !it.done(); it.Next()) {
+    tmp[j++] = p[it.offset(0)];
+  }
+  return tmp;
+}
+
 }  // namespace
 
 void ReduceRaw(ReduceKind kind, const float* in, const Shape& in_shape, float* out,
@@ -277,6 +323,40 @@ absl::Status Softmax(const Tensor& x, const std::vector<std::string>& dims, bool
   for (float& v : stat) v = std::log(v);
   PermuteCopy(stat.data(), kept, buf.data(), xs);
   for (int64_t i = 0; i < n; ++i) o[i] -= buf[i];
+  return absl::OkStatus();
+}
+
+absl::Status AddSoftmax(const Tensor& a, const Tensor& b, const std::vector<std::string>& dims,
+                        bool log, Tensor* out) {
+  RETURN_IF_ERROR(CheckFloat(a, "addend a"));
+  RETURN_IF_ERROR(CheckFloat(b, "addend b"));
+  ASSIGN_OR_RETURN(Shape kept, KeptForNormalize(*out, dims, *out));
+  const Shape& xs = out->shape();
+  RETURN_IF_ERROR(CheckDimsIn(a.shape(), "addend a", xs, "the output"));
+  RETURN_IF_ERROR(CheckDimsIn(b.shape(), "addend b", xs, "the output"));
+  const int64_t n = xs.num_elements();
+  if (n == 0) return absl::OkStatus();
+  if (!TrailingDims(xs, dims)) {  // no contiguous rows: the sum, then the softmax
+    Tensor sum = Tensor::Uninitialized(DType::kFloat32, xs);
+    RETURN_IF_ERROR(Binary(BinaryOp::kAdd, a, b, &sum));
+    return Softmax(sum, dims, log, out);
+  }
+  // Each row's sum goes to a scratch row (in cache) right before that row's softmax: the same
+  // floats Binary writes (a's element + b's, rounded), then the same SoftmaxRows.
+  const int outer_rank = kept.rank();
+  const int64_t row = n / kept.num_elements();
+  const RowAddend ra = MakeRowAddend(a, xs, outer_rank), rb = MakeRowAddend(b, xs, outer_rank);
+  std::vector<float> sum(row), ta(row), tb(row);
+  const std::vector<int64_t> sizes = xs.Sizes();
+  float* o = out->f32();
+  int64_t start = 0;
+  for (StridedIterator it({sizes.begin(), sizes.begin() + outer_rank}, {ra.outer, rb.outer});
+       !it.done(); it.Next(), start += row) {
+    const float* pa = RowOf(ra, it.offset(0), ta.data());
+    const float* pb = RowOf(rb, it.offset(1), tb.data());
+    for (int64_t j = 0; j < row; ++j) sum[j] = pa[j] + pb[j];
+    SoftmaxRows(sum.data(), row, row, log, o + start);
+  }
   return absl::OkStatus();
 }
 

@@ -40,6 +40,19 @@ void ReduceRaw(ReduceKind kind, const float* in, const Shape& in_shape, float* o
 // otherwise.
 absl::Status Softmax(const Tensor& x, const std::vector<std::string>& dims, bool log, Tensor* out);
 
+// Softmax (or log_softmax) of a + b over `dims` in one pass: the same bits as Binary(kAdd, a, b,
+// &t) (elementwise.h) into a tensor t of *out's shape, then Softmax(t, dims, log, out), without
+// writing t out. a and b broadcast by name into *out's shape as Binary broadcasts them (every dim
+// of each is a dim of *out with the same size, in any order); each sum is a[..] + b[..] rounded
+// to float, then the softmax's own arithmetic runs on it. When `dims` are *out's innermost dims
+// each row is summed into a scratch row right before the row's softmax, an addend whose dims are
+// in another order (e.g. a mask [memory, length] against logits [..., length, memory]) being
+// permuted once first; otherwise the sum is materialised and Softmax runs on it.
+// All float32 (Unimplemented otherwise); InvalidArgument for a dim of a or b that *out lacks, or
+// a bad `dims` (as Softmax).
+absl::Status AddSoftmax(const Tensor& a, const Tensor& b, const std::vector<std::string>& dims,
+                        bool log, Tensor* out);
+
 // layer_norm (rms = false): (x - mean) / sqrt(var + epsilon), or rms_norm (rms = true):
 // x / sqrt(mean(x^2) + epsilon), over `dims`; then * scale and + bias when given (may be null;
 // their dims must be dims of x, broadcast by name). Shapes and errors as Softmax.

@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -17,6 +19,7 @@
 #include "core/test_util.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu_kernels.h"
+#include "kernels/elementwise.h"
 
 namespace meshrt {
 namespace {
@@ -204,6 +207,127 @@ TEST(ReduceKernelTest, SoftmaxOfMaskedLogits) {
       EXPECT_EQ(fast.f32()[1], 0.0f);
     }
   }
+}
+
+// Whether two float32 tensors of one shape hold the same bits (NaN payloads, signed zeros).
+::testing::AssertionResult SameBits(const Tensor& got, const Tensor& want) {
+  if (got.shape() != want.shape()) {
+    return ::testing::AssertionFailure()
+           << got.shape().ToString() << " vs " << want.shape().ToString();
+  }
+  for (int64_t i = 0; i < got.num_elements(); ++i) {
+    if (std::memcmp(&got.f32()[i], &want.f32()[i], sizeof(float)) != 0) {
+      return ::testing::AssertionFailure()
+             << "element " << i << ": " << got.f32()[i] << " vs " << want.f32()[i];
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// Logits with the values a mask meets: -1e9 and -inf added to ordinary logits, a NaN, an +inf
+// logit where the mask is -inf (NaN), and large logits.
+Tensor Logits(const Shape& shape, uint32_t seed) {
+  Tensor t = Random(shape, seed);
+  const float inf = std::numeric_limits<float>::infinity();
+  t.f32()[3] = std::numeric_limits<float>::quiet_NaN();
+  t.f32()[t.num_elements() - 2] = inf;
+  for (int64_t i = 5; i < t.num_elements(); i += 11) t.f32()[i] *= 1e4f;
+  return t;
+}
+Tensor Mask(const Shape& shape, uint32_t seed) {
+  Tensor t = Random(shape, seed);
+  for (int64_t i = 0; i < t.num_elements(); ++i) {
+    t.f32()[i] = i % 3 == 0 ? -1e9f : i % 7 == 1 ? -std::numeric_limits<float>::infinity() : 0.0f;
+  }
+  return t;
+}
+
+// AddSoftmax against its definition: Binary(add) into a tensor, then Softmax, bit for bit, with
+// the addends in the dims orders the executor meets (the causal mask [memory, length] against
+// logits [batch, heads, length, memory]), either one broadcast, rows over one or two dims, and
+// dims that are not innermost (the general path).
+TEST(ReduceKernelTest, AddSoftmaxIsBinaryAddThenSoftmaxBitForBit) {
+  const Shape xs = S("b:2,h:3,l:5,m:19");
+  struct Case {
+    std::string a, b;
+    std::vector<std::string> dims;
+  };
+  const std::vector<Case> cases = {
+      {"b:2,h:3,l:5,m:19", "m:19,l:5", {"m"}},          // the causal mask, transposed
+      {"m:19,l:5", "b:2,h:3,l:5,m:19", {"m"}},          // the mask first
+      {"b:2,h:3,l:5,m:19", "b:2,h:3,l:5,m:19", {"m"}},  // same shape
+      {"b:2,h:3,l:5,m:19", "m:19,l:5,h:3,b:2", {"m"}},  // all dims reversed
+      {"b:2,h:3,l:5,m:19", "l:5,m:19", {"m"}},          // in order, broadcast over b, h
+      {"b:2,h:3,l:5,m:19", "l:5", {"m"}},               // one value per row
+      {"b:2,h:3,l:5,m:19", "", {"m"}},                  // a scalar
+      {"b:2,h:3,l:5,m:19", "m:19,l:5", {"l", "m"}},     // rows over two dims
+      {"b:2,h:3,l:5,m:19", "m:19,b:2", {"m", "l"}},     // two dims, the addend gathered
+      {"b:2,h:3,l:5,m:19", "m:19,l:5", {"l"}},          // not innermost: the general path
+      {"b:2,h:3,l:5,m:19", "m:19,l:5", {"h", "m"}},
+  };
+  uint32_t seed = 20;
+  for (const Case& c : cases) {
+    for (const bool log : {false, true}) {
+      SCOPED_TRACE(absl::StrCat("[", c.a, "] + [", c.b, "] ", log ? "log_" : "", "softmax over ",
+                                absl::StrJoin(c.dims, ",")));
+      const bool a_full = S(c.a).rank() == xs.rank();
+      const Tensor a = a_full ? Logits(S(c.a), seed++) : Mask(S(c.a), seed++);
+      const Tensor b = a_full ? Mask(S(c.b), seed++) : Logits(S(c.b), seed++);
+      Tensor sum(DType::kFloat32, xs), want(DType::kFloat32, xs);
+      ASSERT_OK(kernels::Binary(kernels::BinaryOp::kAdd, a, b, &sum));
+      ASSERT_OK(kernels::Softmax(sum, c.dims, log, &want));
+      Tensor got = Tensor::Uninitialized(DType::kFloat32, xs);
+      std::fill(got.f32(), got.f32() + got.num_elements(), 12345.0f);  // every element written
+      ASSERT_OK(kernels::AddSoftmax(a, b, c.dims, log, &got));
+      EXPECT_TRUE(SameBits(got, want));
+      int nans = 0, zeros = 0;
+      for (int64_t i = 0; i < got.num_elements(); ++i) {
+        nans += std::isnan(got.f32()[i]);
+        zeros += got.f32()[i] == 0.0f;
+      }
+      EXPECT_GT(nans, 0);  // the NaN and inf - inf reached the rows
+      if (!log) {
+        EXPECT_GT(zeros, 0);  // exp underflows to exactly 0 beside a large or unmasked logit
+      }
+    }
+  }
+}
+
+// Through CpuKernels(): the executor's "_add_softmax" / "_add_log_softmax" ops, same bits as the
+// runner's add then softmax; int32 addends are not the fast kernels' (no reference kernel either:
+// Unimplemented, so the executor runs the two ops instead).
+TEST(ReduceKernelTest, CpuKernelsRunTheFusedAddSoftmax) {
+  const Shape xs = S("b:2,l:3,m:9");
+  const Tensor a = Logits(xs, 40);
+  const Tensor b = Mask(S("m:9,l:3"), 41);
+  for (const char* type : {"softmax", "log_softmax"}) {
+    SCOPED_TRACE(type);
+    Tensor sum(DType::kFloat32, xs), want(DType::kFloat32, xs), got(DType::kFloat32, xs);
+    ASSERT_OK(CpuKernels().Run(MakeOp("add"), {&a, &b}, &sum));
+    ASSERT_OK(CpuKernels().Run(MakeOp(type, {"m"}), {&sum}, &want));
+    ASSERT_OK(CpuKernels().Run(MakeOp(absl::StrCat("_add_", type), {"m"}), {&a, &b}, &got));
+    EXPECT_TRUE(SameBits(got, want));
+  }
+  const Tensor ints(DType::kInt32, xs);
+  Tensor out(DType::kInt32, xs);
+  EXPECT_TRUE(StatusIs(CpuKernels().Run(MakeOp("_add_softmax", {"m"}), {&ints, &ints}, &out),
+                       absl::StatusCode::kUnimplemented));
+}
+
+TEST(ReduceKernelTest, AddSoftmaxErrorsNameTheProblem) {
+  const Tensor x = Random(S("a:3,b:5"), 9);
+  Tensor out(DType::kFloat32, S("a:3,b:5"));
+  const Tensor q = Random(S("q:2"), 1);
+  EXPECT_TRUE(StatusIs(kernels::AddSoftmax(x, q, {"b"}, false, &out),
+                       absl::StatusCode::kInvalidArgument, {"addend b", "'q'"}));
+  const Tensor wide = Random(S("a:3,b:4"), 2);
+  EXPECT_TRUE(StatusIs(kernels::AddSoftmax(wide, x, {"b"}, false, &out),
+                       absl::StatusCode::kInvalidArgument, {"addend a", "'b'"}));
+  EXPECT_TRUE(StatusIs(kernels::AddSoftmax(x, x, {"z"}, true, &out),
+                       absl::StatusCode::kInvalidArgument, {"'z'"}));
+  const Tensor ints(DType::kInt32, S("a:3"));
+  EXPECT_TRUE(StatusIs(kernels::AddSoftmax(x, ints, {"b"}, false, &out),
+                       absl::StatusCode::kUnimplemented, {"addend b", "int32"}));
 }
 
 TEST(ReduceKernelTest, ErrorsNameTheProblem) {

@@ -185,7 +185,7 @@ absl::Status Executor::RunPlan(const std::map<std::string, Tensor>& input_slices
     ForEachRead(plan, i, [&](int b) { reads.push_back(b); });
     auto fused = plan.fused.find(i);
     if (fused != plan.fused.end()) {
-      for (int op : {fused->second.einsum, fused->second.mul, fused->second.mask}) {
+      for (int op : fused->second.ops()) {
         if (op >= 0) writes.push_back(program_.instructions(op).output());
       }
     }
@@ -316,7 +316,7 @@ const Executor::Plan& Executor::PlanFor(const std::vector<std::string>* fetches)
       }
     }
   }
-  if (fetches != nullptr) FuseScaledUpdates(&plan);
+  if (fetches != nullptr) plan.fused = FindFusions(program_, plan.pinned, &plan.runs);
   plan.last_reader.assign(n, -1);
   std::vector<int> first_reader(n, count);  // of each buffer, among running instructions
   for (int i = 0; i < count; ++i) {
@@ -358,115 +358,7 @@ __attribute__((optimize("fp-contract=off"))) void ScaledAdd(const float* x, cons
   }
 }
 
-bool SameSliceShape(const v1::Instruction& a, const v1::Instruction& b) {
-  auto x = Shape::FromProto(a.slice_shape(), "slice_shape");
-  auto y = Shape::FromProto(b.slice_shape(), "slice_shape");
-  return x.ok() && y.ok() && *x == *y;
-}
-
 }  // namespace
-
-void Executor::FuseScaledUpdates(Plan* plan) const {
-  const int n = std::max(program_.num_buffers(), 0);
-  const int count = program_.instructions_size();
-  auto valid = [&](int b) { return b >= 0 && b < n; };
-  std::vector<int> readers(n, 0), writer(n, -1);  // writer: -1 none, -2 several
-  for (int i = 0; i < count; ++i) {
-    if (!plan->runs[i]) continue;
-    const v1::Instruction& instr = program_.instructions(i);
-    for (int b : instr.inputs()) {
-      if (valid(b)) ++readers[b];
-    }
-    if (valid(instr.output())) writer[instr.output()] = writer[instr.output()] == -1 ? i : -2;
-  }
-  // A guarded instruction (Instruction.predicate) runs at its own place, where its guard is read.
-  auto local = [&](int i, const char* type, int inputs) {
-    const v1::Instruction& instr = program_.instructions(i);
-    return plan->runs[i] && instr.kind_case() == v1::Instruction::kLocal &&
-           instr.local().type() == type && instr.inputs_size() == inputs && !instr.has_predicate();
-  };
-  // The one running writer of a buffer read once and not pinned, or -1.
-  auto single_use_writer = [&](int b) {
-    return valid(b) && readers[b] == 1 && !plan->pinned[b] && writer[b] >= 0 ? writer[b] : -1;
-  };
-  // Whether a running instruction in (from, to) writes buffer b.
-  auto written_between = [&](int b, int from, int to) {
-    for (int j = from + 1; j < to; ++j) {
-      if (plan->runs[j] && program_.instructions(j).output() == b) return true;
-    }
-    return false;
-  };
-  // Whether buffer b holds a scalar: its writer's slice, or the input or variable it holds.
-  auto scalar = [&](int b) {
-    if (!valid(b)) return false;
-    if (writer[b] >= 0) return program_.instructions(writer[b]).slice_shape().dims_size() == 0;
-    for (const v1::ProgramTensor& t : program_.inputs()) {
-      if (t.buffer() == b) return t.shape().dims_size() == 0;
-    }
-    for (const v1::ProgramVariable& v : program_.variables()) {
-      if (v.buffer() == b) return v.shape().dims_size() == 0;
-    }
-    return false;
-  };
-  for (int s = 0; s < count; ++s) {
-    const bool sub = local(s, "sub", 2);
-    if (!sub && !local(s, "add", 2)) continue;
-    const v1::Instruction& si = program_.instructions(s);
-    for (int mul_input : {1, 0}) {
-      if (sub && mul_input == 0) continue;  // x - m only
-      const int m = single_use_writer(si.inputs(mul_input));
-      if (m < 0 || m >= s || !local(m, "mul", 2)) continue;
-      const v1::Instruction& mi = program_.instructions(m);
-      for (int einsum_input : {0, 1}) {
-        const int e = single_use_writer(mi.inputs(einsum_input));
-        if (e < 0 || e >= m || !plan->runs[e]) continue;
-        const v1::Instruction& ei = program_.instructions(e);
-        if (ei.kind_case() != v1::Instruction::kLocal || ei.local().type() != "einsum") continue;
-        // One declared slice shape for the three (the accumulation writes x's layout).
-        if (!SameSliceShape(ei, mi) || !SameSliceShape(ei, si)) continue;
-        // The einsum's inputs and the scalar are read at s instead: they must not change before.
-        bool stable = !written_between(mi.inputs(1 - einsum_input), m, s);
-        for (int b : ei.inputs()) stable = stable && !written_between(b, e, s);
-        if (!stable) continue;
-        plan->fused[s] = FusedUpdate{e, m, mul_input, einsum_input};
-        plan->runs[e] = plan->runs[m] = false;
-        break;
-      }
-      if (plan->fused.count(s) != 0) break;
-      // No einsum to fold in: still one pass for x -/+ y * s, reading y and s at S.
-      if (SameSliceShape(mi, si) && (scalar(mi.inputs(0)) || scalar(mi.inputs(1))) &&
-          !written_between(mi.inputs(0), m, s) &&
-          !written_between(mi.inputs(1), m, s)) {
-        plan->fused[s] = FusedUpdate{-1, m, mul_input, 0};
-        plan->runs[m] = false;
-        break;
-      }
-    }
-  }
-  // Masked products: S = mul(dy, greater(x, s)) whose mask is read once.
-  for (int s = 0; s < count; ++s) {
-    if (!local(s, "mul", 2) || plan->fused.count(s) != 0) continue;
-    const v1::Instruction& si = program_.instructions(s);
-    if (si.local().attrs().count("scalar") != 0) continue;
-    for (int mask_input : {1, 0}) {
-      const int g = single_use_writer(si.inputs(mask_input));
-      if (g < 0 || g >= s || !local(g, "greater", 1)) continue;
-      const v1::Instruction& gi = program_.instructions(g);
-      const auto attr = gi.local().attrs().find("scalar");
-      if (attr == gi.local().attrs().end() || gi.local().attrs().count("scalar_first") != 0 ||
-          attr->second.value_case() != v1::AttrValue::kF || !SameSliceShape(gi, si) ||
-          written_between(gi.inputs(0), g, s) || plan->fused.count(g) != 0) {
-        continue;
-      }
-      FusedUpdate f;
-      f.mask = g;
-      f.mul_input = mask_input;
-      plan->fused[s] = f;
-      plan->runs[g] = false;
-      break;
-    }
-  }
-}
 
 const Tensor* Executor::WrittenBuffer(int b) const {
   return b >= 0 && b < static_cast<int>(buffers_.size()) && buffers_[b].has_value() ? &*buffers_[b]
@@ -522,8 +414,31 @@ bool Executor::RunMaskedProduct(const v1::Instruction& si, const FusedUpdate& f,
   return true;
 }
 
+bool Executor::RunAddSoftmax(const v1::Instruction& si, const FusedUpdate& f, Tensor* out) {
+  const v1::Instruction& ai = program_.instructions(f.add);
+  const Tensor* a = WrittenBuffer(ai.inputs(0));
+  const Tensor* b = WrittenBuffer(ai.inputs(1));
+  auto shape = Shape::FromProto(si.slice_shape(), "slice_shape");  // the add's too (plan)
+  if (kernels_ == nullptr || a == nullptr || b == nullptr || !shape.ok() ||
+      si.dtype() != v1::DT_FLOAT32 || ai.dtype() != v1::DT_FLOAT32) {
+    return false;
+  }
+  // The runner's one-pass op (executor_fusion.h); any failure (a runner without it, operands
+  // that do not fit) leaves it to the two ops, which report their own errors.
+  v1::Op op = si.local();
+  op.set_type(absl::StrCat("_add_", si.local().type()));
+  *out = pool_.Take(DType::kFloat32, *shape);
+  const Tensor* inputs[] = {a, b};
+  if (!kernels_->Run(op, inputs, out, context_).ok()) {
+    pool_.Release(std::move(*out));
+    return false;
+  }
+  ++fused_softmaxes_;
+  return true;
+}
+
 absl::Status Executor::RunUnfused(int s_index, const FusedUpdate& f, Tensor* out) {
-  for (int i : {f.einsum, f.mask, f.mul}) {
+  for (int i : f.ops()) {
     if (i < 0) continue;
     const v1::Instruction& instr = program_.instructions(i);
     Tensor t;
@@ -532,7 +447,7 @@ absl::Status Executor::RunUnfused(int s_index, const FusedUpdate& f, Tensor* out
     buffers_[instr.output()] = std::move(t);
   }
   absl::Status st = RunInstruction(program_.instructions(s_index), out, s_index);
-  for (int i : {f.einsum, f.mask, f.mul}) {
+  for (int i : f.ops()) {
     if (i >= 0) Recycle(program_.instructions(i).output());
   }
   return st.ok() ? st : InstructionError(s_index, st);
@@ -540,6 +455,10 @@ absl::Status Executor::RunUnfused(int s_index, const FusedUpdate& f, Tensor* out
 
 absl::Status Executor::RunFusedUpdate(int s_index, const FusedUpdate& f, Tensor* out) {
   const v1::Instruction& si = program_.instructions(s_index);
+  if (f.add >= 0) {
+    if (RunAddSoftmax(si, f, out)) return absl::OkStatus();
+    return RunUnfused(s_index, f, out);
+  }
   if (f.mask >= 0) {
     if (RunMaskedProduct(si, f, out)) return absl::OkStatus();
     return RunUnfused(s_index, f, out);

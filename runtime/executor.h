@@ -71,6 +71,7 @@
 #include "proto/program.pb.h"
 #include "runtime/buffer_pool.h"
 #include "runtime/communicator.h"
+#include "runtime/executor_fusion.h"
 #include "runtime/step_activity.h"
 
 namespace meshrt {
@@ -151,8 +152,10 @@ class Executor {
   // Forgets every slice: the next Run initialises them again.
   void ResetVariables() { variables_.clear(); }
 
-  // How many times an update x -/+ s * einsum(...) ran as one accumulating GEMM (see Plan).
+  // How many times a scaled update or masked product ran fused (executor_fusion.h).
   int64_t fused_updates() const { return fused_updates_; }
+  // How many times a softmax (or log_softmax) of add(a, b) ran as one pass over a + b.
+  int64_t fused_softmaxes() const { return fused_softmaxes_; }
 
  private:
   // Checks the program's structure and the feeds; fills buffers_ with the feeds.
@@ -171,29 +174,8 @@ class Executor {
   // derives the same plan from the same program and fetches, so all make the same calls, with
   // overlap on or off.
   //
-  // Scaled einsum updates are fused: an instruction S = sub(x, mul(einsum(...), s)) (or add, in
-  // either order; s a scalar), whose einsum and mul results nothing else reads, runs as
-  // out = x + alpha * einsum(...) in the einsum's GEMM (beta = 1), alpha = -s or s. That is SGD's
-  // w - lr * grad when the gradient needs no allreduce (model-parallel weights): the gradient is
-  // never written out and read back twice. The einsum and the mul do not run at their own
-  // positions; their inputs stay alive until S. The three must declare one slice shape; the
-  // operands are checked when S runs, and anything unusual there (a non-scalar s, another dtype,
-  // a KernelRunner without RunEinsumAccumulate) runs the three ops one by one instead.
-  //
-  // Where the scaled value is no einsum result nothing else reads (data parallelism: SGD's
-  // gradient comes out of an allreduce), S = x -/+ mul(y, s) still runs as one pass,
-  // out = x -/+ (y * s), instead of writing y * s out and reading it back: `einsum` is -1 then.
-  // The sums are the same floats (each product is rounded before the add, as in two ops).
-  //
-  // Masked products run in one pass too: S = mul(dy, greater(x, s)) (a ReLU's gradient; s a
-  // scalar attr), whose mask nothing else reads, runs as out = dy * (x > s ? 1 : 0) without
-  // writing the mask out: `mask` is the greater's position then, `mul_input` the mask's input of S.
-  struct FusedUpdate {
-    int einsum = -1, mul = -1;  // instruction positions (einsum -1: a plain scaled update)
-    int mul_input = 1;          // which input of S is the mul's (or the mask's) result
-    int einsum_input = 0;       // which input of the mul is the einsum's result
-    int mask = -1;              // the greater of a masked product (einsum and mul are -1)
-  };
+  // Instruction groups run fused (executor_fusion.h: scaled updates, masked products, add +
+  // softmax) when a step has fetches: `fused` maps each S to the instructions it runs with.
   struct Plan {
     std::vector<bool> runs;         // instruction -> part of the step
     std::vector<int> due;           // instruction -> -1, or (deferred) the position it must
@@ -202,7 +184,7 @@ class Executor {
     std::vector<int> last_reader;   // buffer -> last running instruction reading it (-1: none)
     std::vector<bool> pinned;       // inputs, fetched outputs, variables, deferred allreduces'
                                     // inputs: never freed early
-    std::map<int, FusedUpdate> fused;  // S -> the einsum and mul it runs with
+    std::map<int, FusedUpdate> fused;  // S -> the instructions it runs with (FindFusions)
     std::vector<bool> guarded;      // instruction -> skipped (zeros written) when its predicate
                                     // is 0: has one, and no fetched output depends on it
   };
@@ -210,9 +192,6 @@ class Executor {
   // slice shape to its output and returns true (the caller skips it); false when it runs.
   // InvalidArgument when the predicate buffer is out of range, unwritten or not a scalar.
   absl::StatusOr<bool> SkipGuarded(int index);
-  // Finds the fusable updates among the running instructions of `plan` (before its buffers'
-  // readers are counted).
-  void FuseScaledUpdates(Plan* plan) const;
   // Calls f(buffer) for each buffer instruction `i` reads under `plan`, including those of the ops
   // fused into it (once per read, in order).
   template <typename F>
@@ -220,7 +199,7 @@ class Executor {
     for (int b : program_.instructions(i).inputs()) f(b);
     auto fused = plan.fused.find(i);
     if (fused == plan.fused.end()) return;
-    for (int op : {fused->second.einsum, fused->second.mul, fused->second.mask}) {
+    for (int op : fused->second.ops()) {
       if (op < 0) continue;
       for (int b : program_.instructions(op).inputs()) f(b);
     }
@@ -233,7 +212,10 @@ class Executor {
   const Tensor* WrittenBuffer(int b) const;
   // A masked product (f.mask >= 0): true and *out written when the operands fit.
   bool RunMaskedProduct(const v1::Instruction& si, const FusedUpdate& f, Tensor* out);
-  // The fused instructions of f (the einsum, mul or mask), then S, one by one as the program says.
+  // An add + softmax (f.add >= 0): true and *out written when the kernel runner computed it.
+  bool RunAddSoftmax(const v1::Instruction& si, const FusedUpdate& f, Tensor* out);
+  // The fused instructions of f (the einsum, mul, mask or add), then S, one by one as the program
+  // says.
   absl::Status RunUnfused(int s_index, const FusedUpdate& f, Tensor* out);
   static constexpr int64_t kFuseBytes = 1 << 20;
   static constexpr int64_t kBucketBytes = 1 << 20;
@@ -330,6 +312,7 @@ class Executor {
   // While Run(map&&) runs: its map, whose feeds Prepare moves instead of copying.
   std::map<std::string, Tensor>* movable_feeds_ = nullptr;
   int64_t fused_updates_ = 0;
+  int64_t fused_softmaxes_ = 0;
   std::map<std::vector<std::string>, Plan> plans_;  // by sorted fetches; {"\x01all"}: Run(feeds)
   const Plan* plan_ = nullptr;                      // the running step's
 
