@@ -452,8 +452,8 @@ class Differentiator {
         grad(0, b_.Apply(dx, dx_in));
       } else {
         const TensorRef xc = layer ? b_.Sub(in[0], OnDims("reduce_mean", op, in[0])) : in[0];
-        const TensorRef r = Unary(
-            "rsqrt", WithS("add", OnDims("reduce_mean", op, Unary("square", xc)), eps));
+        const TensorRef r =
+            Unary("rsqrt", WithS("add", OnDims("reduce_mean", op, Unary("square", xc)), eps));
         const TensorRef xhat = b_.Mul(xc, r);
         TensorRef g = dy;
         if (in.size() > 1) {

@@ -352,9 +352,8 @@ TEST(MathLoweringTest, NormGradOverSplitModelDimAllreducesItsRowSumsAndNeverGath
   const std::string sum = "ALLREDUCE REDUCE_SUM(cols) [b:2, s:4]";
   EXPECT_EQ(CollectivesOf(p, "lng"), Strings({sum, sum, sum, sum}));
   EXPECT_EQ(CollectivesOf(p, "rmsg"), Strings({sum, sum}));  // x^2 and g xhat
-  EXPECT_EQ(LocalsOf(p, "rmsg"),
-            Strings({"square", "reduce_sum", "mul", "add", "rsqrt", "mul", "mul", "mul",
-                     "reduce_sum", "mul", "mul", "sub", "mul"}));
+  EXPECT_EQ(LocalsOf(p, "rmsg"), Strings({"square", "reduce_sum", "mul", "add", "rsqrt", "mul",
+                                          "mul", "mul", "reduce_sum", "mul", "mul", "sub", "mul"}));
   // Two split normalised dims: over both mesh dims at once.
   const v1::Program q = LowerFor(NormGraph(), "rows:2,cols:2", "s:rows,v:cols");
   const std::string both = "ALLREDUCE REDUCE_SUM(rows,cols) [b:4]";
@@ -370,9 +369,8 @@ TEST(MathLoweringTest, NormGradOverSplitModelDimAllreducesItsRowSumsAndNeverGath
   EXPECT_EQ(LocalsOf(local, "lng"), Strings({"layer_norm_grad"}));
   EXPECT_EQ(LocalsOf(local, "rmsg"), Strings({"rms_norm_grad"}));
   // Over the split batch dim it does communicate.
-  EXPECT_EQ(CollectivesOf(local, "rmsg_b"),
-            Strings({"ALLREDUCE REDUCE_SUM(rows) [s:2, v:8]",
-                     "ALLREDUCE REDUCE_SUM(rows) [s:2, v:8]"}));
+  EXPECT_EQ(CollectivesOf(local, "rmsg_b"), Strings({"ALLREDUCE REDUCE_SUM(rows) [s:2, v:8]",
+                                                     "ALLREDUCE REDUCE_SUM(rows) [s:2, v:8]"}));
 }
 
 TEST(MathLoweringTest, ReductionsAllreduceWithTheirOwnOp) {

@@ -1,5 +1,6 @@
 // Softmax, log_softmax, layer_norm, rms_norm, softmax_cross_entropy and the fused gradients
-// softmax_grad, layer_norm_grad, rms_norm_grad: shape inference, reference kernels, registration. Conventions are in core/ops_math.h; lowerings in lower_math.cc.
+// softmax_grad, layer_norm_grad, rms_norm_grad: shape inference, reference kernels, registration.
+// Conventions are in core/ops_math.h; lowerings in lower_math.cc.
 //
 // The reference kernels work row by row: a "row" is one index of the kept (not normalised) dims,
 // and its elements are every index of the normalised dims. Sums are in double, two-pass where a
@@ -90,8 +91,8 @@ absl::StatusOr<TensorType> InferNormGrad(const v1::Op& op, const std::vector<Ten
   const Shape& dy = in.back().shape;
   if (dy != x) {
     return OpError(op, absl::StrCat("dy '", op.inputs(in.size() - 1), "' ", dy.ToString(),
-                                    " must have the shape of x '", op.inputs(0), "' ",
-                                    x.ToString(), " exactly (same dims in the same order)"));
+                                    " must have the shape of x '", op.inputs(0), "' ", x.ToString(),
+                                    " exactly (same dims in the same order)"));
   }
   if (in.size() == 3) {
     for (const Dim& d : in[1].shape.dims()) {
@@ -261,8 +262,7 @@ absl::Status NormKernel(const v1::Op& op, absl::Span<const Tensor* const> inputs
 // dx of layer_norm / rms_norm, row by row: with g = dy * scale (or dy), xhat = (x - mean) r (or
 // x r), r = 1 / sqrt(mean(xc^2) + eps): dx = r (g - mean(g) - xhat mean(g xhat)); rms_norm drops
 // mean(g). Inputs x [, scale], dy; x, dy and the output have the same dims (any order each).
-absl::Status NormGradKernel(const v1::Op& op, absl::Span<const Tensor* const> inputs,
-                            Tensor* out) {
+absl::Status NormGradKernel(const v1::Op& op, absl::Span<const Tensor* const> inputs, Tensor* out) {
   RETURN_IF_ERROR(CheckInputs(inputs, 2, 3));
   const Tensor& x = *inputs[0];
   const Tensor& dy = *inputs.back();
@@ -373,7 +373,8 @@ OpInfo SoftmaxGrad() {
 // The gradient w.r.t. x of layer_norm / rms_norm, one op (autodiff emits it): fused, it reads x and
 // dy once per row instead of ~15 passes of primitive ops over the whole tensor.
 OpInfo NormGrad(const char* type, const char* summary, const char* collectives) {
-  OpInfo info = Norm(type, 2, 3, summary, collectives, InferNormGrad, NormGradKernel, LowerNormGrad);
+  OpInfo info =
+      Norm(type, 2, 3, summary, collectives, InferNormGrad, NormGradKernel, LowerNormGrad);
   info.differentiable = false;  // a gradient op; second derivatives are not supported
   return info;
 }

@@ -1,5 +1,6 @@
-// Reductions, softmax, norms (and their fused gradients) and cross-entropy: shape inference and reference kernels against
-// hand-computed values (by hand or with Python's math module), and the errors bad graphs get.
+// Reductions, softmax, norms (and their fused gradients) and cross-entropy: shape inference and
+// reference kernels against hand-computed values (by hand or with Python's math module), and the
+// errors bad graphs get.
 #include <string>
 #include <vector>
 

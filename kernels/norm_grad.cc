@@ -81,8 +81,8 @@ absl::Status NormGrad(const Tensor& x, const Tensor* scale, const Tensor& dy,
                                                    " (same dims, same order)"));
   }
   if (out->shape() != xs) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the output ", out->shape().ToString(), " must have the shape of x ", xs.ToString()));
+    return absl::InvalidArgumentError(absl::StrCat("the output ", out->shape().ToString(),
+                                                   " must have the shape of x ", xs.ToString()));
   }
   if (dims.empty()) return absl::InvalidArgumentError("no dims to normalise over");
   const std::set<std::string> names(dims.begin(), dims.end());
