@@ -1,5 +1,6 @@
 #include "core/autodiff.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <set>
@@ -70,6 +71,14 @@ v1::Op Copy(const v1::Op& op) {
 }
 
 bool HasScalar(const v1::Op& op) { return op.attrs().count("scalar") > 0; }
+
+// Whether every dim of `s` is one of `op`'s dims.
+bool OnlyDimsOf(const Shape& s, const v1::Op& op) {
+  for (const Dim& d : s.dims()) {
+    if (std::find(op.dims().begin(), op.dims().end(), d.name) == op.dims().end()) return false;
+  }
+  return true;
+}
 
 float Scalar(const v1::Op& op) {
   const v1::AttrValue& v = op.attrs().at("scalar");
@@ -426,19 +435,36 @@ class Differentiator {
       //   layer_norm dx = r (g - mean_D(g) - xhat mean_D(g xhat)); rms_norm drops mean_D(g).
       const bool layer = t == "layer_norm";
       const float eps = FloatAttrOr(op, "epsilon", 1e-6f);
-      const TensorRef xc = layer ? b_.Sub(in[0], OnDims("reduce_mean", op, in[0])) : in[0];
-      const TensorRef r = Unary(
-          "rsqrt", WithS("add", OnDims("reduce_mean", op, Unary("square", xc)), eps));
-      const TensorRef xhat = b_.Mul(xc, r);
-      TensorRef g = dy;
-      if (in.size() > 1) {
-        grad(1, b_.Mul(dy, xhat));
-        g = b_.Mul(dy, in[1]);
+      if (dy.shape == in[0].shape && (in.size() < 2 || OnlyDimsOf(in[1].shape, op))) {
+        // Fused: dx is one op (layer_norm_grad / rms_norm_grad) and xhat, for dscale, is the
+        // forward op without scale and bias. The grad op reads one scale vector per row, so it
+        // takes a scale over normalised dims only (any other scale: the primitive chain below).
+        v1::Op dx = WithDims(t + "_grad", op);
+        (*dx.mutable_attrs())["epsilon"].set_f(eps);
+        if (in.size() > 1) {
+          v1::Op normalise = WithDims(t, op);
+          (*normalise.mutable_attrs())["epsilon"].set_f(eps);
+          grad(1, b_.Mul(dy, b_.Apply(normalise, {in[0]})));
+        }
+        if (in.size() > 2) grad(2, dy);
+        std::vector<TensorRef> dx_in = {in[0], dy};
+        if (in.size() > 1) dx_in.insert(dx_in.begin() + 1, in[1]);
+        grad(0, b_.Apply(dx, dx_in));
+      } else {
+        const TensorRef xc = layer ? b_.Sub(in[0], OnDims("reduce_mean", op, in[0])) : in[0];
+        const TensorRef r =
+            Unary("rsqrt", WithS("add", OnDims("reduce_mean", op, Unary("square", xc)), eps));
+        const TensorRef xhat = b_.Mul(xc, r);
+        TensorRef g = dy;
+        if (in.size() > 1) {
+          grad(1, b_.Mul(dy, xhat));
+          g = b_.Mul(dy, in[1]);
+        }
+        if (in.size() > 2) grad(2, dy);
+        TensorRef c = b_.Mul(xhat, OnDims("reduce_mean", op, b_.Mul(g, xhat)));
+        if (layer) c = b_.Add(c, OnDims("reduce_mean", op, g));
+        grad(0, b_.Mul(b_.Sub(g, c), r));
       }
-      if (in.size() > 2) grad(2, dy);
-      TensorRef c = b_.Mul(xhat, OnDims("reduce_mean", op, b_.Mul(g, xhat)));
-      if (layer) c = b_.Add(c, OnDims("reduce_mean", op, g));
-      grad(0, b_.Mul(b_.Sub(g, c), r));
     } else if (t == "reshape" || t == "rename_dim" || t == "replace_dims") {
       grad(0, b_.Reshape(dy, in[0].shape));
     } else if (t == "slice" || t == "split") {  // pad dy back to the whole dim

@@ -7,6 +7,9 @@
 #include <functional>
 #include <map>
 #include <random>
+#include <set>
+#include <string>
+#include <vector>
 
 #include "core/autodiff.h"
 #include "core/interpreter.h"
@@ -319,6 +322,41 @@ Case LayerNorm() {
               {{"x", Uniform(-2, 2)}}};
 }
 
+Case RmsNorm() {
+  return Case{"rms_norm",
+              [](GraphBuilder& b, std::vector<TensorRef>* params) {
+                *params = {b.Placeholder("x", Shape({{"a", 4}, {"b", 6}})),
+                           b.Placeholder("scale", Shape({{"b", 6}}))};
+                return b.Apply(Op("rms_norm", {"b"}, {{"epsilon", F(1e-5f)}}), *params);
+              },
+              {}};
+}
+
+// A scale over a kept dim (a): layer_norm_grad does not take it, so the primitive chain runs.
+Case LayerNormScaleOverKeptDim() {
+  return Case{"layer_norm_scale_over_kept_dim",
+              [](GraphBuilder& b, std::vector<TensorRef>* params) {
+                *params = {b.Placeholder("x", Shape({{"a", 4}, {"b", 6}})),
+                           b.Placeholder("scale", Shape({{"a", 4}})),
+                           b.Placeholder("bias", Shape({{"b", 6}}))};
+                return b.Apply(Op("layer_norm", {"b"}, {{"epsilon", F(1e-5f)}}), *params);
+              },
+              {{"x", Uniform(-2, 2)}}};
+}
+
+// The normalised dim outermost, with a scale over it (the fast kernel's transposing path).
+Case LayerNormOuterDim() {
+  return Case{"layer_norm_outer_dim",
+              [](GraphBuilder& b, std::vector<TensorRef>* params) {
+                *params = {b.Placeholder("x", Shape({{"a", 6}, {"b", 4}})),
+                           b.Placeholder("scale", Shape({{"a", 6}}))};
+                return b.Apply(Op("layer_norm", {"a"}, {{"epsilon", F(1e-5f)}}), *params);
+              },
+              {{"x", Uniform(-2, 2)}}};
+}
+
+// Every case's dy has x's shape, so all but the scale-over-a-kept-dim ones take the fused
+// layer_norm_grad / rms_norm_grad.
 TEST(AutodiffFamiliesTest, ReduceAndNorm) {
   CheckAll({
       Unary("reduce_logsumexp", Op("reduce_logsumexp", {"b"}), kAB, Uniform(-2, 2)),
@@ -333,15 +371,61 @@ TEST(AutodiffFamiliesTest, ReduceAndNorm) {
              return b.Apply(Op("layer_norm", {"b", "c"}), *params);
            },
            {}},
-      Case{"rms_norm",
+      RmsNorm(),
+      Unary("rms_norm_no_scale", Op("rms_norm", {"a", "b"}), kAB),
+      Unary("layer_norm_no_scale_outer", Op("layer_norm", {"a"}), kAB, Uniform(-2, 2)),
+      LayerNormOuterDim(),
+      LayerNormScaleOverKeptDim(),
+      // A scale over kept and normalised dims: the primitive chain for rms_norm.
+      Case{"rms_norm_scale_over_all_dims",
            [](GraphBuilder& b, std::vector<TensorRef>* params) {
              *params = {b.Placeholder("x", Shape({{"a", 4}, {"b", 6}})),
-                        b.Placeholder("scale", Shape({{"b", 6}}))};
-             return b.Apply(Op("rms_norm", {"b"}, {{"epsilon", F(1e-5f)}}), *params);
+                        b.Placeholder("scale", Shape({{"b", 6}, {"a", 4}}))};
+             return b.Apply(Op("rms_norm", {"b"}), *params);
            },
            {}},
-      Unary("rms_norm_no_scale", Op("rms_norm", {"a", "b"}), kAB),
   });
+}
+
+// Op types (with counts) of the ops the gradients add to the forward graph.
+std::map<std::string, int> BackwardOps(const Built& m) {
+  std::set<std::string> forward;
+  for (const v1::Op& op : m.forward.proto().ops()) forward.insert(op.name());
+  std::map<std::string, int> counts;
+  for (const v1::Op& op : m.full.proto().ops()) {
+    if (!forward.count(op.name())) ++counts[op.type()];
+  }
+  return counts;
+}
+
+TEST(AutodiffFamiliesTest, NormBackwardIsOneFusedOpWhenTheScaleSpansNormalisedDims) {
+  // layer_norm(x, scale, bias): dx is one layer_norm_grad; dscale needs xhat, one layer_norm
+  // (no scale or bias) times dy, summed over a; no primitive normalisation pieces remain.
+  std::map<std::string, int> ops = BackwardOps(Build(LayerNorm()));
+  EXPECT_EQ(ops["layer_norm_grad"], 1);
+  EXPECT_EQ(ops["layer_norm"], 1);
+  for (const char* piece : {"rsqrt", "reduce_mean", "square", "sub", "rms_norm_grad"}) {
+    EXPECT_EQ(ops.count(piece), 0) << piece;
+  }
+  const Built rms = Build(RmsNorm());
+  ops = BackwardOps(rms);
+  EXPECT_EQ(ops["rms_norm_grad"], 1);
+  EXPECT_EQ(ops["rms_norm"], 1);
+  EXPECT_EQ(ops.count("rsqrt"), 0);
+  // The grad op carries the forward's dims and epsilon, and takes x, scale, dy.
+  for (const v1::Op& op : rms.full.proto().ops()) {
+    if (op.type() != "rms_norm_grad") continue;
+    EXPECT_EQ(std::vector<std::string>(op.dims().begin(), op.dims().end()),
+              std::vector<std::string>{"b"});
+    EXPECT_FLOAT_EQ(op.attrs().at("epsilon").f(), 1e-5f);
+    ASSERT_EQ(op.inputs_size(), 3);
+    EXPECT_EQ(op.inputs(0), "x");
+    EXPECT_EQ(op.inputs(1), "scale");
+  }
+  // A scale over a kept dim: the primitive chain, no fused op.
+  ops = BackwardOps(Build(LayerNormScaleOverKeptDim()));
+  EXPECT_EQ(ops.count("layer_norm_grad"), 0);
+  EXPECT_EQ(ops["rsqrt"], 1);
 }
 
 // ---- data movement -----------------------------------------------------------------------------
@@ -476,6 +560,10 @@ TEST(AutodiffFamiliesTest, Spatial) {
 // split pooled dim, slice/pad/concat along split dims.
 TEST(AutodiffFamiliesTest, GradientsLowerOnSplitDims) {
   ExpectLayoutInvariant(LayerNorm(), {{"p:2", "b:p"}, {"r:2,s:2", "a:r,b:s"}});
+  ExpectLayoutInvariant(RmsNorm(), {{"p:2", "b:p"}, {"r:2,s:2", "a:r,b:s"}, {"p:2", "a:p"}});
+  ExpectLayoutInvariant(LayerNormOuterDim(),
+                        {{"p:2", "b:p"}, {"p:2", "a:p"}, {"r:2,s:2", "a:r,b:s"}});
+  ExpectLayoutInvariant(LayerNormScaleOverKeptDim(), {{"p:2", "b:p"}, {"r:2,s:2", "a:r,b:s"}});
   ExpectLayoutInvariant(Gather(), {{"p:2", "v:p"}, {"r:2,s:2", "n:r,d:s"}, {"p:4", "n:p"}});
   ExpectLayoutInvariant(Conv2d(),
                         {{"p:2", "h:p"}, {"r:2,s:2", "n:r,w:s"}, {"r:2,s:2", "h:r,c:s"}});

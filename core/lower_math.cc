@@ -1,5 +1,5 @@
-// Lowering of reduce_logsumexp, softmax, log_softmax, layer_norm, rms_norm and
-// softmax_cross_entropy.
+// Lowering of reduce_logsumexp, softmax, log_softmax, layer_norm, rms_norm, softmax_cross_entropy
+// and the fused gradients softmax_grad, layer_norm_grad, rms_norm_grad.
 //
 // When no normalised (reduced) dim is split over a mesh dim of size > 1, each is one local op:
 // every processor holds whole rows. Otherwise each is built from local elementwise ops and
@@ -15,6 +15,10 @@
 //   layer_norm    mean = allreduce_sum(local sum x) / n; c = x - mean;
 //                 var = allreduce_sum(local sum c^2) / n; c * rsqrt(var + eps) [* scale] [+ bias]
 //   rms_norm      x * rsqrt(allreduce_sum(local sum x^2) / n + eps) [* scale]
+//   layer_norm_grad  mean_D(t) = allreduce_sum(local sum t) / n; c = x - mean_D(x);
+//                 r = rsqrt(mean_D(c^2) + eps); xhat = c r; g = dy [* scale];
+//                 (g - mean_D(g) - xhat mean_D(g xhat)) r
+//   rms_norm_grad as layer_norm_grad with c = x and without mean_D(g)
 //   cross-entropy logp = log_softmax(logits) as above; -allreduce_sum(local sum targets * logp)
 //
 // Two passes for the variance (mean first) match the reference kernel's numerics; the max before
@@ -190,6 +194,34 @@ absl::StatusOr<LaidOutTensor> LowerNorm(LoweringContext& ctx, const v1::Op& op,
   if (inputs.size() > 1) y = p.Binary("mul", y, inputs[1]);
   if (inputs.size() > 2) y = p.Binary("add", y, inputs[2]);
   return p.Result(y);
+}
+
+absl::StatusOr<LaidOutTensor> LowerNormGrad(LoweringContext& ctx, const v1::Op& op,
+                                            const std::vector<LaidOutTensor>& inputs) {
+  Pieces p(ctx, op);
+  const LaidOutTensor& x = inputs[0];
+  const LaidOutTensor& dy = inputs.back();
+  const std::set<std::string> dims = OpDims(op);
+  const std::vector<int> axes = p.SplitAxes(x, dims);
+  if (axes.empty()) return p.Whole(inputs);
+  int64_t n = 1;
+  for (const Dim& d : x.shape.dims()) n *= dims.count(d.name) ? d.size : 1;
+  // The mean over the whole normalised dims of a tensor of x's shape: one allreduce per statistic.
+  auto mean = [&](const LaidOutTensor& t) {
+    const LaidOutTensor sum = p.AllReduce(p.Reduce("reduce_sum", t, dims), axes, v1::REDUCE_SUM);
+    return p.WithScalar("mul", sum, 1.0 / static_cast<double>(n));
+  };
+  const bool layer = op.type() == "layer_norm_grad";
+  const LaidOutTensor centred = layer ? p.Binary("sub", x, mean(x)) : x;
+  const double eps = FloatAttrOr(op, "epsilon", 1e-6f);
+  const LaidOutTensor r =
+      p.Unary("rsqrt", p.WithScalar("add", mean(p.Unary("square", centred)), eps));
+  const LaidOutTensor xhat = p.Binary("mul", centred, r);
+  const LaidOutTensor g = inputs.size() == 3 ? p.Binary("mul", dy, inputs[1]) : dy;
+  LaidOutTensor c = layer ? mean(g) : LaidOutTensor();
+  const LaidOutTensor proj = p.Binary("mul", xhat, mean(p.Binary("mul", g, xhat)));
+  c = layer ? p.Binary("add", proj, c) : proj;
+  return p.Result(p.Binary("mul", p.Binary("sub", g, c), r));
 }
 
 absl::StatusOr<LaidOutTensor> LowerCrossEntropy(LoweringContext& ctx, const v1::Op& op,

@@ -40,6 +40,13 @@
 //   softmax_cross_entropy(logits, targets)  -sum over dims of targets * log_softmax(logits);
 //                                           targets has logits' dims (any order); output = logits'
 //                                           dims minus `dims` (the per-example loss)
+//   softmax_grad(y, dy)                     y * (dy - sum over dims of dy * y); dy of y's shape
+//   layer_norm_grad(x [, scale], dy)        dx of layer_norm: r (g - mean(g) - xhat mean(g xhat)),
+//                                           g = dy * scale, xhat = (x - mean) r, r = rsqrt(var +
+//                                           epsilon); attrs {epsilon: f = 1e-6}; dy of x's shape
+//                                           exactly; scale over normalised dims only
+//   rms_norm_grad(x [, scale], dy)          dx of rms_norm: r (g - xhat mean(g xhat)), xhat = x r
+//   The *_grad ops are what autodiff emits (not differentiable themselves).
 //   Lowering: one local op when no normalised dim is split; otherwise local pieces plus allreduces
 //   over the mesh dims of the split normalised dims (never a gather of the whole dim).
 //
@@ -123,6 +130,9 @@ absl::StatusOr<LaidOutTensor> LowerSoftmaxGrad(LoweringContext& ctx, const v1::O
 // layer_norm and rms_norm
 absl::StatusOr<LaidOutTensor> LowerNorm(LoweringContext& ctx, const v1::Op& op,
                                         const std::vector<LaidOutTensor>& inputs);
+// layer_norm_grad and rms_norm_grad
+absl::StatusOr<LaidOutTensor> LowerNormGrad(LoweringContext& ctx, const v1::Op& op,
+                                            const std::vector<LaidOutTensor>& inputs);
 absl::StatusOr<LaidOutTensor> LowerCrossEntropy(LoweringContext& ctx, const v1::Op& op,
                                                 const std::vector<LaidOutTensor>& inputs);
 

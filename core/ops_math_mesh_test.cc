@@ -77,6 +77,11 @@ v1::AttrValue Str(const std::string& s) {
   v.set_s(s);
   return v;
 }
+v1::AttrValue F(float f) {
+  v1::AttrValue v;
+  v.set_f(f);
+  return v;
+}
 
 // Every unary and binary op, where and cast, with broadcasting in every direction
 // (x[b,v] with y[v], y[v] with x[b,v] -> [v,b], z[h,b] with x -> [h,b,v]).
@@ -128,8 +133,9 @@ Graph ReduceGraph() {
   return g.Build();
 }
 
-// softmax, log_softmax, layer_norm, rms_norm, softmax_cross_entropy over one and two dims, with
-// and without scale and bias, targets in the logits' order and in another order.
+// softmax, log_softmax, layer_norm, rms_norm, softmax_cross_entropy and the fused gradients over
+// one and two dims, with and without scale and bias, targets in the logits' order and in another
+// order.
 Graph NormGraph() {
   G g;
   g.In("logits", "b:4,s:4,v:8").In("t_raw", "b:4,s:4,v:8").In("gain", "v:8").In("bias", "v:8");
@@ -142,6 +148,12 @@ Graph NormGraph() {
   g.Op("ln_sv", "layer_norm", {"logits"}, {"s", "v"});
   g.Op("ln_gs", "layer_norm", {"logits", "gain_s"}, {"s", "v"});
   g.Op("rms", "rms_norm", {"logits", "gain"}, {"v"}).Op("rms_b", "rms_norm", {"logits"}, {"b"});
+  // The fused norm gradients (t_raw as dy), with a scale over a normalised dim and without.
+  g.Op("lng", "layer_norm_grad", {"logits", "gain", "t_raw"}, {"v"}).Attr("epsilon", F(0.01f));
+  g.Op("lng_sv", "layer_norm_grad", {"logits", "t_raw"}, {"s", "v"});
+  g.Op("lng_gs", "layer_norm_grad", {"logits", "gain_s", "t_raw"}, {"v", "s"});
+  g.Op("rmsg", "rms_norm_grad", {"logits", "gain", "t_raw"}, {"v"});
+  g.Op("rmsg_b", "rms_norm_grad", {"logits", "t_raw"}, {"b"}).Attr("epsilon", F(0.5f));
   g.Op("targets", "softmax", {"t_raw"}, {"v"});
   g.Op("xent", "softmax_cross_entropy", {"logits", "targets"}, {"v"});
   g.Op("t_vbs", "einsum", {"t_raw"}).Shaped("v:8,b:4,s:4");
@@ -331,6 +343,34 @@ TEST(MathLoweringTest, UnsplitNormalisedDimsRunOneLocalOp) {
   const v1::Program p1 = LowerFor(NormGraph(), "p:1", "v:p");
   EXPECT_EQ(CountCollectives(p1), 0);
   EXPECT_EQ(LocalsOf(p1, "sm"), Strings({"softmax"}));
+}
+
+TEST(MathLoweringTest, NormGradOverSplitModelDimAllreducesItsRowSumsAndNeverGathers) {
+  const v1::Program p = LowerFor(NormGraph(), "rows:2,cols:2", "b:rows,v:cols");
+  // layer_norm_grad: the sums of x, of xc^2, of g and of g xhat, over the mesh dim splitting v,
+  // each [b, s] on b's half of the rows.
+  const std::string sum = "ALLREDUCE REDUCE_SUM(cols) [b:2, s:4]";
+  EXPECT_EQ(CollectivesOf(p, "lng"), Strings({sum, sum, sum, sum}));
+  EXPECT_EQ(CollectivesOf(p, "rmsg"), Strings({sum, sum}));  // x^2 and g xhat
+  EXPECT_EQ(LocalsOf(p, "rmsg"), Strings({"square", "reduce_sum", "mul", "add", "rsqrt", "mul",
+                                          "mul", "mul", "reduce_sum", "mul", "mul", "sub", "mul"}));
+  // Two split normalised dims: over both mesh dims at once.
+  const v1::Program q = LowerFor(NormGraph(), "rows:2,cols:2", "s:rows,v:cols");
+  const std::string both = "ALLREDUCE REDUCE_SUM(rows,cols) [b:4]";
+  EXPECT_EQ(CollectivesOf(q, "lng_sv"), Strings({both, both, both, both}));
+  EXPECT_EQ(CollectivesOf(q, "lng_gs"), Strings({both, both, both, both}));
+  EXPECT_FALSE(HasGatherOrAllToAll(p));
+  EXPECT_FALSE(HasGatherOrAllToAll(q));
+  // Normalised dims not split: one local op each, no collectives.
+  const v1::Program local = LowerFor(NormGraph(), "rows:2,cols:2", "b:rows,s:cols");
+  for (const char* op : {"lng", "rmsg"}) {
+    EXPECT_TRUE(CollectivesOf(local, op).empty()) << op;
+  }
+  EXPECT_EQ(LocalsOf(local, "lng"), Strings({"layer_norm_grad"}));
+  EXPECT_EQ(LocalsOf(local, "rmsg"), Strings({"rms_norm_grad"}));
+  // Over the split batch dim it does communicate.
+  EXPECT_EQ(CollectivesOf(local, "rmsg_b"), Strings({"ALLREDUCE REDUCE_SUM(rows) [s:2, v:8]",
+                                                     "ALLREDUCE REDUCE_SUM(rows) [s:2, v:8]"}));
 }
 
 TEST(MathLoweringTest, ReductionsAllreduceWithTheirOwnOp) {

@@ -1,5 +1,6 @@
-// Softmax, log_softmax, layer_norm, rms_norm and softmax_cross_entropy: shape inference, reference
-// kernels, registration. Conventions are in core/ops_math.h; lowerings in lower_math.cc.
+// Softmax, log_softmax, layer_norm, rms_norm, softmax_cross_entropy and the fused gradients
+// softmax_grad, layer_norm_grad, rms_norm_grad: shape inference, reference kernels, registration.
+// Conventions are in core/ops_math.h; lowerings in lower_math.cc.
 //
 // The reference kernels work row by row: a "row" is one index of the kept (not normalised) dims,
 // and its elements are every index of the normalised dims. Sums are in double, two-pass where a
@@ -7,7 +8,9 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <set>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "core/ops_math.h"
@@ -71,6 +74,33 @@ absl::StatusOr<TensorType> InferNorm(const v1::Op& op, const std::vector<TensorT
         return OpError(
             op, absl::StrCat(i == 1 ? "scale '" : "bias '", op.inputs(i), "' has dim ", d.name, ":",
                              d.size, " which x ", in[0].shape.ToString(), " lacks"));
+      }
+    }
+  }
+  return in[0];
+}
+
+// layer_norm_grad / rms_norm_grad (x [, scale], dy): dy must have x's shape exactly (autodiff makes
+// it so) and scale's dims must be normalised dims of x (the kernels read one scale vector per row).
+absl::StatusOr<TensorType> InferNormGrad(const v1::Op& op, const std::vector<TensorType>& in) {
+  RETURN_IF_ERROR(NeedFloat(op, in));
+  ASSIGN_OR_RETURN(const std::set<std::string> dims,
+                   ReducedDims(op, in[0].shape, /*need_one=*/true));
+  RETURN_IF_ERROR(CheckEpsilon(op));
+  const Shape& x = in[0].shape;
+  const Shape& dy = in.back().shape;
+  if (dy != x) {
+    return OpError(op, absl::StrCat("dy '", op.inputs(in.size() - 1), "' ", dy.ToString(),
+                                    " must have the shape of x '", op.inputs(0), "' ", x.ToString(),
+                                    " exactly (same dims in the same order)"));
+  }
+  if (in.size() == 3) {
+    for (const Dim& d : in[1].shape.dims()) {
+      const int j = x.IndexOf(d.name);
+      if (j < 0 || x.dim(j).size != d.size || !dims.count(d.name)) {
+        return OpError(op, absl::StrCat("scale '", op.inputs(1), "' has dim ", d.name, ":", d.size,
+                                        " which is not a normalised dim of x ", x.ToString(),
+                                        " (scale may span only the dims in `dims`)"));
       }
     }
   }
@@ -229,6 +259,63 @@ absl::Status NormKernel(const v1::Op& op, absl::Span<const Tensor* const> inputs
   return absl::OkStatus();
 }
 
+// dx of layer_norm / rms_norm, row by row: with g = dy * scale (or dy), xhat = (x - mean) r (or
+// x r), r = 1 / sqrt(mean(xc^2) + eps): dx = r (g - mean(g) - xhat mean(g xhat)); rms_norm drops
+// mean(g). Inputs x [, scale], dy; x, dy and the output have the same dims (any order each).
+absl::Status NormGradKernel(const v1::Op& op, absl::Span<const Tensor* const> inputs, Tensor* out) {
+  RETURN_IF_ERROR(CheckInputs(inputs, 2, 3));
+  const Tensor& x = *inputs[0];
+  const Tensor& dy = *inputs.back();
+  const Tensor* scale = inputs.size() == 3 ? inputs[1] : nullptr;
+  RETURN_IF_ERROR(CheckSameDims({&x, &dy}, *out));
+  RETURN_IF_ERROR(CheckDimsIn(dy.shape(), "dy", x.shape(), "x"));
+  RETURN_IF_ERROR(CheckDimsIn(x.shape(), "x", dy.shape(), "dy"));
+  if (scale != nullptr) {
+    RETURN_IF_ERROR(CheckFloat(*scale, "scale"));
+    RETURN_IF_ERROR(CheckDimsIn(scale->shape(), "scale", x.shape(), "x"));
+  }
+  Shape kept, norm;
+  RETURN_IF_ERROR(NormalisedSplit(op, x.shape(), &kept, &norm));
+  const Rows xr(x.shape(), kept, norm), dr(dy.shape(), kept, norm);
+  const Rows orows(out->shape(), kept, norm);
+  const Shape none;
+  const Rows sr(scale ? scale->shape() : none, kept, norm);
+  const bool layer = op.type() == "layer_norm_grad";
+  const double eps = Epsilon(op);
+  const double n = static_cast<double>(xr.inner.size());
+  const float* px = x.f32();
+  const float* pd = dy.f32();
+  std::vector<double> g(xr.inner.size()), xhat(xr.inner.size());
+  for (size_t r = 0; r < xr.outer.size(); ++r) {
+    double mean = 0;
+    if (layer) {
+      for (int64_t i : xr.inner) mean += px[xr.outer[r] + i];
+      mean /= n;
+    }
+    double var = 0;
+    for (int64_t i : xr.inner) {
+      const double c = px[xr.outer[r] + i] - mean;
+      var += c * c;
+    }
+    const double inv = 1.0 / std::sqrt(var / n + eps);
+    double sum_g = 0, sum_gx = 0;
+    for (size_t i = 0; i < xr.inner.size(); ++i) {
+      xhat[i] = (px[xr.outer[r] + xr.inner[i]] - mean) * inv;
+      g[i] = pd[dr.outer[r] + dr.inner[i]];
+      if (scale) g[i] *= scale->f32()[sr.outer[r] + sr.inner[i]];
+      sum_g += g[i];
+      sum_gx += g[i] * xhat[i];
+    }
+    const double mean_g = layer ? sum_g / n : 0.0;
+    const double mean_gx = sum_gx / n;
+    for (size_t i = 0; i < xr.inner.size(); ++i) {
+      out->f32()[orows.outer[r] + orows.inner[i]] =
+          static_cast<float>(inv * (g[i] - mean_g - xhat[i] * mean_gx));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CrossEntropyKernel(const v1::Op& op, absl::Span<const Tensor* const> inputs,
                                 Tensor* out) {
   RETURN_IF_ERROR(CheckInputs(inputs, 2, 2));
@@ -283,8 +370,26 @@ OpInfo SoftmaxGrad() {
   return info;
 }
 
+// The gradient w.r.t. x of layer_norm / rms_norm, one op (autodiff emits it): fused, it reads x and
+// dy once per row instead of ~15 passes of primitive ops over the whole tensor.
+OpInfo NormGrad(const char* type, const char* summary, const char* collectives) {
+  OpInfo info =
+      Norm(type, 2, 3, summary, collectives, InferNormGrad, NormGradKernel, LowerNormGrad);
+  info.differentiable = false;  // a gradient op; second derivatives are not supported
+  return info;
+}
+
 const bool kRegistered = RegisterOps({
     SoftmaxGrad(),
+    NormGrad("layer_norm_grad",
+             "dx of layer_norm over `dims`: r (g - mean(g) - xhat mean(g xhat)) with g = dy * "
+             "scale, xhat = (x - mean) r, r = rsqrt(var + attrs.epsilon) (emitted by autodiff); "
+             "inputs x [scale] dy (dy of x's shape; scale over normalised dims)",
+             "allreduce(sum) four times (mean, variance, mean(g), mean(g xhat))"),
+    NormGrad("rms_norm_grad",
+             "dx of rms_norm over `dims`: r (g - xhat mean(g xhat)) with g = dy * scale, xhat = x "
+             "r, r = rsqrt(mean(x^2) + attrs.epsilon) (emitted by autodiff); inputs x [scale] dy",
+             "allreduce(sum) twice (mean(x^2), mean(g xhat))"),
     Norm("softmax", 1, 1, "exp(x) / sum of exp(x) over `dims`",
          "allreduce(max) then allreduce(sum)", InferSoftmax, SoftmaxKernel, LowerSoftmax),
     Norm("log_softmax", 1, 1, "x - logsumexp(x) over `dims`", "allreduce(max) then allreduce(sum)",

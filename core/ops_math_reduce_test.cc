@@ -1,5 +1,6 @@
-// Reductions, softmax, norms and cross-entropy: shape inference and reference kernels against
-// hand-computed values (by hand or with Python's math module), and the errors bad graphs get.
+// Reductions, softmax, norms (and their fused gradients) and cross-entropy: shape inference and
+// reference kernels against hand-computed values (by hand or with Python's math module), and the
+// errors bad graphs get.
 #include <string>
 #include <vector>
 
@@ -82,6 +83,22 @@ std::vector<Case> Cases() {
       {"type: 'rms_norm' dims: 'd' attrs { key: 'epsilon' value { f: 0 } }",
        {F("a:2,d:2", {3, 4, -1, 1}), F("d:2", {2, -1})},
        F("a:2,d:2", {1.6970563f, -1.1313708f, -2, -1})},
+      // The norms' dx (inputs x [scale] dy), checked against central differences of the forward.
+      {"type: 'layer_norm_grad' dims: 'd' attrs { key: 'epsilon' value { f: 0 } }",
+       {F("a:1,d:4", {1, 2, 3, 4}), F("a:1,d:4", {1, 0, 0, 0})},
+       F("a:1,d:4", {0.26832816f, -0.35777088f, -0.089442719f, 0.17888544f})},
+      {"type: 'layer_norm_grad' dims: 'd' attrs { key: 'epsilon' value { f: 0 } }",
+       {F("a:1,d:4", {1, 2, 3, 4}), F("d:4", {1, 2, 1, 2}), F("a:1,d:4", {1, 1, 1, 1})},
+       F("a:1,d:4", {-0.17888544f, 0.53665631f, -0.53665631f, 0.17888544f})},
+      {"type: 'layer_norm_grad' dims: 'd' attrs { key: 'epsilon' value { f: 1 } }",
+       {F("d:2", {1, 3}), F("d:2", {2, -1})},
+       F("d:2", {0.53033009f, -0.53033009f})},
+      {"type: 'rms_norm_grad' dims: 'd' attrs { key: 'epsilon' value { f: 0 } }",
+       {F("d:2", {3, 4}), F("d:2", {1, 0})},
+       F("d:2", {0.18101934f, -0.1357645f})},
+      {"type: 'rms_norm_grad' dims: 'd' attrs { key: 'epsilon' value { f: 0 } }",
+       {F("d:2", {3, 4}), F("d:2", {2, -1}), F("d:2", {1, 1})},
+       F("d:2", {0.49780317f, -0.37335238f})},
       // Cross-entropy: -log(5/8); a uniform half/half target over three equal logits: log 3.
       {"type: 'softmax_cross_entropy' dims: 'v'",
        {F("b:2,v:3", {0, 0.69314718f, 1.6094379f, 0, 0, 0}),
@@ -153,6 +170,21 @@ TEST(MathReduceTest, BadGraphsGetInvalidArgumentNamingTheProblem) {
        {X(), F("b:3", {1, 2, 3})},
        {"targets 'b' [b:3] must have the dims of logits 'a' [a:2, b:3]"}},
       {"type: 'softmax_cross_entropy'", {X(), X()}, {"needs `dims`"}},
+      {"type: 'layer_norm_grad' dims: 'b'",
+       {X(), F("b:3,a:2", {1, 2, 3, 4, 5, 6})},
+       {"op 't' (layer_norm_grad)", "dy 'b' [b:3, a:2] must have the shape of x 'a' [a:2, b:3]"}},
+      {"type: 'rms_norm_grad' dims: 'b'",
+       {X(), F("a:2", {1, 2}), X()},
+       {"scale 'b' has dim a:2 which is not a normalised dim of x [a:2, b:3]"}},
+      {"type: 'layer_norm_grad' dims: 'b'",
+       {X(), F("b:2", {1, 2}), X()},
+       {"scale 'b' has dim b:2"}},
+      {"type: 'layer_norm_grad'", {X(), X()}, {"needs `dims`"}},
+      {"type: 'rms_norm_grad' dims: 'z'", {X(), X()}, {"reduces dim 'z'"}},
+      {"type: 'layer_norm_grad' dims: 'b'", {I("a:2", {1, 2}), X()}, {"needs float32"}},
+      {"type: 'layer_norm_grad' dims: 'b' attrs { key: 'epsilon' value { f: -1 } }",
+       {X(), X()},
+       {"epsilon must be >= 0"}},
   };
   for (const BadCase& c : cases) {
     SCOPED_TRACE(c.op);
@@ -164,6 +196,9 @@ TEST(MathReduceTest, BadGraphsGetInvalidArgumentNamingTheProblem) {
   EXPECT_TRUE(StatusIs(
       InferOutputType(ParseOp("type: 'rms_norm' dims: 'b'", 3), Types({X(), X(), X()})).status(),
       absl::StatusCode::kInvalidArgument, {"takes 1 to 2 input(s) but has 3"}));
+  EXPECT_TRUE(StatusIs(
+      InferOutputType(ParseOp("type: 'layer_norm_grad' dims: 'b'", 1), Types({X()})).status(),
+      absl::StatusCode::kInvalidArgument, {"takes 2 to 3 input(s) but has 1"}));
 }
 
 TEST(MathReduceTest, RegistryEntriesNameTheirCollectives) {
@@ -175,9 +210,13 @@ TEST(MathReduceTest, RegistryEntriesNameTheirCollectives) {
             "allreduce(max) then allreduce(sum) over the mesh dims of split normalised dims");
   EXPECT_FALSE(FindOp("reduce_all")->differentiable);
   EXPECT_TRUE(FindOp("layer_norm")->differentiable);
+  EXPECT_FALSE(FindOp("layer_norm_grad")->differentiable);
+  EXPECT_EQ(FindOp("rms_norm_grad")->collectives,
+            "allreduce(sum) twice (mean(x^2), mean(g xhat)) over the mesh dims of split normalised "
+            "dims");
   for (const char* t : {"reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "reduce_any",
                         "reduce_all", "reduce_logsumexp", "softmax", "log_softmax", "layer_norm",
-                        "rms_norm", "softmax_cross_entropy"}) {
+                        "rms_norm", "softmax_cross_entropy", "layer_norm_grad", "rms_norm_grad"}) {
     ASSERT_NE(FindOp(t), nullptr) << t;
     EXPECT_EQ(FindOp(t)->family, OpFamily::kReduce) << t;
   }

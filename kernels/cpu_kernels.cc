@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "kernels/einsum.h"
 #include "kernels/elementwise.h"
+#include "kernels/norm_grad.h"
 #include "kernels/reduce.h"
 
 namespace meshrt {
@@ -92,6 +93,16 @@ bool ScalarFirst(const v1::Op& op) {
   return it != op.attrs().end() && it->second.value_case() == v1::AttrValue::kB && it->second.b();
 }
 
+// attrs {epsilon} of the norms and their gradients (f, or i; 1e-6 when absent), or nullopt when
+// it is of another kind (the reference kernels report it).
+std::optional<float> Epsilon(const v1::Op& op) {
+  auto it = op.attrs().find("epsilon");
+  if (it == op.attrs().end()) return 1e-6f;
+  if (it->second.value_case() == v1::AttrValue::kF) return it->second.f();
+  if (it->second.value_case() == v1::AttrValue::kI) return static_cast<float>(it->second.i());
+  return std::nullopt;
+}
+
 std::vector<std::string> Dims(const v1::Op& op) { return {op.dims().begin(), op.dims().end()}; }
 
 // Binary ops and where: the inputs, or the inputs plus attrs.scalar as a 0-d tensor (see
@@ -143,21 +154,20 @@ std::optional<absl::Status> RunFast(const v1::Op& op, absl::Span<const Tensor* c
     return kernels::AddSoftmax(*inputs[0], *inputs[1], Dims(op), type == "_add_log_softmax", out);
   }
   if ((type == "layer_norm" || type == "rms_norm") && !inputs.empty() && inputs.size() <= 3) {
-    auto eps = op.attrs().find("epsilon");
-    float epsilon = 1e-6f;
-    if (eps != op.attrs().end()) {
-      if (eps->second.value_case() == v1::AttrValue::kF) {
-        epsilon = eps->second.f();
-      } else if (eps->second.value_case() == v1::AttrValue::kI) {
-        epsilon = static_cast<float>(eps->second.i());
-      } else {
-        return std::nullopt;
-      }
-    }
+    const std::optional<float> epsilon = Epsilon(op);
+    if (!epsilon) return std::nullopt;
     const bool rms = type == "rms_norm";
     if (rms && inputs.size() > 2) return std::nullopt;
     return kernels::Normalize(*inputs[0], inputs.size() > 1 ? inputs[1] : nullptr,
-                              inputs.size() > 2 ? inputs[2] : nullptr, Dims(op), epsilon, rms, out);
+                              inputs.size() > 2 ? inputs[2] : nullptr, Dims(op), *epsilon, rms,
+                              out);
+  }
+  if ((type == "layer_norm_grad" || type == "rms_norm_grad") &&
+      (inputs.size() == 2 || inputs.size() == 3)) {
+    const std::optional<float> epsilon = Epsilon(op);
+    if (!epsilon) return std::nullopt;
+    return kernels::NormGrad(*inputs[0], inputs.size() == 3 ? inputs[1] : nullptr, *inputs.back(),
+                             Dims(op), *epsilon, type == "rms_norm_grad", out);
   }
   if (type == "softmax_grad" && inputs.size() == 2) {
     return kernels::SoftmaxGrad(*inputs[0], *inputs[1], Dims(op), out);
