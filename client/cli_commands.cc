@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "client/graph_io.h"
 #include "core/explain.h"
+#include "core/layout_names.h"
 #include "core/lowering.h"
 #include "core/autodiff.h"
 #include "core/ops.h"
@@ -98,6 +99,7 @@ absl::Status ExplainCommand(const std::vector<std::string>& args, CliIo io) {
   }
   ASSIGN_OR_RETURN(Graph graph, LoadAndBuildGraph(positional[0]));
   ASSIGN_OR_RETURN(MeshAndRules layout, ParseMeshAndRules(mesh_text, layout_text));
+  RETURN_IF_ERROR(CheckRulesNameGraphDims(graph, layout.rules));
   ASSIGN_OR_RETURN(v1::Program program, Lower(graph, layout.mesh, layout.rules));
   io.out << ExplainProgram(program);
   return absl::OkStatus();

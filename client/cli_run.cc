@@ -18,6 +18,7 @@
 #include "client/cli_commands.h"
 #include "client/npy.h"
 #include "client/random_feeds.h"
+#include "core/layout_names.h"
 #include "core/lowering.h"
 #include "core/status_macros.h"
 #include "util/flags.h"
@@ -222,6 +223,7 @@ absl::Status RunCommand(const std::vector<std::string>& args, CliIo io) {
 
   ASSIGN_OR_RETURN(Graph graph, LoadAndBuildGraph(o.graph_path));
   ASSIGN_OR_RETURN(MeshAndRules layout, ParseMeshAndRules(o.mesh, o.layout));
+  RETURN_IF_ERROR(CheckRulesNameGraphDims(graph, layout.rules));
   RETURN_IF_ERROR(ValidateLayouts(graph, layout.mesh, layout.rules));
   if (o.local > 0 && o.local < layout.mesh.num_processors()) {
     return absl::InvalidArgumentError(

@@ -157,6 +157,14 @@ TEST(CliTest, BadLayoutIsOneLineNamingTheTensor) {
       Cli({"explain", kGraph, "--mesh", "rows:2,cols:2", "--layout", "hidden:rows,batch:rows"});
   EXPECT_EQ(e.code, 1);
   ExpectOneErrorLine(e, {"tensor 'h'"});
+  // A rule naming a dim no tensor has (a typo): an error, not a silent replication.
+  for (const Result& t :
+       {Cli({"run", kGraph, "--mesh", "rows:2", "--layout", "batchh:rows", "--reference",
+             "--random_feeds", "1"}),
+        Cli({"explain", kGraph, "--mesh", "rows:2", "--layout", "batchh:rows"})}) {
+    EXPECT_EQ(t.code, 1);
+    ExpectOneErrorLine(t, {"layout rule 'batchh:rows'", "did you mean 'batch'?"});
+  }
   // Not divisible: batch 8 over 3.
   const Result d = Cli({"run", kGraph, "--mesh", "rows:3", "--layout", "batch:rows", "--reference",
                         "--random_feeds", "1"});

@@ -25,6 +25,7 @@
 #include "client/training_run.h"
 #include "core/file_access.h"
 #include "core/interpreter.h"
+#include "core/layout_names.h"
 #include "core/logging.h"
 #include "core/lowering.h"
 #include "core/status_macros.h"
@@ -391,6 +392,7 @@ absl::Status RunTraining(const TrainFlags& f, CliIo io, float* final_loss) {
   }
   ASSIGN_OR_RETURN(MeshAndRules layout, ParseMeshAndRules(f.mesh, f.layout));
   // Refuse a bad layout here, before any daemon starts.
+  RETURN_IF_ERROR(CheckRulesNameGraphDims(tg->graph, layout.rules));
   RETURN_IF_ERROR(ValidateLayouts(tg->graph, layout.mesh, layout.rules));
 
   std::unique_ptr<LocalCluster> cluster;

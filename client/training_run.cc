@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "core/explain.h"
+#include "core/layout_names.h"
 #include "core/logging.h"
 #include "core/lowering.h"
 #include "core/status_macros.h"
@@ -127,6 +128,7 @@ absl::StatusOr<std::unique_ptr<TrainingRun>> TrainingRun::Start(TrainingRunOptio
         "save_every and resume need a checkpoint name (--checkpoint_dir NAME)");
   }
   ASSIGN_OR_RETURN(Graph graph, Graph::Build(options.graph));
+  RETURN_IF_ERROR(CheckRulesNameGraphDims(graph, options.rules));
   RETURN_IF_ERROR(ValidateLayouts(graph, options.mesh, options.rules));
   std::unique_ptr<TrainingRun> run(new TrainingRun(std::move(options), std::move(graph)));
   RETURN_IF_ERROR(run->Connect());

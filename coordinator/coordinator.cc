@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "core/explain.h"
 #include "core/graph.h"
+#include "core/layout_names.h"
 #include "core/logging.h"
 #include "core/lowering.h"
 #include "core/slicing.h"
@@ -324,6 +325,7 @@ absl::StatusOr<v1::CreateSessionResponse> Coordinator::CreateSession(
   ASSIGN_OR_RETURN(session->mesh, Mesh::FromProto(request.mesh()));
   ASSIGN_OR_RETURN(LayoutRules rules, LayoutRules::FromProto(request.rules(), session->mesh));
   session->layout = rules.ToString();
+  RETURN_IF_ERROR(CheckRulesNameGraphDims(session->graph, rules));  // a typo splits nothing
   ASSIGN_OR_RETURN(session->program, Lower(session->graph, session->mesh, rules));
   for (const v1::ProgramTensor& t : session->program.outputs()) session->outputs[t.name()] = t;
   const Mesh& mesh = session->mesh;

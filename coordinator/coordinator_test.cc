@@ -143,6 +143,11 @@ TEST_F(CoordinatorTest, BadInputIsRefusedBeforeDispatch) {
                            .status(),
                        absl::StatusCode::kInvalidArgument,
                        {"needs 8 worker(s) but 4 are registered", "smaller mesh"}));
+  // A typo in a rule would split nothing: refused, with the dim it probably meant.
+  EXPECT_TRUE(StatusIs(coordinator_.CreateSession(Request("rows:2,cols:2", "batchh:rows"))
+                           .status(),
+                       absl::StatusCode::kInvalidArgument,
+                       {"layout rule 'batchh:rows'", "did you mean 'batch'?"}));
   v1::CreateSessionRequest malformed = Request("rows:2,cols:2", "");
   malformed.mutable_graph()->mutable_ops(3)->set_type("frobnicate");
   EXPECT_TRUE(StatusIs(coordinator_.CreateSession(malformed).status(),
