@@ -3,10 +3,10 @@
 #include <algorithm>
 #include <chrono>
 #include <random>
-#include <set>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/explain.h"
 #include "core/lowering.h"
 #include "core/mesh.h"
 #include "core/shape.h"
@@ -48,31 +48,6 @@ GemmShape Classify(const Shape& a, const Shape& b, const Shape& out) {
   return g;
 }
 
-// Which instructions a step fetching `fetches` runs: those the fetched outputs and the variables'
-// updates depend on (the executor prunes the rest, runtime/executor.h). Walked backwards, so a
-// buffer written twice needs its earlier writer only if something reads it in between.
-std::vector<bool> StepInstructions(const v1::Program& program,
-                                   const std::vector<std::string>& fetches) {
-  std::set<int> needed;
-  for (const v1::ProgramTensor& t : program.outputs()) {
-    if (std::find(fetches.begin(), fetches.end(), t.name()) != fetches.end()) {
-      needed.insert(t.buffer());
-    }
-  }
-  for (const v1::ProgramVariable& v : program.variables()) {
-    if (v.update_buffer() >= 0) needed.insert(v.update_buffer());
-  }
-  std::vector<bool> runs(program.instructions_size(), false);
-  for (int i = program.instructions_size() - 1; i >= 0; --i) {
-    const v1::Instruction& instr = program.instructions(i);
-    if (!needed.erase(instr.output())) continue;
-    runs[i] = true;
-    needed.insert(instr.inputs().begin(), instr.inputs().end());
-    if (instr.has_predicate()) needed.insert(instr.predicate());
-  }
-  return runs;
-}
-
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0 : v[v.size() / 2];
@@ -83,7 +58,7 @@ double Median(std::vector<double> v) {
 absl::StatusOr<std::map<GemmShape, int64_t>> ProgramGemms(
     const v1::Program& program, const std::vector<std::string>& fetches) {
   ASSIGN_OR_RETURN(const auto shapes, BufferShapes(program));
-  const std::vector<bool> runs = StepInstructions(program, fetches);
+  const std::vector<bool> runs = StepInstructions(program, &fetches);  // as the executor prunes
   std::map<GemmShape, int64_t> gemms;
   for (int index = 0; index < program.instructions_size(); ++index) {
     const v1::Instruction& i = program.instructions(index);
