@@ -1,0 +1,189 @@
+#include "core/layout_search.h"
+
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <set>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+
+namespace meshrt {
+namespace {
+
+void Factorisations(int rest, int max_dims, std::vector<int64_t>* prefix,
+                    std::vector<std::vector<int64_t>>* out) {
+  if (rest == 1) {
+    if (!prefix->empty()) out->push_back(*prefix);
+    return;
+  }
+  if (static_cast<int>(prefix->size()) == max_dims) return;
+  for (int f = 2; f <= rest; ++f) {
+    if (rest % f != 0) continue;
+    prefix->push_back(f);
+    Factorisations(rest / f, max_dims, prefix, out);
+    prefix->pop_back();
+  }
+}
+
+std::vector<std::string> MeshDimNames(size_t n) {
+  if (n == 1) return {"x"};
+  if (n == 2) return {"rows", "cols"};
+  std::vector<std::string> names;
+  for (size_t i = 0; i < n; ++i) names.push_back(absl::StrCat("d", i));
+  return names;
+}
+
+// The size of every dim name of `graph` (Graph::Build refuses one name with two sizes).
+std::map<std::string, int64_t> DimSizes(const Graph& graph) {
+  std::map<std::string, int64_t> sizes;
+  for (int i : graph.topological_order()) {
+    for (const Dim& d : graph.type(graph.op(i).name()).shape.dims()) sizes[d.name] = d.size;
+  }
+  return sizes;
+}
+
+using Rules = std::map<std::string, std::string>;  // graph dim -> mesh dim
+
+std::string Key(const Mesh& mesh, const Rules& rules) {
+  std::string key = mesh.ToString();
+  for (const auto& [dim, mesh_dim] : rules) absl::StrAppend(&key, "|", dim, ":", mesh_dim);
+  return key;
+}
+
+struct Scored {
+  std::string key;
+  Rules rules;
+  Candidate candidate;
+};
+
+bool Better(const Scored& a, const Scored& b) {
+  if (a.candidate.evaluation.seconds != b.candidate.evaluation.seconds) {
+    return a.candidate.evaluation.seconds < b.candidate.evaluation.seconds;
+  }
+  return a.key < b.key;
+}
+
+// One mesh's beam search; feasible candidates go to `all`.
+void SearchMesh(const Graph& graph, const Mesh& mesh, const EvaluateFn& evaluate,
+                const SearchOptions& options, SearchResult* result, std::vector<Scored>* all) {
+  const auto moves = LayoutMoves(graph, mesh);
+  std::set<std::string> seen;
+  auto try_rules = [&](const Rules& rules) -> std::optional<Scored> {
+    const std::string key = Key(mesh, rules);
+    if (!seen.insert(key).second || result->evaluations >= options.max_evaluations) {
+      return std::nullopt;
+    }
+    absl::StatusOr<LayoutRules> made =
+        LayoutRules::Make(std::vector<std::pair<std::string, std::string>>(rules.begin(),
+                                                                           rules.end()),
+                          mesh);
+    ++result->evaluations;
+    absl::StatusOr<Evaluation> e =
+        made.ok() ? evaluate(mesh, *made) : absl::StatusOr<Evaluation>(made.status());
+    if (!e.ok()) {
+      ++result->refused;
+      result->last_refusal = absl::StrCat(key, ": ", e.status().message());
+      return std::nullopt;
+    }
+    Scored s{key, rules, Candidate{mesh, *made, *e}};
+    all->push_back(s);
+    return s;
+  };
+  std::vector<Scored> beam;
+  if (auto start = try_rules({})) beam.push_back(*start);
+  if (beam.empty()) {  // replicated does not fit: start from every single rule instead
+    for (const auto& [dim, mesh_dim] : moves) {
+      if (auto s = try_rules({{dim, mesh_dim}})) beam.push_back(*s);
+    }
+    std::sort(beam.begin(), beam.end(), Better);
+    if (static_cast<int>(beam.size()) > options.beam) beam.resize(options.beam);
+  }
+  for (int round = 0; round < options.max_rounds && !beam.empty(); ++round) {
+    std::vector<Scored> next = beam;
+    for (const Scored& s : beam) {
+      for (const auto& [dim, mesh_dim] : moves) {
+        if (s.rules.count(dim)) continue;
+        Rules r = s.rules;
+        r[dim] = mesh_dim;
+        if (auto t = try_rules(r)) next.push_back(*t);
+      }
+    }
+    std::sort(next.begin(), next.end(), Better);
+    if (static_cast<int>(next.size()) > options.beam) next.resize(options.beam);
+    std::vector<std::string> before, after;
+    for (const Scored& s : beam) before.push_back(s.key);
+    for (const Scored& s : next) after.push_back(s.key);
+    beam = std::move(next);
+    if (before == after) break;  // the round improved nothing
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<Mesh>> MeshesFor(int workers, int max_dims) {
+  if (workers < 1 || max_dims < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("meshes need workers >= 1 and max_dims >= 1, not ",
+                                                   workers, " and ", max_dims));
+  }
+  if (workers == 1) return std::vector<Mesh>{*Mesh::Parse("x:1")};
+  std::vector<std::vector<int64_t>> shapes;
+  std::vector<int64_t> prefix;
+  Factorisations(workers, max_dims, &prefix, &shapes);
+  std::stable_sort(shapes.begin(), shapes.end(), [](const auto& a, const auto& b) {
+    return a.size() != b.size() ? a.size() < b.size() : a < b;
+  });
+  std::vector<Mesh> meshes;
+  for (const std::vector<int64_t>& shape : shapes) {
+    const std::vector<std::string> names = MeshDimNames(shape.size());
+    std::vector<Dim> dims;
+    for (size_t i = 0; i < shape.size(); ++i) dims.push_back({names[i], shape[i]});
+    absl::StatusOr<Mesh> mesh = Mesh::Make(std::move(dims));
+    if (!mesh.ok()) return mesh.status();
+    meshes.push_back(*std::move(mesh));
+  }
+  return meshes;
+}
+
+absl::StatusOr<int> ParseAutoMesh(absl::string_view text) {
+  absl::string_view rest = text;
+  int n = 0;
+  if (!absl::ConsumePrefix(&rest, "auto:") || !absl::SimpleAtoi(rest, &n) || n < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "mesh '", text, "' is not auto:N with a worker count N >= 1 (e.g. auto:8)"));
+  }
+  return n;
+}
+
+std::vector<std::pair<std::string, std::string>> LayoutMoves(const Graph& graph, const Mesh& mesh) {
+  std::vector<std::pair<std::string, std::string>> moves;
+  for (const auto& [dim, size] : DimSizes(graph)) {
+    for (const Dim& m : mesh.dims()) {
+      if (m.size >= 2 && size % m.size == 0) moves.emplace_back(dim, m.name);
+    }
+  }
+  return moves;
+}
+
+absl::StatusOr<SearchResult> SearchLayouts(const Graph& graph, const std::vector<Mesh>& meshes,
+                                           const EvaluateFn& evaluate,
+                                           const SearchOptions& options) {
+  SearchResult result;
+  std::vector<Scored> all;
+  for (const Mesh& mesh : meshes) SearchMesh(graph, mesh, evaluate, options, &result, &all);
+  if (all.empty()) {
+    return absl::NotFoundError(absl::StrCat(
+        "no layout of ", result.evaluations, " tried fits",
+        result.last_refusal.empty() ? "" : absl::StrCat(" (last refused: ", result.last_refusal, ")")));
+  }
+  std::sort(all.begin(), all.end(), Better);
+  for (Scored& s : all) {
+    if (static_cast<int>(result.best.size()) >= options.keep) break;
+    result.best.push_back(std::move(s.candidate));
+  }
+  return result;
+}
+
+}  // namespace meshrt
