@@ -61,6 +61,7 @@ std::string TopLevelHelp() {
       "           in process (--reference), on a local cluster (--local N) or a coordinator\n"
       "  explain  show how a graph is laid out and lowered on a mesh: slices, collectives, "
       "bytes\n"
+      "  calibrate  measure a cluster's GEMM, memory and collective speeds for the planner\n"
       "  local    start a local cluster (a coordinator and N worker processes) until Ctrl-C\n"
       "  status   what a coordinator knows: workers, ranks, sessions, sessions waiting for "
       "workers;\n"
@@ -115,10 +116,12 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
     status = TrainCommand(rest, io);
   } else if (command == "demo") {
     status = DemoCommand(rest, io);
+  } else if (command == "calibrate") {
+    status = CalibrateCommand(rest, io);
   } else {
     status = UsageError(absl::StrCat("unknown command '", command,
-                                     "'; the commands are run, train, explain, local, status, sessions, health, ops, "
-                                     "demo, help "
+                                     "'; the commands are run, train, explain, calibrate, local, status, sessions, "
+                                     "health, ops, demo, help "
                                      "(see meshrt --help)"));
   }
   if (status.ok()) return 0;

@@ -103,6 +103,8 @@ absl::Status SessionsCommand(const std::vector<std::string>& args, CliIo io);
 // health service); prints SERVING or NOT_SERVING. Not serving is an error (exit 1).
 absl::Status HealthCommand(const std::vector<std::string>& args, CliIo io);
 absl::Status DemoCommand(const std::vector<std::string>& args, CliIo io);
+// `meshrt calibrate` (client/cli_calibrate.cc).
+absl::Status CalibrateCommand(const std::vector<std::string>& args, CliIo io);
 
 // `meshrt help` text: every subcommand with one line each, and the quick start.
 std::string TopLevelHelp();

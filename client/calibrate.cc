@@ -1,0 +1,229 @@
+#include "client/calibrate.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "core/builder.h"
+#include "core/explain.h"
+#include "core/lowering.h"
+#include "core/status_macros.h"
+
+namespace meshrt {
+namespace {
+
+constexpr int64_t kFloat = 4;
+
+Initializer Normal() {
+  Initializer init;
+  init.kind = "normal";
+  init.stddev = 1.0f;
+  return init;
+}
+
+// The collective kinds each figure is measured with.
+const char* const kCollectives[] = {"allreduce", "allgather", "alltoall"};
+
+bool IsCollective(const std::string& kind) {
+  return std::find(std::begin(kCollectives), std::end(kCollectives), kind) !=
+         std::end(kCollectives);
+}
+
+std::string KindName(v1::Collective::Kind k) {
+  switch (k) {
+    case v1::Collective::ALLREDUCE:
+      return "allreduce";
+    case v1::Collective::ALLGATHER:
+      return "allgather";
+    case v1::Collective::ALLTOALL:
+      return "alltoall";
+    default:
+      return v1::Collective::Kind_Name(k);
+  }
+}
+
+// The graph's one output: a scalar, so a step fetches 4 bytes (the updates run regardless).
+constexpr char kTick[] = "tick";
+
+absl::StatusOr<CalibrationGraph> Finish(GraphBuilder& b, std::string layout, double flops,
+                                        double bytes) {
+  v1::Op ones;
+  ones.set_type("ones");
+  b.MarkOutput(b.Apply(std::move(ones), {}, kTick));
+  ASSIGN_OR_RETURN(Graph g, b.Build());
+  return CalibrationGraph{std::move(g), std::move(layout), flops, bytes};
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+// Median seconds per step of `g` on x:W (one untimed step first).
+absl::StatusOr<double> TimeSteps(Client& client, const CalibrationGraph& g, int workers,
+                                 int steps) {
+  ASSIGN_OR_RETURN(const Mesh mesh, Mesh::Make({{"x", workers}}));
+  ASSIGN_OR_RETURN(const LayoutRules rules, LayoutRules::Parse(g.layout, mesh));
+  ASSIGN_OR_RETURN(std::unique_ptr<Session> session,
+                   client.CreateSession(g.graph.proto(), mesh, rules));
+  std::vector<double> seconds;
+  for (int i = 0; i <= steps; ++i) {
+    const absl::Time start = absl::Now();
+    ASSIGN_OR_RETURN(TensorMap unused, session->Run({}, {kTick}));
+    if (i > 0) seconds.push_back(absl::ToDoubleSeconds(absl::Now() - start));
+  }
+  RETURN_IF_ERROR(session->Close());
+  return Median(std::move(seconds));
+}
+
+}  // namespace
+
+absl::StatusOr<CalibrationGraph> MakeCalibrationGraph(const std::string& kind, int size,
+                                                      int workers) {
+  if (workers < 1) return absl::InvalidArgumentError("calibration needs workers >= 1");
+  const int64_t w = workers;
+  GraphBuilder b;
+  if (kind == "overhead") {
+    TensorRef v = b.Variable("v", Shape({{"n", 4 * w}}), Normal());
+    b.Assign(v, b.Neg(v, "neg"), "update");
+    return Finish(b, "n:x", 0, 0);
+  }
+  if (kind == "gemm") {  // per worker [512 x 1024] x [1024 x 1024]
+    const Dim batch{"batch", 512 * w}, k{"k", 1024}, n{"n", 1024};
+    TensorRef a = b.Variable("a", Shape({batch, k}), Normal());
+    TensorRef m = b.Variable("m", Shape({k, n}), Normal());
+    TensorRef c = b.Variable("c", Shape({batch, n}));
+    b.Assign(c, b.Einsum({a, m}, Shape({batch, n}), "product"), "update");
+    return Finish(b, "batch:x", 2.0 * 512 * 1024 * 1024, 0);
+  }
+  if (kind == "small_gemm") {  // per worker 16 x 16 products of [128 x 32] x [32 x 128]
+    const Dim batch{"batch", 16 * w}, heads{"heads", 16}, l{"length", 128}, m{"memory", 128},
+        d{"d_kv", 32};
+    TensorRef q = b.Variable("q", Shape({batch, heads, l, d}), Normal());
+    TensorRef kk = b.Variable("k", Shape({batch, heads, m, d}), Normal());
+    TensorRef s = b.Variable("s", Shape({batch, heads, l, m}));
+    b.Assign(s, b.Einsum({q, kk}, Shape({batch, heads, l, m}), "scores"), "update");
+    return Finish(b, "batch:x", 2.0 * 16 * 16 * 128 * 128 * 32, 0);
+  }
+  if (kind == "memory") {  // per worker 16 MiB read and written
+    const int64_t per = 4 << 20;
+    TensorRef v = b.Variable("v", Shape({{"n", per * w}}), Normal());
+    b.Assign(v, b.Neg(v, "neg"), "update");
+    return Finish(b, "n:x", 0, 2.0 * per * kFloat);
+  }
+  if (!IsCollective(kind)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "unknown calibration kind '", kind,
+        "' (overhead, gemm, small_gemm, memory, allreduce, allgather, alltoall)"));
+  }
+  const int64_t floats = size == 0 ? (256 << 10) : (4 << 20);  // 1 MiB or 16 MiB
+  if (kind == "allreduce") {  // sum over the split p: [p:W, n] -> [n], an allreduce of n floats
+    TensorRef x = b.Variable("x", Shape({{"p", w}, {"n", floats}}), Normal());
+    TensorRef y = b.Variable("y", Shape({{"n", floats}}));
+    b.Assign(y, b.ReduceSum(x, {"p"}, "sum"), "update");
+    return Finish(b, "p:x", 0, floats * kFloat);
+  }
+  const int64_t side = size == 0 ? 512 : 2048;  // side^2 floats: 1 MiB or 16 MiB
+  if (kind == "allgather") {  // a split dim renamed to a replicated one
+    TensorRef x = b.Variable("x", Shape({{"a", side}, {"c", side}}), Normal());
+    TensorRef y = b.Variable("y", Shape({{"b", side}, {"c", side}}));
+    b.Assign(y, b.RenameDim(x, "a", "b", "gathered"), "update");
+    return Finish(b, "a:x", 0, side * side * kFloat);
+  }
+  // alltoall: the split moves from the first dim to the second.
+  TensorRef x = b.Variable("x", Shape({{"a", side}, {"c", side}}), Normal());
+  TensorRef y = b.Variable("y", Shape({{"a2", side}, {"c2", side}}));
+  b.Assign(y, b.Reshape(x, Shape({{"a2", side}, {"c2", side}}), "moved"), "update");
+  return Finish(b, "a:x,c2:x", 0, side * side * kFloat);
+}
+
+absl::StatusOr<int64_t> CheckCalibrationProgram(const std::string& kind,
+                                                const CalibrationGraph& g, int workers) {
+  ASSIGN_OR_RETURN(const Mesh mesh, Mesh::Make({{"x", workers}}));
+  ASSIGN_OR_RETURN(const LayoutRules rules, LayoutRules::Parse(g.layout, mesh));
+  ASSIGN_OR_RETURN(const v1::Program program, Lower(g.graph, mesh, rules));
+  const std::vector<std::string> fetches = {kTick};
+  const std::vector<bool> runs = StepInstructions(program, &fetches);
+  std::vector<std::string> found;
+  int64_t sent = 0;
+  for (int i = 0; i < program.instructions_size(); ++i) {
+    const v1::Instruction& instr = program.instructions(i);
+    if (!runs[i] || instr.kind_case() != v1::Instruction::kCollective) continue;
+    found.push_back(KindName(instr.collective().kind()));
+    sent += CostOf(program, i).sent_bytes;
+  }
+  const bool want_one = IsCollective(kind) && workers > 1;
+  if ((want_one && (found.size() != 1 || found[0] != kind)) || (!want_one && !found.empty())) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the '", kind, "' calibration graph lowers to ", found.size(), " collective(s) (",
+        absl::StrJoin(found, ", "), ") instead of ", want_one ? "one " + kind : "none",
+        ": the lowering changed; fix client/calibrate.cc"));
+  }
+  return sent;
+}
+
+absl::StatusOr<Calibration> Calibrate(Client& client, const CalibrateOptions& options) {
+  const int w = options.workers;
+  Calibration c;
+  c.workers = w;
+  auto time = [&](const std::string& kind, int size) -> absl::StatusOr<std::pair<double, int64_t>> {
+    ASSIGN_OR_RETURN(CalibrationGraph g, MakeCalibrationGraph(kind, size, w));
+    ASSIGN_OR_RETURN(int64_t sent, CheckCalibrationProgram(kind, g, w));
+    ASSIGN_OR_RETURN(double seconds, TimeSteps(client, g, w, options.steps));
+    return std::make_pair(seconds, sent);
+  };
+  ASSIGN_OR_RETURN(auto overhead, time("overhead", 0));
+  c.step_overhead_seconds = overhead.first;
+  auto rate = [&](const std::string& kind, double amount) -> absl::StatusOr<double> {
+    ASSIGN_OR_RETURN(auto t, time(kind, 0));
+    const double busy = std::max(t.first - c.step_overhead_seconds, 1e-6);
+    return amount / busy;
+  };
+  ASSIGN_OR_RETURN(CalibrationGraph gemm, MakeCalibrationGraph("gemm", 0, w));
+  ASSIGN_OR_RETURN(c.gemm_flops_per_second, rate("gemm", gemm.flops));
+  ASSIGN_OR_RETURN(CalibrationGraph small, MakeCalibrationGraph("small_gemm", 0, w));
+  ASSIGN_OR_RETURN(c.small_gemm_flops_per_second, rate("small_gemm", small.flops));
+  ASSIGN_OR_RETURN(CalibrationGraph memory, MakeCalibrationGraph("memory", 0, w));
+  ASSIGN_OR_RETURN(c.memory_bytes_per_second, rate("memory", memory.bytes));
+  if (w < 2) return c;  // no collective runs on one worker
+  for (const char* kind : kCollectives) {
+    ASSIGN_OR_RETURN(auto small_t, time(kind, 0));
+    ASSIGN_OR_RETURN(auto large_t, time(kind, 1));
+    const double t0 = small_t.first - c.step_overhead_seconds;
+    const double t1 = large_t.first - c.step_overhead_seconds;
+    const double bytes0 = static_cast<double>(small_t.second);
+    const double bytes1 = static_cast<double>(large_t.second);
+    CommFit fit;
+    // t = alpha + bytes / beta through the two points; noise that inverts them leaves the
+    // larger point's average rate and no latency.
+    const double per_byte = bytes1 > bytes0 ? (t1 - t0) / (bytes1 - bytes0) : 0;
+    if (per_byte > 0) {
+      fit.beta_bytes_per_second = 1 / per_byte;
+      fit.alpha_seconds = std::max(0.0, t0 - bytes0 * per_byte);
+    } else {
+      fit.beta_bytes_per_second = bytes1 / std::max(t1, 1e-6);
+    }
+    c.comm[kind] = fit;
+  }
+  return c;
+}
+
+std::string FormatCalibration(const Calibration& c, const std::string& header) {
+  std::string out = absl::StrCat("# meshrt calibration profile: ", header, "\n",
+                                 "# workers ", c.workers, "; seconds, FLOP/s, bytes/s per worker\n");
+  absl::StrAppendFormat(&out, "workers %d\n", c.workers);
+  absl::StrAppendFormat(&out, "step_overhead_s %.6g\n", c.step_overhead_seconds);
+  absl::StrAppendFormat(&out, "gemm_flops_per_s %.6g\n", c.gemm_flops_per_second);
+  absl::StrAppendFormat(&out, "small_gemm_flops_per_s %.6g\n", c.small_gemm_flops_per_second);
+  absl::StrAppendFormat(&out, "memory_bytes_per_s %.6g\n", c.memory_bytes_per_second);
+  for (const auto& [kind, fit] : c.comm) {
+    absl::StrAppendFormat(&out, "%s_alpha_s %.6g\n%s_beta_bytes_per_s %.6g\n", kind,
+                          fit.alpha_seconds, kind, fit.beta_bytes_per_second);
+  }
+  return out;
+}
+
+}  // namespace meshrt

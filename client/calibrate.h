@@ -1,0 +1,87 @@
+// `meshrt calibrate`: measures, on the workers of a cluster, the figures the planner's time model
+// needs (issue 15 item 3), in seconds, through the ordinary session path — no special RPC: each
+// figure is a small graph whose lowered program does exactly one kind of work per step, run for
+// a few steps on a 1-D mesh x:W of the cluster's workers.
+//
+//   step overhead       a 4-float negation: the time of a step that computes nothing
+//   GEMM throughput     per worker, a [512 x 1024] x [1024 x 1024] product of a batch-split
+//                       variable by a replicated one (no communication), and a batched
+//                       attention-shaped one (64 x 128 x 128 x 32): FLOP/s = FLOPs / (t - overhead)
+//   memory bandwidth    an elementwise scale of a 16 MiB slice into a variable: bytes read and
+//                       written / (t - overhead)
+//   collectives         allreduce (a sum over the split dim), allgather (a rename of a split dim to
+//                       a replicated one) and alltoall (a reshape moving the split to the other
+//                       dim), each at two sizes: alpha (s) and beta (bytes/s) fitted to
+//                       t - overhead = alpha + bytes_sent / beta, bytes_sent as core/explain.h
+//                       CostOf counts them
+// Each graph's program is checked to contain exactly the collective it is meant to measure (and
+// no other), so a change in the lowering cannot silently measure something else.
+//
+// Thread-safety: Calibrate uses the client from the calling thread.
+#ifndef MESHRT_CLIENT_CALIBRATE_H_
+#define MESHRT_CLIENT_CALIBRATE_H_
+
+#include <map>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "client/client.h"
+#include "core/graph.h"
+#include "core/mesh.h"
+
+namespace meshrt {
+
+struct CommFit {
+  double alpha_seconds = 0;
+  double beta_bytes_per_second = 0;
+};
+
+struct Calibration {
+  int workers = 0;
+  double step_overhead_seconds = 0;
+  double gemm_flops_per_second = 0;        // large products, per worker
+  double small_gemm_flops_per_second = 0;  // batched 128 x 128 x 32 products, per worker
+  double memory_bytes_per_second = 0;      // elementwise, per worker
+  std::map<std::string, CommFit> comm;     // "allreduce", "allgather", "alltoall" over x:W
+};
+
+struct CalibrateOptions {
+  int workers = 2;
+  int steps = 5;  // timed steps per graph (the median is used), after one untimed
+};
+
+// One calibration graph (exposed for tests): `kind` is "overhead", "gemm", "small_gemm",
+// "memory", "allreduce", "allgather" or "alltoall"; `size` 0 or 1 picks the smaller or larger
+// collective (ignored otherwise). The work is a variable update; the graph's only output is a
+// scalar "tick", which is what a step fetches.
+struct CalibrationGraph {
+  Graph graph;
+  std::string layout;  // rules for mesh x:W
+  double flops = 0;    // per worker per step
+  double bytes = 0;    // memory: read + written per worker; collectives: payload per worker
+};
+absl::StatusOr<CalibrationGraph> MakeCalibrationGraph(const std::string& kind, int size,
+                                                      int workers);
+
+// Checks that `graph` lowered on x:W under its layout sends what `kind` says: for a collective
+// kind exactly one collective instruction of that kind runs per step; for the others none.
+// Returns the bytes each worker sends (core/explain.h CostOf) — FailedPrecondition naming the
+// kind and what the program does instead.
+absl::StatusOr<int64_t> CheckCalibrationProgram(const std::string& kind,
+                                                const CalibrationGraph& g, int workers);
+
+// Runs every calibration graph on the cluster behind `client` (it must have `workers` free
+// workers) and fits the figures.
+absl::StatusOr<Calibration> Calibrate(Client& client, const CalibrateOptions& options);
+
+// The profile as `key value` lines with a comment header (what, when, how many workers):
+//   step_overhead_s 0.0012
+//   gemm_flops_per_s 9.1e10
+//   ...
+//   allreduce_alpha_s 0.0003
+//   allreduce_beta_bytes_per_s 2.1e9
+std::string FormatCalibration(const Calibration& c, const std::string& header);
+
+}  // namespace meshrt
+
+#endif  // MESHRT_CLIENT_CALIBRATE_H_

@@ -1,0 +1,111 @@
+// `meshrt calibrate`: the planner's time-model figures measured on a cluster (client/calibrate.h).
+#include <cstdio>
+#include <fstream>
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "client/calibrate.h"
+#include "client/cli_commands.h"
+#include "client/local_cluster.h"
+#include "core/status_macros.h"
+#include "util/flags.h"
+
+namespace meshrt {
+namespace {
+
+// Writes `text` to `path` through a temporary file and a rename: a failed write never leaves a
+// half profile where a good one was.
+absl::Status WriteWhole(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << text;
+    out.close();
+    if (!out) return absl::InternalError(absl::StrCat("cannot write ", tmp));
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    return absl::InternalError(absl::StrCat("cannot rename ", tmp, " to ", path));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status CalibrateCommand(const std::vector<std::string>& args, CliIo io) {
+  int64_t local = 0, workers = 0, steps = 5;
+  std::string coordinator, out_path;
+  SecurityOptions security;
+  FlagSet flags(
+      "meshrt calibrate (--local N | --coordinator HOST:PORT --workers W) [--out FILE]",
+      "Measures on the workers of a cluster what the planner's time model needs: the time of a "
+      "step that computes nothing, GEMM throughput (large and attention-shaped products), "
+      "memory bandwidth, and latency (alpha) and bandwidth (beta) of allreduce, allgather and "
+      "alltoall over a 1-D mesh of W workers, each from a small graph run for a few steps "
+      "through an ordinary session (client/calibrate.h). Takes seconds. Prints the profile "
+      "(`key value` lines) or writes it to --out.\n\n"
+      "examples:\n  meshrt calibrate --local 2 --out cluster.profile\n"
+      "  meshrt calibrate --coordinator 127.0.0.1:7070 --workers 4");
+  flags.Int("local", &local, "start a local cluster with N worker processes, then stop it");
+  flags.String("coordinator", &coordinator, "calibrate the workers of the coordinator HOST:PORT");
+  flags.Int("workers", &workers, "how many of its workers (with --coordinator; default: --local's N)");
+  flags.Int("steps", &steps, "timed steps per measurement (the median counts; default 5)");
+  flags.String("out", &out_path, "write the profile here (default: print it)");
+  AddClientSecurityFlags(flags, &security);
+  ASSIGN_OR_RETURN(std::vector<std::string> positional,
+                   ParseCommandFlags(flags, args, "calibrate"));
+  if (flags.help()) {
+    io.out << flags.Help();
+    return absl::OkStatus();
+  }
+  if (!positional.empty()) return UsageError("meshrt calibrate takes no argument");
+  if ((local > 0) == !coordinator.empty()) {
+    return UsageError("meshrt calibrate needs exactly one of --local N and --coordinator HOST:PORT");
+  }
+  if (local < 0) return UsageError("--local N needs N >= 1 workers");
+  if (workers == 0) workers = local;
+  if (workers < 1) return UsageError("--coordinator needs --workers W (W >= 1)");
+  if (local > 0 && workers > local) {
+    return UsageError(absl::StrCat("--workers ", workers, " is more than --local ", local));
+  }
+  if (steps < 1) return UsageError("--steps needs N >= 1");
+
+  std::unique_ptr<LocalCluster> cluster;
+  ClientOptions options;
+  if (local > 0) {
+    LocalClusterOptions cluster_options;
+    cluster_options.workers = static_cast<int>(local);
+    ASSIGN_OR_RETURN(const std::string log_dir, LogDirectory("", "calibrate"));
+    cluster_options.log_dir = log_dir;
+    absl::StatusOr<std::unique_ptr<LocalCluster>> started = LocalCluster::Start(cluster_options);
+    if (!started.ok()) return WithContext(started.status(), "cannot start the local cluster");
+    cluster = *std::move(started);
+    options.address = cluster->address();
+    options.security = cluster->client_security();
+  } else {
+    options.address = coordinator;
+    options.security = security;
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<Client> client, Client::Connect(options));
+  CalibrateOptions calibrate;
+  calibrate.workers = static_cast<int>(workers);
+  calibrate.steps = static_cast<int>(steps);
+  const absl::Time start = absl::Now();
+  ASSIGN_OR_RETURN(const Calibration c, Calibrate(*client, calibrate));
+  const std::string text = FormatCalibration(
+      c, absl::StrCat(local > 0 ? "local cluster" : "coordinator " + coordinator, ", ",
+                      absl::FormatTime("%Y-%m-%d %H:%M:%S UTC", absl::Now(), absl::UTCTimeZone()),
+                      ", ", absl::StrFormat("%.1f", absl::ToDoubleSeconds(absl::Now() - start)),
+                      " s"));
+  if (out_path.empty()) {
+    io.out << text;
+  } else {
+    RETURN_IF_ERROR(WriteWhole(out_path, text));
+    io.out << "wrote the profile of " << workers << " worker(s) to " << out_path << "\n";
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace meshrt
