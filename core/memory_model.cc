@@ -245,6 +245,21 @@ absl::StatusOr<MemoryReport> ComputeMemory(const v1::Program& program,
   return report;
 }
 
+std::vector<std::string> VariablesWithSlots(const v1::Program& program) {
+  std::set<std::string> names;
+  for (const v1::ProgramVariable& v : program.variables()) names.insert(v.name());
+  std::vector<std::string> out;
+  for (const v1::ProgramVariable& v : program.variables()) {
+    for (const char* slot : {"/m", "/v", "/vr", "/vc"}) {
+      if (names.count(absl::StrCat(v.name(), slot)) > 0) {
+        out.push_back(v.name());
+        break;
+      }
+    }
+  }
+  return out;
+}
+
 std::string HumanBytes(int64_t bytes) {
   static const char* const kUnits[] = {"KiB", "MiB", "GiB", "TiB"};
   if (bytes < 1024) return absl::StrCat(bytes, " B");

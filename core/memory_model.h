@@ -94,6 +94,12 @@ struct MemoryReport {
 absl::StatusOr<MemoryReport> ComputeMemory(const v1::Program& program,
                                            const MemoryOptions& options = {});
 
+// The variables of `program` that have optimizer slots (core/optimizers.cc names them
+// "<var>/m", "<var>/v", "<var>/vr", "<var>/vc"), for MemoryOptions::trainable when the caller
+// does not know the trainable names (a graph file, a CreateSession request). A variable trained by
+// plain sgd has no slot and is not found: empty when no variable has one.
+std::vector<std::string> VariablesWithSlots(const v1::Program& program);
+
 // A short text section: one line per nonzero category, the peak (where it is reached) and the
 // top tensors live at the peak. Ends with a newline.
 std::string ExplainMemory(const MemoryReport& report);
