@@ -28,6 +28,13 @@ using coordinator_internal::ParallelFor;
 
 namespace {
 
+// "10.0.0.5" of "10.0.0.5:7000" ("[::1]" of "[::1]:7000"); an address without a port is its host.
+std::string HostOf(const std::string& address) {
+  const size_t colon = address.rfind(':');
+  if (colon == std::string::npos || address.find(']', colon) != std::string::npos) return address;
+  return address.substr(0, colon);
+}
+
 // A worker that returned an error itself prefixes it with the step (worker/worker.cc); an
 // Unavailable without that prefix came from the transport: the process is gone or unreachable.
 bool IsTransportFailure(const absl::Status& s) {
@@ -378,13 +385,22 @@ absl::StatusOr<v1::CreateSessionResponse> Coordinator::CreateSession(
           }());
       if (static_cast<int>(free.size()) >= n) {
         if (options_.memory_limit == kMemoryLimitAuto) {
+          // Workers of the session on one host (same address up to the port) share its memory.
+          std::map<std::string, int> per_host;
+          for (int p = 0; p < n; ++p) ++per_host[HostOf(free[p]->address)];
           for (int p = 0; p < n; ++p) {
-            const int64_t available = free[p]->available_memory_bytes;
+            const int sharing = per_host[HostOf(free[p]->address)];
+            const int64_t available = free[p]->available_memory_bytes / sharing;
             if (available > 0 && memory.peak_bytes > available &&
                 (short_limit == 0 || available < short_limit)) {
               short_limit = available;
-              short_worker = absl::StrCat("worker ", free[p]->id, " (", free[p]->address,
-                                          ")'s available memory at registration");
+              short_worker = absl::StrCat(
+                  "worker ", free[p]->id, " (", free[p]->address, ")'s available memory at "
+                  "registration",
+                  sharing == 1 ? ""
+                               : absl::StrCat(" (", HumanBytes(free[p]->available_memory_bytes),
+                                              ") shared by the session's ", sharing,
+                                              " workers on its host"));
             }
           }
           if (short_limit > 0) break;  // refused below, outside mu_: no worker is taken
@@ -507,7 +523,7 @@ absl::StatusOr<v1::CreateSessionResponse> Coordinator::CreateSession(
   v1::CreateSessionResponse response;
   response.set_session(session->id);
   response.set_lease_ms(absl::ToInt64Milliseconds(options_.session_lease));
-  response.set_explain(ExplainProgram(session->program));
+  response.set_explain(absl::StrCat(ExplainProgram(session->program), ExplainMemory(memory)));
   for (int p = 0; p < n; ++p) {
     v1::WorkerInfo* info = response.add_workers();
     info->set_worker_id(session->worker_ids[p]);

@@ -49,10 +49,11 @@ class MemoryLimitTest : public ::testing::Test {
     return o;
   }
 
-  // Registers workers reporting `available` bytes each (0 = unknown).
-  void Register(int n, int64_t available) {
+  // Registers workers reporting `available` bytes each (0 = unknown), at addresses `host`0,
+  // `host`1, ... (a host "h:" makes them share host h).
+  void Register(int n, int64_t available, const std::string& host = "w") {
     for (int i = 0; i < n; ++i) {
-      std::string address = absl::StrCat("w", next_++);
+      std::string address = absl::StrCat(host, next_++);
       workers_.AddWorker(address);
       v1::RegisterWorkerRequest r;
       r.set_address(address);
@@ -116,6 +117,22 @@ TEST_F(MemoryLimitTest, AutoUsesTheAvailableMemoryOfThePickedWorkers) {
   EXPECT_EQ(FreeWorkers(), 4);  // nobody was taken
   ASSERT_OK(coordinator_.CreateSession(Request("hidden:rows")).status());
   EXPECT_EQ(workers_.loads(), 4);
+}
+
+TEST_F(MemoryLimitTest, WorkersOnOneHostShareItsAvailableMemory) {
+  // 20000 B each alone would fit 5632 B; four on one host get 5000 B each.
+  Register(4, 20000, "h:");
+  EXPECT_TRUE(StatusIs(coordinator_.CreateSession(Request("")).status(),
+                       absl::StatusCode::kResourceExhausted,
+                       {"5000 bytes", "worker 0 (h:0)", "shared by the session's 4 workers"}));
+  EXPECT_EQ(workers_.loads(), 0);
+  // Each of its workers holds 3072 B with hidden:rows: four fit in 20000 B.
+  ASSERT_OK_AND_ASSIGN(v1::CreateSessionResponse s,
+                       coordinator_.CreateSession(Request("hidden:rows")));
+  EXPECT_EQ(workers_.loads(), 4);
+  // The session's explain ends with the memory section.
+  EXPECT_NE(s.explain().find("memory per worker"), std::string::npos) << s.explain();
+  EXPECT_NE(s.explain().find("(3072 bytes"), std::string::npos) << s.explain();
 }
 
 TEST_F(MemoryLimitTest, UnknownAvailableMemoryIsNotChecked) {
