@@ -82,7 +82,8 @@ absl::Status ExplainCommand(const std::vector<std::string>& args, CliIo io) {
       "Lowers GRAPH for the mesh and layout rules and prints the report: every tensor's layout\n"
       "and per-worker slice shape, every communication step with its mesh dims and bytes, and\n"
       "the total bytes each worker sends, then the memory each worker holds in a step that\n"
-      "fetches the graph's outputs (by category, the peak, the tensors live at it). Nothing runs.\n\n"
+      "fetches the graph's outputs (by category, the peak, the tensors live at it).\n"
+      "Nothing runs.\n\n"
       "example:\n"
       "  meshrt explain examples/graphs/mlp_forward.pbtxt --mesh rows:2,cols:2 "
       "--layout d_in:rows,hidden:cols");

@@ -157,7 +157,7 @@ TEST(CliTest, ExplainPrintsTheMemorySection) {
   ASSERT_EQ(r.code, 0) << r.err;
   const size_t memory = r.out.find("memory per worker");
   ASSERT_NE(memory, std::string::npos) << r.out;
-  EXPECT_LT(r.out.find("communication:"), memory) << r.out;  // after ExplainProgram's report
+  EXPECT_LT(r.out.find("communication:"), memory) << r.out;    // after ExplainProgram's report
   EXPECT_TRUE(absl::StrContains(r.out, "1.75 KiB")) << r.out;  // feeds
   EXPECT_TRUE(absl::StrContains(r.out, "(2304 bytes, at instruction 1 of op 'r')")) << r.out;
   EXPECT_TRUE(absl::StrContains(r.out, "live at the peak")) << r.out;

@@ -345,7 +345,8 @@ absl::StatusOr<v1::CreateSessionResponse> Coordinator::CreateSession(
                          options_.memory_suggestion_lowerings);
   };
   if (options_.memory_limit > 0 && memory.peak_bytes > options_.memory_limit &&
-      (request.memory_limit_bytes() <= 0 || options_.memory_limit <= request.memory_limit_bytes())) {
+      (request.memory_limit_bytes() <= 0 ||
+       options_.memory_limit <= request.memory_limit_bytes())) {
     return refuse(options_.memory_limit, "the coordinator's --memory_limit, on every worker");
   }
   if (request.memory_limit_bytes() > 0 && memory.peak_bytes > request.memory_limit_bytes()) {
@@ -395,8 +396,8 @@ absl::StatusOr<v1::CreateSessionResponse> Coordinator::CreateSession(
                 (short_limit == 0 || available < short_limit)) {
               short_limit = available;
               short_worker = absl::StrCat(
-                  "worker ", free[p]->id, " (", free[p]->address, ")'s available memory at "
-                  "registration",
+                  "worker ", free[p]->id, " (", free[p]->address,
+                  ")'s available memory at registration",
                   sharing == 1 ? ""
                                : absl::StrCat(" (", HumanBytes(free[p]->available_memory_bytes),
                                               ") shared by the session's ", sharing,

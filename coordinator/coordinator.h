@@ -94,9 +94,10 @@ struct CoordinatorOptions {
   // How long an expired session stays listed (state "expired") and answers calls with why it
   // expired, before it is forgotten.
   absl::Duration expired_session_retention = absl::Minutes(10);
-  // --memory_limit: the most bytes one worker may hold at a step's peak (coordinator/memory_limit.h,
-  // checked by CreateSession before any worker loads). kMemoryLimitAuto: each worker's available
-  // memory as it reported it at registration (unknown: not checked); kMemoryLimitNone: no check.
+  // --memory_limit: the most bytes one worker may hold at a step's peak
+  // (coordinator/memory_limit.h, checked by CreateSession before any worker loads).
+  // kMemoryLimitAuto: each worker's available memory as it reported it at registration (unknown:
+  // not checked); kMemoryLimitNone: no check.
   int64_t memory_limit = kMemoryLimitAuto;
   // Re-lowerings CreateSession may spend looking for a layout that fits when it refuses one.
   int memory_suggestion_lowerings = 20;

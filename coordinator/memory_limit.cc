@@ -15,14 +15,15 @@ absl::StatusOr<int64_t> ParseMemoryLimitFlag(const std::string& text) {
   if (lower == "none") return kMemoryLimitNone;
   absl::StatusOr<int64_t> bytes = ParseByteSize(text, "memory_limit");
   if (!bytes.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(bytes.status().message(), "; or auto (each worker's available memory) or "
-                                               "none (no check)"));
+    return absl::InvalidArgumentError(absl::StrCat(bytes.status().message(),
+                                                   "; or auto (each worker's available memory) or "
+                                                   "none (no check)"));
   }
   if (*bytes < 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--memory_limit='", text, "' is zero: give a positive byte count such as 8G, or none to "
-        "disable the check"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--memory_limit='", text,
+                     "' is zero: give a positive byte count such as 8G, or none to "
+                     "disable the check"));
   }
   return *bytes;
 }

@@ -111,8 +111,8 @@ TEST_F(MemoryLimitTest, AutoUsesTheAvailableMemoryOfThePickedWorkers) {
   Register(1, 5000);  // worker 3 ("w3"): too small for the replicated program
   EXPECT_TRUE(StatusIs(coordinator_.CreateSession(Request("")).status(),
                        absl::StatusCode::kResourceExhausted,
-                       {"5632 bytes", "5000 bytes", "worker 3 (w3)'s available memory",
-                        "'w1'", "a layout that fits: 'hidden:rows'"}));
+                       {"5632 bytes", "5000 bytes", "worker 3 (w3)'s available memory", "'w1'",
+                        "a layout that fits: 'hidden:rows'"}));
   EXPECT_EQ(workers_.loads(), 0);
   EXPECT_EQ(FreeWorkers(), 4);  // nobody was taken
   ASSERT_OK(coordinator_.CreateSession(Request("hidden:rows")).status());

@@ -12,8 +12,8 @@
 #include "absl/strings/str_join.h"
 #include "core/explain.h"
 #include "core/lowering.h"
-#include "core/status_macros.h"
 #include "core/slicing.h"
+#include "core/status_macros.h"
 #include "core/tensor.h"
 
 namespace meshrt {
@@ -59,7 +59,6 @@ struct BufferInfo {
   MemoryCategory category = MemoryCategory::kActivations;
   std::string name;
   bool pinned = false;  // lives to the end of the step once written
-  int64_t bytes = 0;    // of a persistent buffer or feed
 };
 
 }  // namespace
@@ -111,42 +110,43 @@ absl::StatusOr<MemoryReport> ComputeMemory(const v1::Program& program,
   for (const v1::ProgramTensor& t : program.inputs()) {
     const std::string what = absl::StrCat("input '", t.name(), "'");
     if (!valid(t.buffer())) {
-      return absl::InvalidArgumentError(absl::StrCat(what, " names buffer ", t.buffer(),
-                                                     " but the program has ", n));
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, " names buffer ", t.buffer(), " but the program has ", n));
     }
     ASSIGN_OR_RETURN(const int64_t bytes,
                      TensorSliceBytes(t.shape(), t.layout(), t.dtype(), mesh, what));
-    info[t.buffer()] = {MemoryCategory::kFeeds, t.name(), true, 0};
+    info[t.buffer()] = {MemoryCategory::kFeeds, t.name(), true};
     persistent[t.buffer()] = true;
     start_bytes[t.buffer()] = bytes;
   }
   std::set<std::string> trainable;
-  if (options.trainable != nullptr) trainable.insert(options.trainable->begin(), options.trainable->end());
+  if (options.trainable != nullptr)
+    trainable.insert(options.trainable->begin(), options.trainable->end());
   for (const v1::ProgramVariable& v : program.variables()) {
     const std::string what = absl::StrCat("variable '", v.name(), "'");
     if (!valid(v.buffer()) || v.update_buffer() < -1 || v.update_buffer() >= n) {
       return absl::InvalidArgumentError(absl::StrCat(what, " names buffers ", v.buffer(), " and ",
-                                                     v.update_buffer(), " but the program has ", n));
+                                                     v.update_buffer(), " but the program has ",
+                                                     n));
     }
     ASSIGN_OR_RETURN(const int64_t bytes,
                      TensorSliceBytes(v.shape(), v.layout(), v.dtype(), mesh, what));
-    const MemoryCategory c = options.trainable == nullptr ? MemoryCategory::kVariables
+    const MemoryCategory c = options.trainable == nullptr    ? MemoryCategory::kVariables
                              : trainable.count(v.name()) > 0 ? MemoryCategory::kParameters
                                                              : MemoryCategory::kOptimizerState;
-    info[v.buffer()] = {c, v.name(), true, 0};
+    info[v.buffer()] = {c, v.name(), true};
     persistent[v.buffer()] = true;
     start_bytes[v.buffer()] = bytes;
     if (valid(v.update_buffer()) && !persistent[v.update_buffer()]) {
-      info[v.update_buffer()] = {MemoryCategory::kUpdates, "", true, 0};
+      info[v.update_buffer()] = {MemoryCategory::kUpdates, "", true};
     }
   }
   // Fetched outputs, as StepInstructions names them.
   for (const v1::ProgramTensor& t : program.outputs()) {
-    const bool wanted =
-        options.fetches == nullptr
-            ? !t.resolved_on_fetch()
-            : std::find(options.fetches->begin(), options.fetches->end(), t.name()) !=
-                  options.fetches->end();
+    const bool wanted = options.fetches == nullptr
+                            ? !t.resolved_on_fetch()
+                            : std::find(options.fetches->begin(), options.fetches->end(),
+                                        t.name()) != options.fetches->end();
     if (!wanted || !valid(t.buffer()) || persistent[t.buffer()]) continue;
     BufferInfo& b = info[t.buffer()];
     if (b.category == MemoryCategory::kActivations) b.category = MemoryCategory::kFetches;
@@ -161,13 +161,13 @@ absl::StatusOr<MemoryReport> ComputeMemory(const v1::Program& program,
     const v1::Instruction& instr = program.instructions(i);
     const std::string what = absl::StrCat("instruction ", i, " (op '", instr.source_op(), "')");
     if (!valid(instr.output())) {
-      return absl::InvalidArgumentError(absl::StrCat(what, " writes buffer ", instr.output(),
-                                                     " but the program has ", n));
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, " writes buffer ", instr.output(), " but the program has ", n));
     }
     for (int b : instr.inputs()) {
       if (!valid(b)) {
-        return absl::InvalidArgumentError(absl::StrCat(what, " reads buffer ", b,
-                                                       " but the program has ", n));
+        return absl::InvalidArgumentError(
+            absl::StrCat(what, " reads buffer ", b, " but the program has ", n));
       }
     }
     if (!runs[i]) continue;
@@ -280,13 +280,12 @@ std::string ExplainMemory(const MemoryReport& report) {
     absl::StrAppendFormat(&out, "  %-32s %12s%s\n", MemoryCategoryName(cat),
                           HumanBytes(report.at_peak[c]), Transient(cat) ? "  (at the peak)" : "");
   }
-  absl::StrAppendFormat(
-      &out, "  %-32s %12s  (%d bytes%s)\n", "peak", HumanBytes(report.peak_bytes),
-      report.peak_bytes,
-      report.peak_instruction < 0
-          ? ", before any instruction"
-          : absl::StrCat(", at instruction ", report.peak_instruction, " of op '", report.peak_op,
-                         "'"));
+  absl::StrAppendFormat(&out, "  %-32s %12s  (%d bytes%s)\n", "peak", HumanBytes(report.peak_bytes),
+                        report.peak_bytes,
+                        report.peak_instruction < 0
+                            ? ", before any instruction"
+                            : absl::StrCat(", at instruction ", report.peak_instruction, " of op '",
+                                           report.peak_op, "'"));
   if (!report.top.empty()) {
     absl::StrAppend(&out, "  live at the peak, largest first:\n");
     for (const MemoryTensor& t : report.top) {
@@ -358,7 +357,7 @@ std::string SuggestFittingLayout(const Graph& graph, const Mesh& mesh, const Lay
       if (lowerings >= max_lowerings) break;
       if (m.size <= 1) continue;
       std::vector<std::pair<std::string, std::string>> pairs(rules.rules().begin(),
-                                                              rules.rules().end());
+                                                             rules.rules().end());
       pairs.emplace_back(dim, m.name);
       auto candidate = LayoutRules::Make(pairs, mesh);
       if (!candidate.ok()) continue;

@@ -22,8 +22,11 @@
 //     are not modelled: every instruction's output counts;
 //   - small allreduces the executor defers and batches run at their position here (the executor
 //     keeps their inputs until the batch runs, a few KiB at most);
-//   - the buffer pool's reuse and allocator overhead are ignored: bytes are slice elements times
-//     the dtype size;
+//   - bytes are slice elements times the dtype size: allocator overhead is ignored, and so is the
+//     buffer pool's retention (runtime/buffer_pool.h: storage freed in a step is kept for the next
+//     one, which reuses it, so a worker's footprint in steady state stays near the peak);
+//   - copies outside the executor are ignored: the request's feed chunks and the response's
+//     fetched slices on the worker, the worker's copy of a feed it cannot move;
 //   - gradients are not told apart from other activations: autodiff gives its ops the builder's
 //     fresh names (no "gradients/" scope), so a program does not say which buffers are gradients;
 //     they count as "activations".
@@ -78,10 +81,10 @@ struct MemoryReport {
   // Bytes per category at the peak (persistent categories and feeds are constant over a step).
   std::array<int64_t, kNumMemoryCategories> at_peak{};
   // The largest transient (fetches + updates + activations) bytes at any point of the step.
-  int64_t peak_bytes = 0;       // the total at the peak: sum of at_peak
-  int peak_instruction = -1;    // the instruction at which it is reached (-1: before any runs)
-  std::string peak_op;          // that instruction's source_op ("" when -1)
-  int running_instructions = 0;  // how many instructions the step runs
+  int64_t peak_bytes = 0;         // the total at the peak: sum of at_peak
+  int peak_instruction = -1;      // the instruction at which it is reached (-1: before any runs)
+  std::string peak_op;            // that instruction's source_op ("" when -1)
+  int running_instructions = 0;   // how many instructions the step runs
   std::vector<MemoryTensor> top;  // live at the peak, largest first (MemoryOptions::top_tensors)
 
   int64_t bytes(MemoryCategory c) const { return at_peak[static_cast<int>(c)]; }

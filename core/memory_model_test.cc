@@ -82,9 +82,8 @@ TEST(MemoryModelTest, MlpForwardModelParallelHalvesWeights) {
 TEST(MemoryModelTest, AdamSlotsAndParametersByLayout) {
   // Minimize with adam: parameters w1, w2; slots w1/m, w1/v, w2/m, w2/v (each its variable's
   // shape and layout) and the scalar global_step (4 B, replicated).
-  for (const auto& [layout, params, feeds] :
-       std::vector<std::tuple<std::string, int64_t, int64_t>>{{"batch:p", 384, 64},
-                                                               {"hidden:p", 192, 128}}) {
+  for (const auto& [layout, params, feeds] : std::vector<std::tuple<std::string, int64_t, int64_t>>{
+           {"batch:p", 384, 64}, {"hidden:p", 192, 128}}) {
     SCOPED_TRACE(layout);
     Mlp m;
     TensorRef loss = m.b.ReduceSum(m.b.Mul(m.y, m.y), {}, "loss");
@@ -146,7 +145,7 @@ TEST(MemoryModelTest, PeakFollowsFrees) {
   ASSERT_OK_AND_ASSIGN(MemoryReport pinned, ComputeMemory(p, o));
   EXPECT_EQ(pinned.peak_bytes, 1600);
   EXPECT_EQ(pinned.peak_op, "c");
-  EXPECT_EQ(pinned.bytes(MemoryCategory::kFetches), 800);  // a and c
+  EXPECT_EQ(pinned.bytes(MemoryCategory::kFetches), 800);      // a and c
   EXPECT_EQ(pinned.bytes(MemoryCategory::kActivations), 400);  // b
   // Fetching only a prunes b and c.
   const std::vector<std::string> fetch_a = {"a"};

@@ -113,7 +113,8 @@ int64_t MemAvailableBytes(const std::string& meminfo) {
   if (at == std::string::npos || (at > 0 && meminfo[at - 1] != '\n')) return 0;
   at += sizeof(kKey) - 1;
   const size_t end = meminfo.find('\n', at);
-  std::string value(absl::StripAsciiWhitespace(meminfo.substr(at, end == std::string::npos ? end : end - at)));
+  std::string value(
+      absl::StripAsciiWhitespace(meminfo.substr(at, end == std::string::npos ? end : end - at)));
   int64_t scale = 1;
   if (absl::EndsWith(value, "kB")) {
     scale = 1024;
