@@ -23,7 +23,7 @@ constexpr int Index(MemoryCategory c) { return static_cast<int>(c); }
 
 bool Transient(MemoryCategory c) {
   return c == MemoryCategory::kFetches || c == MemoryCategory::kUpdates ||
-         c == MemoryCategory::kActivations;
+         c == MemoryCategory::kActivations || c == MemoryCategory::kGradients;
 }
 
 absl::StatusOr<int64_t> SliceBytes(const v1::Shape& proto, v1::DType dtype,
@@ -78,7 +78,9 @@ const char* MemoryCategoryName(MemoryCategory c) {
     case MemoryCategory::kUpdates:
       return "variable updates";
     case MemoryCategory::kActivations:
-      return "activations (incl. gradients)";
+      return "activations";
+    case MemoryCategory::kGradients:
+      return "gradients (backward pass)";
   }
   return "?";
 }
@@ -175,8 +177,17 @@ absl::StatusOr<MemoryReport> ComputeMemory(const v1::Program& program,
     for (int b : instr.inputs()) last_reader[b] = i;
     if (instr.has_predicate() && valid(instr.predicate())) info[instr.predicate()].pinned = true;
     ASSIGN_OR_RETURN(out_bytes[i], SliceBytes(instr.slice_shape(), instr.dtype(), what));
+    // The backward pass's seed (see the header): a scalar `ones` of no input.
+    if (report.backward_from < 0 && instr.kind_case() == v1::Instruction::kLocal &&
+        instr.local().type() == "ones" && instr.inputs_size() == 0 &&
+        instr.slice_shape().dims_size() == 0) {
+      report.backward_from = i;
+    }
     BufferInfo& o = info[instr.output()];
     if (o.name.empty()) o.name = instr.source_op();
+    if (report.backward_from >= 0 && o.category == MemoryCategory::kActivations && !o.pinned) {
+      o.category = MemoryCategory::kGradients;
+    }
   }
 
   int64_t base = 0;

@@ -27,9 +27,14 @@
 //     one, which reuses it, so a worker's footprint in steady state stays near the peak);
 //   - copies outside the executor are ignored: the request's feed chunks and the response's
 //     fetched slices on the worker, the worker's copy of a feed it cannot move;
-//   - gradients are not told apart from other activations: autodiff gives its ops the builder's
-//     fresh names (no "gradients/" scope), so a program does not say which buffers are gradients;
-//     they count as "activations".
+//   - gradients are told from other activations by position, not by name (autodiff gives its
+//     ops the builder's fresh names, and a "gradients/" scope would rename tensors that tests,
+//     checkpoints and explain output rely on): core/autodiff.cc seeds the backward pass with a
+//     scalar `ones` op made after the whole forward graph, and a built graph keeps its ops in
+//     creation order (core/graph.h), so every transient buffer written at or after the first
+//     scalar `ones` instruction without inputs is the backward pass: gradients and the
+//     optimizer's temporaries ("gradients"). A program without such a seed has none; a forward
+//     graph that makes a scalar `ones` itself would count what follows it as gradients.
 #ifndef MESHRT_CORE_MEMORY_MODEL_H_
 #define MESHRT_CORE_MEMORY_MODEL_H_
 
@@ -52,9 +57,10 @@ enum class MemoryCategory {
   kFeeds,           // program inputs' slices
   kFetches,         // fetched outputs written by the step
   kUpdates,         // variables' new values (update buffers), written by the step
-  kActivations,     // every other buffer a step writes (gradients included, see above)
+  kActivations,     // every other buffer a step writes before the backward pass
+  kGradients,       // ... and in it: gradients and the optimizer's temporaries (see above)
 };
-constexpr int kNumMemoryCategories = 7;
+constexpr int kNumMemoryCategories = 8;
 const char* MemoryCategoryName(MemoryCategory c);
 
 struct MemoryOptions {
@@ -80,7 +86,8 @@ struct MemoryReport {
   std::string layout;  // the program's rules, "d:m,..." ("" = all replicated)
   // Bytes per category at the peak (persistent categories and feeds are constant over a step).
   std::array<int64_t, kNumMemoryCategories> at_peak{};
-  // The largest transient (fetches + updates + activations) bytes at any point of the step.
+  int backward_from = -1;  // the backward pass's first instruction (-1: none found)
+  // The largest transient (fetches, updates, activations, gradients) bytes at any point.
   int64_t peak_bytes = 0;         // the total at the peak: sum of at_peak
   int peak_instruction = -1;      // the instruction at which it is reached (-1: before any runs)
   std::string peak_op;            // that instruction's source_op ("" when -1)

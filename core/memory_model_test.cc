@@ -56,6 +56,8 @@ TEST(MemoryModelTest, MlpForwardDataParallelHalvesActivations) {
   EXPECT_EQ(r.bytes(MemoryCategory::kFeeds), 64);
   EXPECT_EQ(r.bytes(MemoryCategory::kActivations), 512);
   EXPECT_EQ(r.bytes(MemoryCategory::kFetches), 0);  // y is written after the peak
+  EXPECT_EQ(r.bytes(MemoryCategory::kGradients), 0);
+  EXPECT_EQ(r.backward_from, -1);  // no backward pass
   EXPECT_EQ(r.peak_bytes, 960);
   EXPECT_EQ(r.peak_instruction, 1);
   EXPECT_EQ(r.peak_op, "h");
@@ -104,6 +106,10 @@ TEST(MemoryModelTest, AdamSlotsAndParametersByLayout) {
     EXPECT_EQ(r.bytes(MemoryCategory::kVariables), 0);
     EXPECT_EQ(r.bytes(MemoryCategory::kFeeds), feeds);
     EXPECT_EQ(r.persistent_bytes(), 3 * params + 4);
+    EXPECT_GE(r.backward_from, 0);
+    int64_t sum = 0;
+    for (int64_t bytes : r.at_peak) sum += bytes;
+    EXPECT_EQ(sum, r.peak_bytes);  // the categories at the peak add up to it
     // Every variable's update lives to the end of the step, so the peak holds at least the
     // persistent state, the feed and one new value of w1 (w1's slice: 256 B dp, 128 B mp).
     EXPECT_GE(r.peak_bytes, 3 * params + 4 + feeds + 256 * params / 384);
@@ -198,6 +204,42 @@ TEST(MemoryModelTest, SuggestsARuleThatFits) {
   EXPECT_EQ(peak, 0);
   // The cap on re-lowerings holds: with none allowed nothing is tried.
   EXPECT_EQ(SuggestFittingLayout(g, mesh, none, r, p, 1000, o, 0, &peak), "");
+}
+
+TEST(MemoryModelTest, GradientsAreTheBackwardPassFromItsSeed) {
+  // loss = sum(exp(x * w)), x a feed and w a variable [n=100] (400 B each), sgd. The step (fetch
+  // loss) runs, in order (buffer bytes; "+" allocated, "-" freed after its last reader):
+  //   0 a = x*w      +400                    live 400
+  //   1 e = exp(a)   +400, -a                800 -> 400
+  //   2 loss         +4 (fetched)            404
+  //   3 ones_0       +4 (the seed)           408
+  //   4 einsum_0     +400 (seed broadcast), -ones_0        808 -> 804
+  //   5 mul_0 = de   +400, -einsum_0, -e     1204 = the peak -> 404
+  //   7 mul_2 = dw   +400, -mul_0 ...        804  (then the sgd update: less)
+  // Peak 1204 + w 400 + global_step 4 + x 400 = 2008 B at op 'mul_0': loss 4 (fetched), e 400
+  // (activation), einsum_0 + mul_0 800 (gradients).
+  GraphBuilder b;
+  TensorRef x = b.Placeholder("x", Shape({{"n", 100}}));
+  TensorRef w = b.Variable("w", Shape({{"n", 100}}));
+  TensorRef loss = b.ReduceSum(b.Exp(b.Mul(x, w, "a"), "e"), {}, "loss");
+  TrainOptions opt;
+  opt.learning_rate.base = 0.1f;
+  ASSERT_OK(Minimize(b, loss, {w}, opt).status());
+  ASSERT_OK_AND_ASSIGN(Graph g, b.Build());
+  ASSERT_OK_AND_ASSIGN(v1::Program p, LowerOn(g, "p:1", ""));
+  const std::vector<std::string> fetches = {"loss"};
+  MemoryOptions o;
+  o.fetches = &fetches;
+  ASSERT_OK_AND_ASSIGN(MemoryReport r, ComputeMemory(p, o));
+  EXPECT_EQ(r.backward_from, 3);
+  EXPECT_EQ(r.peak_bytes, 2008);
+  EXPECT_EQ(r.peak_op, "mul_0");
+  EXPECT_EQ(r.bytes(MemoryCategory::kVariables), 404);
+  EXPECT_EQ(r.bytes(MemoryCategory::kFeeds), 400);
+  EXPECT_EQ(r.bytes(MemoryCategory::kFetches), 4);
+  EXPECT_EQ(r.bytes(MemoryCategory::kActivations), 400);
+  EXPECT_EQ(r.bytes(MemoryCategory::kGradients), 800);
+  EXPECT_EQ(r.bytes(MemoryCategory::kUpdates), 0);  // both updates come after the peak
 }
 
 TEST(MemoryModelTest, ParseByteSize) {
