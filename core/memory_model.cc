@@ -159,6 +159,7 @@ absl::StatusOr<MemoryReport> ComputeMemory(const v1::Program& program,
   const int count = program.instructions_size();
   std::vector<int> last_reader(n, -1);
   std::vector<int64_t> out_bytes(count, 0);
+  std::vector<bool> from_seed(n, false);
   for (int i = 0; i < count; ++i) {
     const v1::Instruction& instr = program.instructions(i);
     const std::string what = absl::StrCat("instruction ", i, " (op '", instr.source_op(), "')");
@@ -177,15 +178,18 @@ absl::StatusOr<MemoryReport> ComputeMemory(const v1::Program& program,
     for (int b : instr.inputs()) last_reader[b] = i;
     if (instr.has_predicate() && valid(instr.predicate())) info[instr.predicate()].pinned = true;
     ASSIGN_OR_RETURN(out_bytes[i], SliceBytes(instr.slice_shape(), instr.dtype(), what));
-    // The backward pass's seed (see the header): a scalar `ones` of no input.
-    if (report.backward_from < 0 && instr.kind_case() == v1::Instruction::kLocal &&
-        instr.local().type() == "ones" && instr.inputs_size() == 0 &&
-        instr.slice_shape().dims_size() == 0) {
-      report.backward_from = i;
+    // The backward pass (see the header): what is computed from a scalar `ones` of no input.
+    bool backward = instr.kind_case() == v1::Instruction::kLocal &&
+                    instr.local().type() == "ones" && instr.inputs_size() == 0 &&
+                    instr.slice_shape().dims_size() == 0;
+    for (int b : instr.inputs()) backward = backward || from_seed[b];
+    if (backward) {
+      from_seed[instr.output()] = true;
+      if (report.backward_from < 0) report.backward_from = i;
     }
     BufferInfo& o = info[instr.output()];
     if (o.name.empty()) o.name = instr.source_op();
-    if (report.backward_from >= 0 && o.category == MemoryCategory::kActivations && !o.pinned) {
+    if (backward && o.category == MemoryCategory::kActivations && !o.pinned) {
       o.category = MemoryCategory::kGradients;
     }
   }

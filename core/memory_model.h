@@ -29,12 +29,13 @@
 //     fetched slices on the worker, the worker's copy of a feed it cannot move;
 //   - gradients are told from other activations by position, not by name (autodiff gives its
 //     ops the builder's fresh names, and a "gradients/" scope would rename tensors that tests,
-//     checkpoints and explain output rely on): core/autodiff.cc seeds the backward pass with a
-//     scalar `ones` op made after the whole forward graph, and a built graph keeps its ops in
-//     creation order (core/graph.h), so every transient buffer written at or after the first
-//     scalar `ones` instruction without inputs is the backward pass: gradients and the
-//     optimizer's temporaries ("gradients"). A program without such a seed has none; a forward
-//     graph that makes a scalar `ones` itself would count what follows it as gradients.
+//     checkpoints and explain output rely on) but by data flow: core/autodiff.cc seeds the
+//     backward pass with a scalar `ones` op of no input, and every gradient is computed from it,
+//     so every transient buffer computed (transitively) from a scalar `ones` instruction without
+//     inputs is the backward pass: gradients and the optimizer's temporaries ("gradients"). The
+//     counters' increments (global_step + 1) are too, but they write update buffers, counted as
+//     such. A forward graph that computes activations from a scalar `ones` of its own would count
+//     them as gradients.
 #ifndef MESHRT_CORE_MEMORY_MODEL_H_
 #define MESHRT_CORE_MEMORY_MODEL_H_
 
@@ -86,7 +87,7 @@ struct MemoryReport {
   std::string layout;  // the program's rules, "d:m,..." ("" = all replicated)
   // Bytes per category at the peak (persistent categories and feeds are constant over a step).
   std::array<int64_t, kNumMemoryCategories> at_peak{};
-  int backward_from = -1;  // the backward pass's first instruction (-1: none found)
+  int backward_from = -1;  // the first instruction of the backward pass (-1: none found)
   // The largest transient (fetches, updates, activations, gradients) bytes at any point.
   int64_t peak_bytes = 0;         // the total at the peak: sum of at_peak
   int peak_instruction = -1;      // the instruction at which it is reached (-1: before any runs)
