@@ -13,6 +13,7 @@
 #include "core/explain.h"
 #include "core/layout_names.h"
 #include "core/lowering.h"
+#include "core/memory_model.h"
 #include "core/autodiff.h"
 #include "core/ops.h"
 #include "core/status_macros.h"
@@ -80,7 +81,9 @@ absl::Status ExplainCommand(const std::vector<std::string>& args, CliIo io) {
       "meshrt explain GRAPH --mesh MESH --layout RULES",
       "Lowers GRAPH for the mesh and layout rules and prints the report: every tensor's layout\n"
       "and per-worker slice shape, every communication step with its mesh dims and bytes, and\n"
-      "the total bytes each worker sends. Nothing runs.\n\n"
+      "the total bytes each worker sends, then the memory each worker holds in a step that\n"
+      "fetches the graph's outputs (by category, the peak, the tensors live at it).\n"
+      "Nothing runs.\n\n"
       "example:\n"
       "  meshrt explain examples/graphs/mlp_forward.pbtxt --mesh rows:2,cols:2 "
       "--layout d_in:rows,hidden:cols");
@@ -102,6 +105,14 @@ absl::Status ExplainCommand(const std::vector<std::string>& args, CliIo io) {
   RETURN_IF_ERROR(CheckRulesNameGraphDims(graph, layout.rules));
   ASSIGN_OR_RETURN(v1::Program program, Lower(graph, layout.mesh, layout.rules));
   io.out << ExplainProgram(program);
+  // Memory as a default step (fetching the graph's outputs) holds it.
+  const std::vector<std::string> fetches = graph.Outputs();
+  const std::vector<std::string> trainable = VariablesWithSlots(program);
+  MemoryOptions memory_options;
+  memory_options.fetches = &fetches;
+  if (!trainable.empty()) memory_options.trainable = &trainable;
+  ASSIGN_OR_RETURN(const MemoryReport memory, ComputeMemory(program, memory_options));
+  io.out << ExplainMemory(memory);
   return absl::OkStatus();
 }
 

@@ -148,6 +148,25 @@ TEST(CliTest, ExplainShowsTheAllreduceOfASplitContractedDim) {
   EXPECT_FALSE(absl::StrContains(r.out, "allreduce")) << r.out;
 }
 
+TEST(CliTest, ExplainPrintsTheMemorySection) {
+  // batch:rows,hidden:cols on rows:2,cols:2, float32: feeds x [4,16] 256 B, w1 [16,16] 1024 B,
+  // w2 [16,8] 512 B = 1792 B. h [4,16] 256 B, then r [4,16] reads it: 512 B live, the peak (y's
+  // partial sum [4,8] comes after h is freed). Peak = 1792 + 512 = 2304 B at op 'r'.
+  Result r =
+      Cli({"explain", kGraph, "--mesh", "rows:2,cols:2", "--layout", "batch:rows,hidden:cols"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const size_t memory = r.out.find("memory per worker");
+  ASSERT_NE(memory, std::string::npos) << r.out;
+  EXPECT_LT(r.out.find("communication:"), memory) << r.out;    // after ExplainProgram's report
+  EXPECT_TRUE(absl::StrContains(r.out, "1.75 KiB")) << r.out;  // feeds
+  EXPECT_TRUE(absl::StrContains(r.out, "(2304 bytes, at instruction 1 of op 'r')")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "live at the peak")) << r.out;
+  // Replicated, the activations double: h and r [8,32] are 1 KiB each, w1 2 KiB, x 512 B, w2 1 KiB.
+  r = Cli({"explain", kGraph, "--mesh", "rows:2,cols:2", "--layout", ""});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.out, "(5632 bytes, at instruction 1 of op 'r')")) << r.out;
+}
+
 TEST(CliTest, BadLayoutIsOneLineNamingTheTensor) {
   const Result r = Cli({"run", kGraph, "--mesh", "rows:2,cols:2", "--layout",
                         "hidden:rows,batch:rows", "--reference", "--random_feeds", "1"});

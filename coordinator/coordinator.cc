@@ -28,6 +28,13 @@ using coordinator_internal::ParallelFor;
 
 namespace {
 
+// "10.0.0.5" of "10.0.0.5:7000" ("[::1]" of "[::1]:7000"); an address without a port is its host.
+std::string HostOf(const std::string& address) {
+  const size_t colon = address.rfind(':');
+  if (colon == std::string::npos || address.find(']', colon) != std::string::npos) return address;
+  return address.substr(0, colon);
+}
+
 // A worker that returned an error itself prefixes it with the step (worker/worker.cc); an
 // Unavailable without that prefix came from the transport: the process is gone or unreachable.
 bool IsTransportFailure(const absl::Status& s) {
@@ -173,6 +180,7 @@ absl::StatusOr<v1::RegisterWorkerResponse> Coordinator::RegisterWorker(
     entry->gloo_address = request.gloo_address();
     entry->incarnation = request.incarnation();
     entry->rank = request.has_rank() ? request.rank() : -1;
+    entry->available_memory_bytes = std::max<int64_t>(request.available_memory_bytes(), 0);
     entry->last_heartbeat = absl::Now();
     entry->client = std::move(client);
     response.set_worker_id(entry->id);
@@ -330,6 +338,24 @@ absl::StatusOr<v1::CreateSessionResponse> Coordinator::CreateSession(
   for (const v1::ProgramTensor& t : session->program.outputs()) session->outputs[t.name()] = t;
   const Mesh& mesh = session->mesh;
   const int n = mesh.num_processors();
+  // The memory limits known before any worker is picked: the flag's and the request's.
+  ASSIGN_OR_RETURN(const MemoryReport memory, SessionMemory(session->graph, session->program));
+  auto refuse = [&](int64_t limit, const std::string& whose) {
+    return MemoryRefusal(session->graph, mesh, rules, session->program, memory, limit, whose,
+                         options_.memory_suggestion_lowerings);
+  };
+  if (options_.memory_limit > 0 && memory.peak_bytes > options_.memory_limit &&
+      (request.memory_limit_bytes() <= 0 ||
+       options_.memory_limit <= request.memory_limit_bytes())) {
+    return refuse(options_.memory_limit, "the coordinator's --memory_limit, on every worker");
+  }
+  if (request.memory_limit_bytes() > 0 && memory.peak_bytes > request.memory_limit_bytes()) {
+    return refuse(request.memory_limit_bytes(),
+                  "the request's memory_limit_bytes, on every worker");
+  }
+  // With --memory_limit=auto: the worker with the least available memory among those picked.
+  int64_t short_limit = 0;
+  std::string short_worker;
 
   const absl::Duration wait = request.timeout_ms() > 0 ? absl::Milliseconds(request.timeout_ms())
                                                        : options_.default_worker_wait;
@@ -359,6 +385,27 @@ absl::StatusOr<v1::CreateSessionResponse> Coordinator::CreateSession(
             return m.empty() ? std::string() : absl::StrCat(": ", m);
           }());
       if (static_cast<int>(free.size()) >= n) {
+        if (options_.memory_limit == kMemoryLimitAuto) {
+          // Workers of the session on one host (same address up to the port) share its memory.
+          std::map<std::string, int> per_host;
+          for (int p = 0; p < n; ++p) ++per_host[HostOf(free[p]->address)];
+          for (int p = 0; p < n; ++p) {
+            const int sharing = per_host[HostOf(free[p]->address)];
+            const int64_t available = free[p]->available_memory_bytes / sharing;
+            if (available > 0 && memory.peak_bytes > available &&
+                (short_limit == 0 || available < short_limit)) {
+              short_limit = available;
+              short_worker = absl::StrCat(
+                  "worker ", free[p]->id, " (", free[p]->address,
+                  ")'s available memory at registration",
+                  sharing == 1 ? ""
+                               : absl::StrCat(" (", HumanBytes(free[p]->available_memory_bytes),
+                                              ") shared by the session's ", sharing,
+                                              " workers on its host"));
+            }
+          }
+          if (short_limit > 0) break;  // refused below, outside mu_: no worker is taken
+        }
         for (int p = 0; p < n; ++p) {
           free[p]->session = session->id;
           free[p]->coordinate = mesh.Coordinate(p);
@@ -388,6 +435,8 @@ absl::StatusOr<v1::CreateSessionResponse> Coordinator::CreateSession(
       mu_.AwaitWithTimeout(absl::Condition(&stopping_), absl::Milliseconds(50));
     }
   }
+
+  if (short_limit > 0) return refuse(short_limit, short_worker);
 
   // Session ids are random and never reused, so the id alone makes the rendezvous keys fresh.
   const std::string prefix = absl::StrCat("session/", session->id);
@@ -475,7 +524,7 @@ absl::StatusOr<v1::CreateSessionResponse> Coordinator::CreateSession(
   v1::CreateSessionResponse response;
   response.set_session(session->id);
   response.set_lease_ms(absl::ToInt64Milliseconds(options_.session_lease));
-  response.set_explain(ExplainProgram(session->program));
+  response.set_explain(absl::StrCat(ExplainProgram(session->program), ExplainMemory(memory)));
   for (int p = 0; p < n; ++p) {
     v1::WorkerInfo* info = response.add_workers();
     info->set_worker_id(session->worker_ids[p]);

@@ -42,6 +42,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "coordinator/memory_limit.h"
 #include "coordinator/stuck_step.h"
 #include "coordinator/worker_client.h"
 #include "core/interpreter.h"
@@ -93,6 +94,13 @@ struct CoordinatorOptions {
   // How long an expired session stays listed (state "expired") and answers calls with why it
   // expired, before it is forgotten.
   absl::Duration expired_session_retention = absl::Minutes(10);
+  // --memory_limit: the most bytes one worker may hold at a step's peak
+  // (coordinator/memory_limit.h, checked by CreateSession before any worker loads).
+  // kMemoryLimitAuto: each worker's available memory as it reported it at registration (unknown:
+  // not checked); kMemoryLimitNone: no check.
+  int64_t memory_limit = kMemoryLimitAuto;
+  // Re-lowerings CreateSession may spend looking for a layout that fits when it refuses one.
+  int memory_suggestion_lowerings = 20;
 };
 
 class Coordinator {
@@ -116,8 +124,11 @@ class Coordinator {
   // (naming the limit's flag), checked before the graph is built; InvalidArgument for a bad graph,
   // mesh or layout, or a mesh needing more workers than are registered (after waiting up to the
   // request's timeout); Unavailable when enough workers are registered but not enough are free;
-  // the workers' errors while loading. Validation and lowering run without the coordinator's
-  // lock, so heartbeats are answered meanwhile.
+  // the workers' errors while loading. ResourceExhausted (coordinator/memory_limit.h) when the
+  // program's peak per worker exceeds the memory limit: the smallest of --memory_limit (or, with
+  // auto, the available memory of each worker picked for the session) and the request's
+  // memory_limit_bytes; then no worker is asked to load. Validation and lowering run without the
+  // coordinator's lock, so heartbeats are answered meanwhile.
   // The session belongs to `caller` (its name): only it and operators may use it afterwards
   // (CheckSessionAccess). Session ids are random (128 bits), never reused.
   absl::StatusOr<v1::CreateSessionResponse> CreateSession(const v1::CreateSessionRequest& request,

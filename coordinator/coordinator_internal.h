@@ -28,6 +28,7 @@ struct Coordinator::WorkerEntry {
   std::string incarnation;
   std::string secret;  // the worker's credential (RegisterWorkerRequest.secret); never listed
   int rank = -1;  // stable rank (pod ordinal), -1 = none
+  int64_t available_memory_bytes = 0;  // as registered; 0 = unknown
   absl::Time last_heartbeat;
   // What its step thread did for `session` at the last heartbeat (none before a report).
   std::optional<v1::WorkerActivity> activity;

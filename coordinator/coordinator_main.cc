@@ -60,6 +60,7 @@ int CoordinatorMain(int argc, char** argv) {
   int64_t health_port = 0;
   std::string checkpoint_root;
   std::string session_lease = "10s";
+  std::string memory_limit = "auto";
   SecurityOptions security_options;
   CoordinatorOptions options;
   RequestLimits& limits = options.limits;
@@ -83,6 +84,12 @@ int CoordinatorMain(int argc, char** argv) {
                "lost its network) expires: its step in flight is cancelled, its workers are freed, "
                "and it is listed as expired for 10 minutes; clients renew every quarter of it. A "
                "duration with a unit (10s, 2500ms, 1m), at least 1s; 0 = sessions never expire");
+  flags.String("memory_limit", &memory_limit,
+               "the most bytes one worker may hold at a step's peak (the program's memory model: "
+               "variables, feeds, live activations, for a step fetching the graph's outputs); a "
+               "session over it is refused before any worker loads, naming the tensors that "
+               "dominate and a layout that fits. A byte count (8G, 512M, 1048576), auto = each "
+               "worker's available memory as it reported it at registration, or none");
   flags.Int("stuck_step_min_ms", &stuck_step_min_ms,
             "a step that runs longer than this and than --stuck_step_factor times the session's "
             "median step time is stuck: its session fails naming the rank the others wait for "
@@ -162,6 +169,12 @@ int CoordinatorMain(int argc, char** argv) {
     return 2;
   }
   options.session_lease = *lease;
+  absl::StatusOr<int64_t> limit = ParseMemoryLimitFlag(memory_limit);
+  if (!limit.ok()) {
+    std::fprintf(stderr, "meshrt-coordinator: %s\n", std::string(limit.status().message()).c_str());
+    return 2;
+  }
+  options.memory_limit = *limit;
   if (stuck_step_min_ms < 0 || !(stuck_step_factor >= 1)) {
     std::fprintf(stderr,
                  "meshrt-coordinator: --stuck_step_min_ms must be >= 0 (0 = no watchdog) and "

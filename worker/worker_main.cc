@@ -12,10 +12,12 @@
 #include <random>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "absl/synchronization/notification.h"
 #include "core/file_access.h"
 #include "core/logging.h"
@@ -91,7 +93,37 @@ std::string NewIncarnation() {
   return absl::StrFormat("%08x%08x-%d", rd(), rd(), getpid());
 }
 
+// /proc/meminfo's MemAvailable, or 0 when it cannot be read.
+int64_t ReadMemAvailable() {
+  std::FILE* f = std::fopen("/proc/meminfo", "r");
+  if (f == nullptr) return 0;
+  std::string text;
+  char buf[4096];
+  size_t got;
+  while ((got = std::fread(buf, 1, sizeof(buf), f)) > 0) text.append(buf, got);
+  std::fclose(f);
+  return MemAvailableBytes(text);
+}
+
 }  // namespace
+
+int64_t MemAvailableBytes(const std::string& meminfo) {
+  static constexpr char kKey[] = "MemAvailable:";
+  size_t at = meminfo.find(kKey);
+  if (at == std::string::npos || (at > 0 && meminfo[at - 1] != '\n')) return 0;
+  at += sizeof(kKey) - 1;
+  const size_t end = meminfo.find('\n', at);
+  std::string value(
+      absl::StripAsciiWhitespace(meminfo.substr(at, end == std::string::npos ? end : end - at)));
+  int64_t scale = 1;
+  if (absl::EndsWith(value, "kB")) {
+    scale = 1024;
+    value = std::string(absl::StripAsciiWhitespace(value.substr(0, value.size() - 2)));
+  }
+  int64_t n = 0;
+  if (!absl::SimpleAtoi(value, &n) || n < 0 || n > INT64_MAX / scale) return 0;
+  return n * scale;
+}
 
 int WorkerMain(int argc, char** argv) {
   std::string coordinator;
@@ -338,6 +370,7 @@ int WorkerMain(int argc, char** argv) {
   reg.set_gloo_address(gloo_address);
   reg.set_incarnation(NewIncarnation());
   reg.set_secret(*secret);
+  reg.set_available_memory_bytes(ReadMemAvailable());
   if (rank->has_value()) reg.set_rank(**rank);
   // Any start order works: retry the coordinator with backoff until it answers.
   auto register_once = [&]() -> absl::StatusOr<v1::RegisterWorkerResponse> {

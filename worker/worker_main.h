@@ -2,7 +2,14 @@
 #ifndef MESHRT_WORKER_WORKER_MAIN_H_
 #define MESHRT_WORKER_WORKER_MAIN_H_
 
+#include <cstdint>
+#include <string>
+
 namespace meshrt {
+
+// The MemAvailable line of /proc/meminfo-format text ("MemAvailable:  123456 kB"), in bytes; 0
+// when absent or malformed (unknown: the coordinator then does not check the memory limit).
+int64_t MemAvailableBytes(const std::string& meminfo);
 
 // Parses flags (argv[0] is the program name; `--help` prints them), registers with the
 // coordinator, serves until SIGINT/SIGTERM. Returns the process exit code.
