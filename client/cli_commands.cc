@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "client/graph_io.h"
+#include "client/hardware_probe.h"
 #include "core/explain.h"
 #include "core/layout_names.h"
 #include "core/lowering.h"
@@ -76,14 +77,17 @@ absl::Status MakeDirs(const std::string& dir) {
 }
 
 absl::Status ExplainCommand(const std::vector<std::string>& args, CliIo io) {
-  std::string mesh_text, layout_text;
+  std::string mesh_text, layout_text, profile_path;
+  bool json = false;
   FlagSet flags(
-      "meshrt explain GRAPH --mesh MESH --layout RULES",
+      "meshrt explain GRAPH --mesh MESH --layout RULES [--profile FILE] [--json]",
       "Lowers GRAPH for the mesh and layout rules and prints the report: every tensor's layout\n"
-      "and per-worker slice shape, every communication step with its mesh dims and bytes, and\n"
-      "the total bytes each worker sends, then the memory each worker holds in a step that\n"
-      "fetches the graph's outputs (by category, the peak, the tensors live at it).\n"
-      "Nothing runs.\n\n"
+      "and per-worker slice shape, every communication step with its mesh dims and bytes, the\n"
+      "total bytes each worker sends, per op and in total the FLOPs, bytes moved and the\n"
+      "predicted step time split into compute and communication (core/cost_model.h), with\n"
+      "warnings (e.g. an einsum whose compute a mesh dim duplicates), then the memory each\n"
+      "worker holds in a step that fetches the graph's outputs (by category, the peak, the\n"
+      "tensors live at it). Nothing runs.\n\n"
       "example:\n"
       "  meshrt explain examples/graphs/mlp_forward.pbtxt --mesh rows:2,cols:2 "
       "--layout d_in:rows,hidden:cols");
@@ -92,6 +96,10 @@ absl::Status ExplainCommand(const std::vector<std::string>& args, CliIo io) {
   flags.String("layout", &layout_text,
                "layout rules TENSOR_DIM:MESH_DIM,..., e.g. batch:rows,hidden:cols "
                "(default: empty, every dim replicated)");
+  flags.String("profile", &profile_path,
+               "hardware profile file (`key value` lines, core/cost_model.h) for the predicted "
+               "time (default: measured now in this process, with placeholder collective costs)");
+  flags.Bool("json", &json, "print the report as one JSON object instead of text");
   ASSIGN_OR_RETURN(std::vector<std::string> positional, ParseCommandFlags(flags, args, "explain"));
   if (flags.help()) {
     io.out << flags.Help();
@@ -103,8 +111,22 @@ absl::Status ExplainCommand(const std::vector<std::string>& args, CliIo io) {
   ASSIGN_OR_RETURN(Graph graph, LoadAndBuildGraph(positional[0]));
   ASSIGN_OR_RETURN(MeshAndRules layout, ParseMeshAndRules(mesh_text, layout_text));
   RETURN_IF_ERROR(CheckRulesNameGraphDims(graph, layout.rules));
+  HardwareProfile profile;
+  if (profile_path.empty()) {
+    profile = MeasuredHardwareProfile();
+  } else {
+    absl::StatusOr<HardwareProfile> loaded = LoadHardwareProfile(profile_path);
+    if (!loaded.ok()) return WithContext(loaded.status(), "--profile");
+    profile = *std::move(loaded);
+  }
   ASSIGN_OR_RETURN(v1::Program program, Lower(graph, layout.mesh, layout.rules));
-  io.out << ExplainProgram(program);
+  if (json) {
+    ASSIGN_OR_RETURN(std::string text, ExplainProgramJson(program, profile));
+    io.out << text;
+    return absl::OkStatus();
+  }
+  ASSIGN_OR_RETURN(std::string cost, ExplainCost(program, profile));
+  io.out << ExplainProgram(program) << cost;
   // Memory as a default step (fetching the graph's outputs) holds it.
   const std::vector<std::string> fetches = graph.Outputs();
   const std::vector<std::string> trainable = VariablesWithSlots(program);

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
+#include "core/cost_model.h"
 #include "proto/program.pb.h"
 
 namespace meshrt {
@@ -40,6 +42,22 @@ int64_t SentBytesPerStep(const v1::Program& program,
 // and subtotalled.
 std::string ExplainProgram(const v1::Program& program,
                            const std::vector<std::string>* fetches = nullptr);
+
+// The time report (core/cost_model.h) that `meshrt explain` prints after ExplainProgram: per
+// source op FLOPs, local bytes moved, bytes sent, predicted compute and communication time; the
+// totals and the predicted step time; the profile used (and a note while its α/β are
+// placeholders); CostWarnings as "warning: ..." lines. Errors: CostProgram's.
+absl::StatusOr<std::string> ExplainCost(const v1::Program& program, const HardwareProfile& profile,
+                                        const std::vector<std::string>* fetches = nullptr);
+
+// The same account as one JSON object: {"mesh", "rules", "tensors": [{name, shape, layout,
+// slice}], "ops": [{name, flops, bytes_moved, sent_bytes, compute_s, comm_s}], "collectives":
+// [{index, op, kind, mesh_dims, slice, sent_bytes, comm_s, in_step}], "totals": {flops,
+// bytes_moved, sent_bytes, compute_s, comm_s, predicted_s, communication_steps}, "profile":
+// {source, collectives_measured}, "warnings": [..]}. Errors: CostProgram's.
+absl::StatusOr<std::string> ExplainProgramJson(const v1::Program& program,
+                                               const HardwareProfile& profile,
+                                               const std::vector<std::string>* fetches = nullptr);
 
 }  // namespace meshrt
 

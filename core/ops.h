@@ -15,6 +15,7 @@
 #ifndef MESHRT_CORE_OPS_H_
 #define MESHRT_CORE_OPS_H_
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -63,6 +64,17 @@ using ContextKernelFn = absl::Status (*)(const v1::Op& op, absl::Span<const Tens
 using LowerFn = absl::StatusOr<LaidOutTensor> (*)(LoweringContext& ctx, const v1::Op& op,
                                                   const std::vector<LaidOutTensor>& inputs);
 
+// The work of one local slice of an op: what the cost model (core/cost_model.h) and `meshrt
+// explain` count. Bytes are of the slices the kernel reads and writes, not of whole tensors.
+struct SliceCost {
+  double flops = 0;
+  int64_t bytes_read = 0;
+  int64_t bytes_written = 0;
+};
+// Cost of one slice of `op`, given the input and output slice types (attrs as lowered). Pure.
+using CostFn = SliceCost (*)(const v1::Op& op, const std::vector<TensorType>& inputs,
+                             const TensorType& output);
+
 struct OpInfo {
   std::string type;
   OpFamily family;
@@ -81,6 +93,9 @@ struct OpInfo {
   // Instead of `reference`, for ops that read files: every runner passes its context through.
   // (Last, so that the families' positional initializers stay valid.)
   ContextKernelFn reference_in_context = nullptr;
+  // Its cost per slice; null: the family default (core/op_cost.h lists the defaults and the
+  // per-element constants of the overrides).
+  CostFn cost = nullptr;
 };
 
 // Adds ops to the registry; call from a static initializer in the family's file:

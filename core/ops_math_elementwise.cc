@@ -12,6 +12,7 @@
 #include <type_traits>
 
 #include "absl/strings/str_cat.h"
+#include "core/op_cost.h"
 #include "core/ops_math.h"
 #include "core/reference_kernels.h"
 #include "core/status_macros.h"
@@ -389,6 +390,14 @@ std::vector<OpInfo> ElementwiseOps() {
   where.infer = InferWhere;
   where.reference = WhereKernel;
   ops.push_back(where);
+  // Costs (core/op_cost.h): the family default counts one FLOP per element; these count more.
+  for (OpInfo& op : ops) {
+    if (IsOneOf(op.type, {"exp", "log", "tanh", "sigmoid", "gelu", "pow"})) {
+      op.cost = &PerOutputElementCost<kTranscendentalFlops>;
+    } else if (IsOneOf(op.type, {"div", "sqrt", "rsqrt", "reciprocal"})) {
+      op.cost = &PerOutputElementCost<kDivideFlops>;
+    }
+  }
   return ops;
 }
 

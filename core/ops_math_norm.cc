@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/op_cost.h"
 #include "core/ops_math.h"
 #include "core/program_builder.h"  // LaidOutTensor, for the lowering hooks
 #include "core/reference_kernels.h"
@@ -379,7 +380,24 @@ OpInfo NormGrad(const char* type, const char* summary, const char* collectives) 
   return info;
 }
 
-const bool kRegistered = RegisterOps({
+// Costs (core/op_cost.h): a small constant per element of x, by what the fused kernel does per
+// element, instead of the reduce family's one FLOP.
+std::vector<OpInfo> WithCosts(std::vector<OpInfo> ops) {
+  for (OpInfo& op : ops) {
+    if (op.type == "softmax" || op.type == "log_softmax" || op.type == "softmax_cross_entropy") {
+      op.cost = &PerInputElementCost<kSoftmaxFlops>;
+    } else if (op.type == "layer_norm" || op.type == "rms_norm") {
+      op.cost = &PerInputElementCost<kNormFlops>;
+    } else if (op.type == "softmax_grad") {
+      op.cost = &PerInputElementCost<4>;
+    } else {
+      op.cost = &PerInputElementCost<kNormGradFlops>;
+    }
+  }
+  return ops;
+}
+
+const bool kRegistered = RegisterOps(WithCosts({
     SoftmaxGrad(),
     NormGrad("layer_norm_grad",
              "dx of layer_norm over `dims`: r (g - mean(g) - xhat mean(g xhat)) with g = dy * "
@@ -406,7 +424,7 @@ const bool kRegistered = RegisterOps({
          "dims); output = logits' dims minus `dims`",
          "allreduce(max), allreduce(sum), allreduce(sum)", InferCrossEntropy, CrossEntropyKernel,
          LowerCrossEntropy),
-});
+}));
 
 }  // namespace
 }  // namespace math

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "core/op_cost.h"
 #include "core/ops_math.h"
 #include "core/program_builder.h"  // LaidOutTensor, for the lowering hooks
 #include "core/status_macros.h"
@@ -119,6 +120,7 @@ std::vector<OpInfo> ReduceOps() {
                 "allreduce(max) then allreduce(sum) over the mesh dims of split reduced dims"),
   };
   ops.back().lower = LowerLogSumExp;
+  ops.back().cost = &PerInputElementCost<kSoftmaxFlops>;  // max, subtract, exp, sum per element
   return ops;
 }
 

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "core/op_cost.h"
 #include "core/ops.h"
 #include "core/ops_dataset.h"
 #include "core/program_builder.h"  // LaidOutTensor, for the lowering hooks
@@ -169,7 +170,19 @@ absl::Status DropoutKernel(const v1::Op& op, absl::Span<const Tensor* const> in,
   return absl::OkStatus();
 }
 
-const bool kRegistered = RegisterOps({
+// Costs (core/op_cost.h): the counter-based hash per element, and dropout's compare and scale.
+std::vector<OpInfo> WithCosts(std::vector<OpInfo> ops) {
+  for (OpInfo& op : ops) {
+    if (op.type == "random_uniform" || op.type == "random_normal") {
+      op.cost = &PerOutputElementCost<kRandomFlops>;
+    } else if (op.type == "dropout") {
+      op.cost = &PerOutputElementCost<kRandomFlops + 2>;
+    }
+  }
+  return ops;
+}
+
+const bool kRegistered = RegisterOps(WithCosts({
     {"random_uniform", OpFamily::kSource, 0, 1, false,
      "uniform in [attrs.minval, attrs.maxval) keyed on (seed, op name, [step,] global index)",
      "none", true,
@@ -186,7 +199,7 @@ const bool kRegistered = RegisterOps({
      InferSource, FillKernel, LowerRandom},
     {"ones", OpFamily::kSource, 0, 0, false, "a tensor of `shape` filled with 1", "none", false,
      InferSource, FillKernel, LowerRandom},
-});
+}));
 
 }  // namespace
 }  // namespace rng

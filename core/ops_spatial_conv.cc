@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/op_cost.h"
 #include "core/ops_spatial.h"
 #include "core/program_builder.h"  // LaidOutTensor, for the lowering hooks
 #include "core/status_macros.h"
@@ -336,7 +337,15 @@ absl::Status PoolKernel(const v1::Op& op, absl::Span<const Tensor* const> in, Te
   return absl::OkStatus();
 }
 
-const bool kRegistered = RegisterOps({
+// Costs (core/op_cost.h): the spatial family default counts no FLOPs (shift, halo exchange).
+std::vector<OpInfo> WithCosts(std::vector<OpInfo> ops) {
+  for (OpInfo& op : ops) {
+    op.cost = op.type == "conv1d" || op.type == "conv2d" ? &ConvCost : &PerInputElementCost<1>;
+  }
+  return ops;
+}
+
+const bool kRegistered = RegisterOps(WithCosts({
     {"conv1d", OpFamily::kSpatial, 2, 2, true,
      "1-D convolution of x [batch.., dims[0], in] with filter [k, in, out]; SAME or VALID",
      "permute of halos (split spatial); allreduce/reduce-scatter (split in); allgather (VALID)",
@@ -351,7 +360,7 @@ const bool kRegistered = RegisterOps({
     {"avg_pool", OpFamily::kSpatial, 1, 1, true,
      "mean over non-overlapping windows attrs.ksize of the spatial `dims`",
      "none (split into whole windows), else allgather", false, InferPool, PoolKernel, LowerPool},
-});
+}));
 
 }  // namespace
 }  // namespace spatial

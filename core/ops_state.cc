@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/lower_ops.h"
+#include "core/op_cost.h"
 #include "core/ops.h"
 #include "core/ops_random.h"
 #include "core/status_macros.h"
@@ -188,7 +189,7 @@ const bool kRegistered = RegisterOps({
     {"assign_add", OpFamily::kSource, 2, 2, false,
      "variable inputs[0] holds inputs[0] + inputs[1] after the step; output: the new value",
      "reshard of the delta to the variable's layout", false, InferUpdate, UpdateKernel,
-     LowerUpdate},
+     LowerUpdate, nullptr, &PerOutputElementCost<1>},  // one add per element (core/op_cost.h)
 });
 
 absl::Status CheckBody(const v1::Op& loop) {

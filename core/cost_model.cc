@@ -1,0 +1,272 @@
+#include "core/cost_model.h"
+
+#include <algorithm>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "core/explain.h"
+#include "core/mesh.h"
+#include "core/op_cost.h"
+#include "core/ops.h"
+#include "core/shape.h"
+#include "core/status_macros.h"
+
+namespace meshrt {
+namespace {
+
+const char* const kKinds[] = {"allreduce", "allgather",  "alltoall",
+                              "reduce_scatter", "permute", "broadcast"};
+
+// A buffer as the instructions that read it see it.
+struct BufferInfo {
+  bool known = false;
+  TensorType type;
+  TensorLayout layout;
+};
+
+DType DTypeOr(v1::DType proto) { return DTypeFromProto(proto).value_or(DType::kFloat32); }
+
+std::vector<BufferInfo> Buffers(const v1::Program& program, const Mesh& mesh) {
+  std::vector<BufferInfo> buffers(std::max(program.num_buffers(), 0));
+  auto set = [&](int b, const Shape& slice, DType dtype, const v1::TensorLayout& layout) {
+    if (b < 0 || b >= static_cast<int>(buffers.size())) return;
+    buffers[b] = BufferInfo{true, TensorType{slice, dtype}, TensorLayout::FromProto(layout)};
+  };
+  auto set_global = [&](int b, const v1::Shape& shape, v1::DType dtype,
+                        const v1::TensorLayout& layout) {
+    absl::StatusOr<Shape> s = Shape::FromProto(shape);
+    if (!s.ok()) return;
+    set(b, SliceShape(*s, TensorLayout::FromProto(layout), mesh), DTypeOr(dtype), layout);
+  };
+  for (const v1::ProgramTensor& t : program.inputs()) {
+    set_global(t.buffer(), t.shape(), t.dtype(), t.layout());
+  }
+  for (const v1::ProgramVariable& v : program.variables()) {
+    set_global(v.buffer(), v.shape(), v.dtype(), v.layout());
+  }
+  for (const v1::Instruction& inst : program.instructions()) {
+    absl::StatusOr<Shape> s = Shape::FromProto(inst.slice_shape());
+    if (s.ok()) set(inst.output(), *s, DTypeOr(inst.dtype()), inst.layout());
+  }
+  return buffers;
+}
+
+std::string KindName(v1::Collective::Kind kind) {
+  return absl::AsciiStrToLower(v1::Collective::Kind_Name(kind));
+}
+
+absl::Status ProfileError(absl::string_view source, int line, absl::string_view msg) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("hardware profile ", source, " line ", line, ": ", msg));
+}
+
+}  // namespace
+
+std::map<std::string, CollectiveLink> DefaultCollectiveLinks() {
+  std::map<std::string, CollectiveLink> links;
+  for (const char* kind : kKinds) links[kind] = CollectiveLink{50e-6, 1e9};
+  return links;
+}
+
+std::string FormatHardwareProfile(const HardwareProfile& p) {
+  std::string out = absl::StrCat("# meshrt hardware profile (core/cost_model.h)",
+                                 p.source.empty() ? "" : absl::StrCat("; from ", p.source), "\n");
+  auto line = [&](absl::string_view key, double v) {
+    absl::StrAppendFormat(&out, "%s %.6g\n", key, v);
+  };
+  line("gemm_small_flops_per_s", p.gemm_small_flops_per_s);
+  line("gemm_large_flops_per_s", p.gemm_large_flops_per_s);
+  line("gemm_large_flops", p.gemm_large_flops);
+  line("elementwise_flops_per_s", p.elementwise_flops_per_s);
+  line("memory_bytes_per_s", p.memory_bytes_per_s);
+  absl::StrAppend(&out, "collectives_measured ", p.collectives_measured ? 1 : 0, "\n");
+  for (const auto& [kind, link] : p.collectives) {
+    line(absl::StrCat(kind, ".alpha_s"), link.alpha_s);
+    line(absl::StrCat(kind, ".beta_bytes_per_s"), link.beta_bytes_per_s);
+  }
+  return out;
+}
+
+absl::StatusOr<HardwareProfile> ParseHardwareProfile(absl::string_view text,
+                                                     absl::string_view source) {
+  HardwareProfile p;
+  p.source = std::string(source);
+  p.collectives = DefaultCollectiveLinks();
+  int line_number = 0;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    ++line_number;
+    line = line.substr(0, std::min(line.size(), line.find('#')));
+    line = absl::StripAsciiWhitespace(line);
+    if (line.empty()) continue;
+    std::vector<absl::string_view> parts = absl::StrSplit(line, ' ', absl::SkipWhitespace());
+    if (parts.size() != 2) {
+      return ProfileError(source, line_number, absl::StrCat("expected `key value`, got '", line,
+                                                            "'"));
+    }
+    const std::string key(parts[0]);
+    double v = 0;
+    if (!absl::SimpleAtod(parts[1], &v) || !(v >= 0)) {
+      return ProfileError(source, line_number, absl::StrCat("value of ", key, " '", parts[1],
+                                                            "' is not a number >= 0"));
+    }
+    if (key == "collectives_measured") {
+      p.collectives_measured = v != 0;
+      continue;
+    }
+    double* field = key == "gemm_small_flops_per_s"    ? &p.gemm_small_flops_per_s
+                    : key == "gemm_large_flops_per_s"  ? &p.gemm_large_flops_per_s
+                    : key == "gemm_large_flops"        ? &p.gemm_large_flops
+                    : key == "elementwise_flops_per_s" ? &p.elementwise_flops_per_s
+                    : key == "memory_bytes_per_s"      ? &p.memory_bytes_per_s
+                                                       : nullptr;
+    const size_t dot = key.find('.');
+    if (field == nullptr && dot != std::string::npos) {
+      const std::string kind = key.substr(0, dot), what = key.substr(dot + 1);
+      if (std::find(std::begin(kKinds), std::end(kKinds), kind) != std::end(kKinds)) {
+        if (what == "alpha_s") field = &p.collectives[kind].alpha_s;
+        if (what == "beta_bytes_per_s") field = &p.collectives[kind].beta_bytes_per_s;
+      }
+    }
+    if (field == nullptr) {
+      return ProfileError(source, line_number,
+                          absl::StrCat("unknown key '", key,
+                                       "' (see core/cost_model.h FormatHardwareProfile)"));
+    }
+    if (v == 0 && field != &p.gemm_large_flops && (dot == std::string::npos ||
+                                                   key.substr(dot + 1) != "alpha_s")) {
+      return ProfileError(source, line_number, absl::StrCat(key, " must be > 0"));
+    }
+    *field = v;
+  }
+  return p;
+}
+
+absl::StatusOr<HardwareProfile> LoadHardwareProfile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read hardware profile ", path));
+  std::stringstream text;
+  text << in.rdbuf();
+  return ParseHardwareProfile(text.str(), path);
+}
+
+absl::Status SaveHardwareProfile(const HardwareProfile& profile, const std::string& path) {
+  std::ofstream out(path);
+  out << FormatHardwareProfile(profile);
+  out.close();
+  if (!out) return absl::InternalError(absl::StrCat("cannot write hardware profile ", path));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ProgramCost> CostProgram(const v1::Program& program, const HardwareProfile& profile,
+                                        const std::vector<std::string>* fetches) {
+  ASSIGN_OR_RETURN(Mesh mesh, Mesh::FromProto(program.mesh()));
+  const std::vector<BufferInfo> buffers = Buffers(program, mesh);
+  const std::vector<bool> runs = StepInstructions(program, fetches);
+  ProgramCost cost;
+  cost.processors = static_cast<int>(mesh.num_processors());
+  cost.total.source_op = "total";
+  std::map<std::string, size_t> op_index;
+  for (int i = 0; i < program.instructions_size(); ++i) {
+    const v1::Instruction& inst = program.instructions(i);
+    InstructionCost c;
+    c.index = i;
+    c.source_op = inst.source_op();
+    c.runs = runs[i];
+    ASSIGN_OR_RETURN(Shape slice, Shape::FromProto(inst.slice_shape()));
+    const TensorType out{slice, DTypeOr(inst.dtype())};
+    if (inst.has_local()) {
+      c.kind = inst.local().type();
+      std::vector<TensorType> inputs;
+      for (int b : inst.inputs()) {
+        if (b < 0 || b >= static_cast<int>(buffers.size()) || !buffers[b].known) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "instruction #", i, " (op '", inst.source_op(), "') reads buffer ", b,
+              " that nothing writes; re-lower the graph"));
+        }
+        inputs.push_back(buffers[b].type);
+      }
+      ASSIGN_OR_RETURN(SliceCost s, OpSliceCost(inst.local(), inputs, out));
+      c.flops = s.flops;
+      c.bytes_read = s.bytes_read;
+      c.bytes_written = s.bytes_written;
+      c.gemm = c.kind == "einsum" && inputs.size() >= 2;
+      const double rate = !c.gemm ? profile.elementwise_flops_per_s
+                          : c.flops >= profile.gemm_large_flops ? profile.gemm_large_flops_per_s
+                                                                : profile.gemm_small_flops_per_s;
+      c.compute_s = std::max(c.flops / rate, static_cast<double>(c.bytes_read + c.bytes_written) /
+                                                 profile.memory_bytes_per_s);
+    } else if (inst.has_local_slice()) {
+      c.kind = "local_slice";
+      c.bytes_read = c.bytes_written = SliceBytes(out);
+      c.compute_s = 2.0 * static_cast<double>(c.bytes_read) / profile.memory_bytes_per_s;
+    } else if (inst.has_collective()) {
+      c.kind = KindName(inst.collective().kind());
+      const CollectiveCost cc = CostOf(program, i);
+      c.sent_bytes = cc.sent_bytes;
+      if (cc.group_size > 1) {
+        auto link = profile.collectives.find(c.kind);
+        if (link == profile.collectives.end()) link = profile.collectives.find("allreduce");
+        const CollectiveLink l = link != profile.collectives.end() ? link->second
+                                                                   : CollectiveLink{50e-6, 1e9};
+        c.comm_s = l.alpha_s + static_cast<double>(c.sent_bytes) / l.beta_bytes_per_s;
+      }
+    }
+    if (c.runs) {
+      auto [it, added] = op_index.emplace(c.source_op, cost.ops.size());
+      if (added) cost.ops.push_back(OpCostTotal{c.source_op});
+      for (OpCostTotal* t : {&cost.ops[it->second], &cost.total}) {
+        t->flops += c.flops;
+        t->bytes_moved += c.bytes_read + c.bytes_written;
+        t->sent_bytes += c.sent_bytes;
+        t->compute_s += c.compute_s;
+        t->comm_s += c.comm_s;
+      }
+    }
+    cost.instructions.push_back(std::move(c));
+  }
+  return cost;
+}
+
+std::vector<std::string> CostWarnings(const v1::Program& program, const ProgramCost& cost) {
+  std::vector<std::string> warnings;
+  auto mesh = Mesh::FromProto(program.mesh());
+  if (!mesh.ok() || cost.total.flops <= 0) return warnings;
+  const std::vector<BufferInfo> buffers = Buffers(program, *mesh);
+  std::map<std::string, double> op_flops;
+  for (const OpCostTotal& t : cost.ops) op_flops[t.source_op] = t.flops;
+  std::set<std::pair<std::string, int>> warned;
+  for (const InstructionCost& c : cost.instructions) {
+    if (!c.runs || !c.gemm || op_flops[c.source_op] < kHeavyEinsumFraction * cost.total.flops) {
+      continue;
+    }
+    const v1::Instruction& inst = program.instructions(c.index);
+    std::set<int> splitting;
+    for (int a : inst.layout().mesh_axis()) splitting.insert(a);
+    for (int b : inst.inputs()) {
+      if (b < 0 || b >= static_cast<int>(buffers.size())) continue;
+      for (int a : buffers[b].layout.mesh_axis) splitting.insert(a);
+    }
+    for (int a = 0; a < program.mesh().dims_size(); ++a) {
+      const v1::Dim& dim = program.mesh().dims(a);
+      if (dim.size() <= 1 || splitting.count(a) > 0 || !warned.emplace(c.source_op, a).second) {
+        continue;
+      }
+      warnings.push_back(absl::StrFormat(
+          "compute duplicated %dx over %s: einsum '%s' (%.3g FLOPs per worker, %.0f%% of the "
+          "step) splits none of its dims over %s; a rule mapping one of its dims to %s would "
+          "divide its work",
+          dim.size(), dim.name(), c.source_op, op_flops[c.source_op],
+          100 * op_flops[c.source_op] / cost.total.flops, dim.name(), dim.name()));
+    }
+  }
+  return warnings;
+}
+
+}  // namespace meshrt

@@ -1,0 +1,121 @@
+// The time model of a lowered program: FLOPs and bytes of every instruction a step runs (local ops
+// by their cost facet, core/op_cost.h; collectives by core/explain.h CostOf), per source op and in
+// total, and a predicted step time under a HardwareProfile.
+//
+// Predicted time = sum over the step's instructions (core/explain.h StepInstructions) of
+//   compute        max(FLOPs / throughput, (bytes read + written) / memory bandwidth), where the
+//                  throughput of an einsum of >= 2 operands is the profile's GEMM throughput of its
+//                  shape class (small below gemm_large_flops FLOPs per slice, else large), and of
+//                  every other op the profile's elementwise FLOP rate; local slices are bytes only
+//   communication  alpha + bytes sent per worker / beta of the collective's kind (same-host
+//                  groups; a group of one costs nothing)
+// Every processor runs the same instructions on equal slices, so one processor's time is the
+// step's. Overlap of compute and communication is not modelled (the sum is an upper bound).
+// Thread-safety: pure functions; HardwareProfile is a value.
+#ifndef MESHRT_CORE_COST_MODEL_H_
+#define MESHRT_CORE_COST_MODEL_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "proto/program.pb.h"
+
+namespace meshrt {
+
+// α-β model of one collective kind.
+struct CollectiveLink {
+  double alpha_s = 0;            // fixed cost per call, seconds
+  double beta_bytes_per_s = 1;   // bytes sent per worker per second
+};
+
+struct HardwareProfile {
+  // Where the numbers come from, for the report (e.g. "measured in process", a file path).
+  std::string source;
+  // GEMM throughput (FLOP/s) of slices below and at or above `gemm_large_flops` FLOPs.
+  double gemm_small_flops_per_s = 20e9;
+  double gemm_large_flops_per_s = 100e9;
+  double gemm_large_flops = 1e8;
+  // FLOP rate of elementwise, reduction and norm kernels.
+  double elementwise_flops_per_s = 4e9;
+  // Memory bandwidth (bytes/s) of one worker's copy (read + written bytes).
+  double memory_bytes_per_s = 10e9;
+  // Per collective kind ("allreduce", "allgather", "alltoall", "reduce_scatter", "permute",
+  // "broadcast"), for groups on one host. A kind absent here uses "allreduce"'s link.
+  std::map<std::string, CollectiveLink> collectives;
+  // False while α/β are the documented placeholders of DefaultCollectiveLinks (no `meshrt
+  // calibrate` yet): reports say so.
+  bool collectives_measured = false;
+};
+
+// Placeholder α/β for same-host groups over loopback TCP (Gloo): 50 µs per call and 1 GB/s for
+// every kind, round figures of this machine's order of magnitude, until `meshrt calibrate`
+// measures them.
+std::map<std::string, CollectiveLink> DefaultCollectiveLinks();
+
+// A profile as `key value` lines ('#' starts a comment): gemm_small_flops_per_s,
+// gemm_large_flops_per_s, gemm_large_flops, elementwise_flops_per_s, memory_bytes_per_s,
+// collectives_measured (0|1), and per kind `KIND.alpha_s`, `KIND.beta_bytes_per_s`.
+std::string FormatHardwareProfile(const HardwareProfile& profile);
+// Parses FormatHardwareProfile's form; keys left out keep their defaults (links: the placeholders).
+// InvalidArgument naming `source`, the line and the key on an unknown key, a malformed or
+// non-positive value.
+absl::StatusOr<HardwareProfile> ParseHardwareProfile(absl::string_view text,
+                                                     absl::string_view source);
+// Reads and parses a profile file; NotFound / InvalidArgument naming `path`.
+absl::StatusOr<HardwareProfile> LoadHardwareProfile(const std::string& path);
+// Writes FormatHardwareProfile to `path`; an error naming the path.
+absl::Status SaveHardwareProfile(const HardwareProfile& profile, const std::string& path);
+
+struct InstructionCost {
+  int index = 0;
+  std::string source_op;
+  std::string kind;          // local op type, "local_slice", or the collective ("allreduce", ...)
+  bool runs = true;          // in the step (StepInstructions)
+  bool gemm = false;         // an einsum of >= 2 operands
+  double flops = 0;          // per worker
+  int64_t bytes_read = 0;    // per worker, local
+  int64_t bytes_written = 0;
+  int64_t sent_bytes = 0;    // per worker, collectives
+  double compute_s = 0;
+  double comm_s = 0;
+};
+
+struct OpCostTotal {
+  std::string source_op;
+  double flops = 0;
+  int64_t bytes_moved = 0;  // local bytes read + written
+  int64_t sent_bytes = 0;
+  double compute_s = 0;
+  double comm_s = 0;
+};
+
+struct ProgramCost {
+  std::vector<InstructionCost> instructions;  // every instruction, in program order
+  std::vector<OpCostTotal> ops;               // over the step's instructions, by first appearance
+  OpCostTotal total;                          // source_op "total"
+  int processors = 1;
+};
+
+// Costs of `program`'s instructions under `profile`, over the step StepInstructions(program,
+// fetches) runs. InvalidArgument naming the instruction when a local op's cost cannot be computed
+// (unknown type, a buffer read before it is written).
+absl::StatusOr<ProgramCost> CostProgram(const v1::Program& program, const HardwareProfile& profile,
+                                        const std::vector<std::string>* fetches = nullptr);
+
+// An einsum is compute-heavy when its per-worker FLOPs are at least this fraction of the step's
+// per-worker FLOPs.
+inline constexpr double kHeavyEinsumFraction = 0.01;
+
+// Warnings about `program`: "compute duplicated Nx over MESH_DIM: einsum 'OP' ..." for every mesh
+// dim of size N > 1 that splits none of the dims (operands' or output's) of a compute-heavy einsum
+// (its slices are replicated over that dim, so every processor along it computes the same
+// product). One line per (mesh dim, einsum), in program order.
+std::vector<std::string> CostWarnings(const v1::Program& program, const ProgramCost& cost);
+
+}  // namespace meshrt
+
+#endif  // MESHRT_CORE_COST_MODEL_H_
