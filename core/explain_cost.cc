@@ -17,7 +17,7 @@ using google::protobuf::ListValue;
 using google::protobuf::Struct;
 using google::protobuf::Value;
 
-std::string Ms(double seconds) { return absl::StrFormat("%.3f", seconds * 1e3); }
+std::string Ms(double seconds) { return absl::StrFormat("%.4g", seconds * 1e3); }
 
 std::string ProfileNote(const HardwareProfile& profile) {
   std::string out = absl::StrCat("profile: ", profile.source.empty() ? "defaults" : profile.source);
