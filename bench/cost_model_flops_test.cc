@@ -1,8 +1,7 @@
 // The cost model's FLOPs (core/cost_model.h) of the real training graphs, summed over processors,
 // equal train_flops.h's formulas: what `meshrt explain` predicts is the work the step does.
-#include "core/cost_model.h"
-
 #include "bench/train_flops.h"
+#include "core/cost_model.h"
 #include "core/lowering.h"
 #include "core/test_util.h"
 #include "gtest/gtest.h"

@@ -29,8 +29,7 @@ ProgramCost CostOfGraph(const Graph& graph, const std::string& mesh_text,
                         const std::string& rules_text, const std::vector<std::string>& fetches,
                         const HardwareProfile& profile = HardwareProfile()) {
   Mesh mesh = Mesh::Parse(mesh_text).value();
-  v1::Program program =
-      Lower(graph, mesh, LayoutRules::Parse(rules_text, mesh).value()).value();
+  v1::Program program = Lower(graph, mesh, LayoutRules::Parse(rules_text, mesh).value()).value();
   return CostProgram(program, profile, &fetches).value();
 }
 
@@ -168,7 +167,8 @@ TEST(CostModelTest, ProfileRoundTripsAndRejectsBadLines) {
   EXPECT_DOUBLE_EQ(q.collectives["permute"].beta_bytes_per_s, 3e9);
   EXPECT_TRUE(q.collectives_measured);
   EXPECT_TRUE(StatusIs(ParseHardwareProfile("# c\ngemm_flops 1\n", "f.txt").status(),
-                       absl::StatusCode::kInvalidArgument, {"f.txt line 2: unknown key 'gemm_flops'"}));
+                       absl::StatusCode::kInvalidArgument,
+                       {"f.txt line 2: unknown key 'gemm_flops'"}));
   EXPECT_TRUE(StatusIs(ParseHardwareProfile("memory_bytes_per_s fast\n", "f.txt").status(),
                        absl::StatusCode::kInvalidArgument, {"memory_bytes_per_s"}));
   EXPECT_TRUE(StatusIs(ParseHardwareProfile("allreduce.beta_bytes_per_s 0\n", "f.txt").status(),

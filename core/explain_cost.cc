@@ -70,10 +70,10 @@ absl::StatusOr<std::string> ExplainCost(const v1::Program& program, const Hardwa
                         "predicted step time: %s ms = %s ms compute + %s ms communication "
                         "(%d processors; %.4g FLOPs over all of them)\n",
                         Ms(cost.total.compute_s + cost.total.comm_s), Ms(cost.total.compute_s),
-                        Ms(cost.total.comm_s), cost.processors,
-                        cost.total.flops * cost.processors);
+                        Ms(cost.total.comm_s), cost.processors, cost.total.flops * cost.processors);
   absl::StrAppend(&out, ProfileNote(profile), "\n");
-  for (const std::string& w : CostWarnings(program, cost)) absl::StrAppend(&out, "warning: ", w, "\n");
+  for (const std::string& w : CostWarnings(program, cost))
+    absl::StrAppend(&out, "warning: ", w, "\n");
   return out;
 }
 
