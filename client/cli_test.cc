@@ -8,6 +8,9 @@
 #include <map>
 #include <sstream>
 
+#include <google/protobuf/struct.pb.h>
+#include <google/protobuf/util/json_util.h>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "client/graph_io.h"
@@ -165,6 +168,49 @@ TEST(CliTest, ExplainPrintsTheMemorySection) {
   r = Cli({"explain", kGraph, "--mesh", "rows:2,cols:2", "--layout", ""});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_TRUE(absl::StrContains(r.out, "(5632 bytes, at instruction 1 of op 'r')")) << r.out;
+}
+
+TEST(CliTest, ExplainPredictsFlopsBytesAndTime) {
+  const std::string profile = Dir("profile.txt");
+  {
+    std::ofstream out(profile);
+    out << "# test profile\nelementwise_flops_per_s 1e9\ngemm_small_flops_per_s 1e9\n"
+           "memory_bytes_per_s 1e10\nallreduce.alpha_s 0.001\nallreduce.beta_bytes_per_s 1e6\n";
+  }
+  Result r = Cli({"explain", kGraph, "--mesh", "rows:2,cols:2", "--layout", "d_in:rows,hidden:cols",
+                  "--profile", profile});
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (const char* column : {"FLOPs", "bytes moved", "bytes sent", "compute ms", "comm ms"}) {
+    EXPECT_TRUE(absl::StrContains(r.out, column)) << column << "\n" << r.out;
+  }
+  // h = x [batch:8, d_in:8] x w1 [d_in:8, hidden:16] per worker: 2*8*8*16 FLOPs; its allreduce
+  // over rows sends 512 bytes: 1 ms + 0.512 ms.
+  EXPECT_TRUE(absl::StrContains(r.out, "\n  h                          2048")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "predicted step time: ")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, absl::StrCat("profile: ", profile))) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "placeholders")) << r.out;
+  // y's einsum splits nothing over rows: both rows compute it.
+  EXPECT_TRUE(absl::StrContains(r.out, "warning: compute duplicated 2x over rows: einsum 'y'"))
+      << r.out;
+  r = Cli({"explain", kGraph, "--mesh", "rows:2,cols:2", "--layout", "d_in:rows,hidden:cols",
+           "--profile", profile, "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  google::protobuf::Struct json;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(r.out, &json).ok()) << r.out;
+  const auto& totals = json.fields().at("totals").struct_value().fields();
+  EXPECT_DOUBLE_EQ(totals.at("sent_bytes").number_value(), 544);
+  EXPECT_GT(totals.at("predicted_s").number_value(), 0.002);
+  EXPECT_EQ(json.fields().at("ops").list_value().values(0).struct_value().fields().at("name")
+                .string_value(),
+            "h");
+  // A bad profile file is one error line naming the flag, the file, the line and the key.
+  {
+    std::ofstream out(profile);
+    out << "gemm_speed 1\n";
+  }
+  r = Cli({"explain", kGraph, "--profile", profile});
+  EXPECT_EQ(r.code, 1);
+  ExpectOneErrorLine(r, {"--profile", "line 1", "unknown key 'gemm_speed'"});
 }
 
 TEST(CliTest, BadLayoutIsOneLineNamingTheTensor) {

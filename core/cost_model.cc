@@ -21,8 +21,8 @@
 namespace meshrt {
 namespace {
 
-const char* const kKinds[] = {"allreduce", "allgather",  "alltoall",
-                              "reduce_scatter", "permute", "broadcast"};
+const char* const kKinds[] = {"allreduce",      "allgather", "alltoall",
+                              "reduce_scatter", "permute",   "broadcast"};
 
 // A buffer as the instructions that read it see it.
 struct BufferInfo {
@@ -107,14 +107,14 @@ absl::StatusOr<HardwareProfile> ParseHardwareProfile(absl::string_view text,
     if (line.empty()) continue;
     std::vector<absl::string_view> parts = absl::StrSplit(line, ' ', absl::SkipWhitespace());
     if (parts.size() != 2) {
-      return ProfileError(source, line_number, absl::StrCat("expected `key value`, got '", line,
-                                                            "'"));
+      return ProfileError(source, line_number,
+                          absl::StrCat("expected `key value`, got '", line, "'"));
     }
     const std::string key(parts[0]);
     double v = 0;
     if (!absl::SimpleAtod(parts[1], &v) || !(v >= 0)) {
-      return ProfileError(source, line_number, absl::StrCat("value of ", key, " '", parts[1],
-                                                            "' is not a number >= 0"));
+      return ProfileError(source, line_number,
+                          absl::StrCat("value of ", key, " '", parts[1], "' is not a number >= 0"));
     }
     if (key == "collectives_measured") {
       p.collectives_measured = v != 0;
@@ -135,12 +135,12 @@ absl::StatusOr<HardwareProfile> ParseHardwareProfile(absl::string_view text,
       }
     }
     if (field == nullptr) {
-      return ProfileError(source, line_number,
-                          absl::StrCat("unknown key '", key,
-                                       "' (see core/cost_model.h FormatHardwareProfile)"));
+      return ProfileError(
+          source, line_number,
+          absl::StrCat("unknown key '", key, "' (see core/cost_model.h FormatHardwareProfile)"));
     }
-    if (v == 0 && field != &p.gemm_large_flops && (dot == std::string::npos ||
-                                                   key.substr(dot + 1) != "alpha_s")) {
+    if (v == 0 && field != &p.gemm_large_flops &&
+        (dot == std::string::npos || key.substr(dot + 1) != "alpha_s")) {
       return ProfileError(source, line_number, absl::StrCat(key, " must be > 0"));
     }
     *field = v;
@@ -186,9 +186,9 @@ absl::StatusOr<ProgramCost> CostProgram(const v1::Program& program, const Hardwa
       std::vector<TensorType> inputs;
       for (int b : inst.inputs()) {
         if (b < 0 || b >= static_cast<int>(buffers.size()) || !buffers[b].known) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              "instruction #", i, " (op '", inst.source_op(), "') reads buffer ", b,
-              " that nothing writes; re-lower the graph"));
+          return absl::InvalidArgumentError(
+              absl::StrCat("instruction #", i, " (op '", inst.source_op(), "') reads buffer ", b,
+                           " that nothing writes; re-lower the graph"));
         }
         inputs.push_back(buffers[b].type);
       }
@@ -197,7 +197,7 @@ absl::StatusOr<ProgramCost> CostProgram(const v1::Program& program, const Hardwa
       c.bytes_read = s.bytes_read;
       c.bytes_written = s.bytes_written;
       c.gemm = c.kind == "einsum" && inputs.size() >= 2;
-      const double rate = !c.gemm ? profile.elementwise_flops_per_s
+      const double rate = !c.gemm                               ? profile.elementwise_flops_per_s
                           : c.flops >= profile.gemm_large_flops ? profile.gemm_large_flops_per_s
                                                                 : profile.gemm_small_flops_per_s;
       c.compute_s = std::max(c.flops / rate, static_cast<double>(c.bytes_read + c.bytes_written) /
@@ -213,8 +213,8 @@ absl::StatusOr<ProgramCost> CostProgram(const v1::Program& program, const Hardwa
       if (cc.group_size > 1) {
         auto link = profile.collectives.find(c.kind);
         if (link == profile.collectives.end()) link = profile.collectives.find("allreduce");
-        const CollectiveLink l = link != profile.collectives.end() ? link->second
-                                                                   : CollectiveLink{50e-6, 1e9};
+        const CollectiveLink l =
+            link != profile.collectives.end() ? link->second : CollectiveLink{50e-6, 1e9};
         c.comm_s = l.alpha_s + static_cast<double>(c.sent_bytes) / l.beta_bytes_per_s;
       }
     }

@@ -28,8 +28,8 @@ namespace meshrt {
 
 // α-β model of one collective kind.
 struct CollectiveLink {
-  double alpha_s = 0;            // fixed cost per call, seconds
-  double beta_bytes_per_s = 1;   // bytes sent per worker per second
+  double alpha_s = 0;           // fixed cost per call, seconds
+  double beta_bytes_per_s = 1;  // bytes sent per worker per second
 };
 
 struct HardwareProfile {
@@ -73,13 +73,13 @@ absl::Status SaveHardwareProfile(const HardwareProfile& profile, const std::stri
 struct InstructionCost {
   int index = 0;
   std::string source_op;
-  std::string kind;          // local op type, "local_slice", or the collective ("allreduce", ...)
-  bool runs = true;          // in the step (StepInstructions)
-  bool gemm = false;         // an einsum of >= 2 operands
-  double flops = 0;          // per worker
-  int64_t bytes_read = 0;    // per worker, local
+  std::string kind;        // local op type, "local_slice", or the collective ("allreduce", ...)
+  bool runs = true;        // in the step (StepInstructions)
+  bool gemm = false;       // an einsum of >= 2 operands
+  double flops = 0;        // per worker
+  int64_t bytes_read = 0;  // per worker, local
   int64_t bytes_written = 0;
-  int64_t sent_bytes = 0;    // per worker, collectives
+  int64_t sent_bytes = 0;  // per worker, collectives
   double compute_s = 0;
   double comm_s = 0;
 };

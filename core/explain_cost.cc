@@ -17,7 +17,7 @@ using google::protobuf::ListValue;
 using google::protobuf::Struct;
 using google::protobuf::Value;
 
-std::string Ms(double seconds) { return absl::StrFormat("%.3f", seconds * 1e3); }
+std::string Ms(double seconds) { return absl::StrFormat("%.4g", seconds * 1e3); }
 
 std::string ProfileNote(const HardwareProfile& profile) {
   std::string out = absl::StrCat("profile: ", profile.source.empty() ? "defaults" : profile.source);
@@ -70,10 +70,10 @@ absl::StatusOr<std::string> ExplainCost(const v1::Program& program, const Hardwa
                         "predicted step time: %s ms = %s ms compute + %s ms communication "
                         "(%d processors; %.4g FLOPs over all of them)\n",
                         Ms(cost.total.compute_s + cost.total.comm_s), Ms(cost.total.compute_s),
-                        Ms(cost.total.comm_s), cost.processors,
-                        cost.total.flops * cost.processors);
+                        Ms(cost.total.comm_s), cost.processors, cost.total.flops * cost.processors);
   absl::StrAppend(&out, ProfileNote(profile), "\n");
-  for (const std::string& w : CostWarnings(program, cost)) absl::StrAppend(&out, "warning: ", w, "\n");
+  for (const std::string& w : CostWarnings(program, cost))
+    absl::StrAppend(&out, "warning: ", w, "\n");
   return out;
 }
 

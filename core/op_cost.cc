@@ -80,8 +80,7 @@ SliceCost FamilyDefaultCost(OpFamily family, const v1::Op& op,
   return SliceCost{};
 }
 
-SliceCost ConvCost(const v1::Op&, const std::vector<TensorType>& inputs,
-                   const TensorType& output) {
+SliceCost ConvCost(const v1::Op&, const std::vector<TensorType>& inputs, const TensorType& output) {
   double flops = 0;
   if (inputs.size() == 2 && !inputs[1].shape.dims().empty()) {
     const double out_channels = static_cast<double>(inputs[1].shape.dims().back().size);
@@ -98,7 +97,8 @@ absl::StatusOr<SliceCost> OpSliceCost(const v1::Op& op, const std::vector<Tensor
   const OpInfo* info = FindOp(op.type());
   if (info == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat(
-        OpLabel(op), ": no cost for an unregistered op type (see `meshrt ops` for the known ones)"));
+        OpLabel(op),
+        ": no cost for an unregistered op type (see `meshrt ops` for the known ones)"));
   }
   if (info->cost != nullptr) return info->cost(op, inputs, output);
   return FamilyDefaultCost(info->family, op, inputs, output);

@@ -1,0 +1,195 @@
+// The cost facet (core/op_cost.h) and the time model (core/cost_model.h): FLOPs and bytes of small
+// hand-computed graphs, a predicted time under a fixed profile, the duplicated-compute warning, the
+// profile file and explain's JSON.
+#include "core/cost_model.h"
+
+#include <google/protobuf/struct.pb.h>
+#include <google/protobuf/util/json_util.h>
+
+#include "core/builder.h"
+#include "core/explain.h"
+#include "core/lowering.h"
+#include "core/op_cost.h"
+#include "core/test_util.h"
+#include "gtest/gtest.h"
+
+namespace meshrt {
+namespace {
+
+// b:4, d:6 x d:6, f:8 -> b:4, f:8.
+Graph EinsumGraph() {
+  GraphBuilder b;
+  auto x = b.Placeholder("x", Shape({{"b", 4}, {"d", 6}}));
+  auto w = b.Placeholder("w", Shape({{"d", 6}, {"f", 8}}));
+  b.MarkOutput(b.Einsum({x, w}, Shape({{"b", 4}, {"f", 8}}), "y"));
+  return b.Build().value();
+}
+
+ProgramCost CostOfGraph(const Graph& graph, const std::string& mesh_text,
+                        const std::string& rules_text, const std::vector<std::string>& fetches,
+                        const HardwareProfile& profile = HardwareProfile()) {
+  Mesh mesh = Mesh::Parse(mesh_text).value();
+  v1::Program program = Lower(graph, mesh, LayoutRules::Parse(rules_text, mesh).value()).value();
+  return CostProgram(program, profile, &fetches).value();
+}
+
+const OpCostTotal& OpTotal(const ProgramCost& cost, const std::string& op) {
+  for (const OpCostTotal& t : cost.ops) {
+    if (t.source_op == op) return t;
+  }
+  static const OpCostTotal* none = new OpCostTotal{"(absent)"};
+  return *none;
+}
+
+TEST(CostModelTest, EinsumOnOneProcessor) {
+  ProgramCost c = CostOfGraph(EinsumGraph(), "", "", {"y"});
+  EXPECT_DOUBLE_EQ(c.total.flops, 2.0 * 4 * 6 * 8);
+  EXPECT_EQ(c.total.bytes_moved, (24 + 48 + 32) * 4);
+  EXPECT_EQ(c.total.sent_bytes, 0);
+  EXPECT_EQ(c.processors, 1);
+}
+
+TEST(CostModelTest, EinsumSplitOverTwoProcessors) {
+  // Batch split: each worker multiplies [b:2, d:6] by the whole [d:6, f:8].
+  ProgramCost c = CostOfGraph(EinsumGraph(), "p:2", "b:p", {"y"});
+  EXPECT_DOUBLE_EQ(c.total.flops, 2.0 * 2 * 6 * 8);
+  EXPECT_DOUBLE_EQ(c.total.flops * c.processors, 2.0 * 4 * 6 * 8);
+  EXPECT_EQ(c.total.bytes_moved, (12 + 48 + 16) * 4);
+  EXPECT_EQ(c.total.sent_bytes, 0);
+  // Contracted dim split: half the product each, then an allreduce of the [b:4, f:8] partials.
+  c = CostOfGraph(EinsumGraph(), "p:2", "d:p", {"y"});
+  EXPECT_DOUBLE_EQ(c.total.flops, 2.0 * 4 * 3 * 8);
+  EXPECT_EQ(c.total.sent_bytes, 2 * (2 - 1) * 32 * 4 / 2);
+}
+
+TEST(CostModelTest, ElementwiseChainAndReduction) {
+  GraphBuilder b;
+  auto x = b.Placeholder("x", Shape({{"a", 3}, {"n", 10}}));
+  auto e = b.Exp(x, "e");
+  auto s = b.Add(x, e, "s");
+  auto r = b.Relu(s, "r");
+  b.MarkOutput(b.ReduceSum(r, {"n"}, "sum"));
+  ProgramCost c = CostOfGraph(b.Build().value(), "", "", {"sum"});
+  EXPECT_DOUBLE_EQ(OpTotal(c, "e").flops, kTranscendentalFlops * 30.0);
+  EXPECT_DOUBLE_EQ(OpTotal(c, "s").flops, 30);
+  EXPECT_DOUBLE_EQ(OpTotal(c, "r").flops, 30);
+  EXPECT_DOUBLE_EQ(OpTotal(c, "sum").flops, 30);  // one per input element
+  EXPECT_EQ(OpTotal(c, "e").bytes_moved, 2 * 120);
+  EXPECT_EQ(OpTotal(c, "s").bytes_moved, 3 * 120);
+  EXPECT_EQ(OpTotal(c, "sum").bytes_moved, 120 + 12);
+  EXPECT_DOUBLE_EQ(c.total.flops, kTranscendentalFlops * 30.0 + 90);
+}
+
+TEST(CostModelTest, PredictedTimeIsTheHandSum) {
+  HardwareProfile p;
+  p.gemm_small_flops_per_s = 1e9;
+  p.gemm_large_flops = 1e12;
+  p.elementwise_flops_per_s = 1e9;
+  p.memory_bytes_per_s = 1e8;
+  p.collectives = DefaultCollectiveLinks();
+  p.collectives["allreduce"] = CollectiveLink{1e-3, 1e6};
+  ProgramCost c = CostOfGraph(EinsumGraph(), "p:2", "d:p", {"y"}, p);
+  // Local einsum [b:4, d:3] x [d:3, f:8]: 192 FLOPs (1.92e-7 s) but 272 bytes (2.72e-6 s) at
+  // 1e8 B/s, so memory bound; allreduce of 128 bytes over 2: 128 bytes sent.
+  double hand = 0;
+  int gemms = 0, allreduces = 0;
+  for (const InstructionCost& i : c.instructions) {
+    if (!i.runs) continue;
+    if (i.gemm) {
+      ++gemms;
+      EXPECT_DOUBLE_EQ(i.compute_s, 272 / 1e8);
+    }
+    if (i.kind == "allreduce") {
+      ++allreduces;
+      EXPECT_DOUBLE_EQ(i.comm_s, 1e-3 + 128 / 1e6);
+    }
+    hand += i.compute_s + i.comm_s;
+  }
+  EXPECT_EQ(gemms, 1);
+  EXPECT_EQ(allreduces, 1);
+  EXPECT_DOUBLE_EQ(c.total.compute_s + c.total.comm_s, hand);
+  EXPECT_DOUBLE_EQ(c.total.compute_s + c.total.comm_s, 272 / 1e8 + 1e-3 + 128 / 1e6);
+}
+
+TEST(CostModelTest, WarnsWhenAMeshDimDuplicatesAnEinsum) {
+  const Graph g = EinsumGraph();
+  for (const auto& [rules, warned] :
+       std::vector<std::pair<std::string, bool>>{{"", true}, {"b:p", false}, {"f:p", false}}) {
+    Mesh mesh = Mesh::Parse("p:2").value();
+    v1::Program program = Lower(g, mesh, LayoutRules::Parse(rules, mesh).value()).value();
+    std::vector<std::string> fetches = {"y"};
+    ProgramCost c = CostProgram(program, HardwareProfile(), &fetches).value();
+    std::vector<std::string> w = CostWarnings(program, c);
+    EXPECT_EQ(w.size(), warned ? 1u : 0u) << "rules '" << rules << "'";
+    if (warned && !w.empty()) {
+      EXPECT_NE(w[0].find("compute duplicated 2x over p: einsum 'y'"), std::string::npos) << w[0];
+    }
+  }
+}
+
+TEST(CostModelTest, EveryRegisteredOpHasACost) {
+  for (const OpInfo& info : AllOps()) {
+    v1::Op op;
+    op.set_name("o");
+    op.set_type(info.type);
+    const TensorType t{Shape({{"n", 4}, {"m", 2}}), DType::kFloat32};
+    // Einsum with two operands: one operand of the output's shape is a copy, with no FLOPs.
+    std::vector<TensorType> inputs(info.type == "einsum" ? 2 : std::max(info.min_inputs, 0), t);
+    absl::StatusOr<SliceCost> c = OpSliceCost(op, inputs, t);
+    ASSERT_TRUE(c.ok()) << info.type << ": " << c.status();
+    if (info.family == OpFamily::kEinsum || info.family == OpFamily::kElementwise ||
+        info.family == OpFamily::kReduce || info.family == OpFamily::kIndex ||
+        info.type == "conv1d" || info.type == "conv2d") {
+      EXPECT_GT(c->flops, 0) << "op type " << info.type;
+    }
+    if (info.family != OpFamily::kControl && info.type != "placeholder" &&
+        info.type != "variable") {
+      EXPECT_EQ(c->bytes_written, 32) << info.type;
+    }
+  }
+  v1::Op unknown;
+  unknown.set_name("u");
+  unknown.set_type("no_such_op");
+  EXPECT_TRUE(StatusIs(OpSliceCost(unknown, {}, TensorType{}).status(),
+                       absl::StatusCode::kInvalidArgument, {"no_such_op"}));
+}
+
+TEST(CostModelTest, ProfileRoundTripsAndRejectsBadLines) {
+  HardwareProfile p;
+  p.gemm_large_flops_per_s = 123e9;
+  p.collectives = DefaultCollectiveLinks();
+  p.collectives["permute"] = CollectiveLink{2e-5, 3e9};
+  p.collectives_measured = true;
+  ASSERT_OK_AND_ASSIGN(HardwareProfile q,
+                       ParseHardwareProfile(FormatHardwareProfile(p), "round trip"));
+  EXPECT_DOUBLE_EQ(q.gemm_large_flops_per_s, 123e9);
+  EXPECT_DOUBLE_EQ(q.collectives["permute"].alpha_s, 2e-5);
+  EXPECT_DOUBLE_EQ(q.collectives["permute"].beta_bytes_per_s, 3e9);
+  EXPECT_TRUE(q.collectives_measured);
+  EXPECT_TRUE(StatusIs(ParseHardwareProfile("# c\ngemm_flops 1\n", "f.txt").status(),
+                       absl::StatusCode::kInvalidArgument,
+                       {"f.txt line 2: unknown key 'gemm_flops'"}));
+  EXPECT_TRUE(StatusIs(ParseHardwareProfile("memory_bytes_per_s fast\n", "f.txt").status(),
+                       absl::StatusCode::kInvalidArgument, {"memory_bytes_per_s"}));
+  EXPECT_TRUE(StatusIs(ParseHardwareProfile("allreduce.beta_bytes_per_s 0\n", "f.txt").status(),
+                       absl::StatusCode::kInvalidArgument, {"must be > 0"}));
+  EXPECT_TRUE(StatusIs(LoadHardwareProfile("/nonexistent/p.txt").status(),
+                       absl::StatusCode::kNotFound, {"/nonexistent/p.txt"}));
+}
+
+TEST(CostModelTest, ExplainJsonParsesWithTheTotals) {
+  Mesh mesh = Mesh::Parse("p:2").value();
+  v1::Program program = Lower(EinsumGraph(), mesh, LayoutRules::Parse("", mesh).value()).value();
+  ASSERT_OK_AND_ASSIGN(std::string json, ExplainProgramJson(program, HardwareProfile()));
+  google::protobuf::Struct s;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(json, &s).ok()) << json;
+  const auto& f = s.fields();
+  EXPECT_EQ(f.at("mesh").string_value(), mesh.ToString());
+  EXPECT_DOUBLE_EQ(f.at("totals").struct_value().fields().at("flops").number_value(), 384);
+  EXPECT_EQ(f.at("tensors").list_value().values_size(), 3);
+  EXPECT_EQ(f.at("warnings").list_value().values_size(), 1);
+  EXPECT_FALSE(f.at("profile").struct_value().fields().at("collectives_measured").bool_value());
+}
+
+}  // namespace
+}  // namespace meshrt
