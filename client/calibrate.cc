@@ -211,19 +211,29 @@ absl::StatusOr<Calibration> Calibrate(Client& client, const CalibrateOptions& op
   return c;
 }
 
-std::string FormatCalibration(const Calibration& c, const std::string& header) {
-  std::string out = absl::StrCat("# meshrt calibration profile: ", header, "\n",
-                                 "# workers ", c.workers, "; seconds, FLOP/s, bytes/s per worker\n");
-  absl::StrAppendFormat(&out, "workers %d\n", c.workers);
-  absl::StrAppendFormat(&out, "step_overhead_s %.6g\n", c.step_overhead_seconds);
-  absl::StrAppendFormat(&out, "gemm_flops_per_s %.6g\n", c.gemm_flops_per_second);
-  absl::StrAppendFormat(&out, "small_gemm_flops_per_s %.6g\n", c.small_gemm_flops_per_second);
-  absl::StrAppendFormat(&out, "memory_bytes_per_s %.6g\n", c.memory_bytes_per_second);
-  for (const auto& [kind, fit] : c.comm) {
-    absl::StrAppendFormat(&out, "%s_alpha_s %.6g\n%s_beta_bytes_per_s %.6g\n", kind,
-                          fit.alpha_seconds, kind, fit.beta_bytes_per_second);
+HardwareProfile ToHardwareProfile(const Calibration& c, const std::string& source) {
+  HardwareProfile p;
+  p.source = source;
+  if (c.gemm_flops_per_second > 0) p.gemm_large_flops_per_s = c.gemm_flops_per_second;
+  if (c.small_gemm_flops_per_second > 0) p.gemm_small_flops_per_s = c.small_gemm_flops_per_second;
+  if (c.memory_bytes_per_second > 0) {
+    p.memory_bytes_per_s = c.memory_bytes_per_second;
+    // The memory graph's negation: one FLOP per 8 bytes read and written.
+    p.elementwise_flops_per_s = c.memory_bytes_per_second / (2 * kFloat);
   }
-  return out;
+  p.collectives = DefaultCollectiveLinks();
+  for (const auto& [kind, fit] : c.comm) {
+    p.collectives[kind] = CollectiveLink{fit.alpha_seconds, fit.beta_bytes_per_second};
+  }
+  p.collectives_measured = !c.comm.empty();
+  return p;
+}
+
+std::string FormatCalibration(const Calibration& c, const std::string& header) {
+  return absl::StrCat("# meshrt calibration: ", header, "\n",
+                      absl::StrFormat("# workers %d, step overhead %.6g s\n", c.workers,
+                                      c.step_overhead_seconds),
+                      FormatHardwareProfile(ToHardwareProfile(c, header)));
 }
 
 }  // namespace meshrt

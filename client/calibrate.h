@@ -26,6 +26,7 @@
 
 #include "absl/status/statusor.h"
 #include "client/client.h"
+#include "core/cost_model.h"
 #include "core/graph.h"
 #include "core/mesh.h"
 
@@ -74,12 +75,14 @@ absl::StatusOr<int64_t> CheckCalibrationProgram(const std::string& kind,
 // workers) and fits the figures.
 absl::StatusOr<Calibration> Calibrate(Client& client, const CalibrateOptions& options);
 
-// The profile as `key value` lines with a comment header (what, when, how many workers):
-//   step_overhead_s 0.0012
-//   gemm_flops_per_s 9.1e10
-//   ...
-//   allreduce_alpha_s 0.0003
-//   allreduce_beta_bytes_per_s 2.1e9
+// The calibration as the cost model's hardware profile (core/cost_model.h): large / small GEMM
+// FLOP/s, memory bytes/s, the elementwise FLOP rate of the memory graph's negation, and the
+// fitted alpha/beta per collective kind, marked measured.
+HardwareProfile ToHardwareProfile(const Calibration& c, const std::string& source);
+
+// The profile file `meshrt explain --profile` reads (core/cost_model.h FormatHardwareProfile),
+// preceded by comment lines with `header` and the figures the profile has no key for (workers,
+// step overhead).
 std::string FormatCalibration(const Calibration& c, const std::string& header);
 
 }  // namespace meshrt

@@ -46,14 +46,14 @@ struct HardwareProfile {
   // Per collective kind ("allreduce", "allgather", "alltoall", "reduce_scatter", "permute",
   // "broadcast"), for groups on one host. A kind absent here uses "allreduce"'s link.
   std::map<std::string, CollectiveLink> collectives;
-  // False while α/β are the documented placeholders of DefaultCollectiveLinks (no `meshrt
-  // calibrate` yet): reports say so.
+  // False while α/β are the documented placeholders of DefaultCollectiveLinks; true in a profile
+  // `meshrt calibrate` wrote (client/calibrate.h). Reports say which.
   bool collectives_measured = false;
 };
 
 // Placeholder α/β for same-host groups over loopback TCP (Gloo): 50 µs per call and 1 GB/s for
-// every kind, round figures of this machine's order of magnitude, until `meshrt calibrate`
-// measures them.
+// every kind, round figures of this machine's order of magnitude, for when no profile from
+// `meshrt calibrate` is given.
 std::map<std::string, CollectiveLink> DefaultCollectiveLinks();
 
 // A profile as `key value` lines ('#' starts a comment): gemm_small_flops_per_s,

@@ -23,7 +23,7 @@ std::string ProfileNote(const HardwareProfile& profile) {
   std::string out = absl::StrCat("profile: ", profile.source.empty() ? "defaults" : profile.source);
   if (!profile.collectives_measured) {
     absl::StrAppend(&out, " (collective alpha/beta are placeholders, not measured: ",
-                    "meshrt calibrate does not exist yet)");
+                    "measure them with `meshrt calibrate --out FILE` and pass --profile FILE)");
   }
   return out;
 }

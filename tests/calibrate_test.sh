@@ -19,16 +19,22 @@ start=$(date +%s)
   fail "calibrate --local 2 failed"
 [ $(( $(date +%s) - start )) -le 60 ] || fail "calibrate took more than a minute"
 profile=$work/cluster.profile
-grep -q "^# meshrt calibration profile: local cluster" "$profile" || fail "no header: $(cat "$profile")"
-for key in workers step_overhead_s gemm_flops_per_s small_gemm_flops_per_s memory_bytes_per_s \
-  allreduce_alpha_s allreduce_beta_bytes_per_s allgather_alpha_s allgather_beta_bytes_per_s \
-  alltoall_alpha_s alltoall_beta_bytes_per_s; do
+grep -q "^# meshrt calibration: local cluster" "$profile" || fail "no header: $(cat "$profile")"
+grep -q "^# workers 2, step overhead " "$profile" || fail "no workers line: $(cat "$profile")"
+for key in gemm_large_flops_per_s gemm_small_flops_per_s elementwise_flops_per_s memory_bytes_per_s \
+  collectives_measured allreduce.alpha_s allreduce.beta_bytes_per_s allgather.alpha_s \
+  allgather.beta_bytes_per_s alltoall.alpha_s alltoall.beta_bytes_per_s; do
   value=$(awk -v k="$key" '$1 == k { print $2 }' "$profile")
   [ -n "$value" ] || fail "profile lacks $key: $(cat "$profile")"
   case $key in
-    *_alpha_s) awk -v v="$value" 'BEGIN { exit !(v >= 0) }' || fail "$key is $value" ;;
+    *.alpha_s) awk -v v="$value" 'BEGIN { exit !(v >= 0) }' || fail "$key is $value" ;;
     *) awk -v v="$value" 'BEGIN { exit !(v > 0) }' || fail "$key is $value, not positive" ;;
   esac
 done
-[ "$(awk '$1 == "workers" { print $2 }' "$profile")" = 2 ] || fail "workers is not 2"
+[ "$(awk '$1 == "collectives_measured" { print $2 }' "$profile")" = 1 ] || fail "not measured"
+# explain reads it: the predicted time uses the measured links, and says so.
+out=$("$meshrt" explain "$runfiles/examples/graphs/mlp_forward.pbtxt" --mesh p:2 --layout d_in:p \
+  --profile "$profile") || fail "explain --profile failed: $out"
+grep -q "predicted step time" <<<"$out" || fail "no prediction: $out"
+grep -q "placeholders" <<<"$out" && fail "a calibrated profile is still called placeholders: $out"
 echo "PASS: $(grep -c . "$profile") lines"
