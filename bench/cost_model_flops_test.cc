@@ -5,18 +5,12 @@
 #include "core/lowering.h"
 #include "core/test_util.h"
 #include "gtest/gtest.h"
+#include "bench/sgd_for_tests.h"
 #include "models/train.h"
 
 namespace meshrt {
 namespace bench {
 namespace {
-
-TrainOptions Sgd() {
-  TrainOptions t;
-  t.optimizer = "sgd";
-  t.learning_rate.base = 0.1f;
-  return t;
-}
 
 // GEMM FLOPs (einsums of >= 2 operands) of one step fetching `loss`, summed over processors.
 double ProgramGemmFlops(const Graph& graph, const std::string& loss, const std::string& mesh_text,

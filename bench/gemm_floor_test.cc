@@ -8,18 +8,12 @@
 #include "core/status_macros.h"
 #include "core/test_util.h"
 #include "gtest/gtest.h"
+#include "bench/sgd_for_tests.h"
 #include "models/train.h"
 
 namespace meshrt {
 namespace bench {
 namespace {
-
-TrainOptions Sgd() {
-  TrainOptions t;
-  t.optimizer = "sgd";
-  t.learning_rate.base = 0.1f;
-  return t;
-}
 
 absl::StatusOr<std::map<GemmShape, int64_t>> GemmsOf(const models::TrainGraph& tg,
                                                      const std::string& mesh_text,

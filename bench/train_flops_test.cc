@@ -2,18 +2,12 @@
 
 #include "core/test_util.h"
 #include "gtest/gtest.h"
+#include "bench/sgd_for_tests.h"
 #include "models/train.h"
 
 namespace meshrt {
 namespace bench {
 namespace {
-
-TrainOptions Sgd() {
-  TrainOptions t;
-  t.optimizer = "sgd";
-  t.learning_rate.base = 0.1f;
-  return t;
-}
 
 // The peer README's figure for its default configuration, and the model-scale one's.
 TEST(TrainFlopsTest, ReproducesThePeersFigures) {

@@ -1,6 +1,4 @@
 // `meshrt calibrate`: the planner's time-model figures measured on a cluster (client/calibrate.h).
-#include <cstdio>
-#include <fstream>
 #include <memory>
 
 #include "absl/strings/str_cat.h"
@@ -10,29 +8,10 @@
 #include "client/cli_commands.h"
 #include "client/local_cluster.h"
 #include "core/status_macros.h"
+#include "runtime/checkpoint.h"
 #include "util/flags.h"
 
 namespace meshrt {
-namespace {
-
-// Writes `text` to `path` through a temporary file and a rename: a failed write never leaves a
-// half profile where a good one was.
-absl::Status WriteWhole(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << text;
-    out.close();
-    if (!out) return absl::InternalError(absl::StrCat("cannot write ", tmp));
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    return absl::InternalError(absl::StrCat("cannot rename ", tmp, " to ", path));
-  }
-  return absl::OkStatus();
-}
-
-}  // namespace
 
 absl::Status CalibrateCommand(const std::vector<std::string>& args, CliIo io) {
   int64_t local = 0, workers = 0, steps = 5;
@@ -102,7 +81,7 @@ absl::Status CalibrateCommand(const std::vector<std::string>& args, CliIo io) {
   if (out_path.empty()) {
     io.out << text;
   } else {
-    RETURN_IF_ERROR(WriteWhole(out_path, text));
+    RETURN_IF_ERROR(WriteFileAtomically(out_path, text));  // never half a profile
     io.out << "wrote the profile of " << workers << " worker(s) to " << out_path << "\n";
   }
   return absl::OkStatus();

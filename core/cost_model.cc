@@ -156,14 +156,6 @@ absl::StatusOr<HardwareProfile> LoadHardwareProfile(const std::string& path) {
   return ParseHardwareProfile(text.str(), path);
 }
 
-absl::Status SaveHardwareProfile(const HardwareProfile& profile, const std::string& path) {
-  std::ofstream out(path);
-  out << FormatHardwareProfile(profile);
-  out.close();
-  if (!out) return absl::InternalError(absl::StrCat("cannot write hardware profile ", path));
-  return absl::OkStatus();
-}
-
 absl::StatusOr<ProgramCost> CostProgram(const v1::Program& program, const HardwareProfile& profile,
                                         const std::vector<std::string>* fetches) {
   ASSIGN_OR_RETURN(Mesh mesh, Mesh::FromProto(program.mesh()));

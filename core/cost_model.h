@@ -67,8 +67,6 @@ absl::StatusOr<HardwareProfile> ParseHardwareProfile(absl::string_view text,
                                                      absl::string_view source);
 // Reads and parses a profile file; NotFound / InvalidArgument naming `path`.
 absl::StatusOr<HardwareProfile> LoadHardwareProfile(const std::string& path);
-// Writes FormatHardwareProfile to `path`; an error naming the path.
-absl::Status SaveHardwareProfile(const HardwareProfile& profile, const std::string& path);
 
 struct InstructionCost {
   int index = 0;
