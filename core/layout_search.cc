@@ -47,10 +47,41 @@ std::map<std::string, int64_t> DimSizes(const Graph& graph) {
 
 using Rules = std::map<std::string, std::string>;  // graph dim -> mesh dim
 
-std::string Key(const Mesh& mesh, const Rules& rules) {
+std::string RulesKey(const Mesh& mesh, const Rules& rules) {
   std::string key = mesh.ToString();
   for (const auto& [dim, mesh_dim] : rules) absl::StrAppend(&key, "|", dim, ":", mesh_dim);
   return key;
+}
+
+// Every permutation of `mesh`'s dim names that maps each dim to one of the same size (the
+// identity first).
+std::vector<std::map<std::string, std::string>> EqualSizePermutations(const Mesh& mesh) {
+  std::vector<int> order(mesh.dims().size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
+  std::vector<std::map<std::string, std::string>> perms;
+  do {
+    bool same_sizes = true;
+    std::map<std::string, std::string> perm;
+    for (size_t i = 0; i < order.size(); ++i) {
+      same_sizes = same_sizes && mesh.dims()[i].size == mesh.dims()[order[i]].size;
+      perm[mesh.dims()[i].name] = mesh.dims()[order[i]].name;
+    }
+    if (same_sizes) perms.push_back(std::move(perm));
+  } while (std::next_permutation(order.begin(), order.end()));
+  return perms;
+}
+
+// The candidate's identity: its rules' text, or with `symmetric`, the smallest text among the
+// rules with equal-size mesh dims permuted (so "batch:rows" and "batch:cols" on 4x4 are one).
+std::string Key(const Mesh& mesh, const Rules& rules, bool symmetric) {
+  std::string best = RulesKey(mesh, rules);
+  if (!symmetric) return best;
+  for (const auto& perm : EqualSizePermutations(mesh)) {
+    Rules permuted;
+    for (const auto& [dim, mesh_dim] : rules) permuted[dim] = perm.at(mesh_dim);
+    best = std::min(best, RulesKey(mesh, permuted));
+  }
+  return best;
 }
 
 struct Scored {
@@ -72,7 +103,7 @@ void SearchMesh(const Graph& graph, const Mesh& mesh, const EvaluateFn& evaluate
   const auto moves = LayoutMoves(graph, mesh);
   std::set<std::string> seen;
   auto try_rules = [&](const Rules& rules) -> std::optional<Scored> {
-    const std::string key = Key(mesh, rules);
+    const std::string key = Key(mesh, rules, options.mesh_symmetry);
     if (!seen.insert(key).second || result->evaluations >= options.max_evaluations) {
       return std::nullopt;
     }

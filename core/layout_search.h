@@ -10,6 +10,8 @@
 // it stops when a round improves nothing, after `max_rounds`, or when `max_evaluations` is spent.
 // Candidates the evaluation refuses (the layout is invalid, the program would not fit) are
 // counted, never kept. Ties break by the rules' text, so the result is the same on every run.
+// With SearchOptions::mesh_symmetry, rules equal up to a permutation of equal-size mesh dims
+// (batch:rows and batch:cols on 4x4) are evaluated once.
 //
 // What a candidate costs is the caller's: an Evaluate function (the planner's lowers the graph
 // and predicts the step time and peak memory; tests pass closed-form costs).
@@ -53,6 +55,10 @@ struct SearchOptions {
   int max_rounds = 6;
   int max_evaluations = 400;
   int keep = 5;  // how many of the best candidates the result lists
+  // Rules that differ only by a permutation of mesh dims of equal size are one candidate (the
+  // first met is evaluated and kept): right while the evaluation cannot tell such dims apart
+  // (core/cost_model.h models every group as on one host).
+  bool mesh_symmetry = true;
 };
 
 struct Candidate {

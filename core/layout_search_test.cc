@@ -1,8 +1,10 @@
 #include "core/layout_search.h"
 
+#include <set>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_replace.h"
 #include "core/builder.h"
 #include "core/lowering.h"
 #include "core/test_util.h"
@@ -124,6 +126,40 @@ TEST(LayoutSearchTest, StartsFromSingleRulesWhenReplicatedDoesNotFitAndRespectsT
   };
   EXPECT_TRUE(StatusIs(SearchLayouts(g, mesh, nothing).status(), absl::StatusCode::kNotFound,
                        {"no layout", "too big"}));
+}
+
+TEST(LayoutSearchTest, RulesEqualUpToEqualSizeMeshDimsAreOneCandidate) {
+  const Graph g = Mlp();
+  const std::vector<Mesh> mesh = {*Mesh::Parse("rows:2,cols:2")};
+  std::set<std::string> tried;
+  EvaluateFn base = ClosedForm(g);
+  auto counting = [&](const Mesh& m, const LayoutRules& r) {
+    tried.insert(r.ToString());
+    return base(m, r);
+  };
+  ASSERT_OK_AND_ASSIGN(SearchResult sym, SearchLayouts(g, mesh, counting));
+  const std::set<std::string> sym_tried = tried;
+  tried.clear();
+  SearchOptions plain;
+  plain.mesh_symmetry = false;
+  ASSERT_OK_AND_ASSIGN(SearchResult all, SearchLayouts(g, mesh, counting, plain));
+  // The symmetric search never tries both rules of a pair that swaps rows and cols, tries fewer,
+  // and finds the same best time.
+  EXPECT_LT(sym.evaluations, all.evaluations);
+  auto swapped = [](std::string r) {
+    absl::StrReplaceAll({{"rows", "cols"}, {"cols", "rows"}}, &r);
+    LayoutRules l = *LayoutRules::Parse(r, *Mesh::Parse("rows:2,cols:2"));
+    return l.ToString();
+  };
+  for (const std::string& r : sym_tried) {
+    if (swapped(r) != r) EXPECT_FALSE(sym_tried.count(swapped(r))) << r;
+  }
+  EXPECT_TRUE(sym_tried.count("batch:rows"));
+  EXPECT_FALSE(sym_tried.count("batch:cols"));
+  EXPECT_TRUE(tried.count("batch:cols"));
+  ASSERT_FALSE(sym.best.empty());
+  ASSERT_FALSE(all.best.empty());
+  EXPECT_DOUBLE_EQ(sym.best[0].evaluation.seconds, all.best[0].evaluation.seconds);
 }
 
 }  // namespace

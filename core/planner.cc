@@ -1,0 +1,100 @@
+#include "core/planner.h"
+
+#include <chrono>
+#include <map>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "core/lowering.h"
+#include "core/memory_model.h"
+#include "core/status_macros.h"
+
+namespace meshrt {
+
+absl::StatusOr<PlannedCandidate> EvaluateLayout(const Graph& graph, const Mesh& mesh,
+                                                const LayoutRules& rules,
+                                                const PlanOptions& options) {
+  ASSIGN_OR_RETURN(const v1::Program program, Lower(graph, mesh, rules));
+  const std::vector<std::string>* fetches = options.fetches.empty() ? nullptr : &options.fetches;
+  MemoryOptions memory_options;
+  memory_options.fetches = fetches;
+  memory_options.top_tensors = 0;
+  ASSIGN_OR_RETURN(const MemoryReport memory, ComputeMemory(program, memory_options));
+  if (options.memory_limit_bytes > 0 && memory.peak_bytes > options.memory_limit_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "peak ", HumanBytes(memory.peak_bytes), " per worker (at '", memory.peak_op,
+        "') is over the limit of ", HumanBytes(options.memory_limit_bytes)));
+  }
+  ASSIGN_OR_RETURN(const ProgramCost cost, CostProgram(program, options.profile, fetches));
+  PlannedCandidate c{mesh, rules};
+  c.compute_seconds = cost.total.compute_s;
+  c.comm_seconds = cost.total.comm_s;
+  c.seconds = c.compute_seconds + c.comm_seconds;
+  c.peak_bytes = memory.peak_bytes;
+  return c;
+}
+
+absl::StatusOr<Plan> PlanLayout(const Graph& graph, const std::vector<Mesh>& meshes,
+                                const PlanOptions& options) {
+  if (meshes.empty()) return absl::InvalidArgumentError("the planner was given no mesh");
+  const auto start = std::chrono::steady_clock::now();
+  // The search keeps Evaluations; the planner keeps the split and the candidate itself.
+  std::map<std::string, PlannedCandidate> planned;  // mesh | rules -> candidate
+  int lowerings = 0;
+  auto key = [](const Mesh& mesh, const LayoutRules& rules) {
+    return absl::StrCat(mesh.ToString(), "|", rules.ToString());
+  };
+  EvaluateFn evaluate = [&](const Mesh& mesh,
+                            const LayoutRules& rules) -> absl::StatusOr<Evaluation> {
+    ++lowerings;
+    ASSIGN_OR_RETURN(PlannedCandidate c, EvaluateLayout(graph, mesh, rules, options));
+    const Evaluation e{c.seconds, c.peak_bytes};
+    planned.emplace(key(mesh, rules), std::move(c));
+    return e;
+  };
+  ASSIGN_OR_RETURN(SearchResult found, SearchLayouts(graph, meshes, evaluate, options.search));
+  Plan plan;
+  for (const Candidate& c : found.best) plan.best.push_back(planned.at(key(c.mesh, c.rules)));
+  plan.evaluations = found.evaluations;
+  plan.lowerings = lowerings;
+  plan.refused = found.refused;
+  plan.last_refusal = found.last_refusal;
+  plan.search_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return plan;
+}
+
+namespace {
+
+std::string CandidateLine(const PlannedCandidate& c) {
+  const std::string rules = c.rules.ToString();
+  return absl::StrFormat("mesh %s  layout %s  predicted %.3f ms (compute %.3f, comm %.3f)  peak %s",
+                         c.mesh.ToString(), rules.empty() ? "(replicated)" : rules,
+                         c.seconds * 1e3, c.compute_seconds * 1e3, c.comm_seconds * 1e3,
+                         HumanBytes(c.peak_bytes));
+}
+
+}  // namespace
+
+std::string ExplainPlan(const Plan& plan) {
+  std::string out;
+  if (plan.best.empty()) return "planner: no candidate\n";
+  absl::StrAppend(&out, "planner: chose ", CandidateLine(plan.best[0]), "\n");
+  for (size_t i = 1; i < plan.best.size(); ++i) {
+    const double slower = plan.best[0].seconds > 0
+                              ? (plan.best[i].seconds / plan.best[0].seconds - 1) * 100
+                              : 0;
+    absl::StrAppend(&out, absl::StrFormat("  next %d: %s  (+%.1f%%)\n", static_cast<int>(i),
+                                          CandidateLine(plan.best[i]), slower));
+  }
+  absl::StrAppend(&out, absl::StrFormat(
+                            "  searched %d candidates (%d lowered, %d refused) in %.2f s\n",
+                            plan.evaluations, plan.lowerings, plan.refused, plan.search_seconds));
+  if (plan.refused > 0 && !plan.last_refusal.empty()) {
+    absl::StrAppend(&out, "  last refused: ", plan.last_refusal, "\n");
+  }
+  return out;
+}
+
+}  // namespace meshrt

@@ -1,0 +1,122 @@
+#include "core/planner.h"
+
+#include <string>
+#include <vector>
+
+#include "core/builder.h"
+#include "core/lowering.h"
+#include "core/memory_model.h"
+#include "core/test_util.h"
+#include "gtest/gtest.h"
+
+namespace meshrt {
+namespace {
+
+// y = relu(x . w1) . w2 with variables w1 [d_model, d_ff], w2 [d_ff, d_model] of 64 KiB each.
+Graph TwoLayers() {
+  GraphBuilder b;
+  TensorRef x = b.Placeholder("x", Shape({{"batch", 64}, {"d_model", 64}}));
+  TensorRef w1 = b.Variable("w1", Shape({{"d_model", 64}, {"d_ff", 256}}));
+  TensorRef w2 = b.Variable("w2", Shape({{"d_ff", 256}, {"d_model", 64}}));
+  TensorRef h = b.Relu(b.Einsum({x, w1}, Shape({{"batch", 64}, {"d_ff", 256}})));
+  b.MarkOutput(b.Einsum({h, w2}, Shape({{"batch", 64}, {"d_model", 64}}), "y"));
+  return b.Build().value();
+}
+
+PlanOptions Options() {
+  PlanOptions o;
+  o.profile.gemm_small_flops_per_s = 1e9;
+  o.profile.gemm_large_flops_per_s = 1e9;
+  o.profile.elementwise_flops_per_s = 1e9;
+  o.profile.memory_bytes_per_s = 1e9;
+  o.profile.collectives = DefaultCollectiveLinks();
+  return o;
+}
+
+TEST(PlannerTest, EvaluationIsTheCostModelsTimeAndTheMemoryModelsPeak) {
+  const Graph g = TwoLayers();
+  const Mesh mesh = *Mesh::Parse("x:2");
+  const LayoutRules rules = *LayoutRules::Parse("d_ff:x", mesh);
+  const PlanOptions o = Options();
+  ASSERT_OK_AND_ASSIGN(PlannedCandidate c, EvaluateLayout(g, mesh, rules, o));
+  ASSERT_OK_AND_ASSIGN(v1::Program p, Lower(g, mesh, rules));
+  ASSERT_OK_AND_ASSIGN(ProgramCost cost, CostProgram(p, o.profile));
+  ASSERT_OK_AND_ASSIGN(MemoryReport m, ComputeMemory(p));
+  EXPECT_DOUBLE_EQ(c.compute_seconds, cost.total.compute_s);
+  EXPECT_DOUBLE_EQ(c.comm_seconds, cost.total.comm_s);
+  EXPECT_DOUBLE_EQ(c.seconds, cost.total.compute_s + cost.total.comm_s);
+  EXPECT_GT(c.comm_seconds, 0);  // d_ff split: y is a partial sum, allreduced
+  EXPECT_EQ(c.peak_bytes, m.peak_bytes);
+  EXPECT_EQ(c.rules.ToString(), "d_ff:x");
+}
+
+TEST(PlannerTest, OverTheMemoryLimitIsRefusedNamingThePeakAndTheLimit) {
+  const Graph g = TwoLayers();
+  const Mesh mesh = *Mesh::Parse("x:2");
+  PlanOptions o = Options();
+  o.memory_limit_bytes = 1024;
+  EXPECT_TRUE(StatusIs(EvaluateLayout(g, mesh, LayoutRules(), o).status(),
+                       absl::StatusCode::kResourceExhausted, {"peak", "limit of 1.00 KiB"}));
+  EXPECT_TRUE(StatusIs(EvaluateLayout(g, mesh, *LayoutRules::Parse("batch:x,d_model:x", mesh), o)
+                           .status(),
+                       absl::StatusCode::kInvalidArgument));
+}
+
+TEST(PlannerTest, DataParallelWhenEverythingFitsWeightsSplitWhenTheyDoNot) {
+  const Graph g = TwoLayers();
+  const std::vector<Mesh> meshes = {*Mesh::Parse("x:2")};
+  // Fits: splitting the batch halves the compute and communicates nothing in a forward step.
+  ASSERT_OK_AND_ASSIGN(Plan free, PlanLayout(g, meshes, Options()));
+  ASSERT_FALSE(free.best.empty());
+  EXPECT_EQ(free.best[0].rules.ToString(), "batch:x");
+  EXPECT_EQ(free.best[0].comm_seconds, 0);
+  for (size_t i = 1; i < free.best.size(); ++i) {
+    EXPECT_LE(free.best[i - 1].seconds, free.best[i].seconds);
+  }
+  // Below data parallelism's peak, the weights (128 KiB replicated) must be split.
+  PlanOptions tight = Options();
+  ASSERT_OK_AND_ASSIGN(PlannedCandidate dp,
+                       EvaluateLayout(g, meshes[0], *LayoutRules::Parse("batch:x", meshes[0]),
+                                      tight));
+  tight.memory_limit_bytes = dp.peak_bytes - 1;
+  ASSERT_OK_AND_ASSIGN(Plan fit, PlanLayout(g, meshes, tight));
+  ASSERT_FALSE(fit.best.empty());
+  EXPECT_GT(fit.refused, 0);
+  for (const PlannedCandidate& c : fit.best) {
+    EXPECT_LT(c.peak_bytes, dp.peak_bytes) << c.rules.ToString();
+    EXPECT_TRUE(c.rules.rules().count("d_ff") || c.rules.rules().count("d_model"))
+        << c.rules.ToString();
+  }
+  // Nothing fits in 1 KiB.
+  tight.memory_limit_bytes = 1024;
+  EXPECT_TRUE(StatusIs(PlanLayout(g, meshes, tight).status(), absl::StatusCode::kNotFound,
+                       {"no layout", "over the limit"}));
+  EXPECT_TRUE(StatusIs(PlanLayout(g, {}, Options()).status(), absl::StatusCode::kInvalidArgument));
+}
+
+TEST(PlannerTest, AutoMeshSearchIsDeterministicAndExplained) {
+  const Graph g = TwoLayers();
+  ASSERT_OK_AND_ASSIGN(std::vector<Mesh> meshes, MeshesFor(4));
+  ASSERT_OK_AND_ASSIGN(Plan a, PlanLayout(g, meshes, Options()));
+  ASSERT_OK_AND_ASSIGN(Plan b, PlanLayout(g, meshes, Options()));
+  ASSERT_EQ(a.best.size(), b.best.size());
+  ASSERT_GE(a.best.size(), 2u);
+  for (size_t i = 0; i < a.best.size(); ++i) {
+    EXPECT_EQ(a.best[i].mesh.ToString() + " " + a.best[i].rules.ToString(),
+              b.best[i].mesh.ToString() + " " + b.best[i].rules.ToString());
+    EXPECT_DOUBLE_EQ(a.best[i].seconds, b.best[i].seconds);
+  }
+  EXPECT_EQ(a.evaluations, b.evaluations);
+  EXPECT_LE(a.lowerings, a.evaluations);
+  // The whole batch over all 4 processors computes a quarter of the products, talking to nobody.
+  EXPECT_EQ(a.best[0].mesh.ToString(), "x:4");
+  EXPECT_EQ(a.best[0].rules.ToString(), "batch:x");
+  const std::string text = ExplainPlan(a);
+  EXPECT_NE(text.find("planner: chose mesh x:4  layout batch:x  predicted"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("next 1: mesh"), std::string::npos) << text;
+  EXPECT_NE(text.find("searched"), std::string::npos) << text;
+}
+
+}  // namespace
+}  // namespace meshrt
