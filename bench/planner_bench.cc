@@ -31,8 +31,9 @@ double Seconds(std::chrono::steady_clock::time_point since) {
 
 int Main(int argc, char** argv) {
   int64_t layers = 24, d_model = 1024, heads = 16, d_ff = 4096, length = 256, batch = 64;
-  int64_t vocab = 32768;
+  int64_t vocab = 32768, threads = 0;
   std::string mesh_text = "rows:8,cols:8", profile_path, memory_limit = "0";
+  std::string rules_text = "batch:rows,heads:cols,d_ff:cols,vocab:cols";
   FlagSet flags("planner_bench [--layers N] [--mesh M | auto:N] [--profile FILE]",
                 "Times the planner's layout search on the Transformer LM training graph.");
   flags.Int("layers", &layers, "Transformer layers (default 24)");
@@ -45,6 +46,9 @@ int Main(int argc, char** argv) {
   flags.String("mesh", &mesh_text, "the mesh, or auto:N for every mesh of N processors");
   flags.String("profile", &profile_path, "a hardware profile (meshrt calibrate); default: built in");
   flags.String("memory_limit", &memory_limit, "per-worker bytes (e.g. 16G); 0: none");
+  flags.Int("threads", &threads, "threads lowering candidates (default 0: one per core)");
+  flags.String("rules", &rules_text,
+               "the candidate timed alone on the first mesh (default: the paper's layout)");
   auto parsed = flags.Parse(argc, argv);
   if (!parsed.ok() || flags.help()) {
     if (!parsed.ok()) std::fprintf(stderr, "%s\n", parsed.status().ToString().c_str());
@@ -96,12 +100,17 @@ int Main(int argc, char** argv) {
     return 2;
   }
   o.memory_limit_bytes = *limit;
+  o.search.threads = static_cast<int>(threads);
   o.fetches = {tg->loss};
 
   // One candidate's parts, for the report.
-  const LayoutRules dp = *LayoutRules::Parse("", meshes[0]);
+  absl::StatusOr<LayoutRules> one = LayoutRules::Parse(rules_text, meshes[0]);
+  if (!one.ok()) {
+    std::fprintf(stderr, "--rules: %s\n", one.status().ToString().c_str());
+    return 2;
+  }
   start = std::chrono::steady_clock::now();
-  absl::StatusOr<v1::Program> program = Lower(tg->graph, meshes[0], dp);
+  absl::StatusOr<v1::Program> program = Lower(tg->graph, meshes[0], *one);
   const double lower_s = Seconds(start);
   if (!program.ok()) {
     std::fprintf(stderr, "%s\n", program.status().ToString().c_str());
@@ -115,9 +124,10 @@ int Main(int argc, char** argv) {
   mo.fetches = &o.fetches;
   (void)ComputeMemory(*program, mo);
   const double memory_s = Seconds(start);
-  std::printf("one candidate (replicated on %s): %d instructions; lower %.1f ms, cost %.1f ms, "
+  std::printf("one candidate (%s on %s): %d instructions; lower %.1f ms, cost %.1f ms, "
               "memory %.1f ms\n",
-              meshes[0].ToString().c_str(), program->instructions_size(), lower_s * 1e3,
+              rules_text.c_str(), meshes[0].ToString().c_str(), program->instructions_size(),
+              lower_s * 1e3,
               cost_s * 1e3, memory_s * 1e3);
 
   absl::StatusOr<Plan> plan = PlanLayout(tg->graph, meshes, o);

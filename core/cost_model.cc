@@ -156,6 +156,67 @@ absl::StatusOr<HardwareProfile> LoadHardwareProfile(const std::string& path) {
   return ParseHardwareProfile(text.str(), path);
 }
 
+namespace {
+
+// Instruction `i`'s cost (every field but index, source_op and runs); `buffers` gives the types
+// of what it reads.
+absl::StatusOr<InstructionCost> CostInstruction(const v1::Program& program, int i,
+                                                const std::vector<BufferInfo>& buffers,
+                                                const HardwareProfile& profile) {
+  const v1::Instruction& inst = program.instructions(i);
+  InstructionCost c;
+  ASSIGN_OR_RETURN(Shape slice, Shape::FromProto(inst.slice_shape()));
+  const TensorType out{slice, DTypeOr(inst.dtype())};
+  if (inst.has_local()) {
+    c.kind = inst.local().type();
+    std::vector<TensorType> inputs;
+    for (int b : inst.inputs()) {
+      if (b < 0 || b >= static_cast<int>(buffers.size()) || !buffers[b].known) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("instruction #", i, " (op '", inst.source_op(), "') reads buffer ", b,
+                         " that nothing writes; re-lower the graph"));
+      }
+      inputs.push_back(buffers[b].type);
+    }
+    ASSIGN_OR_RETURN(SliceCost s, OpSliceCost(inst.local(), inputs, out));
+    c.flops = s.flops;
+    c.bytes_read = s.bytes_read;
+    c.bytes_written = s.bytes_written;
+    c.gemm = c.kind == "einsum" && inputs.size() >= 2;
+    const double rate = !c.gemm                               ? profile.elementwise_flops_per_s
+                        : c.flops >= profile.gemm_large_flops ? profile.gemm_large_flops_per_s
+                                                              : profile.gemm_small_flops_per_s;
+    c.compute_s = std::max(c.flops / rate, static_cast<double>(c.bytes_read + c.bytes_written) /
+                                               profile.memory_bytes_per_s);
+  } else if (inst.has_local_slice()) {
+    c.kind = "local_slice";
+    c.bytes_read = c.bytes_written = SliceBytes(out);
+    c.compute_s = 2.0 * static_cast<double>(c.bytes_read) / profile.memory_bytes_per_s;
+  } else if (inst.has_collective()) {
+    c.kind = KindName(inst.collective().kind());
+    const CollectiveCost cc = CostOf(program, i);
+    c.sent_bytes = cc.sent_bytes;
+    if (cc.group_size > 1) {
+      auto link = profile.collectives.find(c.kind);
+      if (link == profile.collectives.end()) link = profile.collectives.find("allreduce");
+      const CollectiveLink l =
+          link != profile.collectives.end() ? link->second : CollectiveLink{50e-6, 1e9};
+      c.comm_s = l.alpha_s + static_cast<double>(c.sent_bytes) / l.beta_bytes_per_s;
+    }
+  }
+  return c;
+}
+
+void AddTo(const InstructionCost& c, OpCostTotal* t) {
+  t->flops += c.flops;
+  t->bytes_moved += c.bytes_read + c.bytes_written;
+  t->sent_bytes += c.sent_bytes;
+  t->compute_s += c.compute_s;
+  t->comm_s += c.comm_s;
+}
+
+}  // namespace
+
 absl::StatusOr<ProgramCost> CostProgram(const v1::Program& program, const HardwareProfile& profile,
                                         const std::vector<std::string>* fetches) {
   ASSIGN_OR_RETURN(Mesh mesh, Mesh::FromProto(program.mesh()));
@@ -166,64 +227,34 @@ absl::StatusOr<ProgramCost> CostProgram(const v1::Program& program, const Hardwa
   cost.total.source_op = "total";
   std::map<std::string, size_t> op_index;
   for (int i = 0; i < program.instructions_size(); ++i) {
-    const v1::Instruction& inst = program.instructions(i);
-    InstructionCost c;
+    ASSIGN_OR_RETURN(InstructionCost c, CostInstruction(program, i, buffers, profile));
     c.index = i;
-    c.source_op = inst.source_op();
+    c.source_op = program.instructions(i).source_op();
     c.runs = runs[i];
-    ASSIGN_OR_RETURN(Shape slice, Shape::FromProto(inst.slice_shape()));
-    const TensorType out{slice, DTypeOr(inst.dtype())};
-    if (inst.has_local()) {
-      c.kind = inst.local().type();
-      std::vector<TensorType> inputs;
-      for (int b : inst.inputs()) {
-        if (b < 0 || b >= static_cast<int>(buffers.size()) || !buffers[b].known) {
-          return absl::InvalidArgumentError(
-              absl::StrCat("instruction #", i, " (op '", inst.source_op(), "') reads buffer ", b,
-                           " that nothing writes; re-lower the graph"));
-        }
-        inputs.push_back(buffers[b].type);
-      }
-      ASSIGN_OR_RETURN(SliceCost s, OpSliceCost(inst.local(), inputs, out));
-      c.flops = s.flops;
-      c.bytes_read = s.bytes_read;
-      c.bytes_written = s.bytes_written;
-      c.gemm = c.kind == "einsum" && inputs.size() >= 2;
-      const double rate = !c.gemm                               ? profile.elementwise_flops_per_s
-                          : c.flops >= profile.gemm_large_flops ? profile.gemm_large_flops_per_s
-                                                                : profile.gemm_small_flops_per_s;
-      c.compute_s = std::max(c.flops / rate, static_cast<double>(c.bytes_read + c.bytes_written) /
-                                                 profile.memory_bytes_per_s);
-    } else if (inst.has_local_slice()) {
-      c.kind = "local_slice";
-      c.bytes_read = c.bytes_written = SliceBytes(out);
-      c.compute_s = 2.0 * static_cast<double>(c.bytes_read) / profile.memory_bytes_per_s;
-    } else if (inst.has_collective()) {
-      c.kind = KindName(inst.collective().kind());
-      const CollectiveCost cc = CostOf(program, i);
-      c.sent_bytes = cc.sent_bytes;
-      if (cc.group_size > 1) {
-        auto link = profile.collectives.find(c.kind);
-        if (link == profile.collectives.end()) link = profile.collectives.find("allreduce");
-        const CollectiveLink l =
-            link != profile.collectives.end() ? link->second : CollectiveLink{50e-6, 1e9};
-        c.comm_s = l.alpha_s + static_cast<double>(c.sent_bytes) / l.beta_bytes_per_s;
-      }
-    }
     if (c.runs) {
       auto [it, added] = op_index.emplace(c.source_op, cost.ops.size());
       if (added) cost.ops.push_back(OpCostTotal{c.source_op});
-      for (OpCostTotal* t : {&cost.ops[it->second], &cost.total}) {
-        t->flops += c.flops;
-        t->bytes_moved += c.bytes_read + c.bytes_written;
-        t->sent_bytes += c.sent_bytes;
-        t->compute_s += c.compute_s;
-        t->comm_s += c.comm_s;
-      }
+      AddTo(c, &cost.ops[it->second]);
+      AddTo(c, &cost.total);
     }
     cost.instructions.push_back(std::move(c));
   }
   return cost;
+}
+
+absl::StatusOr<OpCostTotal> CostProgramTotal(const v1::Program& program,
+                                             const HardwareProfile& profile,
+                                             const std::vector<std::string>* fetches) {
+  ASSIGN_OR_RETURN(Mesh mesh, Mesh::FromProto(program.mesh()));
+  const std::vector<BufferInfo> buffers = Buffers(program, mesh);
+  const std::vector<bool> runs = StepInstructions(program, fetches);
+  OpCostTotal total{"total"};
+  for (int i = 0; i < program.instructions_size(); ++i) {
+    if (!runs[i]) continue;
+    ASSIGN_OR_RETURN(const InstructionCost c, CostInstruction(program, i, buffers, profile));
+    AddTo(c, &total);
+  }
+  return total;
 }
 
 std::vector<std::string> CostWarnings(const v1::Program& program, const ProgramCost& cost) {

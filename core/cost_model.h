@@ -104,6 +104,12 @@ struct ProgramCost {
 absl::StatusOr<ProgramCost> CostProgram(const v1::Program& program, const HardwareProfile& profile,
                                         const std::vector<std::string>* fetches = nullptr);
 
+// CostProgram(...).total alone, without the per-instruction and per-op lists (for the planner,
+// which costs many candidates). Errors as CostProgram's, for the instructions the step runs.
+absl::StatusOr<OpCostTotal> CostProgramTotal(const v1::Program& program,
+                                             const HardwareProfile& profile,
+                                             const std::vector<std::string>* fetches = nullptr);
+
 // An einsum is compute-heavy when its per-worker FLOPs are at least this fraction of the step's
 // per-worker FLOPs.
 inline constexpr double kHeavyEinsumFraction = 0.01;

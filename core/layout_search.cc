@@ -1,9 +1,11 @@
 #include "core/layout_search.h"
 
 #include <algorithm>
+#include <atomic>
 #include <map>
 #include <optional>
 #include <set>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/numbers.h"
@@ -97,51 +99,91 @@ bool Better(const Scored& a, const Scored& b) {
   return a.key < b.key;
 }
 
-// One mesh's beam search; feasible candidates go to `all`.
+// Evaluates `candidates` (on `threads` threads when more than one): results in their order.
+std::vector<absl::StatusOr<Evaluation>> EvaluateAll(
+    const std::vector<std::pair<Mesh, Rules>>& candidates, const EvaluateFn& evaluate,
+    int threads) {
+  std::vector<absl::StatusOr<Evaluation>> results(candidates.size(),
+                                                  absl::UnknownError("not evaluated"));
+  auto run = [&](size_t i) {
+    const auto& [mesh, rules] = candidates[i];
+    absl::StatusOr<LayoutRules> made = LayoutRules::Make(
+        std::vector<std::pair<std::string, std::string>>(rules.begin(), rules.end()), mesh);
+    results[i] = made.ok() ? evaluate(mesh, *made) : absl::StatusOr<Evaluation>(made.status());
+  };
+  const int n = std::min<int>(threads, static_cast<int>(candidates.size()));
+  if (n <= 1) {
+    for (size_t i = 0; i < candidates.size(); ++i) run(i);
+    return results;
+  }
+  std::atomic<size_t> next{0};
+  std::vector<std::thread> pool;
+  for (int t = 0; t < n; ++t) {
+    pool.emplace_back([&] {
+      for (size_t i = next++; i < candidates.size(); i = next++) run(i);
+    });
+  }
+  for (std::thread& t : pool) t.join();
+  return results;
+}
+
+// One mesh's beam search; feasible candidates go to `all`. Each round's new candidates are
+// evaluated together (in parallel with options.threads) and then taken in their order, so the
+// result does not depend on the threads.
 void SearchMesh(const Graph& graph, const Mesh& mesh, const EvaluateFn& evaluate,
                 const SearchOptions& options, SearchResult* result, std::vector<Scored>* all) {
   const auto moves = LayoutMoves(graph, mesh);
   std::set<std::string> seen;
-  auto try_rules = [&](const Rules& rules) -> std::optional<Scored> {
-    const std::string key = Key(mesh, rules, options.mesh_symmetry);
-    if (!seen.insert(key).second || result->evaluations >= options.max_evaluations) {
-      return std::nullopt;
+  // The new candidates among `proposals` (within the budget), evaluated; the feasible ones.
+  auto try_all = [&](const std::vector<Rules>& proposals) {
+    std::vector<std::pair<Mesh, Rules>> fresh;
+    std::vector<std::string> keys;
+    for (const Rules& rules : proposals) {
+      std::string key = Key(mesh, rules, options.mesh_symmetry);
+      if (result->evaluations >= options.max_evaluations || !seen.insert(key).second) continue;
+      ++result->evaluations;
+      fresh.emplace_back(mesh, rules);
+      keys.push_back(std::move(key));
     }
-    absl::StatusOr<LayoutRules> made =
-        LayoutRules::Make(std::vector<std::pair<std::string, std::string>>(rules.begin(),
-                                                                           rules.end()),
-                          mesh);
-    ++result->evaluations;
-    absl::StatusOr<Evaluation> e =
-        made.ok() ? evaluate(mesh, *made) : absl::StatusOr<Evaluation>(made.status());
-    if (!e.ok()) {
-      ++result->refused;
-      result->last_refusal = absl::StrCat(key, ": ", e.status().message());
-      return std::nullopt;
+    std::vector<absl::StatusOr<Evaluation>> e = EvaluateAll(fresh, evaluate, options.threads);
+    std::vector<Scored> kept;
+    for (size_t i = 0; i < fresh.size(); ++i) {
+      if (!e[i].ok()) {
+        ++result->refused;
+        result->last_refusal =
+            absl::StrCat(RulesKey(mesh, fresh[i].second), ": ", e[i].status().message());
+        continue;
+      }
+      LayoutRules made = *LayoutRules::Make(
+          std::vector<std::pair<std::string, std::string>>(fresh[i].second.begin(),
+                                                           fresh[i].second.end()),
+          mesh);
+      Scored s{keys[i], fresh[i].second, Candidate{mesh, std::move(made), *e[i]}};
+      all->push_back(s);
+      kept.push_back(std::move(s));
     }
-    Scored s{key, rules, Candidate{mesh, *made, *e}};
-    all->push_back(s);
-    return s;
+    return kept;
   };
-  std::vector<Scored> beam;
-  if (auto start = try_rules({})) beam.push_back(*start);
+  std::vector<Scored> beam = try_all({Rules{}});
   if (beam.empty()) {  // replicated does not fit: start from every single rule instead
-    for (const auto& [dim, mesh_dim] : moves) {
-      if (auto s = try_rules({{dim, mesh_dim}})) beam.push_back(*s);
-    }
+    std::vector<Rules> singles;
+    for (const auto& [dim, mesh_dim] : moves) singles.push_back({{dim, mesh_dim}});
+    beam = try_all(singles);
     std::sort(beam.begin(), beam.end(), Better);
     if (static_cast<int>(beam.size()) > options.beam) beam.resize(options.beam);
   }
   for (int round = 0; round < options.max_rounds && !beam.empty(); ++round) {
-    std::vector<Scored> next = beam;
+    std::vector<Rules> proposals;
     for (const Scored& s : beam) {
       for (const auto& [dim, mesh_dim] : moves) {
         if (s.rules.count(dim)) continue;
         Rules r = s.rules;
         r[dim] = mesh_dim;
-        if (auto t = try_rules(r)) next.push_back(*t);
+        proposals.push_back(std::move(r));
       }
     }
+    std::vector<Scored> next = beam;
+    for (Scored& t : try_all(proposals)) next.push_back(std::move(t));
     std::sort(next.begin(), next.end(), Better);
     if (static_cast<int>(next.size()) > options.beam) next.resize(options.beam);
     std::vector<std::string> before, after;

@@ -16,7 +16,8 @@
 // What a candidate costs is the caller's: an Evaluate function (the planner's lowers the graph
 // and predicts the step time and peak memory; tests pass closed-form costs).
 //
-// Thread-safety: pure functions (Evaluate is called from the calling thread only).
+// Thread-safety: pure functions. Evaluate is called from the calling thread only, unless
+// SearchOptions::threads > 1 (then from that many threads at once).
 #ifndef MESHRT_CORE_LAYOUT_SEARCH_H_
 #define MESHRT_CORE_LAYOUT_SEARCH_H_
 
@@ -59,6 +60,9 @@ struct SearchOptions {
   // first met is evaluated and kept): right while the evaluation cannot tell such dims apart
   // (core/cost_model.h models every group as on one host).
   bool mesh_symmetry = true;
+  // Threads evaluating a round's candidates (Evaluate must then be thread-safe); the result is
+  // the same for any number.
+  int threads = 1;
 };
 
 struct Candidate {

@@ -92,9 +92,9 @@ absl::StatusOr<LaidOutTensor> LowerOp(LoweringContext& ctx, const v1::Op& op,
   return ctx.builder.Reshard(out, ctx.RuleLayout(out.shape), op.name());
 }
 
-absl::StatusOr<v1::Program> Lower(const Graph& graph, const Mesh& mesh, const LayoutRules& rules) {
-  RETURN_IF_ERROR(ValidateLayouts(graph, mesh, rules));
-  ProgramBuilder builder(mesh, rules);
+namespace {
+
+absl::Status LowerInto(const Graph& graph, const LayoutRules& rules, ProgramBuilder& builder) {
   std::map<std::string, int> readers;
   for (int i : graph.topological_order()) {
     const v1::Op& op = graph.op(i);
@@ -148,7 +148,24 @@ absl::StatusOr<v1::Program> Lower(const Graph& graph, const Mesh& mesh, const La
   for (const auto& [name, buffer] : partial_outputs) {
     if (read_partial.count(buffer)) RETURN_IF_ERROR(builder.MarkResolvedOnFetch(name));
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<v1::Program> Lower(const Graph& graph, const Mesh& mesh, const LayoutRules& rules) {
+  RETURN_IF_ERROR(ValidateLayouts(graph, mesh, rules));
+  ProgramBuilder builder(mesh, rules);
+  RETURN_IF_ERROR(LowerInto(graph, rules, builder));
   return std::move(builder).Finish();
+}
+
+absl::StatusOr<v1::Program*> Lower(const Graph& graph, const Mesh& mesh, const LayoutRules& rules,
+                                   google::protobuf::Arena* arena) {
+  RETURN_IF_ERROR(ValidateLayouts(graph, mesh, rules));
+  ProgramBuilder builder(mesh, rules, arena);
+  RETURN_IF_ERROR(LowerInto(graph, rules, builder));
+  return std::move(builder).FinishOnArena();
 }
 
 }  // namespace meshrt

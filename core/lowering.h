@@ -28,6 +28,7 @@
 #include "absl/status/statusor.h"
 #include "core/graph.h"
 #include "core/mesh.h"
+#include "google/protobuf/arena.h"
 #include "proto/program.pb.h"
 
 namespace meshrt {
@@ -40,6 +41,10 @@ absl::Status ValidateLayouts(const Graph& graph, const Mesh& mesh, const LayoutR
 // when an op cannot be lowered as given; Internal naming the op for a broken lowering invariant
 // (a bug, reported rather than aborting the caller). Never aborts on any validated Graph.
 absl::StatusOr<v1::Program> Lower(const Graph& graph, const Mesh& mesh, const LayoutRules& rules);
+// The same program, built on `arena` (non-null), which owns it: for callers that lower many
+// candidates and drop them (core/planner.h), allocating and freeing it then costs next to nothing.
+absl::StatusOr<v1::Program*> Lower(const Graph& graph, const Mesh& mesh, const LayoutRules& rules,
+                                   google::protobuf::Arena* arena);
 
 }  // namespace meshrt
 

@@ -1,11 +1,15 @@
 #include "core/planner.h"
 
 #include <chrono>
+#include <algorithm>
 #include <map>
+#include <set>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
 #include "core/lowering.h"
 #include "core/memory_model.h"
 #include "core/status_macros.h"
@@ -15,7 +19,9 @@ namespace meshrt {
 absl::StatusOr<PlannedCandidate> EvaluateLayout(const Graph& graph, const Mesh& mesh,
                                                 const LayoutRules& rules,
                                                 const PlanOptions& options) {
-  ASSIGN_OR_RETURN(const v1::Program program, Lower(graph, mesh, rules));
+  google::protobuf::Arena arena;
+  ASSIGN_OR_RETURN(const v1::Program* lowered, Lower(graph, mesh, rules, &arena));
+  const v1::Program& program = *lowered;
   const std::vector<std::string>* fetches = options.fetches.empty() ? nullptr : &options.fetches;
   MemoryOptions memory_options;
   memory_options.fetches = fetches;
@@ -26,20 +32,64 @@ absl::StatusOr<PlannedCandidate> EvaluateLayout(const Graph& graph, const Mesh& 
         "peak ", HumanBytes(memory.peak_bytes), " per worker (at '", memory.peak_op,
         "') is over the limit of ", HumanBytes(options.memory_limit_bytes)));
   }
-  ASSIGN_OR_RETURN(const ProgramCost cost, CostProgram(program, options.profile, fetches));
+  ASSIGN_OR_RETURN(const OpCostTotal cost, CostProgramTotal(program, options.profile, fetches));
   PlannedCandidate c{mesh, rules};
-  c.compute_seconds = cost.total.compute_s;
-  c.comm_seconds = cost.total.comm_s;
+  c.compute_seconds = cost.compute_s;
+  c.comm_seconds = cost.comm_s;
   c.seconds = c.compute_seconds + c.comm_seconds;
   c.peak_bytes = memory.peak_bytes;
   return c;
 }
 
+namespace {
+
+// The distinct sets of dim names the graph's tensors have, each with the first tensor that has it:
+// a candidate putting two dims of one set on one mesh dim is invalid (as ValidateLayouts would
+// say), found without walking every tensor.
+class DimSets {
+ public:
+  explicit DimSets(const Graph& graph) {
+    std::set<std::vector<std::string>> seen;
+    for (int i : graph.topological_order()) {
+      const std::string& name = graph.op(i).name();
+      std::vector<std::string> dims;
+      for (const Dim& d : graph.type(name).shape.dims()) dims.push_back(d.name);
+      if (dims.size() >= 2 && seen.insert(dims).second) sets_.push_back({dims, name});
+    }
+  }
+
+  // InvalidArgument naming the tensor and the two dims when `rules` put two dims of one tensor
+  // on one mesh dim.
+  absl::Status Check(const LayoutRules& rules) const {
+    for (const auto& [dims, tensor] : sets_) {
+      std::map<int, const std::string*> axis_dim;
+      for (const std::string& d : dims) {
+        const int axis = rules.MeshAxisFor(d);
+        if (axis == kReplicated) continue;
+        auto [it, fresh] = axis_dim.emplace(axis, &d);
+        if (!fresh) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "tensor '", tensor, "' would have two dims, '", *it->second, "' and '", d,
+              "', on mesh dim '", rules.rules().at(d), "'"));
+        }
+      }
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  std::vector<std::pair<std::vector<std::string>, std::string>> sets_;
+};
+
+}  // namespace
+
 absl::StatusOr<Plan> PlanLayout(const Graph& graph, const std::vector<Mesh>& meshes,
                                 const PlanOptions& options) {
   if (meshes.empty()) return absl::InvalidArgumentError("the planner was given no mesh");
   const auto start = std::chrono::steady_clock::now();
+  const DimSets dim_sets(graph);
   // The search keeps Evaluations; the planner keeps the split and the candidate itself.
+  absl::Mutex mu;
   std::map<std::string, PlannedCandidate> planned;  // mesh | rules -> candidate
   int lowerings = 0;
   auto key = [](const Mesh& mesh, const LayoutRules& rules) {
@@ -47,13 +97,22 @@ absl::StatusOr<Plan> PlanLayout(const Graph& graph, const std::vector<Mesh>& mes
   };
   EvaluateFn evaluate = [&](const Mesh& mesh,
                             const LayoutRules& rules) -> absl::StatusOr<Evaluation> {
-    ++lowerings;
+    RETURN_IF_ERROR(dim_sets.Check(rules));
+    {
+      absl::MutexLock lock(&mu);
+      ++lowerings;
+    }
     ASSIGN_OR_RETURN(PlannedCandidate c, EvaluateLayout(graph, mesh, rules, options));
     const Evaluation e{c.seconds, c.peak_bytes};
+    absl::MutexLock lock(&mu);
     planned.emplace(key(mesh, rules), std::move(c));
     return e;
   };
-  ASSIGN_OR_RETURN(SearchResult found, SearchLayouts(graph, meshes, evaluate, options.search));
+  SearchOptions search = options.search;
+  if (search.threads <= 0) {
+    search.threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  }
+  ASSIGN_OR_RETURN(SearchResult found, SearchLayouts(graph, meshes, evaluate, search));
   Plan plan;
   for (const Candidate& c : found.best) plan.best.push_back(planned.at(key(c.mesh, c.rules)));
   plan.evaluations = found.evaluations;

@@ -25,13 +25,22 @@
 
 namespace meshrt {
 
+// The planner's search options: layout_search's defaults, with threads = 0 (one per hardware
+// thread).
+inline SearchOptions DefaultPlanSearch() {
+  SearchOptions s;
+  s.threads = 0;
+  return s;
+}
+
 struct PlanOptions {
   HardwareProfile profile;
   // Per-worker bytes a candidate's peak may reach; 0: no limit.
   int64_t memory_limit_bytes = 0;
   // The step's fetches (as CostProgram / ComputeMemory take them); empty: the graph's outputs.
   std::vector<std::string> fetches;
-  SearchOptions search;
+  // search.threads <= 0: one per hardware thread (candidates are lowered in parallel).
+  SearchOptions search = DefaultPlanSearch();
 };
 
 struct PlannedCandidate {
@@ -46,7 +55,7 @@ struct PlannedCandidate {
 struct Plan {
   std::vector<PlannedCandidate> best;  // best first (the chosen one is best[0])
   int evaluations = 0;                 // candidates the search asked for
-  int lowerings = 0;                   // candidates lowered (valid rules)
+  int lowerings = 0;                   // candidates lowered (the others were refused first)
   int refused = 0;                     // invalid or over the memory limit
   std::string last_refusal;
   double search_seconds = 0;  // wall time of the search

@@ -8,7 +8,11 @@
 
 namespace meshrt {
 
-ProgramBuilder::ProgramBuilder(Mesh mesh, const LayoutRules& rules) : mesh_(std::move(mesh)) {
+ProgramBuilder::ProgramBuilder(Mesh mesh, const LayoutRules& rules, google::protobuf::Arena* arena)
+    : mesh_(std::move(mesh)),
+      owned_(arena == nullptr ? std::make_unique<v1::Program>() : nullptr),
+      program_(arena == nullptr ? *owned_
+                                : *google::protobuf::Arena::CreateMessage<v1::Program>(arena)) {
   *program_.mutable_mesh() = mesh_.ToProto();
   *program_.mutable_rules() = rules.ToProto();
 }
@@ -359,5 +363,7 @@ absl::Status ProgramBuilder::MarkResolvedOnFetch(const std::string& name) {
 }
 
 v1::Program ProgramBuilder::Finish() && { return std::move(program_); }
+
+v1::Program* ProgramBuilder::FinishOnArena() && { return &program_; }
 
 }  // namespace meshrt

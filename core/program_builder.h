@@ -12,6 +12,7 @@
 #define MESHRT_CORE_PROGRAM_BUILDER_H_
 
 #include <map>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -22,6 +23,7 @@
 #include "core/mesh.h"
 #include "core/shape.h"
 #include "core/tensor.h"
+#include "google/protobuf/arena.h"
 #include "proto/program.pb.h"
 
 namespace meshrt {
@@ -62,7 +64,8 @@ struct ReshardPlan {
 
 class ProgramBuilder {
  public:
-  ProgramBuilder(Mesh mesh, const LayoutRules& rules);
+  // With `arena`, the program is built on it (see FinishOnArena).
+  ProgramBuilder(Mesh mesh, const LayoutRules& rules, google::protobuf::Arena* arena = nullptr);
 
   const Mesh& mesh() const { return mesh_; }
 
@@ -171,6 +174,8 @@ class ProgramBuilder {
                                               const std::string& source_op);
 
   v1::Program Finish() &&;
+  // The program, built on the arena given to the constructor (which owns it). Only with an arena.
+  v1::Program* FinishOnArena() &&;
 
  private:
   v1::Instruction* NewInstruction(const LaidOutTensor& out, const std::vector<int>& inputs,
@@ -188,7 +193,9 @@ class ProgramBuilder {
   absl::Status CheckAxis(int axis, const std::string& source_op) const;
 
   Mesh mesh_;
-  v1::Program program_;
+  // On the constructor's arena (owned by it), else owned by `owned_`.
+  std::unique_ptr<v1::Program> owned_;
+  v1::Program& program_;
   // Partial sums resolved so far: (partial buffer, target layout) -> the resolved tensor.
   std::map<std::pair<int, std::vector<int>>, LaidOutTensor> resolved_;
 };
