@@ -77,20 +77,25 @@ absl::Status MakeDirs(const std::string& dir) {
 }
 
 absl::Status ExplainCommand(const std::vector<std::string>& args, CliIo io) {
-  std::string mesh_text, layout_text, profile_path;
+  std::string mesh_text, layout_text, profile_path, memory_limit_text;
   bool json = false;
   FlagSet flags(
-      "meshrt explain GRAPH --mesh MESH --layout RULES [--profile FILE] [--json]",
+      "meshrt explain GRAPH --mesh MESH|auto:N --layout RULES|auto [--profile FILE] "
+      "[--memory_limit BYTES] [--json]",
       "Lowers GRAPH for the mesh and layout rules and prints the report: every tensor's layout\n"
       "and per-worker slice shape, every communication step with its mesh dims and bytes, the\n"
       "total bytes each worker sends, per op and in total the FLOPs, bytes moved and the\n"
       "predicted step time split into compute and communication (core/cost_model.h), with\n"
       "warnings (e.g. an einsum whose compute a mesh dim duplicates), then the memory each\n"
       "worker holds in a step that fetches the graph's outputs (by category, the peak, the\n"
-      "tensors live at it). Nothing runs.\n\n"
-      "example:\n"
+      "tensors live at it). Nothing runs.\n"
+      "With --layout auto the planner chooses the rules (and with --mesh auto:N also the mesh\n"
+      "among N's shapes: N, 2xN/2, ...) that minimise the predicted step time within\n"
+      "--memory_limit, and prints its choice with the next best candidates first.\n\n"
+      "examples:\n"
       "  meshrt explain examples/graphs/mlp_forward.pbtxt --mesh rows:2,cols:2 "
-      "--layout d_in:rows,hidden:cols");
+      "--layout d_in:rows,hidden:cols\n"
+      "  meshrt explain examples/graphs/mlp_forward.pbtxt --mesh auto:4 --layout auto");
   flags.String("mesh", &mesh_text,
                "mesh dims NAME:SIZE,..., e.g. rows:2,cols:2 (default: empty, one processor)");
   flags.String("layout", &layout_text,
@@ -99,6 +104,8 @@ absl::Status ExplainCommand(const std::vector<std::string>& args, CliIo io) {
   flags.String("profile", &profile_path,
                "hardware profile file (`key value` lines, core/cost_model.h) for the predicted "
                "time (default: measured now in this process, with placeholder collective costs)");
+  flags.String("memory_limit", &memory_limit_text,
+               "per-worker bytes (e.g. 8G, 512M) the planner's choice must fit (default: none)");
   flags.Bool("json", &json, "print the report as one JSON object instead of text");
   ASSIGN_OR_RETURN(std::vector<std::string> positional, ParseCommandFlags(flags, args, "explain"));
   if (flags.help()) {
@@ -109,16 +116,15 @@ absl::Status ExplainCommand(const std::vector<std::string>& args, CliIo io) {
     return UsageError("meshrt explain takes one GRAPH file (see meshrt explain --help)");
   }
   ASSIGN_OR_RETURN(Graph graph, LoadAndBuildGraph(positional[0]));
-  ASSIGN_OR_RETURN(MeshAndRules layout, ParseMeshAndRules(mesh_text, layout_text));
-  RETURN_IF_ERROR(CheckRulesNameGraphDims(graph, layout.rules));
-  HardwareProfile profile;
-  if (profile_path.empty()) {
-    profile = MeasuredHardwareProfile();
-  } else {
-    absl::StatusOr<HardwareProfile> loaded = LoadHardwareProfile(profile_path);
-    if (!loaded.ok()) return WithContext(loaded.status(), "--profile");
-    profile = *std::move(loaded);
+  PlanFlags plan{profile_path, 0, graph.Outputs()};
+  if (!memory_limit_text.empty()) {
+    ASSIGN_OR_RETURN(plan.memory_limit_bytes, ParseByteSize(memory_limit_text, "--memory_limit"));
   }
+  // With --json the plan goes to stderr, so that stdout stays one JSON object.
+  ASSIGN_OR_RETURN(MeshAndRules layout, ChooseMeshAndRules(graph, mesh_text, layout_text, plan,
+                                                           json ? io.err : io.out));
+  RETURN_IF_ERROR(CheckRulesNameGraphDims(graph, layout.rules));
+  ASSIGN_OR_RETURN(const HardwareProfile profile, ProfileFromFlag(profile_path));
   ASSIGN_OR_RETURN(v1::Program program, Lower(graph, layout.mesh, layout.rules));
   if (json) {
     ASSIGN_OR_RETURN(std::string text, ExplainProgramJson(program, profile));

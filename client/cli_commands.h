@@ -11,6 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "core/cost_model.h"
 #include "core/graph.h"
 #include "core/interpreter.h"
 #include "core/mesh.h"
@@ -50,6 +51,28 @@ struct MeshAndRules {
 };
 absl::StatusOr<MeshAndRules> ParseMeshAndRules(absl::string_view mesh_text,
                                                absl::string_view layout_text);
+
+// The hardware profile of --profile PATH (core/cost_model.h), or, for "", the one measured in this
+// process (client/hardware_probe.h). Errors name --profile.
+absl::StatusOr<HardwareProfile> ProfileFromFlag(const std::string& path);
+
+// What the planner needs besides the graph: --profile, a per-worker memory limit (0: none) and the
+// step's fetches (empty: the graph's outputs).
+struct PlanFlags {
+  std::string profile_path;
+  int64_t memory_limit_bytes = 0;
+  std::vector<std::string> fetches;
+};
+// Whether --mesh / --layout ask the planner: --layout auto, or --mesh auto:N.
+bool WantsPlanner(absl::string_view mesh_text, absl::string_view layout_text);
+// --mesh / --layout, with the planner (core/planner.h) where they ask for it: `--layout auto`
+// chooses the rules for the given mesh, and with `--mesh auto:N` also the mesh among N's shapes,
+// that minimise the predicted step time within the memory limit; the plan (the choice, the next
+// candidates, their predicted time and memory) goes to `report`. Otherwise ParseMeshAndRules.
+// InvalidArgument for --mesh auto:N without --layout auto; NotFound when no candidate fits.
+absl::StatusOr<MeshAndRules> ChooseMeshAndRules(const Graph& graph, absl::string_view mesh_text,
+                                                absl::string_view layout_text,
+                                                const PlanFlags& plan, std::ostream& report);
 
 // Creates `dir` and its missing parents (like mkdir -p). Errors name the directory.
 absl::Status MakeDirs(const std::string& dir);

@@ -176,7 +176,8 @@ absl::Status RunCommand(const std::vector<std::string>& args, CliIo io) {
                "(default: empty, one processor)");
   flags.String("layout", &o.layout,
                "layout rules TENSOR_DIM:MESH_DIM,..., e.g. batch:rows,hidden:cols "
-               "(default: empty, every dim replicated)");
+               "(default: empty, every dim replicated), or auto: the planner chooses them (and "
+               "with --mesh auto:N the mesh) for the least predicted step time");
   flags.Bool("reference", &o.reference,
              "run in this process with the reference interpreter (mesh and layout are still "
              "checked)");
@@ -222,7 +223,8 @@ absl::Status RunCommand(const std::vector<std::string>& args, CliIo io) {
   }
 
   ASSIGN_OR_RETURN(Graph graph, LoadAndBuildGraph(o.graph_path));
-  ASSIGN_OR_RETURN(MeshAndRules layout, ParseMeshAndRules(o.mesh, o.layout));
+  ASSIGN_OR_RETURN(MeshAndRules layout,
+                   ChooseMeshAndRules(graph, o.mesh, o.layout, PlanFlags{}, io.err));
   RETURN_IF_ERROR(CheckRulesNameGraphDims(graph, layout.rules));
   RETURN_IF_ERROR(ValidateLayouts(graph, layout.mesh, layout.rules));
   if (o.local > 0 && o.local < layout.mesh.num_processors()) {

@@ -151,6 +151,40 @@ TEST(CliTest, ExplainShowsTheAllreduceOfASplitContractedDim) {
   EXPECT_FALSE(absl::StrContains(r.out, "allreduce")) << r.out;
 }
 
+TEST(CliTest, ExplainWithLayoutAutoPlansAndExplainsTheChoice) {
+  const std::string profile = Dir("plan_profile.txt");
+  {
+    std::ofstream out(profile);
+    out << "gemm_small_flops_per_s 1e9\ngemm_large_flops_per_s 1e9\nelementwise_flops_per_s 1e9\n"
+           "memory_bytes_per_s 1e10\n";
+  }
+  Result r = Cli({"explain", kGraph, "--mesh", "auto:4", "--layout", "auto", "--profile", profile});
+  ASSERT_EQ(r.code, 0) << r.err;
+  // The whole batch over the four processors needs no communication in a forward step.
+  EXPECT_TRUE(absl::StrContains(r.out, "planner: chose mesh x:4  layout batch:x  predicted"))
+      << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "  next 1: mesh ")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "searched ")) << r.out;
+  // ... and the report that follows is the chosen layout's.
+  EXPECT_TRUE(absl::StrContains(r.out, "\nmesh x:4  layout batch:x\n")) << r.out;
+  // A fixed mesh: only the rules are chosen.
+  r = Cli({"explain", kGraph, "--mesh", "rows:2,cols:2", "--layout", "auto", "--profile", profile});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.out, "planner: chose mesh rows:2,cols:2  layout ")) << r.out;
+  // A mesh chosen by the planner needs rules chosen by it too; a bad count is named.
+  r = Cli({"explain", kGraph, "--mesh", "auto:4", "--layout", "batch:x"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_TRUE(absl::StrContains(r.err, "give --layout auto")) << r.err;
+  r = Cli({"explain", kGraph, "--mesh", "auto:0", "--layout", "auto"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_TRUE(absl::StrContains(r.err, "auto:N with a worker count")) << r.err;
+  // Nothing fits in 1 KiB.
+  r = Cli({"explain", kGraph, "--mesh", "auto:4", "--layout", "auto", "--memory_limit", "1K",
+           "--profile", profile});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_TRUE(absl::StrContains(r.err, "over the limit of 1.00 KiB")) << r.err;
+}
+
 TEST(CliTest, ExplainPrintsTheMemorySection) {
   // batch:rows,hidden:cols on rows:2,cols:2, float32: feeds x [4,16] 256 B, w1 [16,16] 1024 B,
   // w2 [16,8] 512 B = 1792 B. h [4,16] 256 B, then r [4,16] reads it: 512 B live, the peak (y's

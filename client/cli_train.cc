@@ -253,7 +253,8 @@ void AddTrainFlags(FlagSet& flags, TrainFlags* f) {
   flags.String("mesh", &f->mesh, "mesh shape, e.g. rows:2,cols:2 (default: one processor)");
   flags.String("layout", &f->layout,
                "layout rules, e.g. batch:rows (data parallel), heads:cols,d_ff:cols,vocab:cols "
-               "(model parallel), or both");
+               "(model parallel), or both; auto: the planner chooses them (and with --mesh "
+               "auto:N the mesh) for the least predicted step time");
   flags.Int("local", &f->local, "start a local cluster with N worker processes, train, stop it");
   flags.String("coordinator", &f->coordinator, "train on the coordinator at HOST:PORT");
   flags.Bool("reference", &f->reference,
@@ -390,7 +391,9 @@ absl::Status RunTraining(const TrainFlags& f, CliIo io, float* final_loss) {
     io.out << "wrote the training graph (" << tg->graph.proto().ops_size() << " ops, "
            << tg->variables.size() << " variables) to " << f.export_graph << "\n";
   }
-  ASSIGN_OR_RETURN(MeshAndRules layout, ParseMeshAndRules(f.mesh, f.layout));
+  ASSIGN_OR_RETURN(MeshAndRules layout,
+                   ChooseMeshAndRules(tg->graph, f.mesh, f.layout, PlanFlags{"", 0, {tg->loss}},
+                                      io.err));
   // Refuse a bad layout here, before any daemon starts.
   RETURN_IF_ERROR(CheckRulesNameGraphDims(tg->graph, layout.rules));
   RETURN_IF_ERROR(ValidateLayouts(tg->graph, layout.mesh, layout.rules));
@@ -510,7 +513,8 @@ absl::Status RunTraining(const TrainFlags& f, CliIo io, float* final_loss) {
     trainer = std::move(run_trainer);
     where = absl::StrCat(layout.mesh.num_processors(), " worker processes, mesh ",
                          layout.mesh.ToString(), ", layout '",
-                         f.layout.empty() ? "(replicated)" : f.layout, "'");
+                         layout.rules.ToString().empty() ? "(replicated)" : layout.rules.ToString(),
+                         "'");
   }
   io.out << "training " << f.model;
   if (f.model == "transformer") {
