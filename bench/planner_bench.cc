@@ -44,7 +44,8 @@ int Main(int argc, char** argv) {
   flags.Int("batch", &batch, "default 64");
   flags.Int("vocab", &vocab, "default 32768");
   flags.String("mesh", &mesh_text, "the mesh, or auto:N for every mesh of N processors");
-  flags.String("profile", &profile_path, "a hardware profile (meshrt calibrate); default: built in");
+  flags.String("profile", &profile_path,
+               "a hardware profile (meshrt calibrate); default: built in");
   flags.String("memory_limit", &memory_limit, "per-worker bytes (e.g. 16G); 0: none");
   flags.Int("threads", &threads, "threads lowering candidates (default 0: one per core)");
   flags.String("rules", &rules_text,
@@ -124,11 +125,11 @@ int Main(int argc, char** argv) {
   mo.fetches = &o.fetches;
   (void)ComputeMemory(*program, mo);
   const double memory_s = Seconds(start);
-  std::printf("one candidate (%s on %s): %d instructions; lower %.1f ms, cost %.1f ms, "
-              "memory %.1f ms\n",
-              rules_text.c_str(), meshes[0].ToString().c_str(), program->instructions_size(),
-              lower_s * 1e3,
-              cost_s * 1e3, memory_s * 1e3);
+  std::printf(
+      "one candidate (%s on %s): %d instructions; lower %.1f ms, cost %.1f ms, "
+      "memory %.1f ms\n",
+      rules_text.c_str(), meshes[0].ToString().c_str(), program->instructions_size(), lower_s * 1e3,
+      cost_s * 1e3, memory_s * 1e3);
 
   absl::StatusOr<Plan> plan = PlanLayout(tg->graph, meshes, o);
   if (!plan.ok()) {

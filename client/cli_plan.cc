@@ -31,9 +31,10 @@ absl::StatusOr<MeshAndRules> ChooseMeshAndRules(const Graph& graph, absl::string
     absl::StatusOr<int> workers = ParseAutoMesh(mesh_text);
     if (!workers.ok()) return WithContext(workers.status(), "--mesh");
     if (layout_text != "auto") {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--mesh ", mesh_text, " lets the planner choose the mesh, so it must choose the rules "
-          "too: give --layout auto (rules name mesh dims, which depend on the mesh)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--mesh ", mesh_text,
+                       " lets the planner choose the mesh, so it must choose the rules "
+                       "too: give --layout auto (rules name mesh dims, which depend on the mesh)"));
     }
     ASSIGN_OR_RETURN(meshes, MeshesFor(*workers));
   } else {

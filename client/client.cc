@@ -188,14 +188,22 @@ absl::StatusOr<std::unique_ptr<Session>> Client::CreateSession(const v1::Graph& 
   *request.mutable_mesh() = mesh.ToProto();
   *request.mutable_rules() = rules.ToProto();
   request.set_timeout_ms(absl::ToInt64Milliseconds(wait_for_workers));
+  return CreateSession(request);
+}
+
+absl::StatusOr<std::unique_ptr<Session>> Client::CreateSession(
+    const v1::CreateSessionRequest& request) {
   grpc::ClientContext ctx;
-  impl_->Prepare(&ctx, impl_->options.rpc_timeout + wait_for_workers);
+  impl_->Prepare(&ctx, impl_->options.rpc_timeout + absl::Milliseconds(request.timeout_ms()));
   v1::CreateSessionResponse response;
   absl::Status s =
       impl_->Annotate(FromGrpcStatus(impl_->stub->CreateSession(&ctx, request, &response)));
   if (!s.ok()) return s;
   impl_->StartLease(response.session(), absl::Milliseconds(response.lease_ms()));
-  return std::unique_ptr<Session>(new Session(this, response.session(), response.explain()));
+  auto session =
+      std::unique_ptr<Session>(new Session(this, response.session(), response.explain()));
+  session->plan_ = response.plan();
+  return session;
 }
 
 Session::Session(Client* client, std::string id, std::string explain)

@@ -60,6 +60,9 @@ class Session {
   const std::string& id() const { return id_; }
   // The coordinator's layout report for this session (core/explain.h).
   const std::string& explain() const { return explain_; }
+  // The planner's report when the session was created with auto_layout (core/planner.h
+  // ExplainPlan), else "".
+  const std::string& plan() const { return plan_; }
 
   // Runs one step. `fetches` empty = the graph's outputs. Feeds are whole (logical) tensors; the
   // coordinator slices them per layout. Returns whole tensors by name.
@@ -95,6 +98,7 @@ class Session {
   Client* client_;  // not owned
   std::string id_;
   std::string explain_;
+  std::string plan_;
   bool closed_ = false;
 };
 
@@ -116,6 +120,10 @@ class Client {
   absl::StatusOr<std::unique_ptr<Session>> CreateSession(
       const v1::Graph& graph, const Mesh& mesh, const LayoutRules& rules,
       absl::Duration wait_for_workers = absl::Seconds(20));
+  // The same for a whole request, e.g. with auto_layout (and auto_mesh_processors): the
+  // coordinator's planner chooses the rules (and the mesh); Session::plan() says what and why.
+  // The request's timeout_ms is the wait for workers (0: the coordinator's default).
+  absl::StatusOr<std::unique_ptr<Session>> CreateSession(const v1::CreateSessionRequest& request);
   absl::StatusOr<v1::ListWorkersResponse> ListWorkers();
   // Closes session `id` (this client's own, or any with an operator token): NotFound for an
   // unknown id, PermissionDenied for another client's. This client stops renewing its lease.

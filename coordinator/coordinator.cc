@@ -307,22 +307,88 @@ std::string Coordinator::DescribeWorkersLocked() const {
   return parts.empty() ? "no workers are registered" : absl::StrJoin(parts, "; ");
 }
 
+absl::Status Coordinator::CheckAutoLayoutRequest(const v1::CreateSessionRequest& request) {
+  if (request.auto_mesh_processors() < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "CreateSession's auto_mesh_processors is ", request.auto_mesh_processors(),
+        "; give a processor count >= 1, or 0 with a mesh"));
+  }
+  if (request.auto_mesh_processors() > 0) {
+    if (!request.auto_layout()) {
+      return absl::InvalidArgumentError(
+          "CreateSession's auto_mesh_processors lets the planner choose the mesh, so it must "
+          "choose the rules too: set auto_layout (rules name mesh dims, which depend on the mesh)");
+    }
+    if (request.mesh().dims_size() > 0) {
+      return absl::InvalidArgumentError(
+          "CreateSession has both a mesh and auto_mesh_processors; give one of them");
+    }
+    return absl::OkStatus();
+  }
+  if (request.mesh().dims_size() == 0) {
+    return absl::InvalidArgumentError(
+        "CreateSession needs a mesh with at least one dim, e.g. rows:2 (the request's mesh is "
+        "empty), or auto_layout with auto_mesh_processors");
+  }
+  if (request.auto_layout() && request.rules().rules_size() > 0) {
+    return absl::InvalidArgumentError(
+        "CreateSession has both layout rules and auto_layout; give one of them");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Plan> Coordinator::PlanSession(const Graph& graph,
+                                              const v1::CreateSessionRequest& request) {
+  std::vector<Mesh> meshes;
+  if (request.auto_mesh_processors() > 0) {
+    ASSIGN_OR_RETURN(meshes, MeshesFor(request.auto_mesh_processors()));
+  } else {
+    ASSIGN_OR_RETURN(Mesh mesh, Mesh::FromProto(request.mesh()));
+    meshes.push_back(std::move(mesh));
+  }
+  PlanOptions plan;
+  plan.profile = options_.profile;
+  // The smallest limit that will be checked: the flag's, the request's, and with auto the least
+  // available memory a registered worker reported.
+  auto tighten = [&plan](int64_t limit) {
+    if (limit > 0 && (plan.memory_limit_bytes == 0 || limit < plan.memory_limit_bytes)) {
+      plan.memory_limit_bytes = limit;
+    }
+  };
+  tighten(options_.memory_limit);
+  tighten(request.memory_limit_bytes());
+  if (options_.memory_limit == kMemoryLimitAuto) {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [id, w] : workers_) tighten(w->available_memory_bytes);
+  }
+  absl::StatusOr<Plan> chosen = PlanLayout(graph, meshes, plan);
+  if (!chosen.ok()) {
+    return absl::Status(chosen.status().code(),
+                        absl::StrCat("auto_layout: ", chosen.status().message()));
+  }
+  return chosen;
+}
+
 absl::StatusOr<v1::CreateSessionResponse> Coordinator::CreateSession(
     const v1::CreateSessionRequest& request, const Caller& caller) {
   if (request.graph().ops_size() == 0) {
     return absl::InvalidArgumentError(
         "CreateSession needs a graph with at least one op (the request's graph is empty)");
   }
-  if (request.mesh().dims_size() == 0) {
-    return absl::InvalidArgumentError(
-        "CreateSession needs a mesh with at least one dim, e.g. rows:2 (the request's mesh is "
-        "empty)");
-  }
+  RETURN_IF_ERROR(CheckAutoLayoutRequest(request));
   // Caps first, before anything in proportion to the request is allocated; none of this takes mu_.
   const RequestLimits& limits = options_.limits;
   RETURN_IF_ERROR(CheckGraphBytes(static_cast<int64_t>(request.ByteSizeLong()), limits,
                                   "the CreateSession request"));
-  RETURN_IF_ERROR(CheckMeshLimits(request.mesh(), limits));
+  if (request.auto_mesh_processors() > 0) {
+    v1::Mesh flat;  // the planner's meshes have this many processors
+    v1::Dim* d = flat.add_dims();
+    d->set_name("x");
+    d->set_size(request.auto_mesh_processors());
+    RETURN_IF_ERROR(CheckMeshLimits(flat, limits));
+  } else {
+    RETURN_IF_ERROR(CheckMeshLimits(request.mesh(), limits));
+  }
   auto session = std::make_shared<Session>();
   session->owner = caller;
   {
@@ -330,8 +396,18 @@ absl::StatusOr<v1::CreateSessionResponse> Coordinator::CreateSession(
     session->id = absl::StrCat("s-", token.substr(0, 32));
   }
   ASSIGN_OR_RETURN(session->graph, Graph::Build(request.graph(), limits));
-  ASSIGN_OR_RETURN(session->mesh, Mesh::FromProto(request.mesh()));
-  ASSIGN_OR_RETURN(LayoutRules rules, LayoutRules::FromProto(request.rules(), session->mesh));
+  LayoutRules rules;
+  std::string plan_text;
+  if (request.auto_layout()) {
+    ASSIGN_OR_RETURN(const Plan plan, PlanSession(session->graph, request));
+    session->mesh = plan.best[0].mesh;
+    rules = plan.best[0].rules;
+    plan_text = ExplainPlan(plan);
+    LogInfo("coordinator: planned ", plan_text);
+  } else {
+    ASSIGN_OR_RETURN(session->mesh, Mesh::FromProto(request.mesh()));
+    ASSIGN_OR_RETURN(rules, LayoutRules::FromProto(request.rules(), session->mesh));
+  }
   session->layout = rules.ToString();
   RETURN_IF_ERROR(CheckRulesNameGraphDims(session->graph, rules));  // a typo splits nothing
   ASSIGN_OR_RETURN(session->program, Lower(session->graph, session->mesh, rules));
@@ -525,6 +601,9 @@ absl::StatusOr<v1::CreateSessionResponse> Coordinator::CreateSession(
   response.set_session(session->id);
   response.set_lease_ms(absl::ToInt64Milliseconds(options_.session_lease));
   response.set_explain(absl::StrCat(ExplainProgram(session->program), ExplainMemory(memory)));
+  *response.mutable_mesh() = mesh.ToProto();
+  *response.mutable_rules() = rules.ToProto();
+  response.set_plan(plan_text);
   for (int p = 0; p < n; ++p) {
     v1::WorkerInfo* info = response.add_workers();
     info->set_worker_id(session->worker_ids[p]);

@@ -43,6 +43,8 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "coordinator/memory_limit.h"
+#include "core/cost_model.h"
+#include "core/planner.h"
 #include "coordinator/stuck_step.h"
 #include "coordinator/worker_client.h"
 #include "core/interpreter.h"
@@ -101,6 +103,15 @@ struct CoordinatorOptions {
   int64_t memory_limit = kMemoryLimitAuto;
   // Re-lowerings CreateSession may spend looking for a layout that fits when it refuses one.
   int memory_suggestion_lowerings = 20;
+  // --profile: the hardware profile (core/cost_model.h; `meshrt calibrate --out` writes one) the
+  // planner predicts step times with for CreateSession's auto_layout. Default: the built-in
+  // figures with placeholder collective costs.
+  HardwareProfile profile = [] {
+    HardwareProfile p;
+    p.source = "built-in (no --profile)";
+    p.collectives = DefaultCollectiveLinks();
+    return p;
+  }();
 };
 
 class Coordinator {
@@ -194,6 +205,12 @@ class Coordinator {
                                                                   const std::string& name);
 
  private:
+  // The auto_layout / auto_mesh_processors fields of `request` are consistent with its mesh and
+  // rules: InvalidArgument naming the conflict otherwise (also for an empty mesh without them).
+  static absl::Status CheckAutoLayoutRequest(const v1::CreateSessionRequest& request);
+  // The planner's choice for an auto_layout request (core/planner.h) within the tightest memory
+  // limit CreateSession will check. Errors are the planner's, prefixed "auto_layout: ".
+  absl::StatusOr<Plan> PlanSession(const Graph& graph, const v1::CreateSessionRequest& request);
   struct WorkerEntry;
   struct Session;
 

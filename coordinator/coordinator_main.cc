@@ -61,6 +61,7 @@ int CoordinatorMain(int argc, char** argv) {
   std::string checkpoint_root;
   std::string session_lease = "10s";
   std::string memory_limit = "auto";
+  std::string profile_path;
   SecurityOptions security_options;
   CoordinatorOptions options;
   RequestLimits& limits = options.limits;
@@ -90,6 +91,10 @@ int CoordinatorMain(int argc, char** argv) {
                "session over it is refused before any worker loads, naming the tensors that "
                "dominate and a layout that fits. A byte count (8G, 512M, 1048576), auto = each "
                "worker's available memory as it reported it at registration, or none");
+  flags.String("profile", &profile_path,
+               "hardware profile file (`meshrt calibrate --out FILE` writes one) the planner uses "
+               "for sessions created with auto_layout (`--layout auto`); default: built-in "
+               "figures with placeholder collective costs");
   flags.Int("stuck_step_min_ms", &stuck_step_min_ms,
             "a step that runs longer than this and than --stuck_step_factor times the session's "
             "median step time is stuck: its session fails naming the rank the others wait for "
@@ -175,6 +180,15 @@ int CoordinatorMain(int argc, char** argv) {
     return 2;
   }
   options.memory_limit = *limit;
+  if (!profile_path.empty()) {
+    absl::StatusOr<HardwareProfile> profile = LoadHardwareProfile(profile_path);
+    if (!profile.ok()) {
+      std::fprintf(stderr, "meshrt-coordinator: --profile: %s\n",
+                   std::string(profile.status().message()).c_str());
+      return 2;
+    }
+    options.profile = *std::move(profile);
+  }
   if (stuck_step_min_ms < 0 || !(stuck_step_factor >= 1)) {
     std::fprintf(stderr,
                  "meshrt-coordinator: --stuck_step_min_ms must be >= 0 (0 = no watchdog) and "

@@ -99,6 +99,58 @@ TEST_F(CoordinatorTest, RunsStepsEqualToTheReference) {
   }
 }
 
+TEST_F(CoordinatorTest, AutoLayoutPlansTheMeshAndRulesAndRunsEqualToTheReference) {
+  Register(4);
+  const Graph g = Graph::Build(MlpGraph()).value();
+  const TensorMap feeds = RandomFeeds(g, 5);
+  ASSERT_OK_AND_ASSIGN(TensorMap want, Interpret(g, feeds));
+  v1::CreateSessionRequest r;
+  *r.mutable_graph() = MlpGraph();
+  r.set_auto_layout(true);
+  r.set_auto_mesh_processors(4);
+  r.set_timeout_ms(2000);
+  ASSERT_OK_AND_ASSIGN(v1::CreateSessionResponse s, coordinator_.CreateSession(r));
+  // The whole batch over the four processors: a quarter of the products, no communication.
+  ASSERT_OK_AND_ASSIGN(Mesh mesh, Mesh::FromProto(s.mesh()));
+  ASSERT_OK_AND_ASSIGN(LayoutRules rules, LayoutRules::FromProto(s.rules(), mesh));
+  EXPECT_EQ(mesh.ToString(), "x:4");
+  EXPECT_EQ(rules.ToString(), "batch:x");
+  EXPECT_TRUE(absl::StrContains(s.plan(), "planner: chose mesh x:4  layout batch:x")) << s.plan();
+  EXPECT_TRUE(absl::StrContains(s.plan(), "next 1:")) << s.plan();
+  EXPECT_EQ(s.workers_size(), 4);
+  ASSERT_OK_AND_ASSIGN(TensorMap got, coordinator_.RunStep(s.session(), feeds, {}));
+  EXPECT_LE(MaxRelativeError(got.at("y"), want.at("y")), 1e-5);
+  ASSERT_OK(coordinator_.CloseSession(s.session()));
+  // A fixed mesh with auto rules: the response names what was chosen, on that mesh.
+  v1::CreateSessionRequest fixed = Request("rows:2,cols:2", "");
+  fixed.set_auto_layout(true);
+  ASSERT_OK_AND_ASSIGN(v1::CreateSessionResponse f, coordinator_.CreateSession(fixed));
+  ASSERT_OK_AND_ASSIGN(Mesh fixed_mesh, Mesh::FromProto(f.mesh()));
+  EXPECT_EQ(fixed_mesh.ToString(), "rows:2,cols:2");
+  ASSERT_OK_AND_ASSIGN(got, coordinator_.RunStep(f.session(), feeds, {}));
+  EXPECT_LE(MaxRelativeError(got.at("y"), want.at("y")), 1e-5);
+  ASSERT_OK(coordinator_.CloseSession(f.session()));
+  // Requests that contradict themselves are refused before anything is lowered or dispatched.
+  v1::CreateSessionRequest both = Request("rows:2,cols:2", "batch:rows");
+  both.set_auto_layout(true);
+  EXPECT_TRUE(StatusIs(coordinator_.CreateSession(both).status(),
+                       absl::StatusCode::kInvalidArgument, {"both layout rules and auto_layout"}));
+  v1::CreateSessionRequest mesh_only = r;
+  mesh_only.set_auto_layout(false);
+  EXPECT_TRUE(StatusIs(coordinator_.CreateSession(mesh_only).status(),
+                       absl::StatusCode::kInvalidArgument, {"set auto_layout"}));
+  v1::CreateSessionRequest two_meshes = Request("rows:2,cols:2", "");
+  two_meshes.set_auto_layout(true);
+  two_meshes.set_auto_mesh_processors(4);
+  EXPECT_TRUE(StatusIs(coordinator_.CreateSession(two_meshes).status(),
+                       absl::StatusCode::kInvalidArgument, {"both a mesh and auto_mesh_processors"}));
+  v1::CreateSessionRequest tiny = r;
+  tiny.set_memory_limit_bytes(64);
+  EXPECT_TRUE(StatusIs(coordinator_.CreateSession(tiny).status(), absl::StatusCode::kNotFound,
+                       {"auto_layout: no layout", "over the limit"}));
+  EXPECT_EQ(FreeWorkers(), 4);
+}
+
 // Feeds are sliced per worker (workers with the same slices share them; replicated feeds are
 // passed whole) and fetches assembled from the owners' slices: odd slice sizes, inputs split on
 // one mesh dim, the other or both, and replicated, against the reference.

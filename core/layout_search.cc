@@ -154,10 +154,9 @@ void SearchMesh(const Graph& graph, const Mesh& mesh, const EvaluateFn& evaluate
             absl::StrCat(RulesKey(mesh, fresh[i].second), ": ", e[i].status().message());
         continue;
       }
-      LayoutRules made = *LayoutRules::Make(
-          std::vector<std::pair<std::string, std::string>>(fresh[i].second.begin(),
-                                                           fresh[i].second.end()),
-          mesh);
+      LayoutRules made = *LayoutRules::Make(std::vector<std::pair<std::string, std::string>>(
+                                                fresh[i].second.begin(), fresh[i].second.end()),
+                                            mesh);
       Scored s{keys[i], fresh[i].second, Candidate{mesh, std::move(made), *e[i]}};
       all->push_back(s);
       kept.push_back(std::move(s));
@@ -198,8 +197,8 @@ void SearchMesh(const Graph& graph, const Mesh& mesh, const EvaluateFn& evaluate
 
 absl::StatusOr<std::vector<Mesh>> MeshesFor(int workers, int max_dims) {
   if (workers < 1 || max_dims < 1) {
-    return absl::InvalidArgumentError(absl::StrCat("meshes need workers >= 1 and max_dims >= 1, not ",
-                                                   workers, " and ", max_dims));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "meshes need workers >= 1 and max_dims >= 1, not ", workers, " and ", max_dims));
   }
   if (workers == 1) return std::vector<Mesh>{*Mesh::Parse("x:1")};
   std::vector<std::vector<int64_t>> shapes;
@@ -224,8 +223,8 @@ absl::StatusOr<int> ParseAutoMesh(absl::string_view text) {
   absl::string_view rest = text;
   int n = 0;
   if (!absl::ConsumePrefix(&rest, "auto:") || !absl::SimpleAtoi(rest, &n) || n < 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "mesh '", text, "' is not auto:N with a worker count N >= 1 (e.g. auto:8)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("mesh '", text, "' is not auto:N with a worker count N >= 1 (e.g. auto:8)"));
   }
   return n;
 }
@@ -249,7 +248,8 @@ absl::StatusOr<SearchResult> SearchLayouts(const Graph& graph, const std::vector
   if (all.empty()) {
     return absl::NotFoundError(absl::StrCat(
         "no layout of ", result.evaluations, " tried fits",
-        result.last_refusal.empty() ? "" : absl::StrCat(" (last refused: ", result.last_refusal, ")")));
+        result.last_refusal.empty() ? ""
+                                    : absl::StrCat(" (last refused: ", result.last_refusal, ")")));
   }
   std::sort(all.begin(), all.end(), Better);
   for (Scored& s : all) {

@@ -1,7 +1,7 @@
 #include "core/planner.h"
 
-#include <chrono>
 #include <algorithm>
+#include <chrono>
 #include <map>
 #include <set>
 #include <thread>
@@ -28,9 +28,9 @@ absl::StatusOr<PlannedCandidate> EvaluateLayout(const Graph& graph, const Mesh& 
   memory_options.top_tensors = 0;
   ASSIGN_OR_RETURN(const MemoryReport memory, ComputeMemory(program, memory_options));
   if (options.memory_limit_bytes > 0 && memory.peak_bytes > options.memory_limit_bytes) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "peak ", HumanBytes(memory.peak_bytes), " per worker (at '", memory.peak_op,
-        "') is over the limit of ", HumanBytes(options.memory_limit_bytes)));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("peak ", HumanBytes(memory.peak_bytes), " per worker (at '", memory.peak_op,
+                     "') is over the limit of ", HumanBytes(options.memory_limit_bytes)));
   }
   ASSIGN_OR_RETURN(const OpCostTotal cost, CostProgramTotal(program, options.profile, fetches));
   PlannedCandidate c{mesh, rules};
@@ -68,9 +68,9 @@ class DimSets {
         if (axis == kReplicated) continue;
         auto [it, fresh] = axis_dim.emplace(axis, &d);
         if (!fresh) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              "tensor '", tensor, "' would have two dims, '", *it->second, "' and '", d,
-              "', on mesh dim '", rules.rules().at(d), "'"));
+          return absl::InvalidArgumentError(
+              absl::StrCat("tensor '", tensor, "' would have two dims, '", *it->second, "' and '",
+                           d, "', on mesh dim '", rules.rules().at(d), "'"));
         }
       }
     }
@@ -129,9 +129,8 @@ namespace {
 std::string CandidateLine(const PlannedCandidate& c) {
   const std::string rules = c.rules.ToString();
   return absl::StrFormat("mesh %s  layout %s  predicted %.3f ms (compute %.3f, comm %.3f)  peak %s",
-                         c.mesh.ToString(), rules.empty() ? "(replicated)" : rules,
-                         c.seconds * 1e3, c.compute_seconds * 1e3, c.comm_seconds * 1e3,
-                         HumanBytes(c.peak_bytes));
+                         c.mesh.ToString(), rules.empty() ? "(replicated)" : rules, c.seconds * 1e3,
+                         c.compute_seconds * 1e3, c.comm_seconds * 1e3, HumanBytes(c.peak_bytes));
 }
 
 }  // namespace
@@ -141,14 +140,13 @@ std::string ExplainPlan(const Plan& plan) {
   if (plan.best.empty()) return "planner: no candidate\n";
   absl::StrAppend(&out, "planner: chose ", CandidateLine(plan.best[0]), "\n");
   for (size_t i = 1; i < plan.best.size(); ++i) {
-    const double slower = plan.best[0].seconds > 0
-                              ? (plan.best[i].seconds / plan.best[0].seconds - 1) * 100
-                              : 0;
+    const double slower =
+        plan.best[0].seconds > 0 ? (plan.best[i].seconds / plan.best[0].seconds - 1) * 100 : 0;
     absl::StrAppend(&out, absl::StrFormat("  next %d: %s  (+%.1f%%)\n", static_cast<int>(i),
                                           CandidateLine(plan.best[i]), slower));
   }
-  absl::StrAppend(&out, absl::StrFormat(
-                            "  searched %d candidates (%d lowered, %d refused) in %.2f s\n",
+  absl::StrAppend(
+      &out, absl::StrFormat("  searched %d candidates (%d lowered, %d refused) in %.2f s\n",
                             plan.evaluations, plan.lowerings, plan.refused, plan.search_seconds));
   if (plan.refused > 0 && !plan.last_refusal.empty()) {
     absl::StrAppend(&out, "  last refused: ", plan.last_refusal, "\n");

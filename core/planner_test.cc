@@ -57,9 +57,9 @@ TEST(PlannerTest, OverTheMemoryLimitIsRefusedNamingThePeakAndTheLimit) {
   o.memory_limit_bytes = 1024;
   EXPECT_TRUE(StatusIs(EvaluateLayout(g, mesh, LayoutRules(), o).status(),
                        absl::StatusCode::kResourceExhausted, {"peak", "limit of 1.00 KiB"}));
-  EXPECT_TRUE(StatusIs(EvaluateLayout(g, mesh, *LayoutRules::Parse("batch:x,d_model:x", mesh), o)
-                           .status(),
-                       absl::StatusCode::kInvalidArgument));
+  EXPECT_TRUE(
+      StatusIs(EvaluateLayout(g, mesh, *LayoutRules::Parse("batch:x,d_model:x", mesh), o).status(),
+               absl::StatusCode::kInvalidArgument));
 }
 
 TEST(PlannerTest, DataParallelWhenEverythingFitsWeightsSplitWhenTheyDoNot) {
@@ -75,9 +75,9 @@ TEST(PlannerTest, DataParallelWhenEverythingFitsWeightsSplitWhenTheyDoNot) {
   }
   // Below data parallelism's peak, the weights (128 KiB replicated) must be split.
   PlanOptions tight = Options();
-  ASSERT_OK_AND_ASSIGN(PlannedCandidate dp,
-                       EvaluateLayout(g, meshes[0], *LayoutRules::Parse("batch:x", meshes[0]),
-                                      tight));
+  ASSERT_OK_AND_ASSIGN(
+      PlannedCandidate dp,
+      EvaluateLayout(g, meshes[0], *LayoutRules::Parse("batch:x", meshes[0]), tight));
   tight.memory_limit_bytes = dp.peak_bytes - 1;
   ASSERT_OK_AND_ASSIGN(Plan fit, PlanLayout(g, meshes, tight));
   ASSERT_FALSE(fit.best.empty());
