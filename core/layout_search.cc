@@ -92,10 +92,13 @@ struct Scored {
   Candidate candidate;
 };
 
+// Candidates that fit first, by time; then the others, by peak memory; ties by the rules' text.
 bool Better(const Scored& a, const Scored& b) {
-  if (a.candidate.evaluation.seconds != b.candidate.evaluation.seconds) {
-    return a.candidate.evaluation.seconds < b.candidate.evaluation.seconds;
-  }
+  const Evaluation& x = a.candidate.evaluation;
+  const Evaluation& y = b.candidate.evaluation;
+  if (x.fits != y.fits) return x.fits;
+  if (x.fits && x.seconds != y.seconds) return x.seconds < y.seconds;
+  if (!x.fits && x.peak_bytes != y.peak_bytes) return x.peak_bytes < y.peak_bytes;
   return a.key < b.key;
 }
 
@@ -158,7 +161,16 @@ void SearchMesh(const Graph& graph, const Mesh& mesh, const EvaluateFn& evaluate
                                                 fresh[i].second.begin(), fresh[i].second.end()),
                                             mesh);
       Scored s{keys[i], fresh[i].second, Candidate{mesh, std::move(made), *e[i]}};
-      all->push_back(s);
+      if (e[i]->fits) {
+        all->push_back(s);
+      } else {
+        ++result->refused;
+        result->last_refusal = absl::StrCat(RulesKey(mesh, fresh[i].second), ": ", e[i]->refusal);
+        if (result->closest_peak_bytes < 0 || e[i]->peak_bytes < result->closest_peak_bytes) {
+          result->closest_peak_bytes = e[i]->peak_bytes;
+          result->closest_refusal = result->last_refusal;
+        }
+      }
       kept.push_back(std::move(s));
     }
     return kept;
@@ -246,10 +258,14 @@ absl::StatusOr<SearchResult> SearchLayouts(const Graph& graph, const std::vector
   std::vector<Scored> all;
   for (const Mesh& mesh : meshes) SearchMesh(graph, mesh, evaluate, options, &result, &all);
   if (all.empty()) {
+    const std::string& why =
+        result.closest_refusal.empty() ? result.last_refusal : result.closest_refusal;
     return absl::NotFoundError(absl::StrCat(
         "no layout of ", result.evaluations, " tried fits",
-        result.last_refusal.empty() ? ""
-                                    : absl::StrCat(" (last refused: ", result.last_refusal, ")")));
+        why.empty()
+            ? ""
+            : absl::StrCat(result.closest_refusal.empty() ? " (last refused: " : " (the closest: ",
+                           why, ")")));
   }
   std::sort(all.begin(), all.end(), Better);
   for (Scored& s : all) {

@@ -8,8 +8,9 @@
 // divides. The search is a beam search from the empty rules (replicate everything): each round
 // expands every kept candidate by every move, evaluates the new ones, and keeps the `beam` best;
 // it stops when a round improves nothing, after `max_rounds`, or when `max_evaluations` is spent.
-// Candidates the evaluation refuses (the layout is invalid, the program would not fit) are
-// counted, never kept. Ties break by the rules' text, so the result is the same on every run.
+// Candidates the evaluation refuses (an error: the layout is invalid) are counted, never kept;
+// those it marks as not fitting (Evaluation::fits false) are counted as refused and never
+// results, but stay in the beam behind the ones that fit, the smallest peak first. Ties break by the rules' text, so the result is the same on every run.
 // With SearchOptions::mesh_symmetry, rules equal up to a permutation of equal-size mesh dims
 // (batch:rows and batch:cols on 4x4) are evaluated once.
 //
@@ -45,6 +46,11 @@ absl::StatusOr<int> ParseAutoMesh(absl::string_view text);
 struct Evaluation {
   double seconds = 0;      // predicted step time (lower is better)
   int64_t peak_bytes = 0;  // predicted peak memory per worker
+  // False: over the memory limit (`refusal` says why). Such a candidate is refused (never a
+  // result) but may stay in the beam, ranked by peak_bytes after every one that fits, as a step
+  // towards rules that fit (at the paper's scale nothing with fewer than three rules fits).
+  bool fits = true;
+  std::string refusal;
 };
 
 // Evaluates a candidate; a non-OK status means the candidate is infeasible (why is kept for the
@@ -76,6 +82,9 @@ struct SearchResult {
   int evaluations = 0;
   int refused = 0;
   std::string last_refusal;  // the message of the last refused candidate ("" when none)
+  // Among the candidates that did not fit, the one of the smallest peak, and its refusal ("").
+  int64_t closest_peak_bytes = -1;
+  std::string closest_refusal;
 };
 
 // The moves of `graph` on `mesh`: every (graph dim, mesh dim) whose sizes divide, the graph dims

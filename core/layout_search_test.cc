@@ -4,9 +4,11 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "core/builder.h"
 #include "core/lowering.h"
+#include "core/status_macros.h"
 #include "core/test_util.h"
 #include "gtest/gtest.h"
 
@@ -21,8 +23,8 @@ std::vector<std::string> Names(const std::vector<Mesh>& meshes) {
 
 TEST(LayoutSearchTest, MeshesAreTheOrderedFactorisations) {
   ASSERT_OK_AND_ASSIGN(auto eight, MeshesFor(8));
-  EXPECT_EQ(Names(eight), (std::vector<std::string>{"x:8", "rows:2,cols:4", "rows:4,cols:2",
-                                                    "d0:2,d1:2,d2:2"}));
+  EXPECT_EQ(Names(eight),
+            (std::vector<std::string>{"x:8", "rows:2,cols:4", "rows:4,cols:2", "d0:2,d1:2,d2:2"}));
   ASSERT_OK_AND_ASSIGN(auto flat, MeshesFor(8, 2));
   EXPECT_EQ(flat.size(), 3u);
   ASSERT_OK_AND_ASSIGN(auto prime, MeshesFor(7));
@@ -52,8 +54,11 @@ Graph Mlp() {
 
 TEST(LayoutSearchTest, MovesAreTheDimsTheMeshDimsDivide) {
   const auto moves = LayoutMoves(Mlp(), *Mesh::Parse("rows:2,cols:4"));
-  const std::vector<std::pair<std::string, std::string>> want = {
-      {"batch", "rows"}, {"batch", "cols"}, {"d_ff", "rows"}, {"d_ff", "cols"}, {"d_model", "rows"}};
+  const std::vector<std::pair<std::string, std::string>> want = {{"batch", "rows"},
+                                                                 {"batch", "cols"},
+                                                                 {"d_ff", "rows"},
+                                                                 {"d_ff", "cols"},
+                                                                 {"d_model", "rows"}};
   EXPECT_EQ(moves, want);  // d_model (6) does not divide by cols (4)
 }
 
@@ -112,8 +117,8 @@ TEST(LayoutSearchTest, StartsFromSingleRulesWhenReplicatedDoesNotFitAndRespectsT
   // (/1): 1/4 + 0.02 = 0.27 both; the rules' text breaks the tie.
   EXPECT_NEAR(r.best[0].evaluation.seconds, 0.27, 1e-12);
   EXPECT_EQ(r.best[0].rules.ToString(), "batch:cols,d_ff:rows");
-  for (const Candidate& c : r.best) EXPECT_TRUE(c.rules.rules().count("d_ff") ||
-                                                c.rules.rules().count("d_model"));
+  for (const Candidate& c : r.best)
+    EXPECT_TRUE(c.rules.rules().count("d_ff") || c.rules.rules().count("d_model"));
   SearchOptions tight;
   tight.max_evaluations = 5;  // {}, batch:rows, batch:cols refused; d_ff:rows, d_ff:cols fit
   ASSERT_OK_AND_ASSIGN(SearchResult small, SearchLayouts(g, mesh, ClosedForm(g, true), tight));
@@ -160,6 +165,37 @@ TEST(LayoutSearchTest, RulesEqualUpToEqualSizeMeshDimsAreOneCandidate) {
   ASSERT_FALSE(sym.best.empty());
   ASSERT_FALSE(all.best.empty());
   EXPECT_DOUBLE_EQ(sym.best[0].evaluation.seconds, all.best[0].evaluation.seconds);
+}
+
+TEST(LayoutSearchTest, CandidatesOverTheLimitAreStepsTowardsRulesThatFit) {
+  const Graph g = Mlp();
+  const std::vector<Mesh> mesh = {*Mesh::Parse("rows:2,cols:4")};
+  // Only batch and d_ff both split fit; fewer rules need more memory (more rules, less).
+  auto two_rules = [&g](const Mesh& m, const LayoutRules& r) -> absl::StatusOr<Evaluation> {
+    if (absl::Status s = ValidateLayouts(g, m, r); !s.ok()) return s;
+    Evaluation e{1.0 + 0.01 * r.rules().size(),
+                 static_cast<int64_t>(1000 / (r.rules().size() + 1))};
+    e.fits = r.rules().count("batch") && r.rules().count("d_ff");
+    if (!e.fits) e.refusal = "too big";
+    return e;
+  };
+  ASSERT_OK_AND_ASSIGN(SearchResult r, SearchLayouts(g, mesh, two_rules));
+  ASSERT_FALSE(r.best.empty());
+  for (const Candidate& c : r.best) {
+    EXPECT_TRUE(c.evaluation.fits);
+    EXPECT_TRUE(c.rules.rules().count("batch") && c.rules.rules().count("d_ff"))
+        << c.rules.ToString();
+  }
+  EXPECT_GT(r.refused, 0);
+  // Nothing fits: NotFound naming the candidate of the smallest peak.
+  auto never = [&](const Mesh& m, const LayoutRules& rules) -> absl::StatusOr<Evaluation> {
+    ASSIGN_OR_RETURN(Evaluation e, two_rules(m, rules));
+    e.fits = false;
+    e.refusal = absl::StrCat("peak ", e.peak_bytes);
+    return e;
+  };
+  EXPECT_TRUE(StatusIs(SearchLayouts(g, mesh, never).status(), absl::StatusCode::kNotFound,
+                       {"no layout", "the closest", "peak 333"}));
 }
 
 }  // namespace

@@ -16,9 +16,16 @@
 
 namespace meshrt {
 
-absl::StatusOr<PlannedCandidate> EvaluateLayout(const Graph& graph, const Mesh& mesh,
-                                                const LayoutRules& rules,
-                                                const PlanOptions& options) {
+namespace {
+
+struct Sized {
+  PlannedCandidate candidate;
+  std::string peak_op;
+};
+
+// The candidate's time and memory, whatever the limit.
+absl::StatusOr<Sized> Evaluate(const Graph& graph, const Mesh& mesh, const LayoutRules& rules,
+                               const PlanOptions& options) {
   google::protobuf::Arena arena;
   ASSIGN_OR_RETURN(const v1::Program* lowered, Lower(graph, mesh, rules, &arena));
   const v1::Program& program = *lowered;
@@ -27,18 +34,32 @@ absl::StatusOr<PlannedCandidate> EvaluateLayout(const Graph& graph, const Mesh& 
   memory_options.fetches = fetches;
   memory_options.top_tensors = 0;
   ASSIGN_OR_RETURN(const MemoryReport memory, ComputeMemory(program, memory_options));
-  if (options.memory_limit_bytes > 0 && memory.peak_bytes > options.memory_limit_bytes) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("peak ", HumanBytes(memory.peak_bytes), " per worker (at '", memory.peak_op,
-                     "') is over the limit of ", HumanBytes(options.memory_limit_bytes)));
-  }
   ASSIGN_OR_RETURN(const OpCostTotal cost, CostProgramTotal(program, options.profile, fetches));
-  PlannedCandidate c{mesh, rules};
-  c.compute_seconds = cost.compute_s;
-  c.comm_seconds = cost.comm_s;
-  c.seconds = c.compute_seconds + c.comm_seconds;
-  c.peak_bytes = memory.peak_bytes;
-  return c;
+  Sized s{PlannedCandidate{mesh, rules}, memory.peak_op};
+  s.candidate.compute_seconds = cost.compute_s;
+  s.candidate.comm_seconds = cost.comm_s;
+  s.candidate.seconds = cost.compute_s + cost.comm_s;
+  s.candidate.peak_bytes = memory.peak_bytes;
+  return s;
+}
+
+bool OverLimit(const Sized& s, const PlanOptions& options) {
+  return options.memory_limit_bytes > 0 && s.candidate.peak_bytes > options.memory_limit_bytes;
+}
+
+std::string OverLimitMessage(const Sized& s, const PlanOptions& options) {
+  return absl::StrCat("peak ", HumanBytes(s.candidate.peak_bytes), " per worker (at '", s.peak_op,
+                      "') is over the limit of ", HumanBytes(options.memory_limit_bytes));
+}
+
+}  // namespace
+
+absl::StatusOr<PlannedCandidate> EvaluateLayout(const Graph& graph, const Mesh& mesh,
+                                                const LayoutRules& rules,
+                                                const PlanOptions& options) {
+  ASSIGN_OR_RETURN(Sized s, Evaluate(graph, mesh, rules, options));
+  if (OverLimit(s, options)) return absl::ResourceExhaustedError(OverLimitMessage(s, options));
+  return s.candidate;
 }
 
 namespace {
@@ -102,10 +123,15 @@ absl::StatusOr<Plan> PlanLayout(const Graph& graph, const std::vector<Mesh>& mes
       absl::MutexLock lock(&mu);
       ++lowerings;
     }
-    ASSIGN_OR_RETURN(PlannedCandidate c, EvaluateLayout(graph, mesh, rules, options));
-    const Evaluation e{c.seconds, c.peak_bytes};
+    ASSIGN_OR_RETURN(Sized s, Evaluate(graph, mesh, rules, options));
+    Evaluation e{s.candidate.seconds, s.candidate.peak_bytes};
+    if (OverLimit(s, options)) {
+      e.fits = false;
+      e.refusal = OverLimitMessage(s, options);
+      return e;
+    }
     absl::MutexLock lock(&mu);
-    planned.emplace(key(mesh, rules), std::move(c));
+    planned.emplace(key(mesh, rules), std::move(s.candidate));
     return e;
   };
   SearchOptions search = options.search;
