@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "coordinator/coordinator_internal.h"
 #include "core/explain.h"
 #include "core/graph.h"
 #include "core/layout_names.h"
@@ -14,7 +15,6 @@
 #include "core/lowering.h"
 #include "core/slicing.h"
 #include "core/status_macros.h"
-#include "coordinator/coordinator_internal.h"
 #include "rpc/tensor_chunks.h"
 #include "rpc/tensor_region.h"
 #include "rpc/wire_buffers.h"
@@ -56,7 +56,10 @@ int64_t SessionQuota(int64_t per_processor, int n, int64_t cap) {
 }  // namespace
 
 Coordinator::Coordinator(CoordinatorOptions options, WorkerClientFactory* workers)
-    : options_(options), factory_(workers), kv_(CoordinatorKvOptions(options.kv)) {
+    : options_(options),
+      factory_(workers),
+      kv_(CoordinatorKvOptions(options.kv)),
+      profile_(options.profile) {
   absl::StatusOr<std::string> token = RandomToken();
   incarnation_ = token.ok() ? token->substr(0, 16) : absl::StrCat(absl::ToUnixNanos(absl::Now()));
   reaper_ = std::thread([this] { ReaperLoop(); });
@@ -109,10 +112,9 @@ void Coordinator::DropWorkerLocked(int id, const std::string& why) {
   LogWarning("coordinator: dropping worker ", id, " (", w.address, "): ", why);
   auto s = sessions_.find(w.session);
   if (!w.session.empty() && s != sessions_.end()) {
-    FailSessionLocked(s->second.get(),
-                      absl::UnavailableError(absl::StrCat(
-                          "worker ", id, " (", w.address, ", mesh coordinate ",
-                          CoordString(w.coordinate), ") ", why)));
+    FailSessionLocked(s->second.get(), absl::UnavailableError(absl::StrCat(
+                                           "worker ", id, " (", w.address, ", mesh coordinate ",
+                                           CoordString(w.coordinate), ") ", why)));
   }
   workers_.erase(it);
 }
@@ -291,10 +293,9 @@ std::string Coordinator::DescribeMissingLocked(int n) const {
     }
   }
   if (missing.empty()) return "";
-  return absl::StrCat(absl::StrJoin(missing, "; "),
-                      unranked_free > 0 ? absl::StrCat("; ", unranked_free,
-                                                       " free worker(s) without a rank")
-                                        : "");
+  return absl::StrCat(
+      absl::StrJoin(missing, "; "),
+      unranked_free > 0 ? absl::StrCat("; ", unranked_free, " free worker(s) without a rank") : "");
 }
 
 std::string Coordinator::DescribeWorkersLocked() const {
@@ -309,9 +310,9 @@ std::string Coordinator::DescribeWorkersLocked() const {
 
 absl::Status Coordinator::CheckAutoLayoutRequest(const v1::CreateSessionRequest& request) {
   if (request.auto_mesh_processors() < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "CreateSession's auto_mesh_processors is ", request.auto_mesh_processors(),
-        "; give a processor count >= 1, or 0 with a mesh"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("CreateSession's auto_mesh_processors is ", request.auto_mesh_processors(),
+                     "; give a processor count >= 1, or 0 with a mesh"));
   }
   if (request.auto_mesh_processors() > 0) {
     if (!request.auto_layout()) {
@@ -337,6 +338,20 @@ absl::Status Coordinator::CheckAutoLayoutRequest(const v1::CreateSessionRequest&
   return absl::OkStatus();
 }
 
+HardwareProfile Coordinator::PlannerProfile() {
+  absl::MutexLock lock(&profile_mu_);
+  if (!options_.profile_path.empty()) {
+    absl::StatusOr<HardwareProfile> fresh = LoadHardwareProfile(options_.profile_path);
+    if (fresh.ok()) {
+      profile_ = *std::move(fresh);
+    } else {
+      LogWarning("coordinator: keeping the planner's last profile (", profile_.source,
+                 "): ", fresh.status().message());
+    }
+  }
+  return profile_;
+}
+
 absl::StatusOr<Plan> Coordinator::PlanSession(const Graph& graph,
                                               const v1::CreateSessionRequest& request) {
   std::vector<Mesh> meshes;
@@ -347,7 +362,7 @@ absl::StatusOr<Plan> Coordinator::PlanSession(const Graph& graph,
     meshes.push_back(std::move(mesh));
   }
   PlanOptions plan;
-  plan.profile = options_.profile;
+  plan.profile = PlannerProfile();
   // The smallest limit that will be checked: the flag's, the request's, and with auto the least
   // available memory a registered worker reported.
   auto tighten = [&plan](int64_t limit) {
@@ -453,13 +468,12 @@ absl::StatusOr<v1::CreateSessionResponse> Coordinator::CreateSession(
       std::stable_sort(free.begin(), free.end(), [](const WorkerEntry* a, const WorkerEntry* b) {
         return (a->rank < 0 ? INT32_MAX : a->rank) < (b->rank < 0 ? INT32_MAX : b->rank);
       });
-      waiting_[wait_id] = absl::StrCat(
-          "a session on mesh ", mesh.ToString(), " waits for ", n, " free worker(s), ",
-          free.size(), " free of ", workers_.size(), " registered",
-          [&] {
-            const std::string m = DescribeMissingLocked(n);
-            return m.empty() ? std::string() : absl::StrCat(": ", m);
-          }());
+      waiting_[wait_id] =
+          absl::StrCat("a session on mesh ", mesh.ToString(), " waits for ", n, " free worker(s), ",
+                       free.size(), " free of ", workers_.size(), " registered", [&] {
+                         const std::string m = DescribeMissingLocked(n);
+                         return m.empty() ? std::string() : absl::StrCat(": ", m);
+                       }());
       if (static_cast<int>(free.size()) >= n) {
         if (options_.memory_limit == kMemoryLimitAuto) {
           // Workers of the session on one host (same address up to the port) share its memory.
@@ -494,14 +508,13 @@ absl::StatusOr<v1::CreateSessionResponse> Coordinator::CreateSession(
       }
       if (absl::Now() >= deadline || stopping_) {
         const int registered = static_cast<int>(workers_.size());
-        const std::string what = absl::StrCat(
-            "mesh ", mesh.ToString(), " needs ", n, " worker(s) but ", registered,
-            " are registered and ", free.size(), " are free (waited ",
-            absl::FormatDuration(wait), "): ", DescribeWorkersLocked(),
-            [&] {
-              const std::string m = DescribeMissingLocked(n);
-              return m.empty() ? std::string() : absl::StrCat("; missing: ", m);
-            }());
+        const std::string what =
+            absl::StrCat("mesh ", mesh.ToString(), " needs ", n, " worker(s) but ", registered,
+                         " are registered and ", free.size(), " are free (waited ",
+                         absl::FormatDuration(wait), "): ", DescribeWorkersLocked(), [&] {
+                           const std::string m = DescribeMissingLocked(n);
+                           return m.empty() ? std::string() : absl::StrCat("; missing: ", m);
+                         }());
         if (registered < n) {
           return absl::InvalidArgumentError(
               absl::StrCat(what, "; start more workers or use a smaller mesh"));
@@ -550,7 +563,8 @@ absl::StatusOr<v1::CreateSessionResponse> Coordinator::CreateSession(
     for (int64_t c : mesh.Coordinate(p)) spec.add_coordinate(c);
     spec.set_kv_prefix(prefix);
     spec.set_collective_timeout_ms(absl::ToInt64Milliseconds(options_.collective_timeout));
-    loaded[p] = session->clients[p]->LoadSession(spec, options_.collective_timeout + absl::Seconds(10));
+    loaded[p] =
+        session->clients[p]->LoadSession(spec, options_.collective_timeout + absl::Seconds(10));
     if (loaded[p].ok()) return;
     bool first = false;
     {
@@ -627,7 +641,8 @@ absl::StatusOr<TensorMap> Coordinator::RunStep(const std::string& id, TensorMap 
   std::vector<std::string> fetches = requested.empty() ? graph.Outputs() : requested;
   for (const std::string& f : fetches) {
     if (!session->outputs.count(f)) {
-      return absl::InvalidArgumentError(absl::StrCat("fetch '", f, "' names no tensor of the graph"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("fetch '", f, "' names no tensor of the graph"));
     }
   }
   RETURN_IF_ERROR(CheckFeeds(graph, feeds));
@@ -661,10 +676,10 @@ absl::StatusOr<TensorMap> Coordinator::RunStep(const std::string& id, TensorMap 
     const std::vector<int64_t> coord = mesh.Coordinate(p);
     for (const v1::ProgramTensor& in : session->program.inputs()) {
       const Tensor& feed = fed->at(in.name());
-      worker_feeds[p][in.name()] = FeedSlice{
-          std::shared_ptr<const Tensor>(fed, &feed),
-          TensorRegion::OfProcessor(feed.dtype(), feed.shape(),
-                                    TensorLayout::FromProto(in.layout()), mesh, coord)};
+      worker_feeds[p][in.name()] =
+          FeedSlice{std::shared_ptr<const Tensor>(fed, &feed),
+                    TensorRegion::OfProcessor(feed.dtype(), feed.shape(),
+                                              TensorLayout::FromProto(in.layout()), mesh, coord)};
     }
     for (auto& [f, whole] : out) {
       TensorLayout layout = TensorLayout::FromProto(session->outputs.at(f).layout());
@@ -702,9 +717,9 @@ absl::StatusOr<TensorMap> Coordinator::RunStep(const std::string& id, TensorMap 
   std::vector<std::thread> threads;
   for (int p = 0; p < n; ++p) {
     threads.emplace_back([&, p] {
-      absl::Status r = session->clients[p]->RunStep(
-          id, step, worker_feeds[p], &worker_fetches[p], fetches, num_steps,
-          options_.step_timeout * num_steps, cancel.get());
+      absl::Status r =
+          session->clients[p]->RunStep(id, step, worker_feeds[p], &worker_fetches[p], fetches,
+                                       num_steps, options_.step_timeout * num_steps, cancel.get());
       absl::MutexLock lock(&done_mu);
       failures += !r.ok();
       lost += !r.ok() && IsTransportFailure(r);
@@ -768,9 +783,9 @@ absl::StatusOr<TensorMap> Coordinator::RunStep(const std::string& id, TensorMap 
       for (int p = 0; p < n; ++p) {
         const absl::Status& s = results[p];
         if (s.ok() || s.code() == absl::StatusCode::kCancelled || rank(s) != pass) continue;
-        std::string who = absl::StrCat("worker ", session->worker_ids[p], " (",
-                                       session->addresses[p], ", mesh coordinate ",
-                                       CoordString(mesh.Coordinate(p)), ")");
+        std::string who =
+            absl::StrCat("worker ", session->worker_ids[p], " (", session->addresses[p],
+                         ", mesh coordinate ", CoordString(mesh.Coordinate(p)), ")");
         auto w = workers_.find(session->worker_ids[p]);
         // Dropped meanwhile (e.g. its heartbeats stopped): session->failed says why already.
         if (pass == 0 && w == workers_.end() && !session->failed.ok()) continue;
@@ -797,9 +812,9 @@ absl::StatusOr<TensorMap> Coordinator::RunStep(const std::string& id, TensorMap 
       // expiry is the reason, not the cancellations and aborts it caused on the workers.
       failed = expired = true;
     } else if (failed) {
-      session->failed = absl::Status(first.code(), absl::StrCat("step ", step, " of session ", id,
-                                                                " failed: ",
-                                                                absl::StrJoin(errors, "; ")));
+      session->failed =
+          absl::Status(first.code(), absl::StrCat("step ", step, " of session ", id,
+                                                  " failed: ", absl::StrJoin(errors, "; ")));
       for (const auto& [w, why] : dead) DropWorkerLocked(w, why);
     }
   }
@@ -843,9 +858,10 @@ absl::Status Coordinator::CheckSessionAccess(const std::string& id, const Caller
   if (caller.may_access_any_session() || it->second->owner.name == caller.name) {
     return absl::OkStatus();
   }
-  return absl::PermissionDeniedError(absl::StrCat(
-      "session '", id, "' belongs to another client; only the client that created it (or an "
-      "operator, --operator_token_file) may use it"));
+  return absl::PermissionDeniedError(
+      absl::StrCat("session '", id,
+                   "' belongs to another client; only the client that created it (or an "
+                   "operator, --operator_token_file) may use it"));
 }
 
 absl::StatusOr<std::shared_ptr<Coordinator::Session>> Coordinator::FindSession(
@@ -861,9 +877,8 @@ absl::Status Coordinator::CheckUsable(Session* session) {
   absl::MutexLock lock(&mu_);
   if (session->expired) return session->failed;  // FailedPrecondition, saying why
   if (!session->failed.ok()) {
-    return absl::FailedPreconditionError(absl::StrCat("session ", session->id,
-                                                      " has failed and must be closed: ",
-                                                      session->failed.message()));
+    return absl::FailedPreconditionError(absl::StrCat(
+        "session ", session->id, " has failed and must be closed: ", session->failed.message()));
   }
   return absl::OkStatus();
 }

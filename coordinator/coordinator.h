@@ -112,6 +112,11 @@ struct CoordinatorOptions {
     p.collectives = DefaultCollectiveLinks();
     return p;
   }();
+  // The file `profile` came from (--profile), or "". CreateSession re-reads it for every
+  // auto_layout session, so a `meshrt calibrate --out FILE` run later is used without a restart
+  // (a file that no longer parses keeps the last good profile, with a warning).
+  std::string profile_path;
+
 };
 
 class Coordinator {
@@ -211,6 +216,8 @@ class Coordinator {
   // The planner's choice for an auto_layout request (core/planner.h) within the tightest memory
   // limit CreateSession will check. Errors are the planner's, prefixed "auto_layout: ".
   absl::StatusOr<Plan> PlanSession(const Graph& graph, const v1::CreateSessionRequest& request);
+  // options_.profile, first re-read from options_.profile_path when there is one.
+  HardwareProfile PlannerProfile();
   struct WorkerEntry;
   struct Session;
 
@@ -247,6 +254,9 @@ class Coordinator {
   std::string incarnation_;  // random per process; set once in the constructor
   WorkerClientFactory* const factory_;
   InMemoryKeyValueStore kv_;
+
+  absl::Mutex profile_mu_;
+  HardwareProfile profile_ ABSL_GUARDED_BY(profile_mu_);  // the planner's (PlannerProfile)
 
   mutable absl::Mutex mu_;
   std::map<int, std::unique_ptr<WorkerEntry>> workers_ ABSL_GUARDED_BY(mu_);

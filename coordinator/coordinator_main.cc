@@ -188,6 +188,7 @@ int CoordinatorMain(int argc, char** argv) {
       return 2;
     }
     options.profile = *std::move(profile);
+    options.profile_path = profile_path;
   }
   if (stuck_step_min_ms < 0 || !(stuck_step_factor >= 1)) {
     std::fprintf(stderr,

@@ -3,11 +3,12 @@
 // with an error naming it, releases the others, and a replacement lets a new session run.
 #include "coordinator/coordinator.h"
 
+#include <cstdlib>
+#include <fstream>
 #include <random>
 #include <thread>
 
 #include "absl/strings/match.h"
-
 #include "client/random_feeds.h"
 #include "coordinator/in_process_workers.h"
 #include "core/builder.h"
@@ -99,6 +100,53 @@ TEST_F(CoordinatorTest, RunsStepsEqualToTheReference) {
   }
 }
 
+// The planner re-reads --profile for every auto_layout session: a calibration written later
+// changes the choice without a restart.
+TEST(CoordinatorProfileTest, AutoLayoutRereadsTheProfileFile) {
+  const std::string path = absl::StrCat(std::getenv("TEST_TMPDIR"), "/cluster.profile");
+  auto write = [&](double alpha) {
+    std::ofstream out(path);
+    out << "gemm_small_flops_per_s 1e6\ngemm_large_flops_per_s 1e6\nelementwise_flops_per_s 1e6\n"
+           "memory_bytes_per_s 1e9\nallreduce.alpha_s "
+        << alpha << "\nallreduce.beta_bytes_per_s 1e12\n";
+  };
+  write(1e-9);  // communication is free: split the batch and hidden both
+  CoordinatorOptions o;
+  o.heartbeat_timeout = absl::Seconds(60);
+  o.profile = *LoadHardwareProfile(path);
+  o.profile_path = path;
+  InProcessWorkers workers;
+  Coordinator coordinator(o, &workers);
+  for (int i = 0; i < 4; ++i) {
+    const std::string address = absl::StrCat("p", i);
+    workers.AddWorker(address);
+    v1::RegisterWorkerRequest r;
+    r.set_address(address);
+    r.set_incarnation("inc-" + address);
+    r.set_secret("secret-of-" + address + "-0123456789");
+    ASSERT_OK(coordinator.RegisterWorker(r).status());
+  }
+  v1::CreateSessionRequest request = Request("rows:2,cols:2", "");
+  request.set_auto_layout(true);
+  auto rules_of = [](const v1::CreateSessionResponse& s) {
+    return LayoutRules::FromProto(s.rules(), *Mesh::FromProto(s.mesh())).value().ToString();
+  };
+  ASSERT_OK_AND_ASSIGN(v1::CreateSessionResponse cheap, coordinator.CreateSession(request));
+  EXPECT_TRUE(absl::StrContains(cheap.plan(), absl::StrCat("hardware profile: ", path)))
+      << cheap.plan();
+  const std::string cheap_rules = rules_of(cheap);
+  EXPECT_TRUE(absl::StrContains(cheap_rules, "hidden:")) << cheap.plan();
+  ASSERT_OK(coordinator.CloseSession(cheap.session()));
+  write(10);  // a collective costs 10 s: split only the batch, which needs none in this step
+  ASSERT_OK_AND_ASSIGN(v1::CreateSessionResponse dear, coordinator.CreateSession(request));
+  EXPECT_EQ(rules_of(dear), "batch:rows") << dear.plan();
+  ASSERT_OK(coordinator.CloseSession(dear.session()));
+  // A file that no longer parses keeps the last good profile.
+  { std::ofstream(path) << "gemm_large_flops_per_s -1\n"; }
+  ASSERT_OK_AND_ASSIGN(v1::CreateSessionResponse kept, coordinator.CreateSession(request));
+  EXPECT_EQ(rules_of(kept), "batch:rows") << kept.plan();
+}
+
 TEST_F(CoordinatorTest, AutoLayoutPlansTheMeshAndRulesAndRunsEqualToTheReference) {
   Register(4);
   const Graph g = Graph::Build(MlpGraph()).value();
@@ -143,7 +191,8 @@ TEST_F(CoordinatorTest, AutoLayoutPlansTheMeshAndRulesAndRunsEqualToTheReference
   two_meshes.set_auto_layout(true);
   two_meshes.set_auto_mesh_processors(4);
   EXPECT_TRUE(StatusIs(coordinator_.CreateSession(two_meshes).status(),
-                       absl::StatusCode::kInvalidArgument, {"both a mesh and auto_mesh_processors"}));
+                       absl::StatusCode::kInvalidArgument,
+                       {"both a mesh and auto_mesh_processors"}));
   v1::CreateSessionRequest tiny = r;
   tiny.set_memory_limit_bytes(64);
   EXPECT_TRUE(StatusIs(coordinator_.CreateSession(tiny).status(), absl::StatusCode::kNotFound,
@@ -188,16 +237,14 @@ TEST_F(CoordinatorTest, FeedsAndFetchesOfOddSplitTensorsEqualTheReference) {
 
 TEST_F(CoordinatorTest, BadInputIsRefusedBeforeDispatch) {
   Register(4);
-  EXPECT_TRUE(StatusIs(coordinator_.CreateSession(Request("rows:2,cols:2", "batch:rows,hidden:rows"))
-                           .status(),
-                       absl::StatusCode::kInvalidArgument, {"tensor 'h'", "'batch' and 'hidden'"}));
-  EXPECT_TRUE(StatusIs(coordinator_.CreateSession(Request("rows:4,cols:2", "batch:rows"))
-                           .status(),
+  EXPECT_TRUE(StatusIs(
+      coordinator_.CreateSession(Request("rows:2,cols:2", "batch:rows,hidden:rows")).status(),
+      absl::StatusCode::kInvalidArgument, {"tensor 'h'", "'batch' and 'hidden'"}));
+  EXPECT_TRUE(StatusIs(coordinator_.CreateSession(Request("rows:4,cols:2", "batch:rows")).status(),
                        absl::StatusCode::kInvalidArgument,
                        {"needs 8 worker(s) but 4 are registered", "smaller mesh"}));
   // A typo in a rule would split nothing: refused, with the dim it probably meant.
-  EXPECT_TRUE(StatusIs(coordinator_.CreateSession(Request("rows:2,cols:2", "batchh:rows"))
-                           .status(),
+  EXPECT_TRUE(StatusIs(coordinator_.CreateSession(Request("rows:2,cols:2", "batchh:rows")).status(),
                        absl::StatusCode::kInvalidArgument,
                        {"layout rule 'batchh:rows'", "did you mean 'batch'?"}));
   v1::CreateSessionRequest malformed = Request("rows:2,cols:2", "");
@@ -224,8 +271,8 @@ TEST_F(CoordinatorTest, BadInputIsRefusedBeforeDispatch) {
                        absl::StatusCode::kInvalidArgument, {"feed 'x'", "int32"}));
   EXPECT_TRUE(StatusIs(coordinator_.RunStep(s.session(), feeds, {"zz"}).status(),
                        absl::StatusCode::kInvalidArgument, {"fetch 'zz'"}));
-  EXPECT_TRUE(StatusIs(coordinator_.RunStep("s999", feeds, {}).status(),
-                       absl::StatusCode::kNotFound));
+  EXPECT_TRUE(
+      StatusIs(coordinator_.RunStep("s999", feeds, {}).status(), absl::StatusCode::kNotFound));
   // The session survived all of that.
   EXPECT_TRUE(coordinator_.RunStep(s.session(), feeds, {}).ok());
 }
@@ -234,14 +281,15 @@ TEST_F(CoordinatorTest, DeadWorkerFailsItsSessionOnlyAndCanBeReplaced) {
   Register(4);
   const Graph g = Graph::Build(MlpGraph()).value();
   const TensorMap feeds = RandomFeeds(g, 3);
-  ASSERT_OK_AND_ASSIGN(v1::CreateSessionResponse s,
-                       coordinator_.CreateSession(Request("rows:2,cols:2", "batch:rows,hidden:cols")));
+  ASSERT_OK_AND_ASSIGN(
+      v1::CreateSessionResponse s,
+      coordinator_.CreateSession(Request("rows:2,cols:2", "batch:rows,hidden:cols")));
   ASSERT_TRUE(coordinator_.RunStep(s.session(), feeds, {}).ok());
   workers_.Break("w2", absl::UnavailableError("Socket closed"));
   absl::Status failed = coordinator_.RunStep(s.session(), feeds, {}).status();
-  EXPECT_TRUE(StatusIs(failed, absl::StatusCode::kUnavailable,
-                       {"step 2", "worker 2 (w2, mesh coordinate (1,0)) is unreachable",
-                        "Socket closed"}));
+  EXPECT_TRUE(
+      StatusIs(failed, absl::StatusCode::kUnavailable,
+               {"step 2", "worker 2 (w2, mesh coordinate (1,0)) is unreachable", "Socket closed"}));
   // The session stays failed; the dead worker is gone; the others are free again.
   EXPECT_TRUE(StatusIs(coordinator_.RunStep(s.session(), feeds, {}).status(),
                        absl::StatusCode::kFailedPrecondition, {"worker 2"}));
@@ -266,9 +314,9 @@ TEST_F(CoordinatorTest, WorkerErrorNamesTheWorkerAndStep) {
   const Graph g = Graph::Build(MlpGraph()).value();
   workers_.Break("w1", absl::InternalError("step 1: instruction 3 (source_op 'y'): boom"));
   absl::Status st = coordinator_.RunStep(s.session(), RandomFeeds(g, 3), {}).status();
-  EXPECT_TRUE(StatusIs(st, absl::StatusCode::kInternal,
-                       {"step 1 of session", "worker 1 (w1, mesh coordinate (1))",
-                        "source_op 'y'"}));
+  EXPECT_TRUE(
+      StatusIs(st, absl::StatusCode::kInternal,
+               {"step 1 of session", "worker 1 (w1, mesh coordinate (1))", "source_op 'y'"}));
 }
 
 TEST_F(CoordinatorTest, SilentWorkerIsDroppedAfterHeartbeatTimeout) {
@@ -306,11 +354,15 @@ TEST_F(CoordinatorTest, VariablesLiveOnTheWorkersAcrossSteps) {
   TensorRef acc = b.Variable("acc", Shape({{"batch", 4}, {"d", 4}}));
   TensorRef n = b.Variable("n", Shape({}));
   b.AssignAdd(acc, x, "acc_next");
-  b.AssignAdd(n, b.Apply([] {
-    v1::Op op;
-    op.set_type("ones");
-    return op;
-  }(), {}), "n_next");
+  b.AssignAdd(n,
+              b.Apply(
+                  [] {
+                    v1::Op op;
+                    op.set_type("ones");
+                    return op;
+                  }(),
+                  {}),
+              "n_next");
   v1::CreateSessionRequest r = Request("rows:2,cols:2", "batch:rows,d:cols");
   *r.mutable_graph() = b.proto();
   ASSERT_OK_AND_ASSIGN(v1::CreateSessionResponse s, coordinator_.CreateSession(r));

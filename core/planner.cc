@@ -145,6 +145,7 @@ absl::StatusOr<Plan> PlanLayout(const Graph& graph, const std::vector<Mesh>& mes
   plan.lowerings = lowerings;
   plan.refused = found.refused;
   plan.last_refusal = found.last_refusal;
+  plan.profile_source = options.profile.source;
   plan.search_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return plan;
@@ -174,6 +175,9 @@ std::string ExplainPlan(const Plan& plan) {
   absl::StrAppend(
       &out, absl::StrFormat("  searched %d candidates (%d lowered, %d refused) in %.2f s\n",
                             plan.evaluations, plan.lowerings, plan.refused, plan.search_seconds));
+  if (!plan.profile_source.empty()) {
+    absl::StrAppend(&out, "  hardware profile: ", plan.profile_source, "\n");
+  }
   if (plan.refused > 0 && !plan.last_refusal.empty()) {
     absl::StrAppend(&out, "  last refused: ", plan.last_refusal, "\n");
   }

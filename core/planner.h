@@ -59,6 +59,7 @@ struct Plan {
   int refused = 0;                     // invalid or over the memory limit
   std::string last_refusal;
   double search_seconds = 0;  // wall time of the search
+  std::string profile_source;  // PlanOptions::profile.source: what the predictions assume
 };
 
 // The predicted step time and peak memory of one candidate, the planner's evaluation: lowers,
