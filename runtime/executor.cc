@@ -9,6 +9,7 @@
 #include "core/ops.h"
 #include "core/slicing.h"
 #include "core/status_macros.h"
+#include "kernels/scaled_add.h"
 #include "runtime/blocked_chunks.h"
 
 namespace meshrt {
@@ -345,20 +346,6 @@ const Executor::Plan& Executor::PlanFor(const std::vector<std::string>* fetches)
   return plans_.emplace(std::move(key), std::move(plan)).first->second;
 }
 
-namespace {
-
-// o = x + y * s with the product rounded to float first, as a mul op then an add op compute it
-// (never contracted into one fused multiply-add, whatever -march allows). x - y * s is
-// x + y * (-s): negating s is exact.
-__attribute__((optimize("fp-contract=off"))) void ScaledAdd(const float* x, const float* y,
-                                                             float s, float* o, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    const float t = y[i] * s;
-    o[i] = x[i] + t;
-  }
-}
-
-}  // namespace
 
 const Tensor* Executor::WrittenBuffer(int b) const {
   return b >= 0 && b < static_cast<int>(buffers_.size()) && buffers_[b].has_value() ? &*buffers_[b]
@@ -383,7 +370,7 @@ bool Executor::RunScaledUpdate(const v1::Instruction& si, const FusedUpdate& f, 
   const float s = scalar->f32()[0];
   const bool sub = si.local().type() == "sub";
   *out = pool_.Take(DType::kFloat32, *shape);
-  ScaledAdd(x->f32(), y->f32(), sub ? -s : s, out->f32(), out->num_elements());
+  kernels::ScaledAdd(x->f32(), y->f32(), sub ? -s : s, out->f32(), out->num_elements());
   ++fused_updates_;
   return true;
 }
