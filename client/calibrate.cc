@@ -115,9 +115,9 @@ absl::StatusOr<CalibrationGraph> MakeCalibrationGraph(const std::string& kind, i
     return Finish(b, "n:x", 0, 2.0 * per * kFloat);
   }
   if (!IsCollective(kind)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "unknown calibration kind '", kind,
-        "' (overhead, gemm, small_gemm, memory, allreduce, allgather, alltoall)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown calibration kind '", kind,
+                     "' (overhead, gemm, small_gemm, memory, allreduce, allgather, alltoall)"));
   }
   const int64_t floats = size == 0 ? (256 << 10) : (4 << 20);  // 1 MiB or 16 MiB
   if (kind == "allreduce") {  // sum over the split p: [p:W, n] -> [n], an allreduce of n floats
@@ -127,7 +127,7 @@ absl::StatusOr<CalibrationGraph> MakeCalibrationGraph(const std::string& kind, i
     return Finish(b, "p:x", 0, floats * kFloat);
   }
   const int64_t side = size == 0 ? 512 : 2048;  // side^2 floats: 1 MiB or 16 MiB
-  if (kind == "allgather") {  // a split dim renamed to a replicated one
+  if (kind == "allgather") {                    // a split dim renamed to a replicated one
     TensorRef x = b.Variable("x", Shape({{"a", side}, {"c", side}}), Normal());
     TensorRef y = b.Variable("y", Shape({{"b", side}, {"c", side}}));
     b.Assign(y, b.RenameDim(x, "a", "b", "gathered"), "update");
@@ -140,8 +140,8 @@ absl::StatusOr<CalibrationGraph> MakeCalibrationGraph(const std::string& kind, i
   return Finish(b, "a:x,c2:x", 0, side * side * kFloat);
 }
 
-absl::StatusOr<int64_t> CheckCalibrationProgram(const std::string& kind,
-                                                const CalibrationGraph& g, int workers) {
+absl::StatusOr<int64_t> CheckCalibrationProgram(const std::string& kind, const CalibrationGraph& g,
+                                                int workers) {
   ASSIGN_OR_RETURN(const Mesh mesh, Mesh::Make({{"x", workers}}));
   ASSIGN_OR_RETURN(const LayoutRules rules, LayoutRules::Parse(g.layout, mesh));
   ASSIGN_OR_RETURN(const v1::Program program, Lower(g.graph, mesh, rules));
@@ -221,6 +221,7 @@ HardwareProfile ToHardwareProfile(const Calibration& c, const std::string& sourc
     // The memory graph's negation: one FLOP per 8 bytes read and written.
     p.elementwise_flops_per_s = c.memory_bytes_per_second / (2 * kFloat);
   }
+  if (c.step_overhead_seconds > 0) p.step_overhead_s = c.step_overhead_seconds;
   p.collectives = DefaultCollectiveLinks();
   for (const auto& [kind, fit] : c.comm) {
     p.collectives[kind] = CollectiveLink{fit.alpha_seconds, fit.beta_bytes_per_second};
@@ -230,10 +231,10 @@ HardwareProfile ToHardwareProfile(const Calibration& c, const std::string& sourc
 }
 
 std::string FormatCalibration(const Calibration& c, const std::string& header) {
-  return absl::StrCat("# meshrt calibration: ", header, "\n",
-                      absl::StrFormat("# workers %d, step overhead %.6g s\n", c.workers,
-                                      c.step_overhead_seconds),
-                      FormatHardwareProfile(ToHardwareProfile(c, header)));
+  return absl::StrCat(
+      "# meshrt calibration: ", header, "\n",
+      absl::StrFormat("# workers %d, step overhead %.6g s\n", c.workers, c.step_overhead_seconds),
+      FormatHardwareProfile(ToHardwareProfile(c, header)));
 }
 
 }  // namespace meshrt

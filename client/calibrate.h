@@ -76,8 +76,8 @@ absl::StatusOr<int64_t> CheckCalibrationProgram(const std::string& kind,
 absl::StatusOr<Calibration> Calibrate(Client& client, const CalibrateOptions& options);
 
 // The calibration as the cost model's hardware profile (core/cost_model.h): large / small GEMM
-// FLOP/s, memory bytes/s, the elementwise FLOP rate of the memory graph's negation, and the
-// fitted alpha/beta per collective kind, marked measured.
+// FLOP/s, memory bytes/s, the elementwise FLOP rate of the memory graph's negation, the step
+// overhead, and the fitted alpha/beta per collective kind, marked measured.
 HardwareProfile ToHardwareProfile(const Calibration& c, const std::string& source);
 
 // The profile file `meshrt explain --profile` reads (core/cost_model.h FormatHardwareProfile),

@@ -62,6 +62,7 @@ TEST(CalibrateTest, TheProfileIsTheCostModelsAndReadsBack) {
   EXPECT_DOUBLE_EQ(p.gemm_small_flops_per_s, 4e10);
   EXPECT_DOUBLE_EQ(p.memory_bytes_per_s, 8e9);
   EXPECT_DOUBLE_EQ(p.elementwise_flops_per_s, 1e9);
+  EXPECT_DOUBLE_EQ(p.step_overhead_s, 0.0012);
   EXPECT_TRUE(p.collectives_measured);
   EXPECT_DOUBLE_EQ(p.collectives.at("allreduce").alpha_s, 3e-4);
   EXPECT_DOUBLE_EQ(p.collectives.at("allreduce").beta_bytes_per_s, 2.5e9);

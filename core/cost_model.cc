@@ -86,6 +86,8 @@ std::string FormatHardwareProfile(const HardwareProfile& p) {
   line("gemm_large_flops", p.gemm_large_flops);
   line("elementwise_flops_per_s", p.elementwise_flops_per_s);
   line("memory_bytes_per_s", p.memory_bytes_per_s);
+  line("step_overhead_s", p.step_overhead_s);
+  absl::StrAppend(&out, "overlap_comm ", p.overlap_comm ? 1 : 0, "\n");
   absl::StrAppend(&out, "collectives_measured ", p.collectives_measured ? 1 : 0, "\n");
   for (const auto& [kind, link] : p.collectives) {
     line(absl::StrCat(kind, ".alpha_s"), link.alpha_s);
@@ -116,8 +118,8 @@ absl::StatusOr<HardwareProfile> ParseHardwareProfile(absl::string_view text,
       return ProfileError(source, line_number,
                           absl::StrCat("value of ", key, " '", parts[1], "' is not a number >= 0"));
     }
-    if (key == "collectives_measured") {
-      p.collectives_measured = v != 0;
+    if (key == "collectives_measured" || key == "overlap_comm") {
+      (key == "overlap_comm" ? p.overlap_comm : p.collectives_measured) = v != 0;
       continue;
     }
     double* field = key == "gemm_small_flops_per_s"    ? &p.gemm_small_flops_per_s
@@ -125,6 +127,7 @@ absl::StatusOr<HardwareProfile> ParseHardwareProfile(absl::string_view text,
                     : key == "gemm_large_flops"        ? &p.gemm_large_flops
                     : key == "elementwise_flops_per_s" ? &p.elementwise_flops_per_s
                     : key == "memory_bytes_per_s"      ? &p.memory_bytes_per_s
+                    : key == "step_overhead_s"         ? &p.step_overhead_s
                                                        : nullptr;
     const size_t dot = key.find('.');
     if (field == nullptr && dot != std::string::npos) {
@@ -139,7 +142,7 @@ absl::StatusOr<HardwareProfile> ParseHardwareProfile(absl::string_view text,
           source, line_number,
           absl::StrCat("unknown key '", key, "' (see core/cost_model.h FormatHardwareProfile)"));
     }
-    if (v == 0 && field != &p.gemm_large_flops &&
+    if (v == 0 && field != &p.gemm_large_flops && field != &p.step_overhead_s &&
         (dot == std::string::npos || key.substr(dot + 1) != "alpha_s")) {
       return ProfileError(source, line_number, absl::StrCat(key, " must be > 0"));
     }
@@ -223,7 +226,41 @@ absl::StatusOr<ProgramCost> CostProgram(const v1::Program& program, const Hardwa
     }
     cost.instructions.push_back(std::move(c));
   }
+  cost.overhead_s = profile.step_overhead_s;
+  cost.serial_s = cost.overhead_s + cost.total.compute_s + cost.total.comm_s;
+  cost.step_s = profile.overlap_comm
+                    ? cost.overhead_s + StepCriticalPath(program, cost.instructions)
+                    : cost.serial_s;
   return cost;
+}
+
+double StepCriticalPath(const v1::Program& program,
+                        const std::vector<InstructionCost>& instructions) {
+  std::vector<double> ready(std::max(program.num_buffers(), 0), 0.0);
+  auto ready_at = [&](int b) {
+    return b >= 0 && b < static_cast<int>(ready.size()) ? ready[b] : 0;
+  };
+  double calling = 0, comm = 0;
+  const int n = std::min<int>(program.instructions_size(), instructions.size());
+  for (int i = 0; i < n; ++i) {
+    const InstructionCost& c = instructions[i];
+    if (!c.runs) continue;
+    const v1::Instruction& inst = program.instructions(i);
+    double inputs = 0;
+    for (int b : inst.inputs()) inputs = std::max(inputs, ready_at(b));
+    double end = 0;
+    if (inst.has_collective()) {
+      end = std::max({calling, comm, inputs}) + c.comm_s;
+      comm = end;
+    } else {
+      end = std::max(calling, inputs) + c.compute_s;
+      calling = end;
+    }
+    if (inst.output() >= 0 && inst.output() < static_cast<int>(ready.size())) {
+      ready[inst.output()] = end;
+    }
+  }
+  return std::max(calling, comm);
 }
 
 std::vector<std::string> CostWarnings(const v1::Program& program, const ProgramCost& cost) {

@@ -10,7 +10,9 @@
 //   communication  alpha + bytes sent per worker / beta of the collective's kind (same-host
 //                  groups; a group of one costs nothing)
 // Every processor runs the same instructions on equal slices, so one processor's time is the
-// step's. Overlap of compute and communication is not modelled (the sum is an upper bound).
+// step's. The predicted step (ProgramCost::step_s) is the profile's step overhead plus, with
+// overlap (HardwareProfile::overlap_comm), the critical path of the executor's calling and
+// communication threads (StepCriticalPath), without it the sum of every instruction's time.
 // Thread-safety: pure functions; HardwareProfile is a value.
 #ifndef MESHRT_CORE_COST_MODEL_H_
 #define MESHRT_CORE_COST_MODEL_H_
@@ -46,6 +48,13 @@ struct HardwareProfile {
   // Per collective kind ("allreduce", "allgather", "alltoall", "reduce_scatter", "permute",
   // "broadcast"), for groups on one host. A kind absent here uses "allreduce"'s link.
   std::map<std::string, CollectiveLink> collectives;
+  // Fixed time of a step that computes nothing (request, fan-out, executor setup, the reply),
+  // measured by `meshrt calibrate` (its "overhead" graph); added once per step.
+  double step_overhead_s = 1e-3;
+  // Whether the workers overlap communication with compute (their --overlap_comm, on by
+  // default): the predicted step is then the critical path of the executor's two threads
+  // (CostProgram), else the sum of every instruction's time.
+  bool overlap_comm = true;
   // False while α/β are the documented placeholders of DefaultCollectiveLinks; true in a profile
   // `meshrt calibrate` wrote (client/calibrate.h). Reports say which.
   bool collectives_measured = false;
@@ -58,7 +67,8 @@ std::map<std::string, CollectiveLink> DefaultCollectiveLinks();
 
 // A profile as `key value` lines ('#' starts a comment): gemm_small_flops_per_s,
 // gemm_large_flops_per_s, gemm_large_flops, elementwise_flops_per_s, memory_bytes_per_s,
-// collectives_measured (0|1), and per kind `KIND.alpha_s`, `KIND.beta_bytes_per_s`.
+// step_overhead_s, overlap_comm (0|1), collectives_measured (0|1), and per kind `KIND.alpha_s`,
+// `KIND.beta_bytes_per_s`.
 std::string FormatHardwareProfile(const HardwareProfile& profile);
 // Parses FormatHardwareProfile's form; keys left out keep their defaults (links: the placeholders).
 // InvalidArgument naming `source`, the line and the key on an unknown key, a malformed or
@@ -96,7 +106,24 @@ struct ProgramCost {
   std::vector<OpCostTotal> ops;               // over the step's instructions, by first appearance
   OpCostTotal total;                          // source_op "total"
   int processors = 1;
+  double overhead_s = 0;  // the profile's step overhead
+  // overhead_s + total.compute_s + total.comm_s: every instruction one after another.
+  double serial_s = 0;
+  // The predicted step time: overhead_s plus the executor's critical path (StepCriticalPath)
+  // when the profile overlaps communication, else serial_s.
+  double step_s = 0;
 };
+
+// The end of a step whose instructions take `instructions[i].compute_s` (local work, on the
+// calling thread) or `.comm_s` (collectives, on the communication thread) seconds, as
+// runtime/executor.h runs them with overlap: in program order, the calling thread runs local
+// work once its inputs are ready and issues each collective without waiting; the communication
+// thread runs collectives one at a time in program order, each once it is issued and its inputs
+// are ready; a buffer is ready when the instruction writing it ends (inputs and variables at 0).
+// Instructions that do not run are skipped. The result is the later thread's end. `program`
+// gives each instruction's inputs and output (same length as `instructions`).
+double StepCriticalPath(const v1::Program& program,
+                        const std::vector<InstructionCost>& instructions);
 
 // Costs of `program`'s instructions under `profile`, over the step StepInstructions(program,
 // fetches) runs. InvalidArgument naming the instruction when a local op's cost cannot be computed

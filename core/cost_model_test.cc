@@ -111,6 +111,77 @@ TEST(CostModelTest, PredictedTimeIsTheHandSum) {
   EXPECT_DOUBLE_EQ(c.total.compute_s + c.total.comm_s, 272 / 1e8 + 1e-3 + 128 / 1e6);
 }
 
+// A hand-made program for StepCriticalPath: `kinds[i]` 'l' (local) or 'c' (collective), instruction
+// i writes buffer i and reads `reads[i]`.
+v1::Program ChainProgram(const std::string& kinds, const std::vector<std::vector<int>>& reads) {
+  v1::Program p;
+  p.set_num_buffers(static_cast<int>(kinds.size()));
+  for (size_t i = 0; i < kinds.size(); ++i) {
+    v1::Instruction* inst = p.add_instructions();
+    inst->set_output(static_cast<int>(i));
+    for (int b : reads[i]) inst->add_inputs(b);
+    if (kinds[i] == 'c') {
+      inst->mutable_collective()->set_kind(v1::Collective::ALLREDUCE);
+    } else {
+      inst->mutable_local()->set_type("neg");
+    }
+  }
+  return p;
+}
+
+std::vector<InstructionCost> Times(const std::vector<double>& seconds, const std::string& kinds) {
+  std::vector<InstructionCost> costs;
+  for (size_t i = 0; i < seconds.size(); ++i) {
+    InstructionCost c;
+    c.index = static_cast<int>(i);
+    (kinds[i] == 'c' ? c.comm_s : c.compute_s) = seconds[i];
+    costs.push_back(c);
+  }
+  return costs;
+}
+
+TEST(CostModelTest, CriticalPathOverlapsCollectivesWithIndependentWork) {
+  // #0 local 1 s; #1 allreduce of #0, 3 s; #2 local, independent, 2 s; #3 local reading #1,
+  // 0.5 s; #4 allreduce of #2, 1 s. Calling thread: #0 0-1, #2 1-3, #3 waits for #1 (1-4) and
+  // runs 4-4.5, then issues #4, which runs 4.5-5.5 (the communication thread is free at 4).
+  const std::string kinds = "lcllc";
+  const v1::Program p = ChainProgram(kinds, {{}, {0}, {}, {1}, {2}});
+  std::vector<InstructionCost> costs = Times({1, 3, 2, 0.5, 1}, kinds);
+  EXPECT_DOUBLE_EQ(StepCriticalPath(p, costs), 5.5);
+  // Serially the same step takes 7.5 s; an instruction that does not run costs nothing.
+  costs[2].runs = false;
+  // Now #3 waits for #1 (1-4), runs 4-4.5, #4 (its input never written: ready at 0) 4.5-5.5.
+  EXPECT_DOUBLE_EQ(StepCriticalPath(p, costs), 5.5);
+  costs[2].runs = true;
+  costs[3].compute_s = 0;
+  // #4 is issued at 4 (after #3, which waited for #1): 4-5.
+  EXPECT_DOUBLE_EQ(StepCriticalPath(p, costs), 5);
+  // The step ends with the later thread: a long local op after the collective (#2, 10 s) hides
+  // it entirely.
+  costs = Times({1, 3, 10, 0, 0}, "lclll");
+  EXPECT_DOUBLE_EQ(StepCriticalPath(ChainProgram("lclll", {{}, {0}, {}, {}, {}}), costs), 11);
+}
+
+TEST(CostModelTest, StepTimeAddsTheOverheadAndOverlapsWhenTheProfileSaysSo) {
+  HardwareProfile p;
+  p.gemm_small_flops_per_s = 1e9;
+  p.gemm_large_flops = 1e12;
+  p.elementwise_flops_per_s = 1e9;
+  p.memory_bytes_per_s = 1e8;
+  p.step_overhead_s = 2e-3;
+  p.collectives = DefaultCollectiveLinks();
+  p.collectives["allreduce"] = CollectiveLink{1e-3, 1e6};
+  // The einsum then the allreduce of its result: nothing to overlap, so both ways give the sum.
+  ProgramCost c = CostOfGraph(EinsumGraph(), "p:2", "d:p", {"y"}, p);
+  const double work = 272 / 1e8 + 1e-3 + 128 / 1e6;
+  EXPECT_DOUBLE_EQ(c.overhead_s, 2e-3);
+  EXPECT_DOUBLE_EQ(c.serial_s, 2e-3 + work);
+  EXPECT_DOUBLE_EQ(c.step_s, 2e-3 + work);
+  p.overlap_comm = false;
+  c = CostOfGraph(EinsumGraph(), "p:2", "d:p", {"y"}, p);
+  EXPECT_DOUBLE_EQ(c.step_s, c.serial_s);
+}
+
 TEST(CostModelTest, WarnsWhenAMeshDimDuplicatesAnEinsum) {
   const Graph g = EinsumGraph();
   for (const auto& [rules, warned] :
@@ -160,12 +231,16 @@ TEST(CostModelTest, ProfileRoundTripsAndRejectsBadLines) {
   p.collectives = DefaultCollectiveLinks();
   p.collectives["permute"] = CollectiveLink{2e-5, 3e9};
   p.collectives_measured = true;
+  p.step_overhead_s = 7e-4;
+  p.overlap_comm = false;
   ASSERT_OK_AND_ASSIGN(HardwareProfile q,
                        ParseHardwareProfile(FormatHardwareProfile(p), "round trip"));
   EXPECT_DOUBLE_EQ(q.gemm_large_flops_per_s, 123e9);
   EXPECT_DOUBLE_EQ(q.collectives["permute"].alpha_s, 2e-5);
   EXPECT_DOUBLE_EQ(q.collectives["permute"].beta_bytes_per_s, 3e9);
   EXPECT_TRUE(q.collectives_measured);
+  EXPECT_DOUBLE_EQ(q.step_overhead_s, 7e-4);
+  EXPECT_FALSE(q.overlap_comm);
   EXPECT_TRUE(StatusIs(ParseHardwareProfile("# c\ngemm_flops 1\n", "f.txt").status(),
                        absl::StatusCode::kInvalidArgument,
                        {"f.txt line 2: unknown key 'gemm_flops'"}));
