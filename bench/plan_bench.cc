@@ -178,9 +178,11 @@ void PrintPerInstruction(const std::string& key, const Prediction& p,
   for (const InstructionCost& c : p.cost.instructions) {
     if (!c.runs || c.kind == "local_slice" || c.comm_s > 0 || c.sent_bytes > 0) continue;
     if (c.compute_s == 0 && (*seconds)[c.index] == 0) continue;  // collectives of one
-    const std::string cls = c.gemm ? (c.flops >= profile.gemm_large_flops ? "einsum (gemm large)"
-                                                                          : "einsum (gemm small)")
-                                   : c.kind;
+    const std::string cls =
+        c.gemm ? (c.flops / static_cast<double>(c.gemm_batch) >= profile.gemm_large_flops
+                      ? "einsum (gemm large)"
+                      : "einsum (gemm small)")
+               : c.kind;
     for (Row* r : {&rows[cls], &all}) {
       ++r->count;
       if ((*seconds)[c.index] < 0) {

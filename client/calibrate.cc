@@ -10,6 +10,7 @@
 #include "core/builder.h"
 #include "core/explain.h"
 #include "core/lowering.h"
+#include "core/op_cost.h"
 #include "core/status_macros.h"
 
 namespace meshrt {
@@ -114,10 +115,20 @@ absl::StatusOr<CalibrationGraph> MakeCalibrationGraph(const std::string& kind, i
     b.Assign(v, b.Neg(v, "neg"), "update");
     return Finish(b, "n:x", 0, 2.0 * per * kFloat);
   }
+  if (kind == "elementwise") {  // per worker a softmax over rows of 4096 floats, 16 MiB in all
+    const int64_t rows = 1024, cols = 4096;
+    TensorRef x = b.Variable("x", Shape({{"r", rows * w}, {"c", cols}}), Normal());
+    TensorRef y = b.Variable("y", Shape({{"r", rows * w}, {"c", cols}}));
+    v1::Op softmax;
+    softmax.set_type("softmax");
+    softmax.add_dims("c");
+    b.Assign(y, b.Apply(std::move(softmax), {x}, "softmax"), "update");
+    return Finish(b, "r:x", static_cast<double>(kSoftmaxFlops) * rows * cols, 0);
+  }
   if (!IsCollective(kind)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("unknown calibration kind '", kind,
-                     "' (overhead, gemm, small_gemm, memory, allreduce, allgather, alltoall)"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "unknown calibration kind '", kind,
+        "' (overhead, gemm, small_gemm, memory, elementwise, allreduce, allgather, alltoall)"));
   }
   const int64_t floats = size == 0 ? (256 << 10) : (4 << 20);  // 1 MiB or 16 MiB
   if (kind == "allreduce") {  // sum over the split p: [p:W, n] -> [n], an allreduce of n floats
@@ -188,6 +199,8 @@ absl::StatusOr<Calibration> Calibrate(Client& client, const CalibrateOptions& op
   ASSIGN_OR_RETURN(c.small_gemm_flops_per_second, rate("small_gemm", small.flops));
   ASSIGN_OR_RETURN(CalibrationGraph memory, MakeCalibrationGraph("memory", 0, w));
   ASSIGN_OR_RETURN(c.memory_bytes_per_second, rate("memory", memory.bytes));
+  ASSIGN_OR_RETURN(CalibrationGraph elementwise, MakeCalibrationGraph("elementwise", 0, w));
+  ASSIGN_OR_RETURN(c.elementwise_flops_per_second, rate("elementwise", elementwise.flops));
   if (w < 2) return c;  // no collective runs on one worker
   for (const char* kind : kCollectives) {
     ASSIGN_OR_RETURN(auto small_t, time(kind, 0));
@@ -218,9 +231,12 @@ HardwareProfile ToHardwareProfile(const Calibration& c, const std::string& sourc
   if (c.small_gemm_flops_per_second > 0) p.gemm_small_flops_per_s = c.small_gemm_flops_per_second;
   if (c.memory_bytes_per_second > 0) {
     p.memory_bytes_per_s = c.memory_bytes_per_second;
-    // The memory graph's negation: one FLOP per 8 bytes read and written.
+    // Without a measured rate, the memory graph's negation: one FLOP per 8 bytes read and
+    // written (a floor: it counts the memory-bound case as the FLOP rate).
     p.elementwise_flops_per_s = c.memory_bytes_per_second / (2 * kFloat);
   }
+  if (c.elementwise_flops_per_second > 0)
+    p.elementwise_flops_per_s = c.elementwise_flops_per_second;
   if (c.step_overhead_seconds > 0) p.step_overhead_s = c.step_overhead_seconds;
   p.collectives = DefaultCollectiveLinks();
   for (const auto& [kind, fit] : c.comm) {

@@ -15,7 +15,7 @@ namespace {
 TEST(CalibrateTest, EachGraphLowersToTheOneThingItMeasures) {
   for (int workers : {2, 4}) {
     SCOPED_TRACE(workers);
-    for (const char* kind : {"overhead", "gemm", "small_gemm", "memory"}) {
+    for (const char* kind : {"overhead", "gemm", "small_gemm", "memory", "elementwise"}) {
       SCOPED_TRACE(kind);
       ASSERT_OK_AND_ASSIGN(CalibrationGraph g, MakeCalibrationGraph(kind, 0, workers));
       ASSERT_OK_AND_ASSIGN(int64_t sent, CheckCalibrationProgram(kind, g, workers));
@@ -34,6 +34,8 @@ TEST(CalibrateTest, EachGraphLowersToTheOneThingItMeasures) {
   // The per-worker work is the same whatever the worker count (weak scaling).
   ASSERT_OK_AND_ASSIGN(CalibrationGraph gemm, MakeCalibrationGraph("gemm", 0, 4));
   EXPECT_DOUBLE_EQ(gemm.flops, 2.0 * 512 * 1024 * 1024);
+  ASSERT_OK_AND_ASSIGN(CalibrationGraph softmax, MakeCalibrationGraph("elementwise", 0, 4));
+  EXPECT_DOUBLE_EQ(softmax.flops, 16.0 * 1024 * 4096);  // kSoftmaxFlops per element
 }
 
 TEST(CalibrateTest, AGraphThatMeasuresSomethingElseIsCaught) {
@@ -61,8 +63,10 @@ TEST(CalibrateTest, TheProfileIsTheCostModelsAndReadsBack) {
   EXPECT_DOUBLE_EQ(p.gemm_large_flops_per_s, 9.5e10);
   EXPECT_DOUBLE_EQ(p.gemm_small_flops_per_s, 4e10);
   EXPECT_DOUBLE_EQ(p.memory_bytes_per_s, 8e9);
-  EXPECT_DOUBLE_EQ(p.elementwise_flops_per_s, 1e9);
+  EXPECT_DOUBLE_EQ(p.elementwise_flops_per_s, 1e9);  // no softmax rate: the negation's
   EXPECT_DOUBLE_EQ(p.step_overhead_s, 0.0012);
+  c.elementwise_flops_per_second = 6.5e9;
+  EXPECT_DOUBLE_EQ(ToHardwareProfile(c, "t").elementwise_flops_per_s, 6.5e9);
   EXPECT_TRUE(p.collectives_measured);
   EXPECT_DOUBLE_EQ(p.collectives.at("allreduce").alpha_s, 3e-4);
   EXPECT_DOUBLE_EQ(p.collectives.at("allreduce").beta_bytes_per_s, 2.5e9);

@@ -62,6 +62,18 @@ std::string KindName(v1::Collective::Kind kind) {
   return absl::AsciiStrToLower(v1::Collective::Kind_Name(kind));
 }
 
+// The product of the sizes of the dims every operand and the output hold: how many independent
+// products a batched GEMM of the einsum runs (at least 1).
+int64_t GemmBatch(const std::vector<TensorType>& inputs, const TensorType& out) {
+  int64_t batch = 1;
+  for (const Dim& d : out.shape.dims()) {
+    bool everywhere = true;
+    for (const TensorType& in : inputs) everywhere = everywhere && in.shape.Contains(d.name);
+    if (everywhere) batch *= std::max<int64_t>(d.size, 1);
+  }
+  return batch;
+}
+
 absl::Status ProfileError(absl::string_view source, int line, absl::string_view msg) {
   return absl::InvalidArgumentError(
       absl::StrCat("hardware profile ", source, " line ", line, ": ", msg));
@@ -192,9 +204,12 @@ absl::StatusOr<ProgramCost> CostProgram(const v1::Program& program, const Hardwa
       c.bytes_read = s.bytes_read;
       c.bytes_written = s.bytes_written;
       c.gemm = c.kind == "einsum" && inputs.size() >= 2;
-      const double rate = !c.gemm                               ? profile.elementwise_flops_per_s
-                          : c.flops >= profile.gemm_large_flops ? profile.gemm_large_flops_per_s
-                                                                : profile.gemm_small_flops_per_s;
+      if (c.gemm) c.gemm_batch = GemmBatch(inputs, out);
+      const double product_flops = c.flops / static_cast<double>(c.gemm_batch);
+      const double rate = !c.gemm ? profile.elementwise_flops_per_s
+                          : product_flops >= profile.gemm_large_flops
+                              ? profile.gemm_large_flops_per_s
+                              : profile.gemm_small_flops_per_s;
       c.compute_s = std::max(c.flops / rate, static_cast<double>(c.bytes_read + c.bytes_written) /
                                                  profile.memory_bytes_per_s);
     } else if (inst.has_local_slice()) {

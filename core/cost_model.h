@@ -5,7 +5,10 @@
 // Predicted time = sum over the step's instructions (core/explain.h StepInstructions) of
 //   compute        max(FLOPs / throughput, (bytes read + written) / memory bandwidth), where the
 //                  throughput of an einsum of >= 2 operands is the profile's GEMM throughput of its
-//                  shape class (small below gemm_large_flops FLOPs per slice, else large), and of
+//                  shape class (small below gemm_large_flops FLOPs per product, else large: a
+//                  product is one of the einsum's batch, the dims every operand and the output
+//                  hold, so attention's many small products per head are small however many),
+//                  and of
 //                  every other op the profile's elementwise FLOP rate; local slices are bytes only
 //   communication  alpha + bytes sent per worker / beta of the collective's kind (same-host
 //                  groups; a group of one costs nothing)
@@ -37,7 +40,8 @@ struct CollectiveLink {
 struct HardwareProfile {
   // Where the numbers come from, for the report (e.g. "measured in process", a file path).
   std::string source;
-  // GEMM throughput (FLOP/s) of slices below and at or above `gemm_large_flops` FLOPs.
+  // GEMM throughput (FLOP/s) of products below and at or above `gemm_large_flops` FLOPs (per
+  // product of a batched einsum: its FLOPs / InstructionCost::gemm_batch).
   double gemm_small_flops_per_s = 20e9;
   double gemm_large_flops_per_s = 100e9;
   double gemm_large_flops = 1e8;
@@ -81,9 +85,11 @@ absl::StatusOr<HardwareProfile> LoadHardwareProfile(const std::string& path);
 struct InstructionCost {
   int index = 0;
   std::string source_op;
-  std::string kind;        // local op type, "local_slice", or the collective ("allreduce", ...)
-  bool runs = true;        // in the step (StepInstructions)
-  bool gemm = false;       // an einsum of >= 2 operands
+  std::string kind;   // local op type, "local_slice", or the collective ("allreduce", ...)
+  bool runs = true;   // in the step (StepInstructions)
+  bool gemm = false;  // an einsum of >= 2 operands
+  // gemm: its batch, the product of the sizes of the dims all operands and the output hold.
+  int64_t gemm_batch = 1;
   double flops = 0;        // per worker
   int64_t bytes_read = 0;  // per worker, local
   int64_t bytes_written = 0;

@@ -182,6 +182,37 @@ TEST(CostModelTest, StepTimeAddsTheOverheadAndOverlapsWhenTheProfileSaysSo) {
   EXPECT_DOUBLE_EQ(c.step_s, c.serial_s);
 }
 
+TEST(CostModelTest, GemmClassIsByProductNotByBatchedSlice) {
+  // Attention-shaped: 4 x 2 products of [l:8, k:4] x [k:4, m:8], 512 FLOPs each, 4096 in all.
+  GraphBuilder b;
+  auto q = b.Placeholder("q", Shape({{"b", 4}, {"h", 2}, {"l", 8}, {"k", 4}}));
+  auto k = b.Placeholder("kk", Shape({{"b", 4}, {"h", 2}, {"m", 8}, {"k", 4}}));
+  b.MarkOutput(b.Einsum({q, k}, Shape({{"b", 4}, {"h", 2}, {"l", 8}, {"m", 8}}), "scores"));
+  const Graph g = b.Build().value();
+  HardwareProfile p;
+  p.gemm_small_flops_per_s = 1e3;
+  p.gemm_large_flops_per_s = 1e6;
+  p.gemm_large_flops = 1000;  // above one product's FLOPs, below the slice's
+  p.memory_bytes_per_s = 1e12;
+  ProgramCost c = CostOfGraph(g, "", "", {"scores"}, p);
+  const InstructionCost* scores = nullptr;
+  for (const InstructionCost& i : c.instructions) {
+    if (i.gemm) scores = &i;
+  }
+  ASSERT_NE(scores, nullptr);
+  EXPECT_EQ(scores->gemm_batch, 8);
+  EXPECT_DOUBLE_EQ(scores->flops, 4096);
+  EXPECT_DOUBLE_EQ(scores->compute_s, 4096 / 1e3);  // the small class
+  // Split over h: 4 products each; a threshold below one product's FLOPs makes them large.
+  p.gemm_large_flops = 512;
+  c = CostOfGraph(g, "p:2", "h:p", {"scores"}, p);
+  for (const InstructionCost& i : c.instructions) {
+    if (!i.gemm) continue;
+    EXPECT_EQ(i.gemm_batch, 4);
+    EXPECT_DOUBLE_EQ(i.compute_s, 2048 / 1e6);
+  }
+}
+
 TEST(CostModelTest, WarnsWhenAMeshDimDuplicatesAnEinsum) {
   const Graph g = EinsumGraph();
   for (const auto& [rules, warned] :
