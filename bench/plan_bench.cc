@@ -14,6 +14,7 @@
 //       --profiles DIR]
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -35,10 +36,12 @@
 #include "client/client.h"
 #include "client/local_cluster.h"
 #include "core/cost_model.h"
+#include "core/explain.h"
 #include "core/lowering.h"
 #include "core/memory_model.h"
 #include "core/mesh.h"
 #include "models/train.h"
+#include "runtime/executor_fusion.h"
 #include "util/flags.h"
 
 namespace meshrt {
@@ -176,7 +179,9 @@ void PrintPerInstruction(const std::string& key, const Prediction& p,
   std::map<std::string, Row> rows;
   Row all;
   for (const InstructionCost& c : p.cost.instructions) {
-    if (!c.runs || c.kind == "local_slice" || c.comm_s > 0 || c.sent_bytes > 0) continue;
+    if (!c.runs || c.fused || c.kind == "local_slice" || c.comm_s > 0 || c.sent_bytes > 0) {
+      continue;
+    }
     if (c.compute_s == 0 && (*seconds)[c.index] == 0) continue;  // collectives of one
     const std::string cls =
         c.gemm ? (c.flops / static_cast<double>(c.gemm_batch) >= profile.gemm_large_flops
@@ -210,6 +215,34 @@ void PrintPerInstruction(const std::string& key, const Prediction& p,
   }
 }
 
+// The executor's fusions of a step fetching `fetches` (runtime/executor_fusion.h), as the cost
+// model takes them. Pinned as the executor pins: inputs, variables and their updates, fetches.
+std::map<int, FusedGroup> Fusions(const v1::Program& program,
+                                  const std::vector<std::string>& fetches) {
+  std::vector<bool> pinned(std::max(program.num_buffers(), 0), false);
+  auto pin = [&](int b) {
+    if (b >= 0 && b < static_cast<int>(pinned.size())) pinned[b] = true;
+  };
+  for (const v1::ProgramTensor& t : program.inputs()) pin(t.buffer());
+  for (const v1::ProgramVariable& v : program.variables()) {
+    pin(v.buffer());
+    pin(v.update_buffer());
+  }
+  for (const v1::ProgramTensor& t : program.outputs()) {
+    if (std::find(fetches.begin(), fetches.end(), t.name()) != fetches.end()) pin(t.buffer());
+  }
+  std::vector<bool> runs = StepInstructions(program, &fetches);
+  std::map<int, FusedGroup> groups;
+  for (const auto& [s, f] : FindFusions(program, pinned, &runs)) {
+    FusedGroup& g = groups[s];
+    for (int i : {f.mul, f.mask, f.add}) {
+      if (i >= 0) g.absorbed.push_back(i);
+    }
+    g.into_gemm = f.einsum >= 0;
+  }
+  return groups;
+}
+
 Prediction Predict(const TrainConfig& c, const models::TrainGraph& tg,
                    const HardwareProfile& profile) {
   absl::StatusOr<Mesh> mesh = Mesh::Parse(c.mesh);
@@ -220,7 +253,8 @@ Prediction Predict(const TrainConfig& c, const models::TrainGraph& tg,
   if (!program.ok()) Fail("lowering " + Key(c), program.status());
   const std::vector<std::string> fetches = {tg.loss};
   Prediction p;
-  absl::StatusOr<ProgramCost> cost = CostProgram(*program, profile, &fetches);
+  const std::map<int, FusedGroup> fusions = Fusions(*program, fetches);
+  absl::StatusOr<ProgramCost> cost = CostProgram(*program, profile, &fetches, &fusions);
   absl::StatusOr<MemoryReport> memory = ComputeMemory(*program, MemoryOptionsOf(tg, fetches));
   if (!cost.ok()) Fail("costing " + Key(c), cost.status());
   p.cost = *std::move(cost);

@@ -172,10 +172,21 @@ absl::StatusOr<HardwareProfile> LoadHardwareProfile(const std::string& path) {
 }
 
 absl::StatusOr<ProgramCost> CostProgram(const v1::Program& program, const HardwareProfile& profile,
-                                        const std::vector<std::string>* fetches) {
+                                        const std::vector<std::string>* fetches,
+                                        const std::map<int, FusedGroup>* fusions) {
   ASSIGN_OR_RETURN(Mesh mesh, Mesh::FromProto(program.mesh()));
   const std::vector<BufferInfo> buffers = Buffers(program, mesh);
   const std::vector<bool> runs = StepInstructions(program, fetches);
+  std::vector<bool> fused(program.instructions_size(), false);
+  if (fusions != nullptr) {
+    auto mark = [&](int i) {
+      if (i >= 0 && i < program.instructions_size()) fused[i] = true;
+    };
+    for (const auto& [s, group] : *fusions) {
+      for (int i : group.absorbed) mark(i);
+      if (group.into_gemm) mark(s);
+    }
+  }
   ProgramCost cost;
   cost.processors = static_cast<int>(mesh.num_processors());
   cost.total.source_op = "total";
@@ -210,7 +221,10 @@ absl::StatusOr<ProgramCost> CostProgram(const v1::Program& program, const Hardwa
                           : product_flops >= profile.gemm_large_flops
                               ? profile.gemm_large_flops_per_s
                               : profile.gemm_small_flops_per_s;
-      c.compute_s = std::max(c.flops / rate, static_cast<double>(c.bytes_read + c.bytes_written) /
+      c.fused = fused[i];
+      c.compute_s =
+          c.fused ? 0
+                  : std::max(c.flops / rate, static_cast<double>(c.bytes_read + c.bytes_written) /
                                                  profile.memory_bytes_per_s);
     } else if (inst.has_local_slice()) {
       c.kind = "local_slice";

@@ -85,9 +85,10 @@ absl::StatusOr<HardwareProfile> LoadHardwareProfile(const std::string& path);
 struct InstructionCost {
   int index = 0;
   std::string source_op;
-  std::string kind;   // local op type, "local_slice", or the collective ("allreduce", ...)
-  bool runs = true;   // in the step (StepInstructions)
-  bool gemm = false;  // an einsum of >= 2 operands
+  std::string kind;    // local op type, "local_slice", or the collective ("allreduce", ...)
+  bool runs = true;    // in the step (StepInstructions)
+  bool gemm = false;   // an einsum of >= 2 operands
+  bool fused = false;  // runs inside another instruction's pass (CostProgram's `fusions`)
   // gemm: its batch, the product of the sizes of the dims all operands and the output hold.
   int64_t gemm_batch = 1;
   double flops = 0;        // per worker
@@ -131,11 +132,25 @@ struct ProgramCost {
 double StepCriticalPath(const v1::Program& program,
                         const std::vector<InstructionCost>& instructions);
 
+// An executor fusion (runtime/executor_fusion.h FindFusions: S and the instructions it runs
+// with) as the cost model counts it: the instructions absorbed into S take no time of their own
+// (a scaled update's mul, a ReLU gradient's mask, the causal mask's add: S reads their inputs in
+// its own pass), and with `into_gemm` (S = x - lr * einsum(...) run as the einsum's GEMM with
+// beta = 1) S takes none either: the einsum's GEMM is the whole group's time. Core cannot see the
+// executor's plan, so the caller passes it (e.g. bench/plan_bench.cc from FindFusions).
+struct FusedGroup {
+  std::vector<int> absorbed;  // instruction positions (the mul, mask or add; not the einsum)
+  bool into_gemm = false;
+};
+
 // Costs of `program`'s instructions under `profile`, over the step StepInstructions(program,
-// fetches) runs. InvalidArgument naming the instruction when a local op's cost cannot be computed
-// (unknown type, a buffer read before it is written).
+// fetches) runs; with `fusions` (keyed by S), the executor's fusions take time as FusedGroup
+// says (their instructions keep their FLOPs and bytes, with compute_s 0 and `fused` set).
+// InvalidArgument naming the instruction when a local op's cost cannot be computed (unknown
+// type, a buffer read before it is written).
 absl::StatusOr<ProgramCost> CostProgram(const v1::Program& program, const HardwareProfile& profile,
-                                        const std::vector<std::string>* fetches = nullptr);
+                                        const std::vector<std::string>* fetches = nullptr,
+                                        const std::map<int, FusedGroup>* fusions = nullptr);
 
 // An einsum is compute-heavy when its per-worker FLOPs are at least this fraction of the step's
 // per-worker FLOPs.

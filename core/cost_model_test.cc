@@ -213,6 +213,43 @@ TEST(CostModelTest, GemmClassIsByProductNotByBatchedSlice) {
   }
 }
 
+TEST(CostModelTest, FusedInstructionsTakeNoTimeOfTheirOwn) {
+  // SGD's w - lr * g: mul (scale) then sub, 16 floats each.
+  GraphBuilder b;
+  auto w = b.Placeholder("w", Shape({{"n", 16}}));
+  auto g = b.Placeholder("g", Shape({{"n", 16}}));
+  b.MarkOutput(b.Sub(w, b.Scale(g, 0.1f, "step"), "new_w"));
+  const Graph graph = b.Build().value();
+  Mesh mesh = Mesh::Parse("").value();
+  v1::Program program = Lower(graph, mesh, LayoutRules::Parse("", mesh).value()).value();
+  int mul = -1, sub = -1;
+  for (int i = 0; i < program.instructions_size(); ++i) {
+    if (program.instructions(i).source_op() == "step") mul = i;
+    if (program.instructions(i).source_op() == "new_w") sub = i;
+  }
+  ASSERT_GE(mul, 0);
+  ASSERT_GE(sub, 0);
+  HardwareProfile p;
+  p.memory_bytes_per_s = 1e3;  // memory bound: mul moves 128 bytes, sub 192
+  p.elementwise_flops_per_s = 1e9;
+  const std::vector<std::string> fetches = {"new_w"};
+  ProgramCost plain = CostProgram(program, p, &fetches).value();
+  EXPECT_DOUBLE_EQ(plain.instructions[mul].compute_s, 128 / 1e3);
+  EXPECT_DOUBLE_EQ(plain.instructions[sub].compute_s, 192 / 1e3);
+  std::map<int, FusedGroup> fusions = {{sub, FusedGroup{{mul}, false}}};
+  ProgramCost fused = CostProgram(program, p, &fetches, &fusions).value();
+  EXPECT_TRUE(fused.instructions[mul].fused);
+  EXPECT_DOUBLE_EQ(fused.instructions[mul].compute_s, 0);
+  EXPECT_DOUBLE_EQ(fused.instructions[mul].flops, 16);  // still counted
+  EXPECT_FALSE(fused.instructions[sub].fused);
+  EXPECT_DOUBLE_EQ(fused.total.compute_s, plain.total.compute_s - 128 / 1e3);
+  // Into a GEMM: S's pass goes too.
+  fusions[sub].into_gemm = true;
+  fused = CostProgram(program, p, &fetches, &fusions).value();
+  EXPECT_DOUBLE_EQ(fused.instructions[sub].compute_s, 0);
+  EXPECT_DOUBLE_EQ(fused.total.compute_s, plain.total.compute_s - 320 / 1e3);
+}
+
 TEST(CostModelTest, WarnsWhenAMeshDimDuplicatesAnEinsum) {
   const Graph g = EinsumGraph();
   for (const auto& [rules, warned] :
