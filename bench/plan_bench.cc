@@ -11,7 +11,7 @@
 // them, and a calibration on 4 workers measures the rates a 4-worker case sees.
 //
 //   bazel run -c opt //bench:plan_bench [-- --quick --steps N --warmup N --only SUBSTRING
-//       --profiles DIR]
+//       --profiles DIR --calibrate_each --per_instruction]
 #include <unistd.h>
 
 #include <algorithm>
@@ -266,6 +266,7 @@ Prediction Predict(const TrainConfig& c, const models::TrainGraph& tg,
 
 struct CaseResult {
   TrainConfig config;
+  HardwareProfile profile;  // the prediction's
   Prediction prediction;
   double measured_ms = -1;
 };
@@ -282,13 +283,27 @@ const char* Verdict(bool met) { return met ? "met" : "MISSED"; }
 
 void PrintTable(const std::vector<CaseResult>& results, const std::string& load_start,
                 const std::string& load_end, const std::map<int, HardwareProfile>& profiles,
-                double minutes) {
+                bool calibrate_each, double minutes) {
   std::printf("# plan_bench: predicted vs measured step time (issue 15 item 6)\n\n");
   std::printf("load average (/proc/loadavg) at the start %s, at the end %s; %.1f min\n\n",
               load_start.c_str(), load_end.c_str(), minutes);
-  for (const auto& [workers, p] : profiles) {
-    std::printf("profile of %d workers (%s):\n```\n%s```\n", workers, p.source.c_str(),
-                FormatHardwareProfile(p).c_str());
+  if (calibrate_each) {
+    std::printf(
+        "calibrated before every case (--calibrate_each): GEMM large / small, elementwise "
+        "GFLOP/s, memory GB/s, step overhead ms, allreduce alpha ms / beta GB/s\n\n");
+    for (const CaseResult& r : results) {
+      const HardwareProfile& p = r.profile;
+      const CollectiveLink& ar = p.collectives.at("allreduce");
+      std::printf("- %s: %.1f / %.1f, %.2f, %.2f, %.2f, %.3f / %.2f\n", Key(r.config).c_str(),
+                  p.gemm_large_flops_per_s / 1e9, p.gemm_small_flops_per_s / 1e9,
+                  p.elementwise_flops_per_s / 1e9, p.memory_bytes_per_s / 1e9,
+                  1e3 * p.step_overhead_s, 1e3 * ar.alpha_s, ar.beta_bytes_per_s / 1e9);
+    }
+  } else {
+    for (const auto& [workers, p] : profiles) {
+      std::printf("profile of %d workers (%s):\n```\n%s```\n", workers, p.source.c_str(),
+                  FormatHardwareProfile(p).c_str());
+    }
   }
   std::printf(
       "\n| case | mesh | layout | predicted ms (compute / comm / overhead) | measured ms | error | "
@@ -324,7 +339,7 @@ void PrintTable(const std::vector<CaseResult>& results, const std::string& load_
 }
 
 int Main(int argc, char** argv) {
-  bool quick = false, per_instruction = false;
+  bool quick = false, per_instruction = false, calibrate_each = false;
   int64_t steps = 8, warmup = 2, model_steps = 4, calibrate_steps = 5;
   std::string only, profiles_dir;
   RunOptions o;
@@ -345,6 +360,10 @@ int Main(int argc, char** argv) {
   flags.String("profiles", &profiles_dir,
                "read DIR/workers_W.profile instead of calibrating when it exists; write it "
                "after calibrating otherwise");
+  flags.Bool("calibrate_each", &calibrate_each,
+             "calibrate afresh right before every case (not once per worker count; ignores "
+             "--profiles): on a machine others load unevenly, the profile then sees the load the "
+             "case sees");
   flags.Bool("per_instruction", &per_instruction,
              "also time every case's local instructions alone in this process against their "
              "predicted compute, by class (a diagnostic of the model; no cluster runs it)");
@@ -380,7 +399,7 @@ int Main(int argc, char** argv) {
   const absl::Time start = absl::Now();
   std::map<int, HardwareProfile> profiles;
   for (const TrainConfig& c : cases) {
-    if (!profiles.count(c.workers)) {
+    if (!calibrate_each && !profiles.count(c.workers)) {
       profiles[c.workers] = ProfileFor(c.workers, static_cast<int>(calibrate_steps), profiles_dir);
     }
   }
@@ -393,9 +412,14 @@ int Main(int argc, char** argv) {
       if (!tg.ok()) Fail("building " + group, tg.status());
       graphs.emplace(group, *std::move(tg));
     }
+    if (calibrate_each) {
+      std::fprintf(stderr, "calibrating %d workers for %s ...\n", c.workers, Key(c).c_str());
+      profiles[c.workers] = CalibrateOn(c.workers, static_cast<int>(calibrate_steps));
+    }
     CaseResult r;
     r.config = c;
-    r.prediction = Predict(c, graphs.at(group), profiles.at(c.workers));
+    r.profile = profiles.at(c.workers);
+    r.prediction = Predict(c, graphs.at(group), r.profile);
     std::fprintf(stderr, "%s (mesh %s, layout '%s'): predicted %.1f ms ...", Key(c).c_str(),
                  c.mesh.c_str(), c.layout.c_str(), 1e3 * r.prediction.cost.step_s);
     if (per_instruction) {
@@ -406,7 +430,7 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, " measured %.1f ms\n", r.measured_ms);
     results.push_back(std::move(r));
   }
-  PrintTable(results, load_start, LoadAverage(), profiles,
+  PrintTable(results, load_start, LoadAverage(), profiles, calibrate_each,
              absl::ToDoubleMinutes(absl::Now() - start));
   return 0;
 }
