@@ -26,7 +26,8 @@ demo: setup
 # and PyTorch+gloo, per-step overhead and feed/fetch throughput on a local cluster, training steps
 # (MLP, Transformer LM at two sizes) vs the PyTorch peers, each side on its own fastest correct
 # OpenBLAS core, and the cost model's predicted step times against measured ones (plan_bench).
-# The core presets below are removed for the benchmark commands alone (never for tests or CI); MESHRT_BENCH_UNSET tells train_bench what was removed, which it prints.
+# The core presets below are removed for the benchmark commands alone (never for tests or CI);
+# MESHRT_BENCH_UNSET tells train_bench what was removed, which it prints.
 BENCH_PRESETS := OPENBLAS_CORETYPE OPENBLAS_L2_SIZE MESHRT_BLAS_CORETYPE
 BENCH_UNSET := $(strip $(foreach v,$(BENCH_PRESETS),$(if $(findstring environment,$(origin $(v))),$(v)=$($(v)))))
 BENCH_ENV := env $(foreach v,$(BENCH_PRESETS),-u $(v)) MESHRT_BENCH_UNSET='$(BENCH_UNSET)'
