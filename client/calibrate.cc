@@ -64,9 +64,16 @@ double Median(std::vector<double> v) {
 }
 
 // Median seconds per step of `g` on x:W (one untimed step first).
+// x:workers, or r:replicas,x:workers (the graph replicated over r: `replicas` groups run it at
+// once).
+absl::StatusOr<Mesh> CalibrationMesh(int workers, int replicas) {
+  if (replicas <= 1) return Mesh::Make({{"x", workers}});
+  return Mesh::Make({{"r", replicas}, {"x", workers}});
+}
+
 absl::StatusOr<double> TimeSteps(Client& client, const CalibrationGraph& g, int workers,
-                                 int steps) {
-  ASSIGN_OR_RETURN(const Mesh mesh, Mesh::Make({{"x", workers}}));
+                                 int replicas, int steps) {
+  ASSIGN_OR_RETURN(const Mesh mesh, CalibrationMesh(workers, replicas));
   ASSIGN_OR_RETURN(const LayoutRules rules, LayoutRules::Parse(g.layout, mesh));
   ASSIGN_OR_RETURN(std::unique_ptr<Session> session,
                    client.CreateSession(g.graph.proto(), mesh, rules));
@@ -152,8 +159,8 @@ absl::StatusOr<CalibrationGraph> MakeCalibrationGraph(const std::string& kind, i
 }
 
 absl::StatusOr<int64_t> CheckCalibrationProgram(const std::string& kind, const CalibrationGraph& g,
-                                                int workers) {
-  ASSIGN_OR_RETURN(const Mesh mesh, Mesh::Make({{"x", workers}}));
+                                                int workers, int replicas) {
+  ASSIGN_OR_RETURN(const Mesh mesh, CalibrationMesh(workers, replicas));
   ASSIGN_OR_RETURN(const LayoutRules rules, LayoutRules::Parse(g.layout, mesh));
   ASSIGN_OR_RETURN(const v1::Program program, Lower(g.graph, mesh, rules));
   const std::vector<std::string> fetches = {kTick};
@@ -178,12 +185,21 @@ absl::StatusOr<int64_t> CheckCalibrationProgram(const std::string& kind, const C
 
 absl::StatusOr<Calibration> Calibrate(Client& client, const CalibrateOptions& options) {
   const int w = options.workers;
+  const int group = options.collective_group > 0 ? options.collective_group : w;
+  if (w < 1 || group > w || w % group != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("calibration: collective_group ",
+                                                   options.collective_group,
+                                                   " must divide the workers (", w, ")"));
+  }
   Calibration c;
   c.workers = w;
+  c.collective_group = group;
   auto time = [&](const std::string& kind, int size) -> absl::StatusOr<std::pair<double, int64_t>> {
-    ASSIGN_OR_RETURN(CalibrationGraph g, MakeCalibrationGraph(kind, size, w));
-    ASSIGN_OR_RETURN(int64_t sent, CheckCalibrationProgram(kind, g, w));
-    ASSIGN_OR_RETURN(double seconds, TimeSteps(client, g, w, options.steps));
+    const bool collective = IsCollective(kind);
+    const int x = collective ? group : w, replicas = collective ? w / group : 1;
+    ASSIGN_OR_RETURN(CalibrationGraph g, MakeCalibrationGraph(kind, size, x));
+    ASSIGN_OR_RETURN(int64_t sent, CheckCalibrationProgram(kind, g, x, replicas));
+    ASSIGN_OR_RETURN(double seconds, TimeSteps(client, g, x, replicas, options.steps));
     return std::make_pair(seconds, sent);
   };
   ASSIGN_OR_RETURN(auto overhead, time("overhead", 0));
@@ -201,7 +217,7 @@ absl::StatusOr<Calibration> Calibrate(Client& client, const CalibrateOptions& op
   ASSIGN_OR_RETURN(c.memory_bytes_per_second, rate("memory", memory.bytes));
   ASSIGN_OR_RETURN(CalibrationGraph elementwise, MakeCalibrationGraph("elementwise", 0, w));
   ASSIGN_OR_RETURN(c.elementwise_flops_per_second, rate("elementwise", elementwise.flops));
-  if (w < 2) return c;  // no collective runs on one worker
+  if (group < 2) return c;  // no collective runs in a group of one
   for (const char* kind : kCollectives) {
     ASSIGN_OR_RETURN(auto small_t, time(kind, 0));
     ASSIGN_OR_RETURN(auto large_t, time(kind, 1));
@@ -249,7 +265,8 @@ HardwareProfile ToHardwareProfile(const Calibration& c, const std::string& sourc
 std::string FormatCalibration(const Calibration& c, const std::string& header) {
   return absl::StrCat(
       "# meshrt calibration: ", header, "\n",
-      absl::StrFormat("# workers %d, step overhead %.6g s\n", c.workers, c.step_overhead_seconds),
+      absl::StrFormat("# workers %d, collectives in groups of %d, step overhead %.6g s\n",
+                      c.workers, c.collective_group, c.step_overhead_seconds),
       FormatHardwareProfile(ToHardwareProfile(c, header)));
 }
 

@@ -44,6 +44,7 @@ struct CommFit {
 
 struct Calibration {
   int workers = 0;
+  int collective_group = 0;  // workers per group the collectives were measured in
   double step_overhead_seconds = 0;
   double gemm_flops_per_second = 0;         // large products, per worker
   double small_gemm_flops_per_second = 0;   // batched 128 x 128 x 32 products, per worker
@@ -54,6 +55,11 @@ struct Calibration {
 
 struct CalibrateOptions {
   int workers = 2;
+  // Workers per collective group: 0 = all of them (mesh x:W). G < W (dividing W) measures the
+  // collectives on mesh r:W/G,x:G, W/G groups of G at once, as a 2-D mesh's collectives over one
+  // of its dims run (e.g. rows:2,cols:2: two groups of 2, on the same-host path of
+  // worker/gloo_same_host.h rather than a TCP ring of 4). The other figures use all W workers.
+  int collective_group = 0;
   int steps = 5;  // timed steps per graph (the median is used), after one untimed
 };
 
@@ -70,12 +76,13 @@ struct CalibrationGraph {
 absl::StatusOr<CalibrationGraph> MakeCalibrationGraph(const std::string& kind, int size,
                                                       int workers);
 
-// Checks that `graph` lowered on x:W under its layout sends what `kind` says: for a collective
+// Checks that `graph` lowered on x:W (r:R,x:W with `replicas` R > 1) under its layout sends what
+// `kind` says: for a collective
 // kind exactly one collective instruction of that kind runs per step; for the others none.
 // Returns the bytes each worker sends (core/explain.h CostOf) — FailedPrecondition naming the
 // kind and what the program does instead.
 absl::StatusOr<int64_t> CheckCalibrationProgram(const std::string& kind, const CalibrationGraph& g,
-                                                int workers);
+                                                int workers, int replicas = 1);
 
 // Runs every calibration graph on the cluster behind `client` (it must have `workers` free
 // workers) and fits the figures.
@@ -89,7 +96,7 @@ HardwareProfile ToHardwareProfile(const Calibration& c, const std::string& sourc
 
 // The profile file `meshrt explain --profile` reads (core/cost_model.h FormatHardwareProfile),
 // preceded by comment lines with `header` and the figures the profile has no key for (workers,
-// step overhead).
+// the collectives' group size; the step overhead is repeated there).
 std::string FormatCalibration(const Calibration& c, const std::string& header);
 
 }  // namespace meshrt

@@ -38,6 +38,19 @@ TEST(CalibrateTest, EachGraphLowersToTheOneThingItMeasures) {
   EXPECT_DOUBLE_EQ(softmax.flops, 16.0 * 1024 * 4096);  // kSoftmaxFlops per element
 }
 
+// Groups of 2 on 4 workers: the collective graphs sized for 2, replicated over r:2, lower to one
+// collective over x only, sending what they send on x:2.
+TEST(CalibrateTest, CollectivesInGroupsSmallerThanTheCluster) {
+  for (const char* kind : {"allreduce", "allgather", "alltoall"}) {
+    SCOPED_TRACE(kind);
+    ASSERT_OK_AND_ASSIGN(CalibrationGraph g, MakeCalibrationGraph(kind, 0, 2));
+    ASSERT_OK_AND_ASSIGN(int64_t alone, CheckCalibrationProgram(kind, g, 2));
+    ASSERT_OK_AND_ASSIGN(int64_t replicated, CheckCalibrationProgram(kind, g, 2, 2));
+    EXPECT_EQ(replicated, alone);
+    EXPECT_GT(alone, 0);
+  }
+}
+
 TEST(CalibrateTest, AGraphThatMeasuresSomethingElseIsCaught) {
   ASSERT_OK_AND_ASSIGN(CalibrationGraph g, MakeCalibrationGraph("allgather", 0, 2));
   EXPECT_TRUE(StatusIs(CheckCalibrationProgram("alltoall", g, 2).status(),
@@ -51,6 +64,7 @@ TEST(CalibrateTest, AGraphThatMeasuresSomethingElseIsCaught) {
 TEST(CalibrateTest, TheProfileIsTheCostModelsAndReadsBack) {
   Calibration c;
   c.workers = 2;
+  c.collective_group = 2;
   c.step_overhead_seconds = 0.0012;
   c.gemm_flops_per_second = 9.5e10;
   c.small_gemm_flops_per_second = 4e10;
@@ -58,7 +72,10 @@ TEST(CalibrateTest, TheProfileIsTheCostModelsAndReadsBack) {
   c.comm["allreduce"] = CommFit{3e-4, 2.5e9};
   const std::string text = FormatCalibration(c, "test");
   EXPECT_TRUE(absl::StrContains(text, "# meshrt calibration: test\n")) << text;
-  EXPECT_TRUE(absl::StrContains(text, "# workers 2, step overhead 0.0012 s\n")) << text;
+  EXPECT_TRUE(absl::StrContains(text,
+                                "# workers 2, collectives in groups of 2, step overhead "
+                                "0.0012 s\n"))
+      << text;
   ASSERT_OK_AND_ASSIGN(HardwareProfile p, ParseHardwareProfile(text, "calibrated"));
   EXPECT_DOUBLE_EQ(p.gemm_large_flops_per_s, 9.5e10);
   EXPECT_DOUBLE_EQ(p.gemm_small_flops_per_s, 4e10);
