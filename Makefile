@@ -25,8 +25,9 @@ demo: setup
 # Benchmarks print tables (never timed in tests): kernels vs raw OpenBLAS, collectives vs raw Gloo
 # and PyTorch+gloo, per-step overhead and feed/fetch throughput on a local cluster, training steps
 # (MLP, Transformer LM at two sizes) vs the PyTorch peers, each side on its own fastest correct
-# OpenBLAS core. The core presets below are removed for the benchmark commands alone (never for
-# tests or CI); MESHRT_BENCH_UNSET tells train_bench what was removed, which it prints.
+# OpenBLAS core, and the cost model's predicted step times against measured ones (plan_bench).
+# The core presets below are removed for the benchmark commands alone (never for tests or CI);
+# MESHRT_BENCH_UNSET tells train_bench what was removed, which it prints.
 BENCH_PRESETS := OPENBLAS_CORETYPE OPENBLAS_L2_SIZE MESHRT_BLAS_CORETYPE
 BENCH_UNSET := $(strip $(foreach v,$(BENCH_PRESETS),$(if $(findstring environment,$(origin $(v))),$(v)=$($(v)))))
 BENCH_ENV := env $(foreach v,$(BENCH_PRESETS),-u $(v)) MESHRT_BENCH_UNSET='$(BENCH_UNSET)'
@@ -40,6 +41,7 @@ bench: setup
 	$(BENCH_ENV) $(BAZEL) run $(BAZEL_FLAGS) -c opt //bench:cluster_bench
 	$(BENCH_ENV) $(BAZEL) run $(BAZEL_FLAGS) -c opt //bench:reshard_bench
 	$(BENCH_ENV) $(BAZEL) run $(BAZEL_FLAGS) -c opt //bench:train_bench
+	$(BENCH_ENV) $(BAZEL) run $(BAZEL_FLAGS) -c opt //bench:plan_bench
 	$(BENCH_ENV) $(BAZEL) run $(BAZEL_FLAGS) -c opt //bench:recovery_bench
 
 clean:

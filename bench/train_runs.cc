@@ -164,7 +164,7 @@ OursRun RunOurs(const TrainConfig& c, const models::TrainGraph& tg, const RunOpt
   }
   StopPerf(perf);
   run.median_ms = Median(ms);
-  if (perf_out.empty()) {
+  if (perf_out.empty() && o.batched) {
     const absl::Time t0 = absl::Now();
     step(c.steps);
     run.batched_ms = absl::ToDoubleMilliseconds(absl::Now() - t0) / c.steps;

@@ -34,6 +34,7 @@ struct TrainConfig {
 struct RunOptions {
   bool explain = false;
   bool overlap_comm = true;  // the workers' --overlap_comm
+  bool batched = true;       // RunOurs also times the steps in one request (OursRun::batched_ms)
   std::string peers_dir;     // mlp_bench.py, transformer_bench.py
   std::string python;        // the peers' interpreter
   std::string peer_coretype;  // OPENBLAS_CORETYPE for the peer ("" = OpenBLAS's own detection)

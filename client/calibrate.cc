@@ -10,6 +10,7 @@
 #include "core/builder.h"
 #include "core/explain.h"
 #include "core/lowering.h"
+#include "core/op_cost.h"
 #include "core/status_macros.h"
 
 namespace meshrt {
@@ -63,9 +64,16 @@ double Median(std::vector<double> v) {
 }
 
 // Median seconds per step of `g` on x:W (one untimed step first).
+// x:workers, or r:replicas,x:workers (the graph replicated over r: `replicas` groups run it at
+// once).
+absl::StatusOr<Mesh> CalibrationMesh(int workers, int replicas) {
+  if (replicas <= 1) return Mesh::Make({{"x", workers}});
+  return Mesh::Make({{"r", replicas}, {"x", workers}});
+}
+
 absl::StatusOr<double> TimeSteps(Client& client, const CalibrationGraph& g, int workers,
-                                 int steps) {
-  ASSIGN_OR_RETURN(const Mesh mesh, Mesh::Make({{"x", workers}}));
+                                 int replicas, int steps) {
+  ASSIGN_OR_RETURN(const Mesh mesh, CalibrationMesh(workers, replicas));
   ASSIGN_OR_RETURN(const LayoutRules rules, LayoutRules::Parse(g.layout, mesh));
   ASSIGN_OR_RETURN(std::unique_ptr<Session> session,
                    client.CreateSession(g.graph.proto(), mesh, rules));
@@ -114,10 +122,20 @@ absl::StatusOr<CalibrationGraph> MakeCalibrationGraph(const std::string& kind, i
     b.Assign(v, b.Neg(v, "neg"), "update");
     return Finish(b, "n:x", 0, 2.0 * per * kFloat);
   }
+  if (kind == "elementwise") {  // per worker a softmax over rows of 4096 floats, 16 MiB in all
+    const int64_t rows = 1024, cols = 4096;
+    TensorRef x = b.Variable("x", Shape({{"r", rows * w}, {"c", cols}}), Normal());
+    TensorRef y = b.Variable("y", Shape({{"r", rows * w}, {"c", cols}}));
+    v1::Op softmax;
+    softmax.set_type("softmax");
+    softmax.add_dims("c");
+    b.Assign(y, b.Apply(std::move(softmax), {x}, "softmax"), "update");
+    return Finish(b, "r:x", static_cast<double>(kSoftmaxFlops) * rows * cols, 0);
+  }
   if (!IsCollective(kind)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "unknown calibration kind '", kind,
-        "' (overhead, gemm, small_gemm, memory, allreduce, allgather, alltoall)"));
+        "' (overhead, gemm, small_gemm, memory, elementwise, allreduce, allgather, alltoall)"));
   }
   const int64_t floats = size == 0 ? (256 << 10) : (4 << 20);  // 1 MiB or 16 MiB
   if (kind == "allreduce") {  // sum over the split p: [p:W, n] -> [n], an allreduce of n floats
@@ -127,7 +145,7 @@ absl::StatusOr<CalibrationGraph> MakeCalibrationGraph(const std::string& kind, i
     return Finish(b, "p:x", 0, floats * kFloat);
   }
   const int64_t side = size == 0 ? 512 : 2048;  // side^2 floats: 1 MiB or 16 MiB
-  if (kind == "allgather") {  // a split dim renamed to a replicated one
+  if (kind == "allgather") {                    // a split dim renamed to a replicated one
     TensorRef x = b.Variable("x", Shape({{"a", side}, {"c", side}}), Normal());
     TensorRef y = b.Variable("y", Shape({{"b", side}, {"c", side}}));
     b.Assign(y, b.RenameDim(x, "a", "b", "gathered"), "update");
@@ -140,9 +158,9 @@ absl::StatusOr<CalibrationGraph> MakeCalibrationGraph(const std::string& kind, i
   return Finish(b, "a:x,c2:x", 0, side * side * kFloat);
 }
 
-absl::StatusOr<int64_t> CheckCalibrationProgram(const std::string& kind,
-                                                const CalibrationGraph& g, int workers) {
-  ASSIGN_OR_RETURN(const Mesh mesh, Mesh::Make({{"x", workers}}));
+absl::StatusOr<int64_t> CheckCalibrationProgram(const std::string& kind, const CalibrationGraph& g,
+                                                int workers, int replicas) {
+  ASSIGN_OR_RETURN(const Mesh mesh, CalibrationMesh(workers, replicas));
   ASSIGN_OR_RETURN(const LayoutRules rules, LayoutRules::Parse(g.layout, mesh));
   ASSIGN_OR_RETURN(const v1::Program program, Lower(g.graph, mesh, rules));
   const std::vector<std::string> fetches = {kTick};
@@ -167,12 +185,21 @@ absl::StatusOr<int64_t> CheckCalibrationProgram(const std::string& kind,
 
 absl::StatusOr<Calibration> Calibrate(Client& client, const CalibrateOptions& options) {
   const int w = options.workers;
+  const int group = options.collective_group > 0 ? options.collective_group : w;
+  if (w < 1 || group > w || w % group != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("calibration: collective_group ",
+                                                   options.collective_group,
+                                                   " must divide the workers (", w, ")"));
+  }
   Calibration c;
   c.workers = w;
+  c.collective_group = group;
   auto time = [&](const std::string& kind, int size) -> absl::StatusOr<std::pair<double, int64_t>> {
-    ASSIGN_OR_RETURN(CalibrationGraph g, MakeCalibrationGraph(kind, size, w));
-    ASSIGN_OR_RETURN(int64_t sent, CheckCalibrationProgram(kind, g, w));
-    ASSIGN_OR_RETURN(double seconds, TimeSteps(client, g, w, options.steps));
+    const bool collective = IsCollective(kind);
+    const int x = collective ? group : w, replicas = collective ? w / group : 1;
+    ASSIGN_OR_RETURN(CalibrationGraph g, MakeCalibrationGraph(kind, size, x));
+    ASSIGN_OR_RETURN(int64_t sent, CheckCalibrationProgram(kind, g, x, replicas));
+    ASSIGN_OR_RETURN(double seconds, TimeSteps(client, g, x, replicas, options.steps));
     return std::make_pair(seconds, sent);
   };
   ASSIGN_OR_RETURN(auto overhead, time("overhead", 0));
@@ -188,7 +215,9 @@ absl::StatusOr<Calibration> Calibrate(Client& client, const CalibrateOptions& op
   ASSIGN_OR_RETURN(c.small_gemm_flops_per_second, rate("small_gemm", small.flops));
   ASSIGN_OR_RETURN(CalibrationGraph memory, MakeCalibrationGraph("memory", 0, w));
   ASSIGN_OR_RETURN(c.memory_bytes_per_second, rate("memory", memory.bytes));
-  if (w < 2) return c;  // no collective runs on one worker
+  ASSIGN_OR_RETURN(CalibrationGraph elementwise, MakeCalibrationGraph("elementwise", 0, w));
+  ASSIGN_OR_RETURN(c.elementwise_flops_per_second, rate("elementwise", elementwise.flops));
+  if (group < 2) return c;  // no collective runs in a group of one
   for (const char* kind : kCollectives) {
     ASSIGN_OR_RETURN(auto small_t, time(kind, 0));
     ASSIGN_OR_RETURN(auto large_t, time(kind, 1));
@@ -218,9 +247,13 @@ HardwareProfile ToHardwareProfile(const Calibration& c, const std::string& sourc
   if (c.small_gemm_flops_per_second > 0) p.gemm_small_flops_per_s = c.small_gemm_flops_per_second;
   if (c.memory_bytes_per_second > 0) {
     p.memory_bytes_per_s = c.memory_bytes_per_second;
-    // The memory graph's negation: one FLOP per 8 bytes read and written.
+    // Without a measured rate, the memory graph's negation: one FLOP per 8 bytes read and
+    // written (a floor: it counts the memory-bound case as the FLOP rate).
     p.elementwise_flops_per_s = c.memory_bytes_per_second / (2 * kFloat);
   }
+  if (c.elementwise_flops_per_second > 0)
+    p.elementwise_flops_per_s = c.elementwise_flops_per_second;
+  if (c.step_overhead_seconds > 0) p.step_overhead_s = c.step_overhead_seconds;
   p.collectives = DefaultCollectiveLinks();
   for (const auto& [kind, fit] : c.comm) {
     p.collectives[kind] = CollectiveLink{fit.alpha_seconds, fit.beta_bytes_per_second};
@@ -230,10 +263,11 @@ HardwareProfile ToHardwareProfile(const Calibration& c, const std::string& sourc
 }
 
 std::string FormatCalibration(const Calibration& c, const std::string& header) {
-  return absl::StrCat("# meshrt calibration: ", header, "\n",
-                      absl::StrFormat("# workers %d, step overhead %.6g s\n", c.workers,
-                                      c.step_overhead_seconds),
-                      FormatHardwareProfile(ToHardwareProfile(c, header)));
+  return absl::StrCat(
+      "# meshrt calibration: ", header, "\n",
+      absl::StrFormat("# workers %d, collectives in groups of %d, step overhead %.6g s\n",
+                      c.workers, c.collective_group, c.step_overhead_seconds),
+      FormatHardwareProfile(ToHardwareProfile(c, header)));
 }
 
 }  // namespace meshrt

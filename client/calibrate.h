@@ -9,6 +9,11 @@
 //                       attention-shaped one (64 x 128 x 128 x 32): FLOP/s = FLOPs / (t - overhead)
 //   memory bandwidth    an elementwise scale of a 16 MiB slice into a variable: bytes read and
 //                       written / (t - overhead)
+//   elementwise rate    a softmax over rows of 4096 of a 16 MiB slice (per worker) into a
+//                       variable: its FLOPs as core/op_cost.h counts them (kSoftmaxFlops per
+//                       element) / (t - overhead). The kernels of the norms, softmaxes and
+//                       transcendentals run at several times the negation's FLOP rate, which
+//                       is memory-bound; a rate from the negation made them 10x too slow.
 //   collectives         allreduce (a sum over the split dim), allgather (a rename of a split dim to
 //                       a replicated one) and alltoall (a reshape moving the split to the other
 //                       dim), each at two sizes: alpha (s) and beta (bytes/s) fitted to
@@ -39,22 +44,29 @@ struct CommFit {
 
 struct Calibration {
   int workers = 0;
+  int collective_group = 0;  // workers per group the collectives were measured in
   double step_overhead_seconds = 0;
-  double gemm_flops_per_second = 0;        // large products, per worker
-  double small_gemm_flops_per_second = 0;  // batched 128 x 128 x 32 products, per worker
-  double memory_bytes_per_second = 0;      // elementwise, per worker
-  std::map<std::string, CommFit> comm;     // "allreduce", "allgather", "alltoall" over x:W
+  double gemm_flops_per_second = 0;         // large products, per worker
+  double small_gemm_flops_per_second = 0;   // batched 128 x 128 x 32 products, per worker
+  double memory_bytes_per_second = 0;       // elementwise, per worker
+  double elementwise_flops_per_second = 0;  // the softmax graph's, per worker
+  std::map<std::string, CommFit> comm;      // "allreduce", "allgather", "alltoall" over x:W
 };
 
 struct CalibrateOptions {
   int workers = 2;
+  // Workers per collective group: 0 = all of them (mesh x:W). G < W (dividing W) measures the
+  // collectives on mesh r:W/G,x:G, W/G groups of G at once, as a 2-D mesh's collectives over one
+  // of its dims run (e.g. rows:2,cols:2: two groups of 2, on the same-host path of
+  // worker/gloo_same_host.h rather than a TCP ring of 4). The other figures use all W workers.
+  int collective_group = 0;
   int steps = 5;  // timed steps per graph (the median is used), after one untimed
 };
 
 // One calibration graph (exposed for tests): `kind` is "overhead", "gemm", "small_gemm",
-// "memory", "allreduce", "allgather" or "alltoall"; `size` 0 or 1 picks the smaller or larger
-// collective (ignored otherwise). The work is a variable update; the graph's only output is a
-// scalar "tick", which is what a step fetches.
+// "memory", "elementwise", "allreduce", "allgather" or "alltoall"; `size` 0 or 1 picks the smaller
+// or larger collective (ignored otherwise). The work is a variable update; the graph's only output
+// is a scalar "tick", which is what a step fetches.
 struct CalibrationGraph {
   Graph graph;
   std::string layout;  // rules for mesh x:W
@@ -64,25 +76,27 @@ struct CalibrationGraph {
 absl::StatusOr<CalibrationGraph> MakeCalibrationGraph(const std::string& kind, int size,
                                                       int workers);
 
-// Checks that `graph` lowered on x:W under its layout sends what `kind` says: for a collective
+// Checks that `graph` lowered on x:W (r:R,x:W with `replicas` R > 1) under its layout sends what
+// `kind` says: for a collective
 // kind exactly one collective instruction of that kind runs per step; for the others none.
 // Returns the bytes each worker sends (core/explain.h CostOf) — FailedPrecondition naming the
 // kind and what the program does instead.
-absl::StatusOr<int64_t> CheckCalibrationProgram(const std::string& kind,
-                                                const CalibrationGraph& g, int workers);
+absl::StatusOr<int64_t> CheckCalibrationProgram(const std::string& kind, const CalibrationGraph& g,
+                                                int workers, int replicas = 1);
 
 // Runs every calibration graph on the cluster behind `client` (it must have `workers` free
 // workers) and fits the figures.
 absl::StatusOr<Calibration> Calibrate(Client& client, const CalibrateOptions& options);
 
 // The calibration as the cost model's hardware profile (core/cost_model.h): large / small GEMM
-// FLOP/s, memory bytes/s, the elementwise FLOP rate of the memory graph's negation, and the
-// fitted alpha/beta per collective kind, marked measured.
+// FLOP/s, memory bytes/s, the elementwise FLOP rate (the softmax graph's; without it the memory
+// graph's negation's), the step
+// overhead, and the fitted alpha/beta per collective kind, marked measured.
 HardwareProfile ToHardwareProfile(const Calibration& c, const std::string& source);
 
 // The profile file `meshrt explain --profile` reads (core/cost_model.h FormatHardwareProfile),
 // preceded by comment lines with `header` and the figures the profile has no key for (workers,
-// step overhead).
+// the collectives' group size; the step overhead is repeated there).
 std::string FormatCalibration(const Calibration& c, const std::string& header);
 
 }  // namespace meshrt

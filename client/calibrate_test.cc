@@ -15,7 +15,7 @@ namespace {
 TEST(CalibrateTest, EachGraphLowersToTheOneThingItMeasures) {
   for (int workers : {2, 4}) {
     SCOPED_TRACE(workers);
-    for (const char* kind : {"overhead", "gemm", "small_gemm", "memory"}) {
+    for (const char* kind : {"overhead", "gemm", "small_gemm", "memory", "elementwise"}) {
       SCOPED_TRACE(kind);
       ASSERT_OK_AND_ASSIGN(CalibrationGraph g, MakeCalibrationGraph(kind, 0, workers));
       ASSERT_OK_AND_ASSIGN(int64_t sent, CheckCalibrationProgram(kind, g, workers));
@@ -34,6 +34,21 @@ TEST(CalibrateTest, EachGraphLowersToTheOneThingItMeasures) {
   // The per-worker work is the same whatever the worker count (weak scaling).
   ASSERT_OK_AND_ASSIGN(CalibrationGraph gemm, MakeCalibrationGraph("gemm", 0, 4));
   EXPECT_DOUBLE_EQ(gemm.flops, 2.0 * 512 * 1024 * 1024);
+  ASSERT_OK_AND_ASSIGN(CalibrationGraph softmax, MakeCalibrationGraph("elementwise", 0, 4));
+  EXPECT_DOUBLE_EQ(softmax.flops, 16.0 * 1024 * 4096);  // kSoftmaxFlops per element
+}
+
+// Groups of 2 on 4 workers: the collective graphs sized for 2, replicated over r:2, lower to one
+// collective over x only, sending what they send on x:2.
+TEST(CalibrateTest, CollectivesInGroupsSmallerThanTheCluster) {
+  for (const char* kind : {"allreduce", "allgather", "alltoall"}) {
+    SCOPED_TRACE(kind);
+    ASSERT_OK_AND_ASSIGN(CalibrationGraph g, MakeCalibrationGraph(kind, 0, 2));
+    ASSERT_OK_AND_ASSIGN(int64_t alone, CheckCalibrationProgram(kind, g, 2));
+    ASSERT_OK_AND_ASSIGN(int64_t replicated, CheckCalibrationProgram(kind, g, 2, 2));
+    EXPECT_EQ(replicated, alone);
+    EXPECT_GT(alone, 0);
+  }
 }
 
 TEST(CalibrateTest, AGraphThatMeasuresSomethingElseIsCaught) {
@@ -49,6 +64,7 @@ TEST(CalibrateTest, AGraphThatMeasuresSomethingElseIsCaught) {
 TEST(CalibrateTest, TheProfileIsTheCostModelsAndReadsBack) {
   Calibration c;
   c.workers = 2;
+  c.collective_group = 2;
   c.step_overhead_seconds = 0.0012;
   c.gemm_flops_per_second = 9.5e10;
   c.small_gemm_flops_per_second = 4e10;
@@ -56,12 +72,18 @@ TEST(CalibrateTest, TheProfileIsTheCostModelsAndReadsBack) {
   c.comm["allreduce"] = CommFit{3e-4, 2.5e9};
   const std::string text = FormatCalibration(c, "test");
   EXPECT_TRUE(absl::StrContains(text, "# meshrt calibration: test\n")) << text;
-  EXPECT_TRUE(absl::StrContains(text, "# workers 2, step overhead 0.0012 s\n")) << text;
+  EXPECT_TRUE(absl::StrContains(text,
+                                "# workers 2, collectives in groups of 2, step overhead "
+                                "0.0012 s\n"))
+      << text;
   ASSERT_OK_AND_ASSIGN(HardwareProfile p, ParseHardwareProfile(text, "calibrated"));
   EXPECT_DOUBLE_EQ(p.gemm_large_flops_per_s, 9.5e10);
   EXPECT_DOUBLE_EQ(p.gemm_small_flops_per_s, 4e10);
   EXPECT_DOUBLE_EQ(p.memory_bytes_per_s, 8e9);
-  EXPECT_DOUBLE_EQ(p.elementwise_flops_per_s, 1e9);
+  EXPECT_DOUBLE_EQ(p.elementwise_flops_per_s, 1e9);  // no softmax rate: the negation's
+  EXPECT_DOUBLE_EQ(p.step_overhead_s, 0.0012);
+  c.elementwise_flops_per_second = 6.5e9;
+  EXPECT_DOUBLE_EQ(ToHardwareProfile(c, "t").elementwise_flops_per_s, 6.5e9);
   EXPECT_TRUE(p.collectives_measured);
   EXPECT_DOUBLE_EQ(p.collectives.at("allreduce").alpha_s, 3e-4);
   EXPECT_DOUBLE_EQ(p.collectives.at("allreduce").beta_bytes_per_s, 2.5e9);

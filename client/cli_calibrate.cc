@@ -21,7 +21,8 @@ absl::Status CalibrateCommand(const std::vector<std::string>& args, CliIo io) {
       "meshrt calibrate (--local N | --coordinator HOST:PORT --workers W) [--out FILE]",
       "Measures on the workers of a cluster what the planner's time model needs: the time of a "
       "step that computes nothing, GEMM throughput (large and attention-shaped products), "
-      "memory bandwidth, and latency (alpha) and bandwidth (beta) of allreduce, allgather and "
+      "memory bandwidth, the FLOP rate of a softmax, and latency (alpha) and bandwidth (beta) of "
+      "allreduce, allgather and "
       "alltoall over a 1-D mesh of W workers, each from a small graph run for a few steps "
       "through an ordinary session (client/calibrate.h). Takes seconds. Prints the profile "
       "(`key value` lines) or writes it to --out.\n\n"
@@ -29,7 +30,8 @@ absl::Status CalibrateCommand(const std::vector<std::string>& args, CliIo io) {
       "  meshrt calibrate --coordinator 127.0.0.1:7070 --workers 4");
   flags.Int("local", &local, "start a local cluster with N worker processes, then stop it");
   flags.String("coordinator", &coordinator, "calibrate the workers of the coordinator HOST:PORT");
-  flags.Int("workers", &workers, "how many of its workers (with --coordinator; default: --local's N)");
+  flags.Int("workers", &workers,
+            "how many of its workers (with --coordinator; default: --local's N)");
   flags.Int("steps", &steps, "timed steps per measurement (the median counts; default 5)");
   flags.String("out", &out_path, "write the profile here (default: print it)");
   AddClientSecurityFlags(flags, &security);
@@ -41,7 +43,8 @@ absl::Status CalibrateCommand(const std::vector<std::string>& args, CliIo io) {
   }
   if (!positional.empty()) return UsageError("meshrt calibrate takes no argument");
   if ((local > 0) == !coordinator.empty()) {
-    return UsageError("meshrt calibrate needs exactly one of --local N and --coordinator HOST:PORT");
+    return UsageError(
+        "meshrt calibrate needs exactly one of --local N and --coordinator HOST:PORT");
   }
   if (local < 0) return UsageError("--local N needs N >= 1 workers");
   if (workers == 0) workers = local;

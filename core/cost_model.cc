@@ -62,6 +62,18 @@ std::string KindName(v1::Collective::Kind kind) {
   return absl::AsciiStrToLower(v1::Collective::Kind_Name(kind));
 }
 
+// The product of the sizes of the dims every operand and the output hold: how many independent
+// products a batched GEMM of the einsum runs (at least 1).
+int64_t GemmBatch(const std::vector<TensorType>& inputs, const TensorType& out) {
+  int64_t batch = 1;
+  for (const Dim& d : out.shape.dims()) {
+    bool everywhere = true;
+    for (const TensorType& in : inputs) everywhere = everywhere && in.shape.Contains(d.name);
+    if (everywhere) batch *= std::max<int64_t>(d.size, 1);
+  }
+  return batch;
+}
+
 absl::Status ProfileError(absl::string_view source, int line, absl::string_view msg) {
   return absl::InvalidArgumentError(
       absl::StrCat("hardware profile ", source, " line ", line, ": ", msg));
@@ -86,6 +98,8 @@ std::string FormatHardwareProfile(const HardwareProfile& p) {
   line("gemm_large_flops", p.gemm_large_flops);
   line("elementwise_flops_per_s", p.elementwise_flops_per_s);
   line("memory_bytes_per_s", p.memory_bytes_per_s);
+  line("step_overhead_s", p.step_overhead_s);
+  absl::StrAppend(&out, "overlap_comm ", p.overlap_comm ? 1 : 0, "\n");
   absl::StrAppend(&out, "collectives_measured ", p.collectives_measured ? 1 : 0, "\n");
   for (const auto& [kind, link] : p.collectives) {
     line(absl::StrCat(kind, ".alpha_s"), link.alpha_s);
@@ -116,8 +130,8 @@ absl::StatusOr<HardwareProfile> ParseHardwareProfile(absl::string_view text,
       return ProfileError(source, line_number,
                           absl::StrCat("value of ", key, " '", parts[1], "' is not a number >= 0"));
     }
-    if (key == "collectives_measured") {
-      p.collectives_measured = v != 0;
+    if (key == "collectives_measured" || key == "overlap_comm") {
+      (key == "overlap_comm" ? p.overlap_comm : p.collectives_measured) = v != 0;
       continue;
     }
     double* field = key == "gemm_small_flops_per_s"    ? &p.gemm_small_flops_per_s
@@ -125,6 +139,7 @@ absl::StatusOr<HardwareProfile> ParseHardwareProfile(absl::string_view text,
                     : key == "gemm_large_flops"        ? &p.gemm_large_flops
                     : key == "elementwise_flops_per_s" ? &p.elementwise_flops_per_s
                     : key == "memory_bytes_per_s"      ? &p.memory_bytes_per_s
+                    : key == "step_overhead_s"         ? &p.step_overhead_s
                                                        : nullptr;
     const size_t dot = key.find('.');
     if (field == nullptr && dot != std::string::npos) {
@@ -139,7 +154,7 @@ absl::StatusOr<HardwareProfile> ParseHardwareProfile(absl::string_view text,
           source, line_number,
           absl::StrCat("unknown key '", key, "' (see core/cost_model.h FormatHardwareProfile)"));
     }
-    if (v == 0 && field != &p.gemm_large_flops &&
+    if (v == 0 && field != &p.gemm_large_flops && field != &p.step_overhead_s &&
         (dot == std::string::npos || key.substr(dot + 1) != "alpha_s")) {
       return ProfileError(source, line_number, absl::StrCat(key, " must be > 0"));
     }
@@ -162,7 +177,7 @@ namespace {
 // of what it reads.
 absl::StatusOr<InstructionCost> CostInstruction(const v1::Program& program, int i,
                                                 const std::vector<BufferInfo>& buffers,
-                                                const HardwareProfile& profile) {
+                                                const HardwareProfile& profile, bool fused) {
   const v1::Instruction& inst = program.instructions(i);
   InstructionCost c;
   ASSIGN_OR_RETURN(Shape slice, Shape::FromProto(inst.slice_shape()));
@@ -172,9 +187,9 @@ absl::StatusOr<InstructionCost> CostInstruction(const v1::Program& program, int 
     std::vector<TensorType> inputs;
     for (int b : inst.inputs()) {
       if (b < 0 || b >= static_cast<int>(buffers.size()) || !buffers[b].known) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("instruction #", i, " (op '", inst.source_op(), "') reads buffer ", b,
-                         " that nothing writes; re-lower the graph"));
+        return absl::InvalidArgumentError(absl::StrCat("instruction #", i, " (op '",
+                                                       inst.source_op(), "') reads buffer ", b,
+                                                       " that nothing writes; re-lower the graph"));
       }
       inputs.push_back(buffers[b].type);
     }
@@ -183,10 +198,16 @@ absl::StatusOr<InstructionCost> CostInstruction(const v1::Program& program, int 
     c.bytes_read = s.bytes_read;
     c.bytes_written = s.bytes_written;
     c.gemm = c.kind == "einsum" && inputs.size() >= 2;
-    const double rate = !c.gemm                               ? profile.elementwise_flops_per_s
-                        : c.flops >= profile.gemm_large_flops ? profile.gemm_large_flops_per_s
-                                                              : profile.gemm_small_flops_per_s;
-    c.compute_s = std::max(c.flops / rate, static_cast<double>(c.bytes_read + c.bytes_written) /
+    if (c.gemm) c.gemm_batch = GemmBatch(inputs, out);
+    const double product_flops = c.flops / static_cast<double>(c.gemm_batch);
+    const double rate = !c.gemm ? profile.elementwise_flops_per_s
+                        : product_flops >= profile.gemm_large_flops
+                            ? profile.gemm_large_flops_per_s
+                            : profile.gemm_small_flops_per_s;
+    c.fused = fused;
+    c.compute_s =
+        c.fused ? 0
+                : std::max(c.flops / rate, static_cast<double>(c.bytes_read + c.bytes_written) /
                                                profile.memory_bytes_per_s);
   } else if (inst.has_local_slice()) {
     c.kind = "local_slice";
@@ -217,44 +238,100 @@ void AddTo(const InstructionCost& c, OpCostTotal* t) {
 
 }  // namespace
 
-absl::StatusOr<ProgramCost> CostProgram(const v1::Program& program, const HardwareProfile& profile,
-                                        const std::vector<std::string>* fetches) {
+double StepCriticalPath(const v1::Program& program,
+                        const std::vector<InstructionCost>& instructions) {
+  std::vector<double> ready(std::max(program.num_buffers(), 0), 0.0);
+  auto ready_at = [&](int b) {
+    return b >= 0 && b < static_cast<int>(ready.size()) ? ready[b] : 0;
+  };
+  double calling = 0, comm = 0;
+  const int n = std::min<int>(program.instructions_size(), instructions.size());
+  for (int i = 0; i < n; ++i) {
+    const InstructionCost& c = instructions[i];
+    if (!c.runs) continue;
+    const v1::Instruction& inst = program.instructions(i);
+    double inputs = 0;
+    for (int b : inst.inputs()) inputs = std::max(inputs, ready_at(b));
+    double end = 0;
+    if (inst.has_collective()) {
+      end = std::max({calling, comm, inputs}) + c.comm_s;
+      comm = end;
+    } else {
+      end = std::max(calling, inputs) + c.compute_s;
+      calling = end;
+    }
+    if (inst.output() >= 0 && inst.output() < static_cast<int>(ready.size())) {
+      ready[inst.output()] = end;
+    }
+  }
+  return std::max(calling, comm);
+}
+
+namespace {
+
+// CostProgram's work; without `named`, instructions get no source_op and `ops` stays empty.
+absl::StatusOr<ProgramCost> Cost(const v1::Program& program, const HardwareProfile& profile,
+                                 const std::vector<std::string>* fetches,
+                                 const std::map<int, FusedGroup>* fusions, bool named) {
   ASSIGN_OR_RETURN(Mesh mesh, Mesh::FromProto(program.mesh()));
   const std::vector<BufferInfo> buffers = Buffers(program, mesh);
   const std::vector<bool> runs = StepInstructions(program, fetches);
+  std::vector<bool> fused(program.instructions_size(), false);
+  if (fusions != nullptr) {
+    auto mark = [&](int i) {
+      if (i >= 0 && i < program.instructions_size()) fused[i] = true;
+    };
+    for (const auto& [s, group] : *fusions) {
+      for (int i : group.absorbed) mark(i);
+      if (group.into_gemm) mark(s);
+    }
+  }
   ProgramCost cost;
   cost.processors = static_cast<int>(mesh.num_processors());
   cost.total.source_op = "total";
+  cost.instructions.reserve(program.instructions_size());
   std::map<std::string, size_t> op_index;
   for (int i = 0; i < program.instructions_size(); ++i) {
-    ASSIGN_OR_RETURN(InstructionCost c, CostInstruction(program, i, buffers, profile));
+    InstructionCost c;
     c.index = i;
-    c.source_op = program.instructions(i).source_op();
     c.runs = runs[i];
+    if (c.runs || named) {
+      ASSIGN_OR_RETURN(c, CostInstruction(program, i, buffers, profile, fused[i]));
+      c.index = i;
+      c.runs = runs[i];
+    }
+    if (named) c.source_op = program.instructions(i).source_op();
     if (c.runs) {
-      auto [it, added] = op_index.emplace(c.source_op, cost.ops.size());
-      if (added) cost.ops.push_back(OpCostTotal{c.source_op});
-      AddTo(c, &cost.ops[it->second]);
+      if (named) {
+        auto [it, added] = op_index.emplace(c.source_op, cost.ops.size());
+        if (added) cost.ops.push_back(OpCostTotal{c.source_op});
+        AddTo(c, &cost.ops[it->second]);
+      }
       AddTo(c, &cost.total);
     }
     cost.instructions.push_back(std::move(c));
   }
+  cost.overhead_s = profile.step_overhead_s;
+  cost.serial_s = cost.overhead_s + cost.total.compute_s + cost.total.comm_s;
+  cost.step_s = profile.overlap_comm
+                    ? cost.overhead_s + StepCriticalPath(program, cost.instructions)
+                    : cost.serial_s;
   return cost;
 }
 
-absl::StatusOr<OpCostTotal> CostProgramTotal(const v1::Program& program,
+}  // namespace
+
+absl::StatusOr<ProgramCost> CostProgram(const v1::Program& program, const HardwareProfile& profile,
+                                        const std::vector<std::string>* fetches,
+                                        const std::map<int, FusedGroup>* fusions) {
+  return Cost(program, profile, fetches, fusions, /*named=*/true);
+}
+
+absl::StatusOr<ProgramCost> CostProgramTotal(const v1::Program& program,
                                              const HardwareProfile& profile,
-                                             const std::vector<std::string>* fetches) {
-  ASSIGN_OR_RETURN(Mesh mesh, Mesh::FromProto(program.mesh()));
-  const std::vector<BufferInfo> buffers = Buffers(program, mesh);
-  const std::vector<bool> runs = StepInstructions(program, fetches);
-  OpCostTotal total{"total"};
-  for (int i = 0; i < program.instructions_size(); ++i) {
-    if (!runs[i]) continue;
-    ASSIGN_OR_RETURN(const InstructionCost c, CostInstruction(program, i, buffers, profile));
-    AddTo(c, &total);
-  }
-  return total;
+                                             const std::vector<std::string>* fetches,
+                                             const std::map<int, FusedGroup>* fusions) {
+  return Cost(program, profile, fetches, fusions, /*named=*/false);
 }
 
 std::vector<std::string> CostWarnings(const v1::Program& program, const ProgramCost& cost) {

@@ -5,12 +5,17 @@
 // Predicted time = sum over the step's instructions (core/explain.h StepInstructions) of
 //   compute        max(FLOPs / throughput, (bytes read + written) / memory bandwidth), where the
 //                  throughput of an einsum of >= 2 operands is the profile's GEMM throughput of its
-//                  shape class (small below gemm_large_flops FLOPs per slice, else large), and of
+//                  shape class (small below gemm_large_flops FLOPs per product, else large: a
+//                  product is one of the einsum's batch, the dims every operand and the output
+//                  hold, so attention's many small products per head are small however many),
+//                  and of
 //                  every other op the profile's elementwise FLOP rate; local slices are bytes only
 //   communication  alpha + bytes sent per worker / beta of the collective's kind (same-host
 //                  groups; a group of one costs nothing)
 // Every processor runs the same instructions on equal slices, so one processor's time is the
-// step's. Overlap of compute and communication is not modelled (the sum is an upper bound).
+// step's. The predicted step (ProgramCost::step_s) is the profile's step overhead plus, with
+// overlap (HardwareProfile::overlap_comm), the critical path of the executor's calling and
+// communication threads (StepCriticalPath), without it the sum of every instruction's time.
 // Thread-safety: pure functions; HardwareProfile is a value.
 #ifndef MESHRT_CORE_COST_MODEL_H_
 #define MESHRT_CORE_COST_MODEL_H_
@@ -35,7 +40,8 @@ struct CollectiveLink {
 struct HardwareProfile {
   // Where the numbers come from, for the report (e.g. "measured in process", a file path).
   std::string source;
-  // GEMM throughput (FLOP/s) of slices below and at or above `gemm_large_flops` FLOPs.
+  // GEMM throughput (FLOP/s) of products below and at or above `gemm_large_flops` FLOPs (per
+  // product of a batched einsum: its FLOPs / InstructionCost::gemm_batch).
   double gemm_small_flops_per_s = 20e9;
   double gemm_large_flops_per_s = 100e9;
   double gemm_large_flops = 1e8;
@@ -46,6 +52,13 @@ struct HardwareProfile {
   // Per collective kind ("allreduce", "allgather", "alltoall", "reduce_scatter", "permute",
   // "broadcast"), for groups on one host. A kind absent here uses "allreduce"'s link.
   std::map<std::string, CollectiveLink> collectives;
+  // Fixed time of a step that computes nothing (request, fan-out, executor setup, the reply),
+  // measured by `meshrt calibrate` (its "overhead" graph); added once per step.
+  double step_overhead_s = 1e-3;
+  // Whether the workers overlap communication with compute (their --overlap_comm, on by
+  // default): the predicted step is then the critical path of the executor's two threads
+  // (CostProgram), else the sum of every instruction's time.
+  bool overlap_comm = true;
   // False while α/β are the documented placeholders of DefaultCollectiveLinks; true in a profile
   // `meshrt calibrate` wrote (client/calibrate.h). Reports say which.
   bool collectives_measured = false;
@@ -58,7 +71,8 @@ std::map<std::string, CollectiveLink> DefaultCollectiveLinks();
 
 // A profile as `key value` lines ('#' starts a comment): gemm_small_flops_per_s,
 // gemm_large_flops_per_s, gemm_large_flops, elementwise_flops_per_s, memory_bytes_per_s,
-// collectives_measured (0|1), and per kind `KIND.alpha_s`, `KIND.beta_bytes_per_s`.
+// step_overhead_s, overlap_comm (0|1), collectives_measured (0|1), and per kind `KIND.alpha_s`,
+// `KIND.beta_bytes_per_s`.
 std::string FormatHardwareProfile(const HardwareProfile& profile);
 // Parses FormatHardwareProfile's form; keys left out keep their defaults (links: the placeholders).
 // InvalidArgument naming `source`, the line and the key on an unknown key, a malformed or
@@ -71,9 +85,12 @@ absl::StatusOr<HardwareProfile> LoadHardwareProfile(const std::string& path);
 struct InstructionCost {
   int index = 0;
   std::string source_op;
-  std::string kind;        // local op type, "local_slice", or the collective ("allreduce", ...)
-  bool runs = true;        // in the step (StepInstructions)
-  bool gemm = false;       // an einsum of >= 2 operands
+  std::string kind;    // local op type, "local_slice", or the collective ("allreduce", ...)
+  bool runs = true;    // in the step (StepInstructions)
+  bool gemm = false;   // an einsum of >= 2 operands
+  bool fused = false;  // runs inside another instruction's pass (CostProgram's `fusions`)
+  // gemm: its batch, the product of the sizes of the dims all operands and the output hold.
+  int64_t gemm_batch = 1;
   double flops = 0;        // per worker
   int64_t bytes_read = 0;  // per worker, local
   int64_t bytes_written = 0;
@@ -96,19 +113,53 @@ struct ProgramCost {
   std::vector<OpCostTotal> ops;               // over the step's instructions, by first appearance
   OpCostTotal total;                          // source_op "total"
   int processors = 1;
+  double overhead_s = 0;  // the profile's step overhead
+  // overhead_s + total.compute_s + total.comm_s: every instruction one after another.
+  double serial_s = 0;
+  // The predicted step time: overhead_s plus the executor's critical path (StepCriticalPath)
+  // when the profile overlaps communication, else serial_s.
+  double step_s = 0;
+};
+
+// The end of a step whose instructions take `instructions[i].compute_s` (local work, on the
+// calling thread) or `.comm_s` (collectives, on the communication thread) seconds, as
+// runtime/executor.h runs them with overlap: in program order, the calling thread runs local
+// work once its inputs are ready and issues each collective without waiting; the communication
+// thread runs collectives one at a time in program order, each once it is issued and its inputs
+// are ready; a buffer is ready when the instruction writing it ends (inputs and variables at 0).
+// Instructions that do not run are skipped. The result is the later thread's end. `program`
+// gives each instruction's inputs and output (same length as `instructions`).
+double StepCriticalPath(const v1::Program& program,
+                        const std::vector<InstructionCost>& instructions);
+
+// An executor fusion (runtime/executor_fusion.h FindFusions: S and the instructions it runs
+// with) as the cost model counts it: the instructions absorbed into S take no time of their own
+// (a scaled update's mul, a ReLU gradient's mask, the causal mask's add: S reads their inputs in
+// its own pass), and with `into_gemm` (S = x - lr * einsum(...) run as the einsum's GEMM with
+// beta = 1) S takes none either: the einsum's GEMM is the whole group's time. Core cannot see the
+// executor's plan, so the caller passes it (e.g. bench/plan_bench.cc from FindFusions).
+struct FusedGroup {
+  std::vector<int> absorbed;  // instruction positions (the mul, mask or add; not the einsum)
+  bool into_gemm = false;
 };
 
 // Costs of `program`'s instructions under `profile`, over the step StepInstructions(program,
-// fetches) runs. InvalidArgument naming the instruction when a local op's cost cannot be computed
-// (unknown type, a buffer read before it is written).
+// fetches) runs; with `fusions` (keyed by S), the executor's fusions take time as FusedGroup
+// says (their instructions keep their FLOPs and bytes, with compute_s 0 and `fused` set).
+// InvalidArgument naming the instruction when a local op's cost cannot be computed (unknown
+// type, a buffer read before it is written).
 absl::StatusOr<ProgramCost> CostProgram(const v1::Program& program, const HardwareProfile& profile,
-                                        const std::vector<std::string>* fetches = nullptr);
+                                        const std::vector<std::string>* fetches = nullptr,
+                                        const std::map<int, FusedGroup>* fusions = nullptr);
 
-// CostProgram(...).total alone, without the per-instruction and per-op lists (for the planner,
-// which costs many candidates). Errors as CostProgram's, for the instructions the step runs.
-absl::StatusOr<OpCostTotal> CostProgramTotal(const v1::Program& program,
+// CostProgram without the names: instructions carry no source_op (those the step does not run
+// no cost either) and `ops` is empty; totals, overhead_s, serial_s and step_s are CostProgram's
+// (for the planner, which costs many candidates). Errors as CostProgram's, for the instructions
+// the step runs.
+absl::StatusOr<ProgramCost> CostProgramTotal(const v1::Program& program,
                                              const HardwareProfile& profile,
-                                             const std::vector<std::string>* fetches = nullptr);
+                                             const std::vector<std::string>* fetches = nullptr,
+                                             const std::map<int, FusedGroup>* fusions = nullptr);
 
 // An einsum is compute-heavy when its per-worker FLOPs are at least this fraction of the step's
 // per-worker FLOPs.

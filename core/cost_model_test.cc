@@ -111,6 +111,145 @@ TEST(CostModelTest, PredictedTimeIsTheHandSum) {
   EXPECT_DOUBLE_EQ(c.total.compute_s + c.total.comm_s, 272 / 1e8 + 1e-3 + 128 / 1e6);
 }
 
+// A hand-made program for StepCriticalPath: `kinds[i]` 'l' (local) or 'c' (collective), instruction
+// i writes buffer i and reads `reads[i]`.
+v1::Program ChainProgram(const std::string& kinds, const std::vector<std::vector<int>>& reads) {
+  v1::Program p;
+  p.set_num_buffers(static_cast<int>(kinds.size()));
+  for (size_t i = 0; i < kinds.size(); ++i) {
+    v1::Instruction* inst = p.add_instructions();
+    inst->set_output(static_cast<int>(i));
+    for (int b : reads[i]) inst->add_inputs(b);
+    if (kinds[i] == 'c') {
+      inst->mutable_collective()->set_kind(v1::Collective::ALLREDUCE);
+    } else {
+      inst->mutable_local()->set_type("neg");
+    }
+  }
+  return p;
+}
+
+std::vector<InstructionCost> Times(const std::vector<double>& seconds, const std::string& kinds) {
+  std::vector<InstructionCost> costs;
+  for (size_t i = 0; i < seconds.size(); ++i) {
+    InstructionCost c;
+    c.index = static_cast<int>(i);
+    (kinds[i] == 'c' ? c.comm_s : c.compute_s) = seconds[i];
+    costs.push_back(c);
+  }
+  return costs;
+}
+
+TEST(CostModelTest, CriticalPathOverlapsCollectivesWithIndependentWork) {
+  // #0 local 1 s; #1 allreduce of #0, 3 s; #2 local, independent, 2 s; #3 local reading #1,
+  // 0.5 s; #4 allreduce of #2, 1 s. Calling thread: #0 0-1, #2 1-3, #3 waits for #1 (1-4) and
+  // runs 4-4.5, then issues #4, which runs 4.5-5.5 (the communication thread is free at 4).
+  const std::string kinds = "lcllc";
+  const v1::Program p = ChainProgram(kinds, {{}, {0}, {}, {1}, {2}});
+  std::vector<InstructionCost> costs = Times({1, 3, 2, 0.5, 1}, kinds);
+  EXPECT_DOUBLE_EQ(StepCriticalPath(p, costs), 5.5);
+  // Serially the same step takes 7.5 s; an instruction that does not run costs nothing.
+  costs[2].runs = false;
+  // Now #3 waits for #1 (1-4), runs 4-4.5, #4 (its input never written: ready at 0) 4.5-5.5.
+  EXPECT_DOUBLE_EQ(StepCriticalPath(p, costs), 5.5);
+  costs[2].runs = true;
+  costs[3].compute_s = 0;
+  // #4 is issued at 4 (after #3, which waited for #1): 4-5.
+  EXPECT_DOUBLE_EQ(StepCriticalPath(p, costs), 5);
+  // The step ends with the later thread: a long local op after the collective (#2, 10 s) hides
+  // it entirely.
+  costs = Times({1, 3, 10, 0, 0}, "lclll");
+  EXPECT_DOUBLE_EQ(StepCriticalPath(ChainProgram("lclll", {{}, {0}, {}, {}, {}}), costs), 11);
+}
+
+TEST(CostModelTest, StepTimeAddsTheOverheadAndOverlapsWhenTheProfileSaysSo) {
+  HardwareProfile p;
+  p.gemm_small_flops_per_s = 1e9;
+  p.gemm_large_flops = 1e12;
+  p.elementwise_flops_per_s = 1e9;
+  p.memory_bytes_per_s = 1e8;
+  p.step_overhead_s = 2e-3;
+  p.collectives = DefaultCollectiveLinks();
+  p.collectives["allreduce"] = CollectiveLink{1e-3, 1e6};
+  // The einsum then the allreduce of its result: nothing to overlap, so both ways give the sum.
+  ProgramCost c = CostOfGraph(EinsumGraph(), "p:2", "d:p", {"y"}, p);
+  const double work = 272 / 1e8 + 1e-3 + 128 / 1e6;
+  EXPECT_DOUBLE_EQ(c.overhead_s, 2e-3);
+  EXPECT_DOUBLE_EQ(c.serial_s, 2e-3 + work);
+  EXPECT_DOUBLE_EQ(c.step_s, 2e-3 + work);
+  p.overlap_comm = false;
+  c = CostOfGraph(EinsumGraph(), "p:2", "d:p", {"y"}, p);
+  EXPECT_DOUBLE_EQ(c.step_s, c.serial_s);
+}
+
+TEST(CostModelTest, GemmClassIsByProductNotByBatchedSlice) {
+  // Attention-shaped: 4 x 2 products of [l:8, k:4] x [k:4, m:8], 512 FLOPs each, 4096 in all.
+  GraphBuilder b;
+  auto q = b.Placeholder("q", Shape({{"b", 4}, {"h", 2}, {"l", 8}, {"k", 4}}));
+  auto k = b.Placeholder("kk", Shape({{"b", 4}, {"h", 2}, {"m", 8}, {"k", 4}}));
+  b.MarkOutput(b.Einsum({q, k}, Shape({{"b", 4}, {"h", 2}, {"l", 8}, {"m", 8}}), "scores"));
+  const Graph g = b.Build().value();
+  HardwareProfile p;
+  p.gemm_small_flops_per_s = 1e3;
+  p.gemm_large_flops_per_s = 1e6;
+  p.gemm_large_flops = 1000;  // above one product's FLOPs, below the slice's
+  p.memory_bytes_per_s = 1e12;
+  ProgramCost c = CostOfGraph(g, "", "", {"scores"}, p);
+  const InstructionCost* scores = nullptr;
+  for (const InstructionCost& i : c.instructions) {
+    if (i.gemm) scores = &i;
+  }
+  ASSERT_NE(scores, nullptr);
+  EXPECT_EQ(scores->gemm_batch, 8);
+  EXPECT_DOUBLE_EQ(scores->flops, 4096);
+  EXPECT_DOUBLE_EQ(scores->compute_s, 4096 / 1e3);  // the small class
+  // Split over h: 4 products each; a threshold below one product's FLOPs makes them large.
+  p.gemm_large_flops = 512;
+  c = CostOfGraph(g, "p:2", "h:p", {"scores"}, p);
+  for (const InstructionCost& i : c.instructions) {
+    if (!i.gemm) continue;
+    EXPECT_EQ(i.gemm_batch, 4);
+    EXPECT_DOUBLE_EQ(i.compute_s, 2048 / 1e6);
+  }
+}
+
+TEST(CostModelTest, FusedInstructionsTakeNoTimeOfTheirOwn) {
+  // SGD's w - lr * g: mul (scale) then sub, 16 floats each.
+  GraphBuilder b;
+  auto w = b.Placeholder("w", Shape({{"n", 16}}));
+  auto g = b.Placeholder("g", Shape({{"n", 16}}));
+  b.MarkOutput(b.Sub(w, b.Scale(g, 0.1f, "step"), "new_w"));
+  const Graph graph = b.Build().value();
+  Mesh mesh = Mesh::Parse("").value();
+  v1::Program program = Lower(graph, mesh, LayoutRules::Parse("", mesh).value()).value();
+  int mul = -1, sub = -1;
+  for (int i = 0; i < program.instructions_size(); ++i) {
+    if (program.instructions(i).source_op() == "step") mul = i;
+    if (program.instructions(i).source_op() == "new_w") sub = i;
+  }
+  ASSERT_GE(mul, 0);
+  ASSERT_GE(sub, 0);
+  HardwareProfile p;
+  p.memory_bytes_per_s = 1e3;  // memory bound: mul moves 128 bytes, sub 192
+  p.elementwise_flops_per_s = 1e9;
+  const std::vector<std::string> fetches = {"new_w"};
+  ProgramCost plain = CostProgram(program, p, &fetches).value();
+  EXPECT_DOUBLE_EQ(plain.instructions[mul].compute_s, 128 / 1e3);
+  EXPECT_DOUBLE_EQ(plain.instructions[sub].compute_s, 192 / 1e3);
+  std::map<int, FusedGroup> fusions = {{sub, FusedGroup{{mul}, false}}};
+  ProgramCost fused = CostProgram(program, p, &fetches, &fusions).value();
+  EXPECT_TRUE(fused.instructions[mul].fused);
+  EXPECT_DOUBLE_EQ(fused.instructions[mul].compute_s, 0);
+  EXPECT_DOUBLE_EQ(fused.instructions[mul].flops, 16);  // still counted
+  EXPECT_FALSE(fused.instructions[sub].fused);
+  EXPECT_DOUBLE_EQ(fused.total.compute_s, plain.total.compute_s - 128 / 1e3);
+  // Into a GEMM: S's pass goes too.
+  fusions[sub].into_gemm = true;
+  fused = CostProgram(program, p, &fetches, &fusions).value();
+  EXPECT_DOUBLE_EQ(fused.instructions[sub].compute_s, 0);
+  EXPECT_DOUBLE_EQ(fused.total.compute_s, plain.total.compute_s - 320 / 1e3);
+}
+
 TEST(CostModelTest, WarnsWhenAMeshDimDuplicatesAnEinsum) {
   const Graph g = EinsumGraph();
   for (const auto& [rules, warned] :
@@ -160,12 +299,16 @@ TEST(CostModelTest, ProfileRoundTripsAndRejectsBadLines) {
   p.collectives = DefaultCollectiveLinks();
   p.collectives["permute"] = CollectiveLink{2e-5, 3e9};
   p.collectives_measured = true;
+  p.step_overhead_s = 7e-4;
+  p.overlap_comm = false;
   ASSERT_OK_AND_ASSIGN(HardwareProfile q,
                        ParseHardwareProfile(FormatHardwareProfile(p), "round trip"));
   EXPECT_DOUBLE_EQ(q.gemm_large_flops_per_s, 123e9);
   EXPECT_DOUBLE_EQ(q.collectives["permute"].alpha_s, 2e-5);
   EXPECT_DOUBLE_EQ(q.collectives["permute"].beta_bytes_per_s, 3e9);
   EXPECT_TRUE(q.collectives_measured);
+  EXPECT_DOUBLE_EQ(q.step_overhead_s, 7e-4);
+  EXPECT_FALSE(q.overlap_comm);
   EXPECT_TRUE(StatusIs(ParseHardwareProfile("# c\ngemm_flops 1\n", "f.txt").status(),
                        absl::StatusCode::kInvalidArgument,
                        {"f.txt line 2: unknown key 'gemm_flops'"}));

@@ -45,7 +45,8 @@ std::string ExplainProgram(const v1::Program& program,
 
 // The time report (core/cost_model.h) that `meshrt explain` prints after ExplainProgram: per
 // source op FLOPs, local bytes moved, bytes sent, predicted compute and communication time; the
-// totals and the predicted step time; the profile used (and a note while its α/β are
+// totals and the predicted step time (ProgramCost::step_s, with its serial sum beside it); the
+// profile used (and a note while its α/β are
 // placeholders); CostWarnings as "warning: ..." lines. Errors: CostProgram's.
 absl::StatusOr<std::string> ExplainCost(const v1::Program& program, const HardwareProfile& profile,
                                         const std::vector<std::string>* fetches = nullptr);
@@ -53,7 +54,8 @@ absl::StatusOr<std::string> ExplainCost(const v1::Program& program, const Hardwa
 // The same account as one JSON object: {"mesh", "rules", "tensors": [{name, shape, layout,
 // slice}], "ops": [{name, flops, bytes_moved, sent_bytes, compute_s, comm_s}], "collectives":
 // [{index, op, kind, mesh_dims, slice, sent_bytes, comm_s, in_step}], "totals": {flops,
-// bytes_moved, sent_bytes, compute_s, comm_s, predicted_s, communication_steps}, "profile":
+// bytes_moved, sent_bytes, compute_s, comm_s, predicted_s (step_s), serial_s, overhead_s,
+// communication_steps}, "profile":
 // {source, collectives_measured}, "warnings": [..]}. Errors: CostProgram's.
 absl::StatusOr<std::string> ExplainProgramJson(const v1::Program& program,
                                                const HardwareProfile& profile,

@@ -66,11 +66,14 @@ absl::StatusOr<std::string> ExplainCost(const v1::Program& program, const Hardwa
   };
   for (const OpCostTotal& t : cost.ops) row(t);
   row(cost.total);
-  absl::StrAppendFormat(&out,
-                        "predicted step time: %s ms = %s ms compute + %s ms communication "
-                        "(%d processors; %.4g FLOPs over all of them)\n",
-                        Ms(cost.total.compute_s + cost.total.comm_s), Ms(cost.total.compute_s),
-                        Ms(cost.total.comm_s), cost.processors, cost.total.flops * cost.processors);
+  absl::StrAppendFormat(
+      &out,
+      "predicted step time: %s ms (%s ms compute + %s ms communication + %s ms step overhead "
+      "= %s ms one after another%s; %d processors; %.4g FLOPs over all of them)\n",
+      Ms(cost.step_s), Ms(cost.total.compute_s), Ms(cost.total.comm_s), Ms(cost.overhead_s),
+      Ms(cost.serial_s),
+      profile.overlap_comm ? ", communication overlapping compute where the program allows" : "",
+      cost.processors, cost.total.flops * cost.processors);
   absl::StrAppend(&out, ProfileNote(profile), "\n");
   for (const std::string& w : CostWarnings(program, cost))
     absl::StrAppend(&out, "warning: ", w, "\n");
@@ -137,7 +140,9 @@ absl::StatusOr<std::string> ExplainProgramJson(const v1::Program& program,
   }
   Struct* t = f["totals"].mutable_struct_value();
   totals(cost.total, t);
-  (*t->mutable_fields())["predicted_s"] = Num(cost.total.compute_s + cost.total.comm_s);
+  (*t->mutable_fields())["predicted_s"] = Num(cost.step_s);
+  (*t->mutable_fields())["serial_s"] = Num(cost.serial_s);
+  (*t->mutable_fields())["overhead_s"] = Num(cost.overhead_s);
   (*t->mutable_fields())["communication_steps"] = Num(steps);
   (*t->mutable_fields())["processors"] = Num(cost.processors);
   Struct* p = f["profile"].mutable_struct_value();

@@ -34,11 +34,11 @@ absl::StatusOr<Sized> Evaluate(const Graph& graph, const Mesh& mesh, const Layou
   memory_options.fetches = fetches;
   memory_options.top_tensors = 0;
   ASSIGN_OR_RETURN(const MemoryReport memory, ComputeMemory(program, memory_options));
-  ASSIGN_OR_RETURN(const OpCostTotal cost, CostProgramTotal(program, options.profile, fetches));
+  ASSIGN_OR_RETURN(const ProgramCost cost, CostProgramTotal(program, options.profile, fetches));
   Sized s{PlannedCandidate{mesh, rules}, memory.peak_op};
-  s.candidate.compute_seconds = cost.compute_s;
-  s.candidate.comm_seconds = cost.comm_s;
-  s.candidate.seconds = cost.compute_s + cost.comm_s;
+  s.candidate.compute_seconds = cost.total.compute_s;
+  s.candidate.comm_seconds = cost.total.comm_s;
+  s.candidate.seconds = cost.step_s;
   s.candidate.peak_bytes = memory.peak_bytes;
   return s;
 }

@@ -3,11 +3,12 @@
 //
 // A candidate (mesh, rules) is evaluated by lowering the graph (core/lowering.h), predicting its
 // step time under a hardware profile (core/cost_model.h CostProgram: compute + communication, the
-// sum along the program) and computing its peak memory per worker (core/memory_model.h); a
-// candidate whose layout is invalid or whose peak is over the limit is refused. The candidates are
-// explored by core/layout_search.h's bounded, deterministic beam search. Mesh dims of equal size
-// are interchangeable in the model (same-host groups of the same size cost the same), so rules
-// that differ only by a permutation of such dims are evaluated once (SearchOptions::mesh_symmetry).
+// step overhead plus the critical path of the executor's two threads) and computing its peak memory
+// per worker (core/memory_model.h); a candidate whose layout is invalid or whose peak is over the
+// limit is refused. The candidates are explored by core/layout_search.h's bounded, deterministic
+// beam search. Mesh dims of equal size are interchangeable in the model (same-host groups of the
+// same size cost the same), so rules that differ only by a permutation of such dims are evaluated
+// once (SearchOptions::mesh_symmetry).
 //
 // Thread-safety: pure functions of their arguments (the profile and graph are read only).
 #ifndef MESHRT_CORE_PLANNER_H_
@@ -46,9 +47,9 @@ struct PlanOptions {
 struct PlannedCandidate {
   Mesh mesh;
   LayoutRules rules;
-  double seconds = 0;          // predicted step time
-  double compute_seconds = 0;  // its compute part
-  double comm_seconds = 0;     // its communication part
+  double seconds = 0;  // predicted step time (ProgramCost::step_s: overhead + critical path)
+  double compute_seconds = 0;  // the step's compute, summed
+  double comm_seconds = 0;     // the step's communication, summed (overlapped with compute)
   int64_t peak_bytes = 0;      // predicted peak memory per worker (persistent + transient)
 };
 
@@ -58,7 +59,7 @@ struct Plan {
   int lowerings = 0;                   // candidates lowered (the others were refused first)
   int refused = 0;                     // invalid or over the memory limit
   std::string last_refusal;
-  double search_seconds = 0;  // wall time of the search
+  double search_seconds = 0;   // wall time of the search
   std::string profile_source;  // PlanOptions::profile.source: what the predictions assume
 };
 

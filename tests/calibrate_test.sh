@@ -20,9 +20,10 @@ start=$(date +%s)
 [ $(( $(date +%s) - start )) -le 60 ] || fail "calibrate took more than a minute"
 profile=$work/cluster.profile
 grep -q "^# meshrt calibration: local cluster" "$profile" || fail "no header: $(cat "$profile")"
-grep -q "^# workers 2, step overhead " "$profile" || fail "no workers line: $(cat "$profile")"
+grep -q "^# workers 2, collectives in groups of 2, step overhead " "$profile" ||
+  fail "no workers line: $(cat "$profile")"
 for key in gemm_large_flops_per_s gemm_small_flops_per_s elementwise_flops_per_s memory_bytes_per_s \
-  collectives_measured allreduce.alpha_s allreduce.beta_bytes_per_s allgather.alpha_s \
+  step_overhead_s collectives_measured allreduce.alpha_s allreduce.beta_bytes_per_s allgather.alpha_s \
   allgather.beta_bytes_per_s alltoall.alpha_s alltoall.beta_bytes_per_s; do
   value=$(awk -v k="$key" '$1 == k { print $2 }' "$profile")
   [ -n "$value" ] || fail "profile lacks $key: $(cat "$profile")"
