@@ -1,4 +1,6 @@
-// The op registry: every op type the language knows, its arity, and its shape inference.
+// The op registry: every op type the language knows, one record (OpInfo) per op holding its facets
+//: arity, shape inference, reference kernel, lowering, cost, gradient (core/README.md "Adding an
+// op" lists where each is filled; the workers' fast kernels are a table in kernels/).
 //
 // The built-in ops (this file's ops.cc):
 //   placeholder   0 inputs   shape, dtype (DT_INVALID means float32)     fed at run time
