@@ -1,5 +1,5 @@
 // The op registry: every op type the language knows, one record (OpInfo) per op holding its facets
-//: arity, shape inference, reference kernel, lowering, cost, gradient (core/README.md "Adding an
+// (arity, shape inference, reference kernel, lowering, cost, gradient; core/README.md "Adding an
 // op" lists where each is filled; the workers' fast kernels are a table in kernels/).
 //
 // The built-in ops (this file's ops.cc):
