@@ -18,6 +18,7 @@
 #include "core/autodiff.h"
 #include "core/ops.h"
 #include "core/status_macros.h"
+#include "kernels/fast_kernels.h"
 #include "util/flags.h"
 
 namespace meshrt {
@@ -147,7 +148,9 @@ absl::Status ExplainCommand(const std::vector<std::string>& args, CliIo io) {
 absl::Status OpsCommand(const std::vector<std::string>& args, CliIo io) {
   FlagSet flags("meshrt ops",
                 "Lists every op meshrt knows: its type (the `type` of an op in a graph), family,\n"
-                "number of inputs, whether it is differentiable and has a gradient yet, the\n"
+                "number of inputs, whether it is differentiable and its gradient (yes: a rule,\n"
+                "zero: piecewise constant), whether workers run it on a fast kernel (else the\n"
+                "reference kernel), its cost model (its family's default or an override), the\n"
                 "collectives its SPMD lowering may emit, and what it computes.\n\n"
                 "example:\n  meshrt ops");
   ASSIGN_OR_RETURN(std::vector<std::string> positional, ParseCommandFlags(flags, args, "ops"));
@@ -156,19 +159,26 @@ absl::Status OpsCommand(const std::vector<std::string>& args, CliIo io) {
     return absl::OkStatus();
   }
   if (!positional.empty()) return UsageError("meshrt ops takes no arguments");
-  // GRADIENT: whether core/autodiff.cc has a rule for a differentiable op.
+  // One column per facet of the op's record (core/README.md "Adding an op"): GRADIENT is its
+  // gradient rule (OpInfo::gradient; zero: OpInfo::zero_gradient), FAST whether the fast-kernel
+  // table (kernels/fast_kernels.h) has it, COST its cost facet (OpInfo::cost or the family's).
   auto row = [](absl::string_view type, absl::string_view family, absl::string_view arity,
                 absl::string_view differentiable, absl::string_view gradient,
-                absl::string_view collectives, absl::string_view summary) {
-    return absl::StrFormat("%-12s %-12s %-7s %-15s %-9s %-35s %s\n", type, family, arity,
-                           differentiable, gradient, collectives, summary);
+                absl::string_view fast, absl::string_view cost, absl::string_view collectives,
+                absl::string_view summary) {
+    return absl::StrFormat("%-12s %-12s %-7s %-15s %-9s %-5s %-9s %-35s %s\n", type, family, arity,
+                           differentiable, gradient, fast, cost, collectives, summary);
   };
-  io.out << row("TYPE", "FAMILY", "INPUTS", "DIFFERENTIABLE", "GRADIENT",
+  io.out << row("TYPE", "FAMILY", "INPUTS", "DIFFERENTIABLE", "GRADIENT", "FAST", "COST",
                 "COLLECTIVES (LOWERING MAY EMIT)", "COMPUTES");
   for (const OpInfo& op : AllOps()) {
+    const absl::string_view gradient = HasGradient(op.type) ? "yes"
+                                       : op.zero_gradient   ? "zero"
+                                       : op.differentiable  ? "not yet"
+                                                            : "-";
     io.out << row(op.type, FamilyName(op.family), Arity(op), op.differentiable ? "yes" : "no",
-                  !op.differentiable ? "-" : HasGradient(op.type) ? "yes" : "not yet",
-                  op.collectives, op.summary);
+                  gradient, FindFastKernel(op.type) != nullptr ? "yes" : "-",
+                  op.cost != nullptr ? "override" : "default", op.collectives, op.summary);
   }
   return absl::OkStatus();
 }

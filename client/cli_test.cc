@@ -7,6 +7,8 @@
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include <google/protobuf/struct.pb.h>
 #include <google/protobuf/util/json_util.h>
@@ -379,6 +381,44 @@ TEST(CliTest, OpsListsEveryOpWithItsCollectives) {
   EXPECT_FALSE(absl::StrContains(r.out, "not yet")) << r.out;
   EXPECT_TRUE(absl::StrContains(rows["variable"], "initializer"));
   EXPECT_TRUE(absl::StrContains(rows["placeholder"], "local slice"));
+}
+
+// The GRADIENT, FAST and COST columns show each op's facets from its record and the fast-kernel
+// table.
+TEST(CliTest, OpsShowsEachOpsFacets) {
+  const Result r = Cli({"ops"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::istringstream lines(r.out);
+  std::string line;
+  std::map<std::string, std::vector<std::string>> columns;  // the first eight, split on spaces
+  while (std::getline(lines, line)) {
+    std::istringstream words(line);
+    std::vector<std::string> row;
+    std::string w;
+    while (row.size() < 8 && words >> w) row.push_back(w);
+    columns[row[0]] = row;
+  }
+  // TYPE FAMILY INPUTS DIFFERENTIABLE GRADIENT FAST COST ...
+  ASSERT_EQ(columns["TYPE"][4], "GRADIENT");
+  ASSERT_EQ(columns["TYPE"][5], "FAST");
+  ASSERT_EQ(columns["TYPE"][6], "COST");
+  auto facets = [&](const std::string& type) {
+    const std::vector<std::string>& row = columns[type];
+    return row.size() < 7 ? std::string("?") : absl::StrCat(row[4], " ", row[5], " ", row[6]);
+  };
+  EXPECT_EQ(facets("einsum"), "yes yes default");
+  EXPECT_EQ(facets("exp"), "yes yes override");
+  EXPECT_EQ(facets("less"), "zero yes default");
+  EXPECT_EQ(facets("slice"), "yes - default");
+  EXPECT_EQ(facets("conv2d"), "yes - override");
+  EXPECT_EQ(facets("argmax"), "zero - default");
+  EXPECT_EQ(facets("while_loop"), "- - default");
+  for (const OpInfo& op : AllOps()) {
+    ASSERT_TRUE(columns.count(op.type)) << op.type;
+    const std::string want = op.gradient != nullptr ? "yes" : op.zero_gradient ? "zero" : "-";
+    EXPECT_EQ(columns[op.type][4], want) << op.type;
+    EXPECT_EQ(columns[op.type][6], op.cost != nullptr ? "override" : "default") << op.type;
+  }
 }
 
 TEST(CliTest, HelpDescribesCommandsAndFlags) {

@@ -3,8 +3,9 @@
 // an einsum over a split `batch` dim is an einsum reducing `batch`, whose allreduce is the
 // data-parallel gradient synchronisation, with nothing special-cased.
 //
-// Every op the registry marks differentiable has a rule (core/autodiff.cc), written with existing
-// ops so it lowers like any op:
+// Every op the registry marks differentiable has a rule: its record's gradient facet
+// (OpInfo::gradient, core/gradient.h; the rules are in core/gradients_<family>.cc), written with
+// existing ops so it lowers like any op:
 //   elementwise  add sub mul div pow maximum minimum (broadcast by name; every scalar-operand form,
 //                scalar_first too; maximum/minimum ties go to x), neg scale relu abs exp log sqrt
 //                rsqrt reciprocal square tanh sigmoid gelu (tanh and erf forms), cast (float ->
@@ -25,7 +26,7 @@
 //                broadcast over the window by an einsum, reshaped), max_pool (that, masked by
 //                x == upsampled max and shared among ties)
 // Integer tensors (indices, conditions, int casts) take no gradient; comparisons, sign, one_hot,
-// argmax and reduce_any/all pass back zero. An op on the path from the variables to the loss
+// argmax, range and reduce_any/all pass back zero (OpInfo::zero_gradient). An op on the path from the variables to the loss
 // without a rule (while_loop) gives Unimplemented naming the op (`meshrt ops` shows which ops have
 // a gradient).
 #ifndef MESHRT_CORE_AUTODIFF_H_
@@ -45,7 +46,8 @@ namespace meshrt {
 absl::StatusOr<std::vector<TensorRef>> Gradients(GraphBuilder& b, const TensorRef& loss,
                                                  const std::vector<TensorRef>& xs);
 
-// Whether `type` has a gradient rule here.
+// Whether op type `type` has a gradient rule (OpInfo::gradient). The first call of this or
+// Gradients CHECKs that the registry's gradient facets are consistent (CheckGradientFacets).
 bool HasGradient(const std::string& type);
 
 }  // namespace meshrt

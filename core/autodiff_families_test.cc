@@ -580,5 +580,36 @@ TEST(AutodiffFamiliesTest, EveryDifferentiableOpHasARule) {
   }
 }
 
+// The gradient facet and `differentiable` agree both ways: differentiable ops have a rule, ops with
+// a rule are differentiable, zero-gradient ops have no rule and are not differentiable; every
+// registered facet found its op.
+TEST(AutodiffFamiliesTest, GradientFacetsAgreeWithDifferentiable) {
+  EXPECT_TRUE(CheckGradientFacets().ok()) << CheckGradientFacets();
+  int rules = 0, zeros = 0;
+  for (const OpInfo& op : AllOps()) {
+    EXPECT_EQ(op.differentiable, op.gradient != nullptr) << op.type;
+    EXPECT_EQ(HasGradient(op.type), op.gradient != nullptr) << op.type;
+    if (op.zero_gradient) {
+      EXPECT_EQ(op.gradient, nullptr) << op.type;
+      EXPECT_FALSE(op.differentiable) << op.type;
+    }
+    rules += op.gradient != nullptr;
+    zeros += op.zero_gradient;
+  }
+  // The families' rules (core/gradients_*.cc) and the piecewise-constant ops.
+  EXPECT_EQ(rules, 53);
+  EXPECT_EQ(zeros, 11);
+  EXPECT_NE(FindOp("add")->gradient, nullptr);
+  EXPECT_NE(FindOp("conv2d")->gradient, nullptr);
+  EXPECT_TRUE(FindOp("less")->zero_gradient);
+  EXPECT_TRUE(FindOp("argmax")->zero_gradient);
+  // Neither: while_loop stops autodiff (Unimplemented); sources and state are never on the path.
+  for (const char* type : {"while_loop", "placeholder", "variable", "layer_norm_grad"}) {
+    ASSERT_NE(FindOp(type), nullptr) << type;
+    EXPECT_EQ(FindOp(type)->gradient, nullptr) << type;
+    EXPECT_FALSE(FindOp(type)->zero_gradient) << type;
+  }
+}
+
 }  // namespace
 }  // namespace meshrt

@@ -1,6 +1,7 @@
 #include "core/ops.h"
 
 #include <algorithm>
+#include <map>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -54,6 +55,40 @@ std::vector<OpInfo>& Registry() {
   return *ops;
 }
 
+// A gradient facet registered before its op (static initializers of different files run in any
+// order); RegisterOps attaches it.
+struct PendingGradient {
+  GradientFn gradient = nullptr;
+  bool zero_gradient = false;
+};
+std::map<std::string, PendingGradient>& PendingGradients() {
+  static auto* pending = new std::map<std::string, PendingGradient>();
+  return *pending;
+}
+
+OpInfo* FindLocked(absl::string_view type) {
+  for (OpInfo& info : Registry()) {
+    if (info.type == type) return &info;
+  }
+  return nullptr;
+}
+
+void AttachLocked(OpInfo& info, const PendingGradient& facet) {
+  MESHRT_CHECK(info.gradient == nullptr && !info.zero_gradient,
+               "gradient facet registered twice for op type ", info.type);
+  info.gradient = facet.gradient;
+  info.zero_gradient = facet.zero_gradient;
+}
+
+void RegisterGradientLocked(const std::string& type, const PendingGradient& facet) {
+  if (OpInfo* info = FindLocked(type); info != nullptr) {
+    AttachLocked(*info, facet);
+    return;
+  }
+  MESHRT_CHECK(PendingGradients().emplace(type, facet).second,
+               "gradient facet registered twice for op type ", type);
+}
+
 absl::StatusOr<TensorType> InferEinsum(const v1::Op& op, const std::vector<TensorType>& in) {
   ASSIGN_OR_RETURN(Shape out, Shape::FromProto(op.shape(), OpLabel(op) + " output shape"));
   for (size_t i = 1; i < in.size(); ++i) {
@@ -98,9 +133,51 @@ bool RegisterOps(std::vector<OpInfo> ops) {
     for (const OpInfo& existing : registry) {
       MESHRT_CHECK(existing.type != op.type, "op type registered twice: ", op.type);
     }
+    auto pending = PendingGradients().find(op.type);
+    if (pending != PendingGradients().end()) {
+      AttachLocked(op, pending->second);
+      PendingGradients().erase(pending);
+    }
     registry.push_back(std::move(op));
   }
   return true;
+}
+
+bool RegisterGradients(std::vector<GradientRule> rules) {
+  absl::MutexLock lock(&RegistryMutex());
+  for (const GradientRule& rule : rules) {
+    MESHRT_CHECK(rule.gradient != nullptr, "null gradient rule for op type ", rule.type);
+    RegisterGradientLocked(rule.type, PendingGradient{rule.gradient, false});
+  }
+  return true;
+}
+
+bool RegisterZeroGradients(std::vector<std::string> types) {
+  absl::MutexLock lock(&RegistryMutex());
+  for (const std::string& type : types) {
+    RegisterGradientLocked(type, PendingGradient{nullptr, true});
+  }
+  return true;
+}
+
+absl::Status CheckGradientFacets() {
+  std::vector<std::string> problems;
+  {
+    absl::MutexLock lock(&RegistryMutex());
+    for (const auto& [type, facet] : PendingGradients()) {
+      problems.push_back(absl::StrCat("a gradient facet for unknown op type '", type, "'"));
+    }
+  }
+  for (const OpInfo& info : AllOps()) {
+    if (info.differentiable != (info.gradient != nullptr)) {
+      problems.push_back(absl::StrCat("op type '", info.type, "' is ",
+                                      info.differentiable ? "" : "not ",
+                                      "marked differentiable but has ",
+                                      info.gradient != nullptr ? "a" : "no", " gradient rule"));
+    }
+  }
+  if (problems.empty()) return absl::OkStatus();
+  return absl::InternalError(absl::StrJoin(problems, "; "));
 }
 
 std::vector<OpInfo> AllOps() {
@@ -118,10 +195,7 @@ const OpInfo* FindOp(absl::string_view type) {
   // Entries are never removed or moved after static initialisation (registration only appends,
   // and happens before main), so the pointer stays valid.
   absl::MutexLock lock(&RegistryMutex());
-  for (const OpInfo& info : Registry()) {
-    if (info.type == type) return &info;
-  }
-  return nullptr;
+  return FindLocked(type);
 }
 
 absl::StatusOr<float> FloatAttr(const v1::Op& op, absl::string_view name) {

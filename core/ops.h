@@ -1,4 +1,6 @@
-// The op registry: every op type the language knows, its arity, and its shape inference.
+// The op registry: every op type the language knows, one record (OpInfo) per op holding its facets
+// (arity, shape inference, reference kernel, lowering, cost, gradient; core/README.md "Adding an
+// op" lists where each is filled; the workers' fast kernels are a table in kernels/).
 //
 // The built-in ops (this file's ops.cc):
 //   placeholder   0 inputs   shape, dtype (DT_INVALID means float32)     fed at run time
@@ -46,6 +48,7 @@ struct TensorType;
 struct LoweringContext;  // core/lower_ops.h
 struct LaidOutTensor;    // core/program_builder.h
 struct KernelContext;    // core/kernel_runner.h
+class Backward;          // core/gradient.h
 class Tensor;
 
 // Per-op hooks. A null hook means the family's built-in code handles the op (ops.cc for shape
@@ -63,6 +66,11 @@ using ContextKernelFn = absl::Status (*)(const v1::Op& op, absl::Span<const Tens
 // needs LaidOutTensor complete: include core/program_builder.h.
 using LowerFn = absl::StatusOr<LaidOutTensor> (*)(LoweringContext& ctx, const v1::Op& op,
                                                   const std::vector<LaidOutTensor>& inputs);
+
+// The gradient rule of an op (core/gradient.h): adds to g.b the ops computing the gradients of
+// g.op's inputs from g.dy and hands them to g.Grad. Errors: Unimplemented for a form of the op it
+// cannot differentiate, else the builder's or the op's attribute errors.
+using GradientFn = absl::Status (*)(Backward& g);
 
 // The work of one local slice of an op: what the cost model (core/cost_model.h) and `meshrt
 // explain` count. Bytes are of the slices the kernel reads and writes, not of whole tensors.
@@ -96,12 +104,34 @@ struct OpInfo {
   // Its cost per slice; null: the family default (core/op_cost.h lists the defaults and the
   // per-element constants of the overrides).
   CostFn cost = nullptr;
+  // The gradient facet, attached by RegisterGradients (rules: core/gradients_<family>.cc).
+  // `differentiable` says the op has a `gradient`; a `zero_gradient` op is piecewise constant in
+  // its inputs (comparisons, sign, argmax, ...): it passes back nothing and is not differentiable.
+  // An op with neither stops autodiff (Unimplemented) when it lies on a path to the loss.
+  GradientFn gradient = nullptr;
+  bool zero_gradient = false;
 };
 
 // Adds ops to the registry; call from a static initializer in the family's file:
 //   const bool kRegistered = RegisterOps({...});
 // CHECK-fails on a duplicate type. Returns true.
 bool RegisterOps(std::vector<OpInfo> ops);
+
+// Attaches gradient facets to ops' records; call from a static initializer in a
+// core/gradients_<family>.cc file:
+//   const bool kRegistered = RegisterGradients({{"add", &AddGradient}, ...});
+// Any order against RegisterOps works (a facet waits for its op). CHECK-fails when a type gets a
+// second facet. A type that never gets registered is reported by CheckGradientFacets. Returns true.
+struct GradientRule {
+  std::string type;
+  GradientFn gradient;
+};
+bool RegisterGradients(std::vector<GradientRule> rules);
+// Marks `types` zero_gradient (same contract as RegisterGradients).
+bool RegisterZeroGradients(std::vector<std::string> types);
+// After static initialisation: Internal naming every gradient facet registered for an unknown op
+// type, and every op whose `differentiable` disagrees with having a `gradient`; else OK.
+absl::Status CheckGradientFacets();
 
 // Every registered op, sorted by type. (Complete once static initialisation is over.)
 std::vector<OpInfo> AllOps();
