@@ -5,7 +5,9 @@
 // step time measured on a fresh local cluster of worker processes (bench/train_runs.h RunOurs:
 // the median of --steps timed steps of one request each, after --warmup). Prints a Markdown table
 // (predicted compute / communication / step overhead, measured, error, predicted peak memory per
-// worker), then the goals (bench/plan_stats.h) as met / MISSED, never asserted.
+// worker), then the goals (bench/plan_stats.h) as met / MISSED, never asserted. Last, per model,
+// the planner's layout on x:2 (core/planner.h under the same profile) is measured the same way
+// and compared with the best hand layout measured on x:2.
 //
 // Each worker count gets its own profile: 4 worker processes on this machine's 2 cores share
 // them, and a calibration on 4 workers measures the rates a 4-worker case sees.
@@ -40,6 +42,7 @@
 #include "core/lowering.h"
 #include "core/memory_model.h"
 #include "core/mesh.h"
+#include "core/planner.h"
 #include "models/train.h"
 #include "runtime/executor_fusion.h"
 #include "util/flags.h"
@@ -284,9 +287,28 @@ std::string LoadAverage() {
 
 const char* Verdict(bool met) { return met ? "met" : "MISSED"; }
 
-void PrintTable(const std::vector<CaseResult>& results, const std::string& load_start,
-                const std::string& load_end, const std::map<int, HardwareProfile>& profiles,
-                bool calibrate_each, double minutes) {
+// The planner's choice for `group` on mesh x:2 (the hand cases' 2-worker mesh) under `profile`,
+// as a case named "auto".
+TrainConfig AutoCase(const TrainConfig& like, const models::TrainGraph& tg,
+                     const HardwareProfile& profile) {
+  PlanOptions o;
+  o.profile = profile;
+  o.fetches = {tg.loss};
+  absl::StatusOr<Plan> plan = PlanLayout(tg.graph, {*Mesh::Parse("x:2")}, o);
+  if (!plan.ok()) Fail("planning " + Group(like), plan.status());
+  std::fprintf(stderr, "%s: %s", Group(like).c_str(), ExplainPlan(*plan).c_str());
+  TrainConfig c = like;
+  c.name = "auto";
+  c.mesh = "x:2";
+  c.layout = plan->best[0].rules.ToString();
+  c.workers = 2;
+  return c;
+}
+
+void PrintTable(const std::vector<CaseResult>& results, const std::vector<CaseResult>& autos,
+                const std::string& load_start, const std::string& load_end,
+                const std::map<int, HardwareProfile>& profiles, bool calibrate_each,
+                double minutes) {
   std::printf("# plan_bench: predicted vs measured step time (issue 15 item 6)\n\n");
   std::printf("load average (/proc/loadavg) at the start %s, at the end %s; %.1f min\n\n",
               load_start.c_str(), load_end.c_str(), minutes);
@@ -323,7 +345,36 @@ void PrintTable(const std::vector<CaseResult>& results, const std::string& load_
                 r.measured_ms, ErrorPercent(predicted, r.measured_ms),
                 HumanBytes(r.prediction.peak_bytes).c_str());
   }
-  std::printf("| auto (issue 15 item 5) | - | - | not built | - | - | - |\n\n");
+  // The planner's choices (not ranked: each may be one of the hand layouts).
+  std::vector<std::string> auto_verdicts;
+  bool autos_met = !autos.empty();
+  for (const CaseResult& r : autos) {
+    const OpCostTotal& t = r.prediction.cost.total;
+    const double predicted = 1e3 * r.prediction.cost.step_s;
+    std::printf("| %s | %s | %s | %.1f (%.1f / %.1f / %.1f) | %.1f | %+.1f%% | %s |\n",
+                Key(r.config).c_str(), r.config.mesh.c_str(),
+                r.config.layout.empty() ? "(replicated)" : r.config.layout.c_str(), predicted,
+                1e3 * t.compute_s, 1e3 * t.comm_s, 1e3 * r.prediction.cost.overhead_s,
+                r.measured_ms, ErrorPercent(predicted, r.measured_ms),
+                HumanBytes(r.prediction.peak_bytes).c_str());
+    double best_hand = -1;
+    std::string best_name;
+    for (const CaseResult& h : results) {
+      if (Group(h.config) != Group(r.config) || h.config.mesh != r.config.mesh) continue;
+      if (best_hand < 0 || h.measured_ms < best_hand) {
+        best_hand = h.measured_ms;
+        best_name = h.config.name;
+      }
+    }
+    const bool met = best_hand > 0 && r.measured_ms <= 1.05 * best_hand;
+    autos_met = autos_met && met;
+    auto_verdicts.push_back(absl::StrFormat(
+        "%s: auto (%s) %.1f ms vs the best hand layout on %s (%s) %.1f ms = %.3fx: %s",
+        Group(r.config), r.config.layout.empty() ? "(replicated)" : r.config.layout, r.measured_ms,
+        r.config.mesh, best_name, best_hand, best_hand > 0 ? r.measured_ms / best_hand : 0.0,
+        Verdict(met)));
+  }
+  std::printf("\n");
   const PlanGoals g = CheckPlanGoals(rows);
   std::printf("Goals (issue 15 item 6):\n");
   std::printf("- median |error| %.1f%% (<= %.0f%%): %s\n", g.median_abs_error,
@@ -336,9 +387,9 @@ void PrintTable(const std::vector<CaseResult>& results, const std::string& load_
                 m.spearman ? absl::StrFormat("%.3f", *m.spearman).c_str() : "n/a", kSpearmanGoal,
                 kMinRankedCases, Verdict(m.met));
   }
-  std::printf(
-      "- the auto layout's measured step within 5%% of the best hand layout's: NOT CHECKED (the "
-      "auto layout, issue 15 item 5, is not built; its row above is a placeholder)\n");
+  std::printf("- the auto layout's measured step within 5%% of the best hand layout's: %s\n",
+              autos.empty() ? "NOT CHECKED (no model has a hand case on x:2)" : Verdict(autos_met));
+  for (const std::string& v : auto_verdicts) std::printf("  - %s\n", v.c_str());
 }
 
 int Main(int argc, char** argv) {
@@ -433,7 +484,25 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, " measured %.1f ms\n", r.measured_ms);
     results.push_back(std::move(r));
   }
-  PrintTable(results, load_start, LoadAverage(), profiles, calibrate_each,
+  // The planner's layout per model, on the 2-worker mesh the hand layouts share, measured alike.
+  std::vector<CaseResult> autos;
+  std::vector<std::string> planned;
+  for (const TrainConfig& like : cases) {
+    const std::string group = Group(like);
+    if (like.workers != 2 || std::count(planned.begin(), planned.end(), group)) continue;
+    planned.push_back(group);
+    if (calibrate_each) profiles[2] = CalibrateOn(2, static_cast<int>(calibrate_steps));
+    CaseResult r;
+    r.config = AutoCase(like, graphs.at(group), profiles.at(2));
+    r.profile = profiles.at(2);
+    r.prediction = Predict(r.config, graphs.at(group), r.profile);
+    std::fprintf(stderr, "%s (layout '%s'): predicted %.1f ms ...", Key(r.config).c_str(),
+                 r.config.layout.c_str(), 1e3 * r.prediction.cost.step_s);
+    r.measured_ms = RunOurs(r.config, graphs.at(group), o).median_ms;
+    std::fprintf(stderr, " measured %.1f ms\n", r.measured_ms);
+    autos.push_back(std::move(r));
+  }
+  PrintTable(results, autos, load_start, LoadAverage(), profiles, calibrate_each,
              absl::ToDoubleMinutes(absl::Now() - start));
   return 0;
 }
