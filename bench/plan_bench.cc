@@ -333,30 +333,26 @@ void PrintTable(const std::vector<CaseResult>& results, const std::vector<CaseRe
   std::printf(
       "\n| case | mesh | layout | predicted ms (compute / comm / overhead) | measured ms | error | "
       "peak memory |\n|---|---|---|---|---|---|---|\n");
-  std::vector<PlanRow> rows;
-  for (const CaseResult& r : results) {
+  auto print_row = [](const CaseResult& r) {
     const OpCostTotal& t = r.prediction.cost.total;
     const double predicted = 1e3 * r.prediction.cost.step_s;
-    rows.push_back({Group(r.config), r.config.name, predicted, r.measured_ms});
     std::printf("| %s | %s | %s | %.1f (%.1f / %.1f / %.1f) | %.1f | %+.1f%% | %s |\n",
                 Key(r.config).c_str(), r.config.mesh.c_str(),
                 r.config.layout.empty() ? "(replicated)" : r.config.layout.c_str(), predicted,
                 1e3 * t.compute_s, 1e3 * t.comm_s, 1e3 * r.prediction.cost.overhead_s,
                 r.measured_ms, ErrorPercent(predicted, r.measured_ms),
                 HumanBytes(r.prediction.peak_bytes).c_str());
+  };
+  std::vector<PlanRow> rows;
+  for (const CaseResult& r : results) {
+    rows.push_back({Group(r.config), r.config.name, 1e3 * r.prediction.cost.step_s, r.measured_ms});
+    print_row(r);
   }
   // The planner's choices (not ranked: each may be one of the hand layouts).
   std::vector<std::string> auto_verdicts;
   bool autos_met = !autos.empty();
   for (const CaseResult& r : autos) {
-    const OpCostTotal& t = r.prediction.cost.total;
-    const double predicted = 1e3 * r.prediction.cost.step_s;
-    std::printf("| %s | %s | %s | %.1f (%.1f / %.1f / %.1f) | %.1f | %+.1f%% | %s |\n",
-                Key(r.config).c_str(), r.config.mesh.c_str(),
-                r.config.layout.empty() ? "(replicated)" : r.config.layout.c_str(), predicted,
-                1e3 * t.compute_s, 1e3 * t.comm_s, 1e3 * r.prediction.cost.overhead_s,
-                r.measured_ms, ErrorPercent(predicted, r.measured_ms),
-                HumanBytes(r.prediction.peak_bytes).c_str());
+    print_row(r);
     double best_hand = -1;
     std::string best_name;
     for (const CaseResult& h : results) {

@@ -41,6 +41,17 @@ v1::CreateSessionRequest Request(const std::string& mesh, const std::string& lay
   return r;
 }
 
+// Adds an in-process worker at `address` and registers it with `coordinator`.
+absl::Status RegisterWorker(Coordinator& coordinator, InProcessWorkers& workers,
+                            const std::string& address) {
+  workers.AddWorker(address);
+  v1::RegisterWorkerRequest r;
+  r.set_address(address);
+  r.set_incarnation("inc-" + address);
+  r.set_secret("secret-of-" + address + "-0123456789");
+  return coordinator.RegisterWorker(r).status();
+}
+
 class CoordinatorTest : public ::testing::Test {
  protected:
   CoordinatorTest() : coordinator_(Options(), &workers_) {}
@@ -53,13 +64,7 @@ class CoordinatorTest : public ::testing::Test {
 
   void Register(int n) {
     for (int i = 0; i < n; ++i) {
-      std::string address = absl::StrCat("w", next_++);
-      workers_.AddWorker(address);
-      v1::RegisterWorkerRequest r;
-      r.set_address(address);
-      r.set_incarnation("inc-" + address);
-      r.set_secret("secret-of-" + address + "-0123456789");
-      ASSERT_TRUE(coordinator_.RegisterWorker(r).ok());
+      ASSERT_OK(RegisterWorker(coordinator_, workers_, absl::StrCat("w", next_++)));
     }
   }
 
@@ -118,13 +123,7 @@ TEST(CoordinatorProfileTest, AutoLayoutRereadsTheProfileFile) {
   InProcessWorkers workers;
   Coordinator coordinator(o, &workers);
   for (int i = 0; i < 4; ++i) {
-    const std::string address = absl::StrCat("p", i);
-    workers.AddWorker(address);
-    v1::RegisterWorkerRequest r;
-    r.set_address(address);
-    r.set_incarnation("inc-" + address);
-    r.set_secret("secret-of-" + address + "-0123456789");
-    ASSERT_OK(coordinator.RegisterWorker(r).status());
+    ASSERT_OK(RegisterWorker(coordinator, workers, absl::StrCat("p", i)));
   }
   v1::CreateSessionRequest request = Request("rows:2,cols:2", "");
   request.set_auto_layout(true);
