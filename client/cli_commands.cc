@@ -11,11 +11,11 @@
 #include "absl/strings/str_format.h"
 #include "client/graph_io.h"
 #include "client/hardware_probe.h"
+#include "core/autodiff.h"
 #include "core/explain.h"
 #include "core/layout_names.h"
 #include "core/lowering.h"
 #include "core/memory_model.h"
-#include "core/autodiff.h"
 #include "core/ops.h"
 #include "core/status_macros.h"
 #include "kernels/fast_kernels.h"
@@ -117,15 +117,16 @@ absl::Status ExplainCommand(const std::vector<std::string>& args, CliIo io) {
     return UsageError("meshrt explain takes one GRAPH file (see meshrt explain --help)");
   }
   ASSIGN_OR_RETURN(Graph graph, LoadAndBuildGraph(positional[0]));
-  PlanFlags plan{profile_path, 0, graph.Outputs()};
+  // One profile for the planner and the report (a file is read once).
+  ASSIGN_OR_RETURN(const HardwareProfile profile, ProfileFromFlag(profile_path));
+  PlanFlags plan{profile_path, 0, graph.Outputs(), &profile};
   if (!memory_limit_text.empty()) {
     ASSIGN_OR_RETURN(plan.memory_limit_bytes, ParseByteSize(memory_limit_text, "--memory_limit"));
   }
   // With --json the plan goes to stderr, so that stdout stays one JSON object.
-  ASSIGN_OR_RETURN(MeshAndRules layout, ChooseMeshAndRules(graph, mesh_text, layout_text, plan,
-                                                           json ? io.err : io.out));
+  ASSIGN_OR_RETURN(MeshAndRules layout,
+                   ChooseMeshAndRules(graph, mesh_text, layout_text, plan, json ? io.err : io.out));
   RETURN_IF_ERROR(CheckRulesNameGraphDims(graph, layout.rules));
-  ASSIGN_OR_RETURN(const HardwareProfile profile, ProfileFromFlag(profile_path));
   ASSIGN_OR_RETURN(v1::Program program, Lower(graph, layout.mesh, layout.rules));
   if (json) {
     ASSIGN_OR_RETURN(std::string text, ExplainProgramJson(program, profile));

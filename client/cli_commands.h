@@ -62,6 +62,9 @@ struct PlanFlags {
   std::string profile_path;
   int64_t memory_limit_bytes = 0;
   std::vector<std::string> fetches;
+  // The profile itself, for a caller that has already loaded it (then profile_path is not read
+  // again); null: ProfileFromFlag(profile_path), only when the planner runs.
+  const HardwareProfile* profile = nullptr;
 };
 // Whether --mesh / --layout ask the planner: --layout auto, or --mesh auto:N.
 bool WantsPlanner(absl::string_view mesh_text, absl::string_view layout_text);

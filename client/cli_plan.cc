@@ -43,7 +43,11 @@ absl::StatusOr<MeshAndRules> ChooseMeshAndRules(const Graph& graph, absl::string
     meshes.push_back(*std::move(mesh));
   }
   PlanOptions options;
-  ASSIGN_OR_RETURN(options.profile, ProfileFromFlag(plan.profile_path));
+  if (plan.profile != nullptr) {
+    options.profile = *plan.profile;
+  } else {
+    ASSIGN_OR_RETURN(options.profile, ProfileFromFlag(plan.profile_path));
+  }
   options.memory_limit_bytes = plan.memory_limit_bytes;
   options.fetches = plan.fetches;
   absl::StatusOr<Plan> chosen = PlanLayout(graph, meshes, options);
