@@ -73,12 +73,13 @@ std::vector<std::map<std::string, std::string>> EqualSizePermutations(const Mesh
   return perms;
 }
 
-// The candidate's identity: its rules' text, or with `symmetric`, the smallest text among the
-// rules with equal-size mesh dims permuted (so "batch:rows" and "batch:cols" on 4x4 are one).
-std::string Key(const Mesh& mesh, const Rules& rules, bool symmetric) {
+// The candidate's identity: the smallest text among the rules with the mesh dims permuted by
+// `perms` (EqualSizePermutations, so "batch:rows" and "batch:cols" on 4x4 are one; empty: the
+// rules' own text).
+std::string Key(const Mesh& mesh, const Rules& rules,
+                const std::vector<std::map<std::string, std::string>>& perms) {
   std::string best = RulesKey(mesh, rules);
-  if (!symmetric) return best;
-  for (const auto& perm : EqualSizePermutations(mesh)) {
+  for (const auto& perm : perms) {
     Rules permuted;
     for (const auto& [dim, mesh_dim] : rules) permuted[dim] = perm.at(mesh_dim);
     best = std::min(best, RulesKey(mesh, permuted));
@@ -136,13 +137,16 @@ std::vector<absl::StatusOr<Evaluation>> EvaluateAll(
 void SearchMesh(const Graph& graph, const Mesh& mesh, const EvaluateFn& evaluate,
                 const SearchOptions& options, SearchResult* result, std::vector<Scored>* all) {
   const auto moves = LayoutMoves(graph, mesh);
+  const std::vector<std::map<std::string, std::string>> perms =
+      options.mesh_symmetry ? EqualSizePermutations(mesh)
+                            : std::vector<std::map<std::string, std::string>>{};
   std::set<std::string> seen;
   // The new candidates among `proposals` (within the budget), evaluated; the feasible ones.
   auto try_all = [&](const std::vector<Rules>& proposals) {
     std::vector<std::pair<Mesh, Rules>> fresh;
     std::vector<std::string> keys;
     for (const Rules& rules : proposals) {
-      std::string key = Key(mesh, rules, options.mesh_symmetry);
+      std::string key = Key(mesh, rules, perms);
       if (result->evaluations >= options.max_evaluations || !seen.insert(key).second) continue;
       ++result->evaluations;
       fresh.emplace_back(mesh, rules);
