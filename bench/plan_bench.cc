@@ -12,7 +12,7 @@
 // Each worker count gets its own profile: 4 worker processes on this machine's 2 cores share
 // them, and a calibration on 4 workers measures the rates a 4-worker case sees.
 //
-//   bazel run -c opt //bench:plan_bench [-- --quick --steps N --warmup N --only SUBSTRING
+//   bazel run -c opt //bench:plan_bench [-- --quick --steps N --warmup N --passes N --only SUBSTRING
 //       --profiles DIR --calibrate_each --per_instruction]
 #include <unistd.h>
 
@@ -44,7 +44,6 @@
 #include "core/mesh.h"
 #include "core/planner.h"
 #include "models/train.h"
-#include "runtime/executor_fusion.h"
 #include "util/flags.h"
 
 namespace meshrt {
@@ -221,34 +220,6 @@ void PrintPerInstruction(const std::string& key, const Prediction& p,
   }
 }
 
-// The executor's fusions of a step fetching `fetches` (runtime/executor_fusion.h), as the cost
-// model takes them. Pinned as the executor pins: inputs, variables and their updates, fetches.
-std::map<int, FusedGroup> Fusions(const v1::Program& program,
-                                  const std::vector<std::string>& fetches) {
-  std::vector<bool> pinned(std::max(program.num_buffers(), 0), false);
-  auto pin = [&](int b) {
-    if (b >= 0 && b < static_cast<int>(pinned.size())) pinned[b] = true;
-  };
-  for (const v1::ProgramTensor& t : program.inputs()) pin(t.buffer());
-  for (const v1::ProgramVariable& v : program.variables()) {
-    pin(v.buffer());
-    pin(v.update_buffer());
-  }
-  for (const v1::ProgramTensor& t : program.outputs()) {
-    if (std::find(fetches.begin(), fetches.end(), t.name()) != fetches.end()) pin(t.buffer());
-  }
-  std::vector<bool> runs = StepInstructions(program, &fetches);
-  std::map<int, FusedGroup> groups;
-  for (const auto& [s, f] : FindFusions(program, pinned, &runs)) {
-    FusedGroup& g = groups[s];
-    for (int i : {f.mul, f.mask, f.add}) {
-      if (i >= 0) g.absorbed.push_back(i);
-    }
-    g.into_gemm = f.einsum >= 0;
-  }
-  return groups;
-}
-
 Prediction Predict(const TrainConfig& c, const models::TrainGraph& tg,
                    const HardwareProfile& profile) {
   absl::StatusOr<Mesh> mesh = Mesh::Parse(c.mesh);
@@ -259,8 +230,8 @@ Prediction Predict(const TrainConfig& c, const models::TrainGraph& tg,
   if (!program.ok()) Fail("lowering " + Key(c), program.status());
   const std::vector<std::string> fetches = {tg.loss};
   Prediction p;
-  const std::map<int, FusedGroup> fusions = Fusions(*program, fetches);
-  absl::StatusOr<ProgramCost> cost = CostProgram(*program, profile, &fetches, &fusions);
+  // With the executor's fusions (StepFusedGroups), as every CostProgram.
+  absl::StatusOr<ProgramCost> cost = CostProgram(*program, profile, &fetches);
   absl::StatusOr<MemoryReport> memory = ComputeMemory(*program, MemoryOptionsOf(tg, fetches));
   if (!cost.ok()) Fail("costing " + Key(c), cost.status());
   p.cost = *std::move(cost);
@@ -274,7 +245,8 @@ struct CaseResult {
   TrainConfig config;
   HardwareProfile profile;  // the prediction's
   Prediction prediction;
-  double measured_ms = -1;
+  double measured_ms = -1;             // the median over passes
+  std::vector<double> passes_ms;       // each pass's median step
 };
 
 // /proc/loadavg's first three fields.
@@ -331,16 +303,22 @@ void PrintTable(const std::vector<CaseResult>& results, const std::vector<CaseRe
     }
   }
   std::printf(
-      "\n| case | mesh | layout | predicted ms (compute / comm / overhead) | measured ms | error | "
+      "\n| case | mesh | layout | predicted ms (compute / comm / overhead) | measured ms (range "
+      "over passes) | error | "
       "peak memory |\n|---|---|---|---|---|---|---|\n");
   auto print_row = [](const CaseResult& r) {
     const OpCostTotal& t = r.prediction.cost.total;
     const double predicted = 1e3 * r.prediction.cost.step_s;
-    std::printf("| %s | %s | %s | %.1f (%.1f / %.1f / %.1f) | %.1f | %+.1f%% | %s |\n",
+    std::string range;
+    if (r.passes_ms.size() > 1) {
+      const auto [lo, hi] = std::minmax_element(r.passes_ms.begin(), r.passes_ms.end());
+      range = absl::StrFormat(" (%.1f–%.1f)", *lo, *hi);
+    }
+    std::printf("| %s | %s | %s | %.1f (%.1f / %.1f / %.1f) | %.1f%s | %+.1f%% | %s |\n",
                 Key(r.config).c_str(), r.config.mesh.c_str(),
                 r.config.layout.empty() ? "(replicated)" : r.config.layout.c_str(), predicted,
                 1e3 * t.compute_s, 1e3 * t.comm_s, 1e3 * r.prediction.cost.overhead_s,
-                r.measured_ms, ErrorPercent(predicted, r.measured_ms),
+                r.measured_ms, range.c_str(), ErrorPercent(predicted, r.measured_ms),
                 HumanBytes(r.prediction.peak_bytes).c_str());
   };
   std::vector<PlanRow> rows;
@@ -390,21 +368,24 @@ void PrintTable(const std::vector<CaseResult>& results, const std::vector<CaseRe
 
 int Main(int argc, char** argv) {
   bool quick = false, per_instruction = false, calibrate_each = false;
-  int64_t steps = 8, warmup = 2, model_steps = 4, calibrate_steps = 5;
+  int64_t steps = 12, warmup = 3, model_steps = 6, calibrate_steps = 5, passes = 2;
   std::string only, profiles_dir;
   RunOptions o;
   FlagSet flags(
-      "plan_bench [--quick] [--steps N] [--warmup N] [--model_steps N] [--only SUBSTRING] "
+      "plan_bench [--quick] [--steps N] [--warmup N] [--model_steps N] [--passes N] [--only SUBSTRING] "
       "[--profiles DIR] [--overlap_comm=false]",
       "The cost model's predicted step time against the measured one for the MLP and the "
       "Transformer LM (two sizes) under several meshes and layouts, on local clusters.");
   flags.Bool("quick", &quick,
              "2-worker MLP and small-Transformer cases only, 3 steps after 1 warmup (development)");
-  flags.Int("steps", &steps, "timed steps per case (median), default 8");
-  flags.Int("warmup", &warmup, "untimed steps first, default 2");
+  flags.Int("steps", &steps, "timed steps per case (median), default 12");
+  flags.Int("warmup", &warmup, "untimed steps first, default 3");
   flags.Int("model_steps", &model_steps,
-            "timed steps per case of the model-scale Transformer, default 4");
+            "timed steps per case of the model-scale Transformer, default 6");
   flags.Int("calibrate_steps", &calibrate_steps, "timed steps per calibration graph, default 5");
+  flags.Int("passes", &passes,
+            "passes over every case, each on a fresh cluster; a case's step is the median over "
+            "passes of each pass's median, default 2");
   flags.String("only", &only,
                "only the cases whose name (e.g. 'transformer small dp') contains it");
   flags.String("profiles", &profiles_dir,
@@ -424,14 +405,16 @@ int Main(int argc, char** argv) {
     std::printf("%s", flags.Help().c_str());
     return parsed.ok() ? 0 : 2;
   }
-  if (steps < 1 || warmup < 0 || model_steps < 1 || calibrate_steps < 1) {
-    std::fprintf(stderr, "--steps, --model_steps, --calibrate_steps need >= 1, --warmup >= 0\n");
+  if (steps < 1 || warmup < 0 || model_steps < 1 || calibrate_steps < 1 || passes < 1) {
+    std::fprintf(stderr,
+                 "--steps, --model_steps, --calibrate_steps, --passes need >= 1, --warmup >= 0\n");
     return 2;
   }
   if (quick) {
     steps = std::min<int64_t>(steps, 3);
     model_steps = std::min<int64_t>(model_steps, 3);
     warmup = std::min<int64_t>(warmup, 1);
+    passes = 1;
   }
   o.batched = false;
   std::vector<TrainConfig> cases;
@@ -470,17 +453,14 @@ int Main(int argc, char** argv) {
     r.config = c;
     r.profile = profiles.at(c.workers);
     r.prediction = Predict(c, graphs.at(group), r.profile);
-    std::fprintf(stderr, "%s (mesh %s, layout '%s'): predicted %.1f ms ...", Key(c).c_str(),
+    std::fprintf(stderr, "%s (mesh %s, layout '%s'): predicted %.1f ms\n", Key(c).c_str(),
                  c.mesh.c_str(), c.layout.c_str(), 1e3 * r.prediction.cost.step_s);
     if (per_instruction) {
       PrintPerInstruction(Key(c), r.prediction, profiles.at(c.workers), {graphs.at(group).loss});
     }
-    OursRun run = RunOurs(c, graphs.at(group), o);
-    r.measured_ms = run.median_ms;
-    std::fprintf(stderr, " measured %.1f ms\n", r.measured_ms);
     results.push_back(std::move(r));
   }
-  // The planner's layout per model, on the 2-worker mesh the hand layouts share, measured alike.
+  // The planner's layout per model, on the 2-worker mesh the hand layouts share.
   std::vector<CaseResult> autos;
   std::vector<std::string> planned;
   for (const TrainConfig& like : cases) {
@@ -492,11 +472,24 @@ int Main(int argc, char** argv) {
     r.config = AutoCase(like, graphs.at(group), profiles.at(2));
     r.profile = profiles.at(2);
     r.prediction = Predict(r.config, graphs.at(group), r.profile);
-    std::fprintf(stderr, "%s (layout '%s'): predicted %.1f ms ...", Key(r.config).c_str(),
+    std::fprintf(stderr, "%s (layout '%s'): predicted %.1f ms\n", Key(r.config).c_str(),
                  r.config.layout.c_str(), 1e3 * r.prediction.cost.step_s);
-    r.measured_ms = RunOurs(r.config, graphs.at(group), o).median_ms;
-    std::fprintf(stderr, " measured %.1f ms\n", r.measured_ms);
     autos.push_back(std::move(r));
+  }
+  // Measured in passes over every case (hand and auto), so that a slow minute of this shared
+  // machine lands on one pass of every case rather than on all of one case.
+  for (int64_t pass = 1; pass <= passes; ++pass) {
+    for (std::vector<CaseResult>* list : {&results, &autos}) {
+      for (CaseResult& r : *list) {
+        const double ms = RunOurs(r.config, graphs.at(Group(r.config)), o).median_ms;
+        std::fprintf(stderr, "pass %d: %s: measured %.1f ms\n", static_cast<int>(pass),
+                     Key(r.config).c_str(), ms);
+        r.passes_ms.push_back(ms);
+      }
+    }
+  }
+  for (std::vector<CaseResult>* list : {&results, &autos}) {
+    for (CaseResult& r : *list) r.measured_ms = Median(r.passes_ms);
   }
   PrintTable(results, autos, load_start, LoadAverage(), profiles, calibrate_each,
              absl::ToDoubleMinutes(absl::Now() - start));

@@ -17,6 +17,11 @@ namespace meshrt {
 namespace {
 
 constexpr int64_t kFloat = 4;
+// The ops of a compute graph's long chain (MakeCalibrationGraph's size 1).
+constexpr int kChain = 5;
+// One product of the "gemm" and of the "small_gemm" graph.
+constexpr double kLargeProductFlops = 2.0 * 512 * 1024 * 1024;
+constexpr double kSmallProductFlops = 2.0 * 128 * 128 * 32;
 
 Initializer Normal() {
   Initializer init;
@@ -99,38 +104,58 @@ absl::StatusOr<CalibrationGraph> MakeCalibrationGraph(const std::string& kind, i
     b.Assign(v, b.Neg(v, "neg"), "update");
     return Finish(b, "n:x", 0, 0);
   }
-  if (kind == "gemm") {  // per worker [512 x 1024] x [1024 x 1024]
+  // The compute graphs repeat their op `ops` times in a chain (each reads the last one's
+  // result): size 0 runs it once, size 1 kChain times, and the rate comes from the difference, so
+  // that the step overhead, the variable update and the fetch cancel out.
+  const int ops = size == 0 ? 1 : kChain;
+  if (kind == "gemm") {  // per worker [512 x 1024] x [1024 x 1024] products, chained
     const Dim batch{"batch", 512 * w}, k{"k", 1024}, n{"n", 1024};
-    TensorRef a = b.Variable("a", Shape({batch, k}), Normal());
-    TensorRef m = b.Variable("m", Shape({k, n}), Normal());
-    TensorRef c = b.Variable("c", Shape({batch, n}));
-    b.Assign(c, b.Einsum({a, m}, Shape({batch, n}), "product"), "update");
-    return Finish(b, "batch:x", 2.0 * 512 * 1024 * 1024, 0);
+    TensorRef y = b.Variable("a", Shape({batch, k}), Normal());
+    TensorRef kn = b.Variable("m", Shape({k, n}), Normal());
+    TensorRef nk = b.Variable("m2", Shape({n, k}), Normal());
+    for (int i = 0; i < ops; ++i) {
+      const bool odd = i % 2 == 1;  // [batch, n] x [n, k] -> [batch, k]
+      y = b.Einsum({y, odd ? nk : kn}, Shape({batch, odd ? k : n}), absl::StrCat("product", i));
+    }
+    TensorRef c = b.Variable("c", Shape({batch, ops % 2 == 1 ? n : k}));
+    b.Assign(c, y, "update");
+    return Finish(b, "batch:x", ops * kLargeProductFlops, 0);
   }
-  if (kind == "small_gemm") {  // per worker 16 x 16 products of [128 x 32] x [32 x 128]
+  if (kind == "small_gemm") {  // per worker 16 x 16 products of [128 x 32] x [32 x 128], chained
     const Dim batch{"batch", 16 * w}, heads{"heads", 16}, l{"length", 128}, m{"memory", 128},
         d{"d_kv", 32};
-    TensorRef q = b.Variable("q", Shape({batch, heads, l, d}), Normal());
+    TensorRef y = b.Variable("q", Shape({batch, heads, l, d}), Normal());
     TensorRef kk = b.Variable("k", Shape({batch, heads, m, d}), Normal());
-    TensorRef s = b.Variable("s", Shape({batch, heads, l, m}));
-    b.Assign(s, b.Einsum({q, kk}, Shape({batch, heads, l, m}), "scores"), "update");
-    return Finish(b, "batch:x", 2.0 * 16 * 16 * 128 * 128 * 32, 0);
+    for (int i = 0; i < ops; ++i) {
+      const bool odd = i % 2 == 1;  // scores [.., l, m] x k [.., m, d] -> [.., l, d]
+      y = b.Einsum({y, kk}, odd ? Shape({batch, heads, l, d}) : Shape({batch, heads, l, m}),
+                   absl::StrCat("scores", i));
+    }
+    TensorRef s = b.Variable(
+        "s", ops % 2 == 1 ? Shape({batch, heads, l, m}) : Shape({batch, heads, l, d}));
+    b.Assign(s, y, "update");
+    return Finish(b, "batch:x", ops * 16.0 * 16 * kSmallProductFlops, 0);
   }
-  if (kind == "memory") {  // per worker 16 MiB read and written
+  if (kind == "memory") {  // per worker 16 MiB read and written per negation, chained
     const int64_t per = 4 << 20;
     TensorRef v = b.Variable("v", Shape({{"n", per * w}}), Normal());
-    b.Assign(v, b.Neg(v, "neg"), "update");
-    return Finish(b, "n:x", 0, 2.0 * per * kFloat);
+    TensorRef y = v;
+    for (int i = 0; i < ops; ++i) y = b.Neg(y, absl::StrCat("neg", i));
+    b.Assign(v, y, "update");
+    return Finish(b, "n:x", 0, ops * 2.0 * per * kFloat);
   }
-  if (kind == "elementwise") {  // per worker a softmax over rows of 4096 floats, 16 MiB in all
-    const int64_t rows = 1024, cols = 4096;
+  if (kind == "elementwise") {  // per worker softmaxes over rows of 1024 floats, 8 MiB, chained
+    const int64_t rows = 2048, cols = 1024;
     TensorRef x = b.Variable("x", Shape({{"r", rows * w}, {"c", cols}}), Normal());
-    TensorRef y = b.Variable("y", Shape({{"r", rows * w}, {"c", cols}}));
-    v1::Op softmax;
-    softmax.set_type("softmax");
-    softmax.add_dims("c");
-    b.Assign(y, b.Apply(std::move(softmax), {x}, "softmax"), "update");
-    return Finish(b, "r:x", static_cast<double>(kSoftmaxFlops) * rows * cols, 0);
+    TensorRef y = x;
+    for (int i = 0; i < ops; ++i) {
+      v1::Op softmax;
+      softmax.set_type("softmax");
+      softmax.add_dims("c");
+      y = b.Apply(std::move(softmax), {y}, absl::StrCat("softmax", i));
+    }
+    b.Assign(x, y, "update");
+    return Finish(b, "r:x", static_cast<double>(kSoftmaxFlops) * ops * rows * cols, 0);
   }
   if (!IsCollective(kind)) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -204,19 +229,24 @@ absl::StatusOr<Calibration> Calibrate(Client& client, const CalibrateOptions& op
   };
   ASSIGN_OR_RETURN(auto overhead, time("overhead", 0));
   c.step_overhead_seconds = overhead.first;
-  auto rate = [&](const std::string& kind, double amount) -> absl::StatusOr<double> {
-    ASSIGN_OR_RETURN(auto t, time(kind, 0));
-    const double busy = std::max(t.first - c.step_overhead_seconds, 1e-6);
-    return amount / busy;
+  // The work of the long chain's extra ops over the time they add; noise that inverts the two
+  // leaves the long chain's average rate over its step minus the overhead.
+  auto rate = [&](const std::string& kind, bool flops) -> absl::StatusOr<double> {
+    ASSIGN_OR_RETURN(CalibrationGraph one, MakeCalibrationGraph(kind, 0, w));
+    ASSIGN_OR_RETURN(CalibrationGraph chain, MakeCalibrationGraph(kind, 1, w));
+    ASSIGN_OR_RETURN(auto t_one, time(kind, 0));
+    ASSIGN_OR_RETURN(auto t_chain, time(kind, 1));
+    const double work_one = flops ? one.flops : one.bytes;
+    const double work_chain = flops ? chain.flops : chain.bytes;
+    if (t_chain.first > t_one.first) {
+      return (work_chain - work_one) / (t_chain.first - t_one.first);
+    }
+    return work_chain / std::max(t_chain.first - c.step_overhead_seconds, 1e-6);
   };
-  ASSIGN_OR_RETURN(CalibrationGraph gemm, MakeCalibrationGraph("gemm", 0, w));
-  ASSIGN_OR_RETURN(c.gemm_flops_per_second, rate("gemm", gemm.flops));
-  ASSIGN_OR_RETURN(CalibrationGraph small, MakeCalibrationGraph("small_gemm", 0, w));
-  ASSIGN_OR_RETURN(c.small_gemm_flops_per_second, rate("small_gemm", small.flops));
-  ASSIGN_OR_RETURN(CalibrationGraph memory, MakeCalibrationGraph("memory", 0, w));
-  ASSIGN_OR_RETURN(c.memory_bytes_per_second, rate("memory", memory.bytes));
-  ASSIGN_OR_RETURN(CalibrationGraph elementwise, MakeCalibrationGraph("elementwise", 0, w));
-  ASSIGN_OR_RETURN(c.elementwise_flops_per_second, rate("elementwise", elementwise.flops));
+  ASSIGN_OR_RETURN(c.gemm_flops_per_second, rate("gemm", true));
+  ASSIGN_OR_RETURN(c.small_gemm_flops_per_second, rate("small_gemm", true));
+  ASSIGN_OR_RETURN(c.memory_bytes_per_second, rate("memory", false));
+  ASSIGN_OR_RETURN(c.elementwise_flops_per_second, rate("elementwise", true));
   if (group < 2) return c;  // no collective runs in a group of one
   for (const char* kind : kCollectives) {
     ASSIGN_OR_RETURN(auto small_t, time(kind, 0));
@@ -245,6 +275,13 @@ HardwareProfile ToHardwareProfile(const Calibration& c, const std::string& sourc
   p.source = source;
   if (c.gemm_flops_per_second > 0) p.gemm_large_flops_per_s = c.gemm_flops_per_second;
   if (c.small_gemm_flops_per_second > 0) p.gemm_small_flops_per_s = c.small_gemm_flops_per_second;
+  if (c.gemm_flops_per_second > 0 && c.small_gemm_flops_per_second > 0) {
+    // The products the two rates were measured on: between their smallest dims (K = 32 and
+    // M = 512) the rate is interpolated; gemm_large_flops splits products of 3 or more operands.
+    p.gemm_large_flops = kLargeProductFlops;
+    p.gemm_small_dim = 32;
+    p.gemm_large_dim = 512;
+  }
   if (c.memory_bytes_per_second > 0) {
     p.memory_bytes_per_s = c.memory_bytes_per_second;
     // Without a measured rate, the memory graph's negation: one FLOP per 8 bytes read and

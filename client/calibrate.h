@@ -4,16 +4,21 @@
 // a few steps on a 1-D mesh x:W of the cluster's workers.
 //
 //   step overhead       a 4-float negation: the time of a step that computes nothing
-//   GEMM throughput     per worker, a [512 x 1024] x [1024 x 1024] product of a batch-split
-//                       variable by a replicated one (no communication), and a batched
-//                       attention-shaped one (64 x 128 x 128 x 32): FLOP/s = FLOPs / (t - overhead)
-//   memory bandwidth    an elementwise scale of a 16 MiB slice into a variable: bytes read and
-//                       written / (t - overhead)
-//   elementwise rate    a softmax over rows of 4096 of a 16 MiB slice (per worker) into a
-//                       variable: its FLOPs as core/op_cost.h counts them (kSoftmaxFlops per
-//                       element) / (t - overhead). The kernels of the norms, softmaxes and
-//                       transcendentals run at several times the negation's FLOP rate, which
-//                       is memory-bound; a rate from the negation made them 10x too slow.
+//   compute rates       each from a graph that runs its op once and a graph that runs it 5 times
+//                       in a chain (each op reads the last one's result, the intermediates come
+//                       from the worker's buffer pool as a real step's do): rate = the 4 extra ops'
+//                       work / the time they add, so the step overhead, the variable update and
+//                       the fetch cancel out (noise that inverts the two: the chain's work over its
+//                       step minus the overhead)
+//   GEMM throughput     per worker, [512 x 1024] x [1024 x 1024] products of a batch-split
+//                       activation by replicated weights (no communication), and batched
+//                       attention-shaped ones (16 x 16 x [128 x 32] x [32 x 128])
+//   memory bandwidth    elementwise negations of a 16 MiB slice: bytes read and written
+//   elementwise rate    softmaxes over rows of 1024 of an 8 MiB slice (per worker): their FLOPs as
+//                       core/op_cost.h counts them (kSoftmaxFlops per element). The kernels of the
+//                       norms, softmaxes and transcendentals run at several times the negation's
+//                       FLOP rate, which is memory-bound; a rate from the negation made them 10x
+//                       too slow.
 //   collectives         allreduce (a sum over the split dim), allgather (a rename of a split dim to
 //                       a replicated one) and alltoall (a reshape moving the split to the other
 //                       dim), each at two sizes: alpha (s) and beta (bytes/s) fitted to
@@ -65,8 +70,9 @@ struct CalibrateOptions {
 
 // One calibration graph (exposed for tests): `kind` is "overhead", "gemm", "small_gemm",
 // "memory", "elementwise", "allreduce", "allgather" or "alltoall"; `size` 0 or 1 picks the smaller
-// or larger collective (ignored otherwise). The work is a variable update; the graph's only output
-// is a scalar "tick", which is what a step fetches.
+// or larger collective, or for the compute kinds one op or the chain of 5 (ignored for
+// "overhead"); flops and bytes are the whole graph's. The work is a variable update; the graph's
+// only output is a scalar "tick", which is what a step fetches.
 struct CalibrationGraph {
   Graph graph;
   std::string layout;  // rules for mesh x:W

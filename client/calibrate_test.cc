@@ -1,8 +1,13 @@
 #include "client/calibrate.h"
 
+#include <map>
 #include <string>
+#include <utility>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "core/lowering.h"
+#include "core/mesh.h"
 #include "core/test_util.h"
 #include "gtest/gtest.h"
 
@@ -16,10 +21,12 @@ TEST(CalibrateTest, EachGraphLowersToTheOneThingItMeasures) {
   for (int workers : {2, 4}) {
     SCOPED_TRACE(workers);
     for (const char* kind : {"overhead", "gemm", "small_gemm", "memory", "elementwise"}) {
-      SCOPED_TRACE(kind);
-      ASSERT_OK_AND_ASSIGN(CalibrationGraph g, MakeCalibrationGraph(kind, 0, workers));
-      ASSERT_OK_AND_ASSIGN(int64_t sent, CheckCalibrationProgram(kind, g, workers));
-      EXPECT_EQ(sent, 0);
+      for (int size : {0, 1}) {
+        SCOPED_TRACE(absl::StrCat(kind, " size ", size));
+        ASSERT_OK_AND_ASSIGN(CalibrationGraph g, MakeCalibrationGraph(kind, size, workers));
+        ASSERT_OK_AND_ASSIGN(int64_t sent, CheckCalibrationProgram(kind, g, workers));
+        EXPECT_EQ(sent, 0);
+      }
     }
     for (const char* kind : {"allreduce", "allgather", "alltoall"}) {
       SCOPED_TRACE(kind);
@@ -35,7 +42,37 @@ TEST(CalibrateTest, EachGraphLowersToTheOneThingItMeasures) {
   ASSERT_OK_AND_ASSIGN(CalibrationGraph gemm, MakeCalibrationGraph("gemm", 0, 4));
   EXPECT_DOUBLE_EQ(gemm.flops, 2.0 * 512 * 1024 * 1024);
   ASSERT_OK_AND_ASSIGN(CalibrationGraph softmax, MakeCalibrationGraph("elementwise", 0, 4));
-  EXPECT_DOUBLE_EQ(softmax.flops, 16.0 * 1024 * 4096);  // kSoftmaxFlops per element
+  EXPECT_DOUBLE_EQ(softmax.flops, 16.0 * 2048 * 1024);  // kSoftmaxFlops per element
+}
+
+// The compute graphs' long form chains 5 of the measured op, each reading the last one's result
+// (so the rate is the 4 extra ops' work over the time they add), with 5 times the work.
+TEST(CalibrateTest, ComputeGraphsChainFiveOpsInTheirLongForm) {
+  const std::map<std::string, std::string> op_type = {
+      {"gemm", "einsum"}, {"small_gemm", "einsum"}, {"memory", "neg"}, {"elementwise", "softmax"}};
+  for (const auto& [kind, type] : op_type) {
+    SCOPED_TRACE(kind);
+    ASSERT_OK_AND_ASSIGN(CalibrationGraph one, MakeCalibrationGraph(kind, 0, 2));
+    ASSERT_OK_AND_ASSIGN(CalibrationGraph chain, MakeCalibrationGraph(kind, 1, 2));
+    EXPECT_DOUBLE_EQ(chain.flops, 5 * one.flops);
+    EXPECT_DOUBLE_EQ(chain.bytes, 5 * one.bytes);
+    EXPECT_GT(one.flops + one.bytes, 0);
+    for (const auto& [g, count] : {std::make_pair(&one, 1), std::make_pair(&chain, 5)}) {
+      ASSERT_OK_AND_ASSIGN(Mesh mesh, Mesh::Parse("x:2"));
+      ASSERT_OK_AND_ASSIGN(LayoutRules rules, LayoutRules::Parse(g->layout, mesh));
+      ASSERT_OK_AND_ASSIGN(v1::Program program, Lower(g->graph, mesh, rules));
+      int found = 0, previous_output = -1;
+      for (const v1::Instruction& inst : program.instructions()) {
+        if (!inst.has_local() || inst.local().type() != type) continue;
+        if (previous_output >= 0) {  // reads the last one's result
+          EXPECT_EQ(inst.inputs(0), previous_output) << inst.source_op();
+        }
+        previous_output = inst.output();
+        ++found;
+      }
+      EXPECT_EQ(found, count);
+    }
+  }
 }
 
 // Groups of 2 on 4 workers: the collective graphs sized for 2, replicated over r:2, lower to one
@@ -79,6 +116,11 @@ TEST(CalibrateTest, TheProfileIsTheCostModelsAndReadsBack) {
   ASSERT_OK_AND_ASSIGN(HardwareProfile p, ParseHardwareProfile(text, "calibrated"));
   EXPECT_DOUBLE_EQ(p.gemm_large_flops_per_s, 9.5e10);
   EXPECT_DOUBLE_EQ(p.gemm_small_flops_per_s, 4e10);
+  // The two rates are anchored at the smallest dims of the products that measured them.
+  EXPECT_DOUBLE_EQ(p.gemm_small_dim, 32);
+  EXPECT_DOUBLE_EQ(p.gemm_large_dim, 512);
+  EXPECT_DOUBLE_EQ(GemmFlopsPerSecond(p, 2.0 * 512 * 1024 * 1024, 512), 9.5e10);
+  EXPECT_DOUBLE_EQ(GemmFlopsPerSecond(p, 2.0 * 128 * 128 * 32, 32), 4e10);
   EXPECT_DOUBLE_EQ(p.memory_bytes_per_s, 8e9);
   EXPECT_DOUBLE_EQ(p.elementwise_flops_per_s, 1e9);  // no softmax rate: the negation's
   EXPECT_DOUBLE_EQ(p.step_overhead_s, 0.0012);

@@ -1,6 +1,7 @@
 #include "core/cost_model.h"
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -17,6 +18,7 @@
 #include "core/ops.h"
 #include "core/shape.h"
 #include "core/status_macros.h"
+#include "core/step_fusion.h"
 
 namespace meshrt {
 namespace {
@@ -74,6 +76,23 @@ int64_t GemmBatch(const std::vector<TensorType>& inputs, const TensorType& out) 
   return batch;
 }
 
+// The smallest of M, N and K of a two-operand einsum's product (dims of one operand and the
+// output, of the other and the output, of both operands only); 0 for other operand counts.
+int64_t GemmMinDim(const std::vector<TensorType>& inputs, const TensorType& out) {
+  if (inputs.size() != 2) return 0;
+  int64_t m = 1, n = 1, k = 1;
+  auto size_of = [](const Dim& d) { return std::max<int64_t>(d.size, 1); };
+  for (const Dim& d : out.shape.dims()) {
+    const bool in0 = inputs[0].shape.Contains(d.name), in1 = inputs[1].shape.Contains(d.name);
+    if (in0 && !in1) m *= size_of(d);
+    if (in1 && !in0) n *= size_of(d);
+  }
+  for (const Dim& d : inputs[0].shape.dims()) {
+    if (inputs[1].shape.Contains(d.name) && !out.shape.Contains(d.name)) k *= size_of(d);
+  }
+  return std::min({m, n, k});
+}
+
 absl::Status ProfileError(absl::string_view source, int line, absl::string_view msg) {
   return absl::InvalidArgumentError(
       absl::StrCat("hardware profile ", source, " line ", line, ": ", msg));
@@ -87,6 +106,18 @@ std::map<std::string, CollectiveLink> DefaultCollectiveLinks() {
   return links;
 }
 
+double GemmFlopsPerSecond(const HardwareProfile& p, double product_flops, double min_dim) {
+  const double small = p.gemm_small_dim, large = p.gemm_large_dim;
+  if (min_dim <= 0 || small <= 0 || large <= small) {
+    return product_flops >= p.gemm_large_flops ? p.gemm_large_flops_per_s
+                                               : p.gemm_small_flops_per_s;
+  }
+  if (min_dim <= small) return p.gemm_small_flops_per_s;
+  if (min_dim >= large) return p.gemm_large_flops_per_s;
+  const double f = std::log(min_dim / small) / std::log(large / small);
+  return p.gemm_small_flops_per_s + f * (p.gemm_large_flops_per_s - p.gemm_small_flops_per_s);
+}
+
 std::string FormatHardwareProfile(const HardwareProfile& p) {
   std::string out = absl::StrCat("# meshrt hardware profile (core/cost_model.h)",
                                  p.source.empty() ? "" : absl::StrCat("; from ", p.source), "\n");
@@ -96,6 +127,8 @@ std::string FormatHardwareProfile(const HardwareProfile& p) {
   line("gemm_small_flops_per_s", p.gemm_small_flops_per_s);
   line("gemm_large_flops_per_s", p.gemm_large_flops_per_s);
   line("gemm_large_flops", p.gemm_large_flops);
+  line("gemm_small_dim", p.gemm_small_dim);
+  line("gemm_large_dim", p.gemm_large_dim);
   line("elementwise_flops_per_s", p.elementwise_flops_per_s);
   line("memory_bytes_per_s", p.memory_bytes_per_s);
   line("step_overhead_s", p.step_overhead_s);
@@ -137,6 +170,8 @@ absl::StatusOr<HardwareProfile> ParseHardwareProfile(absl::string_view text,
     double* field = key == "gemm_small_flops_per_s"    ? &p.gemm_small_flops_per_s
                     : key == "gemm_large_flops_per_s"  ? &p.gemm_large_flops_per_s
                     : key == "gemm_large_flops"        ? &p.gemm_large_flops
+                    : key == "gemm_small_dim"          ? &p.gemm_small_dim
+                    : key == "gemm_large_dim"          ? &p.gemm_large_dim
                     : key == "elementwise_flops_per_s" ? &p.elementwise_flops_per_s
                     : key == "memory_bytes_per_s"      ? &p.memory_bytes_per_s
                     : key == "step_overhead_s"         ? &p.step_overhead_s
@@ -154,7 +189,9 @@ absl::StatusOr<HardwareProfile> ParseHardwareProfile(absl::string_view text,
           source, line_number,
           absl::StrCat("unknown key '", key, "' (see core/cost_model.h FormatHardwareProfile)"));
     }
-    if (v == 0 && field != &p.gemm_large_flops && field != &p.step_overhead_s &&
+    if (v == 0 && field != &p.gemm_large_flops && field != &p.gemm_small_dim &&
+        field != &p.gemm_large_dim &&
+        field != &p.step_overhead_s &&
         (dot == std::string::npos || key.substr(dot + 1) != "alpha_s")) {
       return ProfileError(source, line_number, absl::StrCat(key, " must be > 0"));
     }
@@ -198,12 +235,14 @@ absl::StatusOr<InstructionCost> CostInstruction(const v1::Program& program, int 
     c.bytes_read = s.bytes_read;
     c.bytes_written = s.bytes_written;
     c.gemm = c.kind == "einsum" && inputs.size() >= 2;
-    if (c.gemm) c.gemm_batch = GemmBatch(inputs, out);
-    const double product_flops = c.flops / static_cast<double>(c.gemm_batch);
+    if (c.gemm) {
+      c.gemm_batch = GemmBatch(inputs, out);
+      c.gemm_min_dim = GemmMinDim(inputs, out);
+    }
     const double rate = !c.gemm ? profile.elementwise_flops_per_s
-                        : product_flops >= profile.gemm_large_flops
-                            ? profile.gemm_large_flops_per_s
-                            : profile.gemm_small_flops_per_s;
+                                : GemmFlopsPerSecond(profile,
+                                                     c.flops / static_cast<double>(c.gemm_batch),
+                                                     static_cast<double>(c.gemm_min_dim));
     c.fused = fused;
     c.compute_s =
         c.fused ? 0
@@ -267,6 +306,37 @@ double StepCriticalPath(const v1::Program& program,
   return std::max(calling, comm);
 }
 
+std::map<int, FusedGroup> StepFusedGroups(const v1::Program& program,
+                                          const std::vector<std::string>* fetches) {
+  std::map<int, FusedGroup> groups;
+  if (fetches == nullptr) return groups;
+  std::vector<bool> runs = StepInstructions(program, fetches);
+  std::vector<bool> pinned(std::max(program.num_buffers(), 0), false);
+  auto pin = [&](int b) {
+    if (b >= 0 && b < static_cast<int>(pinned.size())) pinned[b] = true;
+  };
+  for (const v1::ProgramTensor& t : program.inputs()) pin(t.buffer());
+  for (const v1::ProgramTensor& t : program.outputs()) {
+    if (std::find(fetches->begin(), fetches->end(), t.name()) != fetches->end()) pin(t.buffer());
+  }
+  for (const v1::ProgramVariable& v : program.variables()) {
+    pin(v.buffer());
+    pin(v.update_buffer());
+  }
+  for (int i = 0; i < program.instructions_size(); ++i) {
+    const v1::Instruction& inst = program.instructions(i);
+    if (runs[i] && inst.has_predicate()) pin(inst.predicate());
+  }
+  for (const auto& [s, f] : FindFusions(program, pinned, &runs)) {
+    FusedGroup& g = groups[s];
+    for (int i : {f.mul, f.mask, f.add}) {
+      if (i >= 0) g.absorbed.push_back(i);
+    }
+    g.into_gemm = f.einsum >= 0;
+  }
+  return groups;
+}
+
 namespace {
 
 // CostProgram's work; without `named`, instructions get no source_op and `ops` stays empty.
@@ -277,7 +347,12 @@ absl::StatusOr<ProgramCost> Cost(const v1::Program& program, const HardwareProfi
   const std::vector<BufferInfo> buffers = Buffers(program, mesh);
   const std::vector<bool> runs = StepInstructions(program, fetches);
   std::vector<bool> fused(program.instructions_size(), false);
-  if (fusions != nullptr) {
+  std::map<int, FusedGroup> derived;
+  if (fusions == nullptr) {
+    derived = StepFusedGroups(program, fetches);
+    fusions = &derived;
+  }
+  {
     auto mark = [&](int i) {
       if (i >= 0 && i < program.instructions_size()) fused[i] = true;
     };

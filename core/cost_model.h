@@ -4,10 +4,11 @@
 //
 // Predicted time = sum over the step's instructions (core/explain.h StepInstructions) of
 //   compute        max(FLOPs / throughput, (bytes read + written) / memory bandwidth), where the
-//                  throughput of an einsum of >= 2 operands is the profile's GEMM throughput of its
-//                  shape class (small below gemm_large_flops FLOPs per product, else large: a
-//                  product is one of the einsum's batch, the dims every operand and the output
-//                  hold, so attention's many small products per head are small however many),
+//                  throughput of an einsum of >= 2 operands is the profile's GEMM throughput of
+//                  one of its products (GemmFlopsPerSecond: two classes by FLOPs, or by its
+//                  smallest of M, N, K between the two calibrated products; a product is one of the
+//                  einsum's batch, the dims every operand and the output hold, so attention's
+//                  many small products per head are small however many),
 //                  and of
 //                  every other op the profile's elementwise FLOP rate; local slices are bytes only
 //   communication  alpha + bytes sent per worker / beta of the collective's kind (same-host
@@ -41,10 +42,16 @@ struct HardwareProfile {
   // Where the numbers come from, for the report (e.g. "measured in process", a file path).
   std::string source;
   // GEMM throughput (FLOP/s) of products below and at or above `gemm_large_flops` FLOPs (per
-  // product of a batched einsum: its FLOPs / InstructionCost::gemm_batch).
+  // product of a batched einsum: its FLOPs / InstructionCost::gemm_batch). With `gemm_small_dim`
+  // and `gemm_large_dim` > 0 (the smallest of M, N and K of the products the two rates were
+  // measured on; `meshrt calibrate` sets them), the rate of a two-operand product goes by its
+  // smallest dim instead: interpolated linearly in log(dim) between the two, the nearer rate
+  // outside them (a [1024 x 128] x [128 x 4096] product runs well below a cube of its FLOPs).
   double gemm_small_flops_per_s = 20e9;
   double gemm_large_flops_per_s = 100e9;
   double gemm_large_flops = 1e8;
+  double gemm_small_dim = 0;
+  double gemm_large_dim = 0;
   // FLOP rate of elementwise, reduction and norm kernels.
   double elementwise_flops_per_s = 4e9;
   // Memory bandwidth (bytes/s) of one worker's copy (read + written bytes).
@@ -69,8 +76,14 @@ struct HardwareProfile {
 // `meshrt calibrate` is given.
 std::map<std::string, CollectiveLink> DefaultCollectiveLinks();
 
+// The GEMM throughput (FLOP/s) under `profile` of one product of `product_flops` FLOPs whose
+// smallest of M, N, K is `min_dim` (0: unknown, e.g. an einsum of 3 operands; the FLOPs decide).
+// See HardwareProfile::gemm_small_dim.
+double GemmFlopsPerSecond(const HardwareProfile& profile, double product_flops, double min_dim);
+
 // A profile as `key value` lines ('#' starts a comment): gemm_small_flops_per_s,
-// gemm_large_flops_per_s, gemm_large_flops, elementwise_flops_per_s, memory_bytes_per_s,
+// gemm_large_flops_per_s, gemm_large_flops, gemm_small_dim, gemm_large_dim, elementwise_flops_per_s,
+// memory_bytes_per_s,
 // step_overhead_s, overlap_comm (0|1), collectives_measured (0|1), and per kind `KIND.alpha_s`,
 // `KIND.beta_bytes_per_s`.
 std::string FormatHardwareProfile(const HardwareProfile& profile);
@@ -91,6 +104,8 @@ struct InstructionCost {
   bool fused = false;  // runs inside another instruction's pass (CostProgram's `fusions`)
   // gemm: its batch, the product of the sizes of the dims all operands and the output hold.
   int64_t gemm_batch = 1;
+  // gemm of two operands: the smallest of a product's M, N and K (0 otherwise).
+  int64_t gemm_min_dim = 0;
   double flops = 0;        // per worker
   int64_t bytes_read = 0;  // per worker, local
   int64_t bytes_written = 0;
@@ -132,20 +147,27 @@ struct ProgramCost {
 double StepCriticalPath(const v1::Program& program,
                         const std::vector<InstructionCost>& instructions);
 
-// An executor fusion (runtime/executor_fusion.h FindFusions: S and the instructions it runs
-// with) as the cost model counts it: the instructions absorbed into S take no time of their own
-// (a scaled update's mul, a ReLU gradient's mask, the causal mask's add: S reads their inputs in
-// its own pass), and with `into_gemm` (S = x - lr * einsum(...) run as the einsum's GEMM with
-// beta = 1) S takes none either: the einsum's GEMM is the whole group's time. Core cannot see the
-// executor's plan, so the caller passes it (e.g. bench/plan_bench.cc from FindFusions).
+// An executor fusion (core/step_fusion.h FindFusions: S and the instructions it runs with) as
+// the cost model counts it: the instructions absorbed into S take no time of their own (a scaled
+// update's mul, a ReLU gradient's mask, the causal mask's add: S reads their inputs in its own
+// pass), and with `into_gemm` (S = x - lr * einsum(...) run as the einsum's GEMM with beta = 1) S
+// takes none either: the einsum's GEMM is the whole group's time.
 struct FusedGroup {
   std::vector<int> absorbed;  // instruction positions (the mul, mask or add; not the einsum)
   bool into_gemm = false;
 };
 
+// The fusions the executor makes in a step of `program` fetching `fetches` (keyed by S):
+// FindFusions over StepInstructions(program, fetches) with the buffers the executor pins (inputs,
+// fetched outputs, variables and their updates, the predicates of running instructions). None
+// without `fetches` (the executor fuses only in a step with a fetch list).
+std::map<int, FusedGroup> StepFusedGroups(const v1::Program& program,
+                                          const std::vector<std::string>* fetches);
+
 // Costs of `program`'s instructions under `profile`, over the step StepInstructions(program,
-// fetches) runs; with `fusions` (keyed by S), the executor's fusions take time as FusedGroup
-// says (their instructions keep their FLOPs and bytes, with compute_s 0 and `fused` set).
+// fetches) runs, with the executor's fusions taking time as FusedGroup says (their instructions
+// keep their FLOPs and bytes, with compute_s 0 and `fused` set): `fusions` keyed by S, or when
+// null StepFusedGroups(program, fetches) (an empty map costs every instruction on its own).
 // InvalidArgument naming the instruction when a local op's cost cannot be computed (unknown
 // type, a buffer read before it is written).
 absl::StatusOr<ProgramCost> CostProgram(const v1::Program& program, const HardwareProfile& profile,

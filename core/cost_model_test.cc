@@ -213,12 +213,45 @@ TEST(CostModelTest, GemmClassIsByProductNotByBatchedSlice) {
   }
 }
 
+TEST(CostModelTest, GemmRateGoesByTheSmallestDimBetweenTheCalibratedProducts) {
+  HardwareProfile p;
+  p.gemm_small_flops_per_s = 20e9;
+  p.gemm_large_flops_per_s = 120e9;
+  p.gemm_large_flops = 1e9;
+  p.memory_bytes_per_s = 1e15;  // compute bound
+  // Two classes by FLOPs without the dims.
+  EXPECT_DOUBLE_EQ(GemmFlopsPerSecond(p, 1e6, 64), 20e9);
+  EXPECT_DOUBLE_EQ(GemmFlopsPerSecond(p, 1e9, 64), 120e9);
+  p.gemm_small_dim = 32;
+  p.gemm_large_dim = 512;
+  EXPECT_DOUBLE_EQ(GemmFlopsPerSecond(p, 1e9, 8), 20e9);  // below: the small rate
+  EXPECT_DOUBLE_EQ(GemmFlopsPerSecond(p, 1e9, 32), 20e9);
+  EXPECT_DOUBLE_EQ(GemmFlopsPerSecond(p, 1e9, 128), 70e9);  // half way in log(dim)
+  EXPECT_DOUBLE_EQ(GemmFlopsPerSecond(p, 1e6, 512), 120e9);
+  EXPECT_DOUBLE_EQ(GemmFlopsPerSecond(p, 1e6, 4096), 120e9);  // above: the large rate
+  EXPECT_DOUBLE_EQ(GemmFlopsPerSecond(p, 1e6, 0), 20e9);      // unknown dims: by FLOPs
+  // An einsum's product: [b:4, k:128] x [k:128, f:1024] -> [b:4, f:1024] has M = 4.
+  GraphBuilder b;
+  auto x = b.Placeholder("x", Shape({{"b", 4}, {"k", 128}}));
+  auto w = b.Placeholder("w", Shape({{"k", 128}, {"f", 1024}}));
+  b.MarkOutput(b.Einsum({x, w}, Shape({{"b", 4}, {"f", 1024}}), "y"));
+  const ProgramCost c = CostOfGraph(b.Build().value(), "", "", {"y"}, p);
+  for (const InstructionCost& i : c.instructions) {
+    if (!i.gemm) continue;
+    EXPECT_EQ(i.gemm_min_dim, 4);
+    EXPECT_DOUBLE_EQ(i.compute_s, i.flops / 20e9);
+  }
+}
+
 TEST(CostModelTest, FusedInstructionsTakeNoTimeOfTheirOwn) {
-  // SGD's w - lr * g: mul (scale) then sub, 16 floats each.
+  // SGD's w - lr * g: mul (by a scalar) then sub, 16 floats each.
   GraphBuilder b;
   auto w = b.Placeholder("w", Shape({{"n", 16}}));
   auto g = b.Placeholder("g", Shape({{"n", 16}}));
-  b.MarkOutput(b.Sub(w, b.Scale(g, 0.1f, "step"), "new_w"));
+  auto lr = b.Placeholder("lr", Shape({}));
+  auto step = b.Mul(g, lr, "step");
+  b.MarkOutput(b.Sub(w, step, "new_w"));
+  b.MarkOutput(step);  // fetched by one case below
   const Graph graph = b.Build().value();
   Mesh mesh = Mesh::Parse("").value();
   v1::Program program = Lower(graph, mesh, LayoutRules::Parse("", mesh).value()).value();
@@ -230,11 +263,12 @@ TEST(CostModelTest, FusedInstructionsTakeNoTimeOfTheirOwn) {
   ASSERT_GE(mul, 0);
   ASSERT_GE(sub, 0);
   HardwareProfile p;
-  p.memory_bytes_per_s = 1e3;  // memory bound: mul moves 128 bytes, sub 192
+  p.memory_bytes_per_s = 1e3;  // memory bound: mul moves 132 bytes, sub 192
   p.elementwise_flops_per_s = 1e9;
   const std::vector<std::string> fetches = {"new_w"};
-  ProgramCost plain = CostProgram(program, p, &fetches).value();
-  EXPECT_DOUBLE_EQ(plain.instructions[mul].compute_s, 128 / 1e3);
+  const std::map<int, FusedGroup> none;
+  ProgramCost plain = CostProgram(program, p, &fetches, &none).value();
+  EXPECT_DOUBLE_EQ(plain.instructions[mul].compute_s, 132 / 1e3);
   EXPECT_DOUBLE_EQ(plain.instructions[sub].compute_s, 192 / 1e3);
   std::map<int, FusedGroup> fusions = {{sub, FusedGroup{{mul}, false}}};
   ProgramCost fused = CostProgram(program, p, &fetches, &fusions).value();
@@ -242,12 +276,24 @@ TEST(CostModelTest, FusedInstructionsTakeNoTimeOfTheirOwn) {
   EXPECT_DOUBLE_EQ(fused.instructions[mul].compute_s, 0);
   EXPECT_DOUBLE_EQ(fused.instructions[mul].flops, 16);  // still counted
   EXPECT_FALSE(fused.instructions[sub].fused);
-  EXPECT_DOUBLE_EQ(fused.total.compute_s, plain.total.compute_s - 128 / 1e3);
+  EXPECT_DOUBLE_EQ(fused.total.compute_s, plain.total.compute_s - 132 / 1e3);
+  // The executor's own choice (core/step_fusion.h), which CostProgram takes by default, is this
+  // group: a plain scaled update whose product is read once.
+  const std::map<int, FusedGroup> derived = StepFusedGroups(program, &fetches);
+  ASSERT_EQ(derived.size(), 1u);
+  ASSERT_EQ(derived.count(sub), 1u);
+  EXPECT_EQ(derived.at(sub).absorbed, std::vector<int>{mul});
+  EXPECT_FALSE(derived.at(sub).into_gemm);
+  EXPECT_DOUBLE_EQ(CostProgram(program, p, &fetches).value().total.compute_s,
+                   fused.total.compute_s);
+  // Fetching the product pins it: nothing fuses.
+  const std::vector<std::string> both = {"new_w", "step"};
+  EXPECT_TRUE(StepFusedGroups(program, &both).empty());
   // Into a GEMM: S's pass goes too.
   fusions[sub].into_gemm = true;
   fused = CostProgram(program, p, &fetches, &fusions).value();
   EXPECT_DOUBLE_EQ(fused.instructions[sub].compute_s, 0);
-  EXPECT_DOUBLE_EQ(fused.total.compute_s, plain.total.compute_s - 320 / 1e3);
+  EXPECT_DOUBLE_EQ(fused.total.compute_s, plain.total.compute_s - 324 / 1e3);
 }
 
 TEST(CostModelTest, WarnsWhenAMeshDimDuplicatesAnEinsum) {
@@ -296,6 +342,7 @@ TEST(CostModelTest, EveryRegisteredOpHasACost) {
 TEST(CostModelTest, ProfileRoundTripsAndRejectsBadLines) {
   HardwareProfile p;
   p.gemm_large_flops_per_s = 123e9;
+  p.gemm_small_dim = 16;
   p.collectives = DefaultCollectiveLinks();
   p.collectives["permute"] = CollectiveLink{2e-5, 3e9};
   p.collectives_measured = true;
@@ -304,6 +351,7 @@ TEST(CostModelTest, ProfileRoundTripsAndRejectsBadLines) {
   ASSERT_OK_AND_ASSIGN(HardwareProfile q,
                        ParseHardwareProfile(FormatHardwareProfile(p), "round trip"));
   EXPECT_DOUBLE_EQ(q.gemm_large_flops_per_s, 123e9);
+  EXPECT_DOUBLE_EQ(q.gemm_small_dim, 16);
   EXPECT_DOUBLE_EQ(q.collectives["permute"].alpha_s, 2e-5);
   EXPECT_DOUBLE_EQ(q.collectives["permute"].beta_bytes_per_s, 3e9);
   EXPECT_TRUE(q.collectives_measured);

@@ -18,7 +18,7 @@
 //
 // Approximations (all overestimate or ignore small terms):
 //   - collectives' scratch (Gloo's receive buffers, ring chunks) is ignored;
-//   - the executor's fusions (runtime/executor_fusion.h), which skip some intermediate buffers,
+//   - the executor's fusions (core/step_fusion.h), which skip some intermediate buffers,
 //     are not modelled: every instruction's output counts;
 //   - small allreduces the executor defers and batches run at their position here (the executor
 //     keeps their inputs until the batch runs, a few KiB at most);

@@ -114,7 +114,7 @@ Result Softmax(const v1::Op& op, Inputs inputs, Tensor* out) {
   return kernels::Softmax(*inputs[0], Dims(op), kLog, out);
 }
 
-// The executor's fused add + softmax (runtime/executor_fusion.h): softmax(inputs[0] + inputs[1]).
+// The executor's fused add + softmax (core/step_fusion.h): softmax(inputs[0] + inputs[1]).
 template <bool kLog>
 Result AddSoftmax(const v1::Op& op, Inputs inputs, Tensor* out) {
   if (inputs.size() != 2) return std::nullopt;

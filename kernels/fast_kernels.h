@@ -9,7 +9,7 @@
 // reference kernels own those error messages), else the kernel's status (unlabelled; CpuKernels()
 // names the op).
 //
-// Types starting with '_' are the executor's fused ops (runtime/executor_fusion.h), which are not
+// Types starting with '_' are the executor's fused ops (core/step_fusion.h), which are not
 // registered ops. Thread-safe: the table is immutable.
 #ifndef MESHRT_KERNELS_FAST_KERNELS_H_
 #define MESHRT_KERNELS_FAST_KERNELS_H_

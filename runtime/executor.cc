@@ -410,7 +410,7 @@ bool Executor::RunAddSoftmax(const v1::Instruction& si, const FusedUpdate& f, Te
       si.dtype() != v1::DT_FLOAT32 || ai.dtype() != v1::DT_FLOAT32) {
     return false;
   }
-  // The runner's one-pass op (executor_fusion.h); any failure (a runner without it, operands
+  // The runner's one-pass op (core/step_fusion.h); any failure (a runner without it, operands
   // that do not fit) leaves it to the two ops, which report their own errors.
   v1::Op op = si.local();
   op.set_type(absl::StrCat("_add_", si.local().type()));

@@ -71,7 +71,7 @@
 #include "proto/program.pb.h"
 #include "runtime/buffer_pool.h"
 #include "runtime/communicator.h"
-#include "runtime/executor_fusion.h"
+#include "core/step_fusion.h"
 #include "runtime/step_activity.h"
 
 namespace meshrt {
@@ -152,7 +152,7 @@ class Executor {
   // Forgets every slice: the next Run initialises them again.
   void ResetVariables() { variables_.clear(); }
 
-  // How many times a scaled update or masked product ran fused (executor_fusion.h).
+  // How many times a scaled update or masked product ran fused (core/step_fusion.h).
   int64_t fused_updates() const { return fused_updates_; }
   // How many times a softmax (or log_softmax) of add(a, b) ran as one pass over a + b.
   int64_t fused_softmaxes() const { return fused_softmaxes_; }
@@ -174,7 +174,7 @@ class Executor {
   // derives the same plan from the same program and fetches, so all make the same calls, with
   // overlap on or off.
   //
-  // Instruction groups run fused (executor_fusion.h: scaled updates, masked products, add +
+  // Instruction groups run fused (core/step_fusion.h: scaled updates, masked products, add +
   // softmax) when a step has fetches: `fused` maps each S to the instructions it runs with.
   struct Plan {
     std::vector<bool> runs;         // instruction -> part of the step

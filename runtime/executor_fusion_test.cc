@@ -1,7 +1,7 @@
 // The add + softmax fusion: which programs FindFusions fuses (and which it must not), and that the
 // executor's one pass gives the bits of the two ops, with overlap on and off, for the values a
 // causal mask meets (-1e9, -inf, NaN) and the dims orders the Transformer has.
-#include "runtime/executor_fusion.h"
+#include "core/step_fusion.h"
 
 #include <cmath>
 #include <cstring>

@@ -1,4 +1,4 @@
-// Plan-time fusion for the executor (executor.h): which instructions of a lowered program run
+// Plan-time fusion for the executor (runtime/executor.h): which instructions of a lowered program run
 // inside a later instruction S that reads their result, so that the intermediate is never written
 // out and read back. Fusion never changes a bit of any result: the fused passes compute the same
 // float operations in the same order as the ops one by one.
@@ -27,11 +27,12 @@
 // its own place, where its guard is read), and no running instruction between a fused op and S
 // rewrites a buffer the fused op reads (those are read at S instead). The fused ops do not run at
 // their own positions; their inputs stay alive until S.
-#ifndef MESHRT_RUNTIME_EXECUTOR_FUSION_H_
-#define MESHRT_RUNTIME_EXECUTOR_FUSION_H_
+#ifndef MESHRT_CORE_STEP_FUSION_H_
+#define MESHRT_CORE_STEP_FUSION_H_
 
 #include <array>
 #include <map>
+#include <string>
 #include <vector>
 
 #include "proto/program.pb.h"
@@ -64,4 +65,4 @@ std::map<int, FusedUpdate> FindFusions(const v1::Program& program, const std::ve
 
 }  // namespace meshrt
 
-#endif  // MESHRT_RUNTIME_EXECUTOR_FUSION_H_
+#endif  // MESHRT_CORE_STEP_FUSION_H_

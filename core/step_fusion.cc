@@ -1,4 +1,4 @@
-#include "runtime/executor_fusion.h"
+#include "core/step_fusion.h"
 
 #include <algorithm>
 
