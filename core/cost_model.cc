@@ -306,11 +306,14 @@ double StepCriticalPath(const v1::Program& program,
   return std::max(calling, comm);
 }
 
-std::map<int, FusedGroup> StepFusedGroups(const v1::Program& program,
-                                          const std::vector<std::string>* fetches) {
+namespace {
+
+// StepFusedGroups over the step's instructions `runs` (StepInstructions(program, fetches)).
+std::map<int, FusedGroup> FusedGroupsOf(const v1::Program& program,
+                                        const std::vector<std::string>* fetches,
+                                        std::vector<bool> runs) {
   std::map<int, FusedGroup> groups;
   if (fetches == nullptr) return groups;
-  std::vector<bool> runs = StepInstructions(program, fetches);
   std::vector<bool> pinned(std::max(program.num_buffers(), 0), false);
   auto pin = [&](int b) {
     if (b >= 0 && b < static_cast<int>(pinned.size())) pinned[b] = true;
@@ -337,6 +340,14 @@ std::map<int, FusedGroup> StepFusedGroups(const v1::Program& program,
   return groups;
 }
 
+}  // namespace
+
+std::map<int, FusedGroup> StepFusedGroups(const v1::Program& program,
+                                          const std::vector<std::string>* fetches) {
+  if (fetches == nullptr) return {};
+  return FusedGroupsOf(program, fetches, StepInstructions(program, fetches));
+}
+
 namespace {
 
 // CostProgram's work; without `named`, instructions get no source_op and `ops` stays empty.
@@ -349,7 +360,7 @@ absl::StatusOr<ProgramCost> Cost(const v1::Program& program, const HardwareProfi
   std::vector<bool> fused(program.instructions_size(), false);
   std::map<int, FusedGroup> derived;
   if (fusions == nullptr) {
-    derived = StepFusedGroups(program, fetches);
+    derived = FusedGroupsOf(program, fetches, runs);
     fusions = &derived;
   }
   {

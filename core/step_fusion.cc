@@ -23,7 +23,8 @@ class Matcher {
         runs_(runs),
         n_(std::max(program.num_buffers(), 0)),
         readers_(n_, 0),
-        writer_(n_, -1) {
+        writer_(n_, -1),
+        writes_(n_) {
     for (int i = 0; i < program.instructions_size(); ++i) {
       if (!runs[i]) continue;
       const v1::Instruction& instr = program.instructions(i);
@@ -31,7 +32,9 @@ class Matcher {
         if (valid(b)) ++readers_[b];
       }
       const int out = instr.output();
-      if (valid(out)) writer_[out] = writer_[out] == -1 ? i : -2;  // -2: several writers
+      if (!valid(out)) continue;
+      writer_[out] = writer_[out] == -1 ? i : -2;  // -2: several writers
+      writes_[out].push_back(i);
     }
   }
 
@@ -51,8 +54,11 @@ class Matcher {
 
   // Whether a running instruction in (from, to) writes buffer b.
   bool WrittenBetween(int b, int from, int to) const {
-    for (int j = from + 1; j < to; ++j) {
-      if (runs_[j] && program_.instructions(j).output() == b) return true;
+    if (!valid(b)) return false;
+    const std::vector<int>& w = writes_[b];  // ascending
+    auto after = std::upper_bound(w.begin(), w.end(), from);
+    for (; after != w.end() && *after < to; ++after) {
+      if (runs_[*after]) return true;  // absorbed instructions no longer run
     }
     return false;
   }
@@ -76,6 +82,7 @@ class Matcher {
   const std::vector<bool>& runs_;  // the caller's: absorbed instructions stop matching
   const int n_;
   std::vector<int> readers_, writer_;
+  std::vector<std::vector<int>> writes_;  // per buffer, the running instructions writing it
 };
 
 // S = x -/+ mul(einsum(...), s) or x -/+ mul(y, s) at `s`: the fusion, if any.
