@@ -352,6 +352,18 @@ HardwareProfile Coordinator::PlannerProfile() {
   return profile_;
 }
 
+std::vector<Coordinator::WorkerEntry*> Coordinator::FreeWorkersInRankOrderLocked() {
+  std::vector<WorkerEntry*> free;
+  for (auto& [id, w] : workers_) {
+    if (w->session.empty()) free.push_back(w.get());
+  }
+  // Ranked workers first, in rank order (stable processor numbers across restarts).
+  std::stable_sort(free.begin(), free.end(), [](const WorkerEntry* a, const WorkerEntry* b) {
+    return (a->rank < 0 ? INT32_MAX : a->rank) < (b->rank < 0 ? INT32_MAX : b->rank);
+  });
+  return free;
+}
+
 absl::StatusOr<Plan> Coordinator::PlanSession(const Graph& graph,
                                               const v1::CreateSessionRequest& request) {
   std::vector<Mesh> meshes;
@@ -372,9 +384,19 @@ absl::StatusOr<Plan> Coordinator::PlanSession(const Graph& graph,
   };
   tighten(options_.memory_limit);
   tighten(request.memory_limit_bytes());
-  if (options_.memory_limit == kMemoryLimitAuto) {
+  {
     absl::MutexLock lock(&mu_);
-    for (const auto& [id, w] : workers_) tighten(w->available_memory_bytes);
+    if (options_.memory_limit == kMemoryLimitAuto) {
+      for (const auto& [id, w] : workers_) tighten(w->available_memory_bytes);
+    }
+    // The hosts of the workers the session would take now (processor p = the p-th free worker):
+    // groups spanning hosts are costed with the profile's cross-host links. Too few free workers
+    // yet: the hosts are unknown, every group is costed as same-host.
+    const std::vector<WorkerEntry*> free = FreeWorkersInRankOrderLocked();
+    const int n = meshes.empty() ? 0 : meshes.front().num_processors();
+    if (static_cast<int>(free.size()) >= n) {
+      for (int p = 0; p < n; ++p) plan.profile.processor_hosts.push_back(HostOf(free[p]->address));
+    }
   }
   absl::StatusOr<Plan> chosen = PlanLayout(graph, meshes, plan);
   if (!chosen.ok()) {
@@ -460,14 +482,7 @@ absl::StatusOr<v1::CreateSessionResponse> Coordinator::CreateSession(
       ~WaitEntry() ABSL_NO_THREAD_SAFETY_ANALYSIS { c->waiting_.erase(id); }
     } wait_entry{this, wait_id};
     while (true) {
-      std::vector<WorkerEntry*> free;
-      for (auto& [id, w] : workers_) {
-        if (w->session.empty()) free.push_back(w.get());
-      }
-      // Ranked workers first, in rank order (stable processor numbers across restarts).
-      std::stable_sort(free.begin(), free.end(), [](const WorkerEntry* a, const WorkerEntry* b) {
-        return (a->rank < 0 ? INT32_MAX : a->rank) < (b->rank < 0 ? INT32_MAX : b->rank);
-      });
+      std::vector<WorkerEntry*> free = FreeWorkersInRankOrderLocked();
       waiting_[wait_id] =
           absl::StrCat("a session on mesh ", mesh.ToString(), " waits for ", n, " free worker(s), ",
                        free.size(), " free of ", workers_.size(), " registered", [&] {

@@ -244,6 +244,8 @@ class Coordinator {
   absl::Duration StaleHeartbeat() const;
   // Which of the `n` lowest ranks a waiting session still misses, and why.
   std::string DescribeMissingLocked(int n) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The workers without a session, as a session takes them: ranked ones first, in rank order.
+  std::vector<WorkerEntry*> FreeWorkersInRankOrderLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The session `id` (its lease renewed: a call on it is a sign of life); the caller takes its
   // step lock and then calls CheckUsable. NotFound.
   absl::StatusOr<std::shared_ptr<Session>> FindSession(const std::string& id);

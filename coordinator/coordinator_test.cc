@@ -107,6 +107,35 @@ TEST_F(CoordinatorTest, RunsStepsEqualToTheReference) {
 
 // The planner re-reads --profile for every auto_layout session: a calibration written later
 // changes the choice without a restart.
+std::string RulesOf(const v1::CreateSessionResponse& s) {
+  return LayoutRules::FromProto(s.rules(), *Mesh::FromProto(s.mesh())).value().ToString();
+}
+
+// Workers on two hosts (processors 0, 1 on one, 2, 3 on the other: rows span the hosts, cols do
+// not) and a profile whose cross-host links are slow: the planner splits `hidden`, whose partial
+// sums are allreduced, over cols, within each host; on one host either order would do.
+TEST(CoordinatorProfileTest, AutoLayoutKeepsCollectivesWithinAHost) {
+  CoordinatorOptions o;
+  o.heartbeat_timeout = absl::Seconds(60);
+  ASSERT_OK_AND_ASSIGN(
+      o.profile,
+      ParseHardwareProfile("gemm_small_flops_per_s 1e6\ngemm_large_flops_per_s 1e6\n"
+                           "elementwise_flops_per_s 1e6\nmemory_bytes_per_s 1e9\n"
+                           "allreduce.alpha_s 1e-9\nallreduce.beta_bytes_per_s 1e12\n"
+                           "cross_host.allreduce.alpha_s 10\n",
+                           "two hosts"));
+  InProcessWorkers workers;
+  Coordinator coordinator(o, &workers);
+  for (const char* address : {"10.0.0.1:7000", "10.0.0.1:7001", "10.0.0.2:7000", "10.0.0.2:7001"}) {
+    ASSERT_OK(RegisterWorker(coordinator, workers, address));
+  }
+  v1::CreateSessionRequest request = Request("rows:2,cols:2", "");
+  request.set_auto_layout(true);
+  ASSERT_OK_AND_ASSIGN(v1::CreateSessionResponse s, coordinator.CreateSession(request));
+  EXPECT_EQ(RulesOf(s), "batch:rows,hidden:cols") << s.plan();
+  ASSERT_OK(coordinator.CloseSession(s.session()));
+}
+
 TEST(CoordinatorProfileTest, AutoLayoutRereadsTheProfileFile) {
   const std::string path = absl::StrCat(std::getenv("TEST_TMPDIR"), "/cluster.profile");
   auto write = [&](double alpha) {
@@ -122,28 +151,25 @@ TEST(CoordinatorProfileTest, AutoLayoutRereadsTheProfileFile) {
   o.profile_path = path;
   InProcessWorkers workers;
   Coordinator coordinator(o, &workers);
-  for (int i = 0; i < 4; ++i) {
-    ASSERT_OK(RegisterWorker(coordinator, workers, absl::StrCat("p", i)));
+  for (int i = 0; i < 4; ++i) {  // one host: the profile's same-host links
+    ASSERT_OK(RegisterWorker(coordinator, workers, absl::StrCat("localhost:", 7000 + i)));
   }
   v1::CreateSessionRequest request = Request("rows:2,cols:2", "");
   request.set_auto_layout(true);
-  auto rules_of = [](const v1::CreateSessionResponse& s) {
-    return LayoutRules::FromProto(s.rules(), *Mesh::FromProto(s.mesh())).value().ToString();
-  };
   ASSERT_OK_AND_ASSIGN(v1::CreateSessionResponse cheap, coordinator.CreateSession(request));
   EXPECT_TRUE(absl::StrContains(cheap.plan(), absl::StrCat("hardware profile: ", path)))
       << cheap.plan();
-  const std::string cheap_rules = rules_of(cheap);
+  const std::string cheap_rules = RulesOf(cheap);
   EXPECT_TRUE(absl::StrContains(cheap_rules, "hidden:")) << cheap.plan();
   ASSERT_OK(coordinator.CloseSession(cheap.session()));
   write(10);  // a collective costs 10 s: split only the batch, which needs none in this step
   ASSERT_OK_AND_ASSIGN(v1::CreateSessionResponse dear, coordinator.CreateSession(request));
-  EXPECT_EQ(rules_of(dear), "batch:rows") << dear.plan();
+  EXPECT_EQ(RulesOf(dear), "batch:rows") << dear.plan();
   ASSERT_OK(coordinator.CloseSession(dear.session()));
   // A file that no longer parses keeps the last good profile.
   { std::ofstream(path) << "gemm_large_flops_per_s -1\n"; }
   ASSERT_OK_AND_ASSIGN(v1::CreateSessionResponse kept, coordinator.CreateSession(request));
-  EXPECT_EQ(rules_of(kept), "batch:rows") << kept.plan();
+  EXPECT_EQ(RulesOf(kept), "batch:rows") << kept.plan();
 }
 
 TEST_F(CoordinatorTest, AutoLayoutPlansTheMeshAndRulesAndRunsEqualToTheReference) {

@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <set>
 #include <sstream>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -106,6 +108,25 @@ std::map<std::string, CollectiveLink> DefaultCollectiveLinks() {
   return links;
 }
 
+CollectiveLink DefaultCrossHostLink() { return CollectiveLink{100e-6, 1.25e9}; }
+
+bool GroupsSpanHosts(const Mesh& mesh, const std::vector<int>& mesh_axes,
+                     const std::vector<std::string>& hosts) {
+  const int n = mesh.num_processors();
+  if (static_cast<int>(hosts.size()) != n) return false;
+  // Processors with equal coordinates off the group's axes are one group.
+  std::map<std::vector<int64_t>, const std::string*> host_of_group;
+  for (int p = 0; p < n; ++p) {
+    std::vector<int64_t> key = mesh.Coordinate(p);
+    for (int a : mesh_axes) {
+      if (a >= 0 && a < static_cast<int>(key.size())) key[a] = -1;
+    }
+    auto [it, added] = host_of_group.emplace(std::move(key), &hosts[p]);
+    if (!added && *it->second != hosts[p]) return true;
+  }
+  return false;
+}
+
 double GemmFlopsPerSecond(const HardwareProfile& p, double product_flops, double min_dim) {
   const double small = p.gemm_small_dim, large = p.gemm_large_dim;
   if (min_dim <= 0 || small <= 0 || large <= small) {
@@ -137,6 +158,10 @@ std::string FormatHardwareProfile(const HardwareProfile& p) {
   for (const auto& [kind, link] : p.collectives) {
     line(absl::StrCat(kind, ".alpha_s"), link.alpha_s);
     line(absl::StrCat(kind, ".beta_bytes_per_s"), link.beta_bytes_per_s);
+  }
+  for (const auto& [kind, link] : p.cross_host) {
+    line(absl::StrCat("cross_host.", kind, ".alpha_s"), link.alpha_s);
+    line(absl::StrCat("cross_host.", kind, ".beta_bytes_per_s"), link.beta_bytes_per_s);
   }
   return out;
 }
@@ -176,12 +201,17 @@ absl::StatusOr<HardwareProfile> ParseHardwareProfile(absl::string_view text,
                     : key == "memory_bytes_per_s"      ? &p.memory_bytes_per_s
                     : key == "step_overhead_s"         ? &p.step_overhead_s
                                                        : nullptr;
-    const size_t dot = key.find('.');
+    const bool cross = absl::StartsWith(key, "cross_host.");
+    const std::string link_key = cross ? key.substr(std::strlen("cross_host.")) : key;
+    const size_t dot = link_key.find('.');
     if (field == nullptr && dot != std::string::npos) {
-      const std::string kind = key.substr(0, dot), what = key.substr(dot + 1);
+      const std::string kind = link_key.substr(0, dot), what = link_key.substr(dot + 1);
       if (std::find(std::begin(kKinds), std::end(kKinds), kind) != std::end(kKinds)) {
-        if (what == "alpha_s") field = &p.collectives[kind].alpha_s;
-        if (what == "beta_bytes_per_s") field = &p.collectives[kind].beta_bytes_per_s;
+        std::map<std::string, CollectiveLink>& links = cross ? p.cross_host : p.collectives;
+        // A cross-host kind first named here starts from the placeholder's other half.
+        if (cross && !links.count(kind)) links[kind] = DefaultCrossHostLink();
+        if (what == "alpha_s") field = &links[kind].alpha_s;
+        if (what == "beta_bytes_per_s") field = &links[kind].beta_bytes_per_s;
       }
     }
     if (field == nullptr) {
@@ -192,7 +222,7 @@ absl::StatusOr<HardwareProfile> ParseHardwareProfile(absl::string_view text,
     if (v == 0 && field != &p.gemm_large_flops && field != &p.gemm_small_dim &&
         field != &p.gemm_large_dim &&
         field != &p.step_overhead_s &&
-        (dot == std::string::npos || key.substr(dot + 1) != "alpha_s")) {
+        (dot == std::string::npos || link_key.substr(dot + 1) != "alpha_s")) {
       return ProfileError(source, line_number, absl::StrCat(key, " must be > 0"));
     }
     *field = v;
@@ -210,11 +240,34 @@ absl::StatusOr<HardwareProfile> LoadHardwareProfile(const std::string& path) {
 
 namespace {
 
+// GroupsSpanHosts per set of mesh axes, remembered (a program's collectives use few sets).
+class HostSpans {
+ public:
+  HostSpans(const Mesh& mesh, const std::vector<std::string>& hosts) : mesh_(mesh), hosts_(hosts) {
+    one_host_ = std::all_of(hosts.begin(), hosts.end(),
+                            [&](const std::string& h) { return h == hosts.front(); });
+  }
+  bool Spans(const v1::Collective& c) {
+    if (one_host_) return false;
+    std::vector<int> axes(c.mesh_axes().begin(), c.mesh_axes().end());
+    auto it = known_.find(axes);
+    if (it == known_.end()) it = known_.emplace(axes, GroupsSpanHosts(mesh_, axes, hosts_)).first;
+    return it->second;
+  }
+
+ private:
+  const Mesh& mesh_;
+  const std::vector<std::string>& hosts_;
+  bool one_host_ = true;
+  std::map<std::vector<int>, bool> known_;
+};
+
 // Instruction `i`'s cost (every field but index, source_op and runs); `buffers` gives the types
 // of what it reads.
 absl::StatusOr<InstructionCost> CostInstruction(const v1::Program& program, int i,
                                                 const std::vector<BufferInfo>& buffers,
-                                                const HardwareProfile& profile, bool fused) {
+                                                const HardwareProfile& profile, bool fused,
+                                                HostSpans& host_spans) {
   const v1::Instruction& inst = program.instructions(i);
   InstructionCost c;
   ASSIGN_OR_RETURN(Shape slice, Shape::FromProto(inst.slice_shape()));
@@ -257,10 +310,14 @@ absl::StatusOr<InstructionCost> CostInstruction(const v1::Program& program, int 
     const CollectiveCost cc = CostOf(program, i);
     c.sent_bytes = cc.sent_bytes;
     if (cc.group_size > 1) {
-      auto link = profile.collectives.find(c.kind);
-      if (link == profile.collectives.end()) link = profile.collectives.find("allreduce");
-      const CollectiveLink l =
-          link != profile.collectives.end() ? link->second : CollectiveLink{50e-6, 1e9};
+      c.cross_host = host_spans.Spans(inst.collective());
+      const std::map<std::string, CollectiveLink>& links =
+          c.cross_host ? profile.cross_host : profile.collectives;
+      auto link = links.find(c.kind);
+      if (link == links.end()) link = links.find("allreduce");
+      const CollectiveLink l = link != links.end() ? link->second
+                               : c.cross_host     ? DefaultCrossHostLink()
+                                                  : CollectiveLink{50e-6, 1e9};
       c.comm_s = l.alpha_s + static_cast<double>(c.sent_bytes) / l.beta_bytes_per_s;
     }
   }
@@ -357,6 +414,7 @@ absl::StatusOr<ProgramCost> Cost(const v1::Program& program, const HardwareProfi
   ASSIGN_OR_RETURN(Mesh mesh, Mesh::FromProto(program.mesh()));
   const std::vector<BufferInfo> buffers = Buffers(program, mesh);
   const std::vector<bool> runs = StepInstructions(program, fetches);
+  HostSpans host_spans(mesh, profile.processor_hosts);
   std::vector<bool> fused(program.instructions_size(), false);
   std::map<int, FusedGroup> derived;
   if (fusions == nullptr) {
@@ -382,7 +440,7 @@ absl::StatusOr<ProgramCost> Cost(const v1::Program& program, const HardwareProfi
     c.index = i;
     c.runs = runs[i];
     if (c.runs || named) {
-      ASSIGN_OR_RETURN(c, CostInstruction(program, i, buffers, profile, fused[i]));
+      ASSIGN_OR_RETURN(c, CostInstruction(program, i, buffers, profile, fused[i], host_spans));
       c.index = i;
       c.runs = runs[i];
     }

@@ -11,8 +11,10 @@
 //                  many small products per head are small however many),
 //                  and of
 //                  every other op the profile's elementwise FLOP rate; local slices are bytes only
-//   communication  alpha + bytes sent per worker / beta of the collective's kind (same-host
-//                  groups; a group of one costs nothing)
+//   communication  alpha + bytes sent per worker / beta of the collective's kind, from the
+//                  profile's same-host links, or its cross-host ones when some group of the
+//                  collective spans hosts (HardwareProfile::processor_hosts); a group of one
+//                  costs nothing
 // Every processor runs the same instructions on equal slices, so one processor's time is the
 // step's. The predicted step (ProgramCost::step_s) is the profile's step overhead plus, with
 // overlap (HardwareProfile::overlap_comm), the critical path of the executor's calling and
@@ -28,6 +30,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "core/mesh.h"
 #include "proto/program.pb.h"
 
 namespace meshrt {
@@ -59,6 +62,14 @@ struct HardwareProfile {
   // Per collective kind ("allreduce", "allgather", "alltoall", "reduce_scatter", "permute",
   // "broadcast"), for groups on one host. A kind absent here uses "allreduce"'s link.
   std::map<std::string, CollectiveLink> collectives;
+  // The same for groups whose members are on more than one host (`cross_host.KIND.alpha_s` in a
+  // profile file): a kind absent here uses "allreduce"'s, else the DefaultCrossHostLinks
+  // placeholder.
+  std::map<std::string, CollectiveLink> cross_host;
+  // The host of the processor at each mesh rank (Mesh::Coordinate order), as the coordinator
+  // assigns its workers; empty (or one name): every group shares a host. Not in the profile
+  // file: it is the cluster's, set where the workers are known.
+  std::vector<std::string> processor_hosts;
   // Fixed time of a step that computes nothing (request, fan-out, executor setup, the reply),
   // measured by `meshrt calibrate` (its "overhead" graph); added once per step.
   double step_overhead_s = 1e-3;
@@ -76,6 +87,16 @@ struct HardwareProfile {
 // `meshrt calibrate` is given.
 std::map<std::string, CollectiveLink> DefaultCollectiveLinks();
 
+// Placeholder α/β for groups spanning hosts: 100 µs per call and 1.25 GB/s (10 Gbit/s Ethernet)
+// for every kind, for when a profile gives no cross_host links.
+CollectiveLink DefaultCrossHostLink();
+
+// Whether some group of a collective over `mesh_axes` has members on different hosts under
+// `processor_hosts` (HardwareProfile::processor_hosts; false when it is empty or its size is not
+// the mesh's processor count).
+bool GroupsSpanHosts(const Mesh& mesh, const std::vector<int>& mesh_axes,
+                     const std::vector<std::string>& processor_hosts);
+
 // The GEMM throughput (FLOP/s) under `profile` of one product of `product_flops` FLOPs whose
 // smallest of M, N, K is `min_dim` (0: unknown, e.g. an einsum of 3 operands; the FLOPs decide).
 // See HardwareProfile::gemm_small_dim.
@@ -85,7 +106,8 @@ double GemmFlopsPerSecond(const HardwareProfile& profile, double product_flops, 
 // gemm_large_flops_per_s, gemm_large_flops, gemm_small_dim, gemm_large_dim, elementwise_flops_per_s,
 // memory_bytes_per_s,
 // step_overhead_s, overlap_comm (0|1), collectives_measured (0|1), and per kind `KIND.alpha_s`,
-// `KIND.beta_bytes_per_s`.
+// `KIND.beta_bytes_per_s` (same-host groups) and `cross_host.KIND.alpha_s`,
+// `cross_host.KIND.beta_bytes_per_s` (groups spanning hosts; only those set are written).
 std::string FormatHardwareProfile(const HardwareProfile& profile);
 // Parses FormatHardwareProfile's form; keys left out keep their defaults (links: the placeholders).
 // InvalidArgument naming `source`, the line and the key on an unknown key, a malformed or
@@ -110,6 +132,7 @@ struct InstructionCost {
   int64_t bytes_read = 0;  // per worker, local
   int64_t bytes_written = 0;
   int64_t sent_bytes = 0;  // per worker, collectives
+  bool cross_host = false;  // a collective some group of which spans hosts
   double compute_s = 0;
   double comm_s = 0;
 };

@@ -243,6 +243,49 @@ TEST(CostModelTest, GemmRateGoesByTheSmallestDimBetweenTheCalibratedProducts) {
   }
 }
 
+// On a 2x2 mesh whose rows are hosts (ranks 0,1 on h0, 2,3 on h1): an allreduce over cols stays
+// within a host, one over rows spans them and takes the cross-host link.
+TEST(CostModelTest, GroupsSpanningHostsUseTheCrossHostLinks) {
+  const Mesh mesh = *Mesh::Parse("rows:2,cols:2");
+  const std::vector<std::string> hosts = {"h0", "h0", "h1", "h1"};
+  EXPECT_FALSE(GroupsSpanHosts(mesh, {1}, hosts));
+  EXPECT_TRUE(GroupsSpanHosts(mesh, {0}, hosts));
+  EXPECT_TRUE(GroupsSpanHosts(mesh, {0, 1}, hosts));
+  EXPECT_FALSE(GroupsSpanHosts(mesh, {0}, {"h", "h", "h", "h"}));
+  EXPECT_FALSE(GroupsSpanHosts(mesh, {0}, {}));
+  // y = sum over n of x [r, n]: with n split over one mesh dim, one allreduce over it.
+  GraphBuilder b;
+  auto x = b.Placeholder("x", Shape({{"r", 4}, {"n", 256}}));
+  b.MarkOutput(b.ReduceSum(x, {"n"}, "sum"));
+  const Graph g = b.Build().value();
+  HardwareProfile p;
+  p.collectives["allreduce"] = CollectiveLink{1e-3, 1e9};
+  p.cross_host["allreduce"] = CollectiveLink{5e-3, 1e8};
+  p.processor_hosts = hosts;
+  for (const auto& [rules, cross] :
+       std::vector<std::pair<std::string, bool>>{{"n:cols", false}, {"n:rows", true}}) {
+    SCOPED_TRACE(rules);
+    const ProgramCost c = CostOfGraph(g, "rows:2,cols:2", rules, {"sum"}, p);
+    int found = 0;
+    for (const InstructionCost& i : c.instructions) {
+      if (i.kind != "allreduce") continue;
+      ++found;
+      EXPECT_EQ(i.cross_host, cross);
+      const CollectiveLink& l = cross ? p.cross_host.at("allreduce") : p.collectives.at("allreduce");
+      EXPECT_DOUBLE_EQ(i.comm_s, l.alpha_s + i.sent_bytes / l.beta_bytes_per_s);
+    }
+    EXPECT_EQ(found, 1);
+  }
+  // Without a cross-host link for the kind: the placeholder.
+  p.cross_host.clear();
+  const ProgramCost c = CostOfGraph(g, "rows:2,cols:2", "n:rows", {"sum"}, p);
+  for (const InstructionCost& i : c.instructions) {
+    if (i.kind != "allreduce") continue;
+    EXPECT_DOUBLE_EQ(i.comm_s, DefaultCrossHostLink().alpha_s +
+                                   i.sent_bytes / DefaultCrossHostLink().beta_bytes_per_s);
+  }
+}
+
 TEST(CostModelTest, FusedInstructionsTakeNoTimeOfTheirOwn) {
   // SGD's w - lr * g: mul (by a scalar) then sub, 16 floats each.
   GraphBuilder b;
@@ -345,6 +388,7 @@ TEST(CostModelTest, ProfileRoundTripsAndRejectsBadLines) {
   p.gemm_small_dim = 16;
   p.collectives = DefaultCollectiveLinks();
   p.collectives["permute"] = CollectiveLink{2e-5, 3e9};
+  p.cross_host["alltoall"] = CollectiveLink{4e-4, 5e8};
   p.collectives_measured = true;
   p.step_overhead_s = 7e-4;
   p.overlap_comm = false;
@@ -354,6 +398,16 @@ TEST(CostModelTest, ProfileRoundTripsAndRejectsBadLines) {
   EXPECT_DOUBLE_EQ(q.gemm_small_dim, 16);
   EXPECT_DOUBLE_EQ(q.collectives["permute"].alpha_s, 2e-5);
   EXPECT_DOUBLE_EQ(q.collectives["permute"].beta_bytes_per_s, 3e9);
+  ASSERT_EQ(q.cross_host.size(), 1u);
+  EXPECT_DOUBLE_EQ(q.cross_host["alltoall"].alpha_s, 4e-4);
+  EXPECT_DOUBLE_EQ(q.cross_host["alltoall"].beta_bytes_per_s, 5e8);
+  // One half given: the other is the placeholder's.
+  ASSERT_OK_AND_ASSIGN(HardwareProfile half,
+                       ParseHardwareProfile("cross_host.allreduce.beta_bytes_per_s 2e9\n", "h"));
+  EXPECT_DOUBLE_EQ(half.cross_host["allreduce"].beta_bytes_per_s, 2e9);
+  EXPECT_DOUBLE_EQ(half.cross_host["allreduce"].alpha_s, DefaultCrossHostLink().alpha_s);
+  EXPECT_TRUE(StatusIs(ParseHardwareProfile("cross_host.gossip.alpha_s 1\n", "g").status(),
+                       absl::StatusCode::kInvalidArgument, {"unknown key 'cross_host.gossip.alpha_s'"}));
   EXPECT_TRUE(q.collectives_measured);
   EXPECT_DOUBLE_EQ(q.step_overhead_s, 7e-4);
   EXPECT_FALSE(q.overlap_comm);

@@ -8,7 +8,9 @@
 // limit is refused. The candidates are explored by core/layout_search.h's bounded, deterministic
 // beam search. Mesh dims of equal size are interchangeable in the model (same-host groups of the
 // same size cost the same), so rules that differ only by a permutation of such dims are evaluated
-// once (SearchOptions::mesh_symmetry).
+// once (SearchOptions::mesh_symmetry) — unless the profile's processor_hosts put the workers on
+// several hosts: groups that span hosts use the profile's cross-host links, and every permutation
+// is evaluated.
 //
 // Thread-safety: pure functions of their arguments (the profile and graph are read only).
 #ifndef MESHRT_CORE_PLANNER_H_

@@ -94,6 +94,35 @@ TEST(PlannerTest, DataParallelWhenEverythingFitsWeightsSplitWhenTheyDoNot) {
   EXPECT_TRUE(StatusIs(PlanLayout(g, {}, Options()).status(), absl::StatusCode::kInvalidArgument));
 }
 
+// Workers on two hosts (a:2 spans them, b:2 stays within each) with slow cross-host links: the
+// planner keeps every collective within a host, and evaluates both orders of the equal-size dims.
+TEST(PlannerTest, CollectivesStayWithinAHostWhenGroupsAcrossHostsAreSlow) {
+  const Graph g = TwoLayers();
+  const Mesh mesh = *Mesh::Parse("a:2,b:2");
+  PlanOptions o = Options();
+  ASSERT_OK_AND_ASSIGN(Plan one_host, PlanLayout(g, {mesh}, o));
+  o.profile.processor_hosts = {"h0", "h0", "h1", "h1"};  // rank = 2a + b
+  for (const char* kind : {"allreduce", "allgather", "alltoall", "reduce_scatter"}) {
+    o.profile.cross_host[kind] = CollectiveLink{1.0, 1e6};
+  }
+  ASSERT_OK_AND_ASSIGN(Plan two_hosts, PlanLayout(g, {mesh}, o));
+  EXPECT_GT(two_hosts.evaluations, one_host.evaluations);  // no symmetry across hosts
+  const PlannedCandidate& best = two_hosts.best[0];
+  EXPECT_LT(best.seconds, 1.0) << best.rules.ToString();
+  ASSERT_OK_AND_ASSIGN(v1::Program p, Lower(g, best.mesh, best.rules));
+  ASSERT_OK_AND_ASSIGN(ProgramCost cost, CostProgram(p, o.profile));
+  int collectives = 0;
+  for (const InstructionCost& c : cost.instructions) {
+    if (!c.runs || p.instructions(c.index).kind_case() != v1::Instruction::kCollective) continue;
+    EXPECT_FALSE(c.cross_host) << best.rules.ToString() << ": " << c.source_op;
+    ++collectives;
+  }
+  // Not simply replicated: it still splits work over both dims.
+  EXPECT_NE(best.rules.ToString().find(":a"), std::string::npos) << best.rules.ToString();
+  EXPECT_NE(best.rules.ToString().find(":b"), std::string::npos) << best.rules.ToString();
+  (void)collectives;
+}
+
 TEST(PlannerTest, AutoMeshSearchIsDeterministicAndExplained) {
   const Graph g = TwoLayers();
   ASSERT_OK_AND_ASSIGN(std::vector<Mesh> meshes, MeshesFor(4));
