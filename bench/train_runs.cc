@@ -10,8 +10,10 @@
 #include <cctype>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <sstream>
+#include <utility>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -117,12 +119,18 @@ std::string CoreOfBlasLine(const std::string& line) {
   return e > p ? line.substr(p, e - p) : "?";
 }
 
-OursRun RunOurs(const TrainConfig& c, const models::TrainGraph& tg, const RunOptions& o,
-                const std::string& perf_out) {
+namespace {
+
+// A local cluster of `workers` processes for ours (logs in a fresh /tmp dir, returned in
+// `log_dir`), and a client of it.
+std::pair<std::unique_ptr<LocalCluster>, std::unique_ptr<Client>> StartOurs(int workers,
+                                                                            const RunOptions& o,
+                                                                            std::string* log_dir) {
   char pattern[] = "/tmp/train_bench-XXXXXX";
   if (mkdtemp(pattern) == nullptr) Fail("mkdtemp", absl::InternalError("cannot make a log dir"));
+  *log_dir = pattern;
   LocalClusterOptions options;
-  options.workers = c.workers;
+  options.workers = workers;
   options.coordinator_command = {"client/meshrt", "coordinator"};
   options.worker_command = {"client/meshrt", "worker"};
   options.log_dir = pattern;
@@ -132,30 +140,31 @@ OursRun RunOurs(const TrainConfig& c, const models::TrainGraph& tg, const RunOpt
   ClientOptions co = (*cluster)->client_options();
   auto client = Client::Connect(co);
   if (!client.ok()) Fail("connecting", client.status());
+  return {*std::move(cluster), *std::move(client)};
+}
+
+// One session of `c` on `client`: its warmup, then c.steps timed steps of one request each (and,
+// with o.batched and no perf, the same count in one request); closed after. `start_perf` (may be
+// empty) is called once the warmup is done and returns what `stop_perf` gets.
+OursRun TimeSession(Client& client, const TrainConfig& c, const models::TrainGraph& tg,
+                    const RunOptions& o, const std::function<pid_t()>& start_perf) {
   Mesh mesh = Mesh::Parse(c.mesh).value();
   auto rules = LayoutRules::Parse(c.layout, mesh);
   if (!rules.ok()) Fail("layout " + c.layout, rules.status());
   const std::string what = absl::StrCat(c.model, " ", c.size, " ", c.name);
-  auto session = (*client)->CreateSession(tg.graph.proto(), mesh, *rules);
+  auto session = client.CreateSession(tg.graph.proto(), mesh, *rules);
   if (!session.ok()) Fail(what + ": session", session.status());
   if (o.explain) {
     std::printf("%s layout report:\n%s\n", what.c_str(), (*session)->explain().c_str());
   }
-
   OursRun run;
-  run.blas = BlasLine(pattern, c.workers);
   auto step = [&](int64_t n) {
     absl::StatusOr<TensorMap> out = (*session)->RunSteps(n, {}, {tg.loss});
     if (!out.ok()) Fail(what + ": step", out.status());
     run.loss = out->at(tg.loss).f32()[0];
   };
   for (int64_t i = 0; i < c.warmup; ++i) step(1);
-  pid_t perf = -1;
-  if (!perf_out.empty()) {
-    std::vector<pid_t> pids;
-    for (int i = 0; i < (*cluster)->num_workers(); ++i) pids.push_back((*cluster)->worker_pid(i));
-    perf = StartPerf(pids, perf_out);
-  }
+  const pid_t perf = start_perf ? start_perf() : -1;
   std::vector<double> ms;
   for (int64_t i = 0; i < c.steps; ++i) {
     const absl::Time t0 = absl::Now();
@@ -164,7 +173,7 @@ OursRun RunOurs(const TrainConfig& c, const models::TrainGraph& tg, const RunOpt
   }
   StopPerf(perf);
   run.median_ms = Median(ms);
-  if (perf_out.empty() && o.batched) {
+  if (!start_perf && o.batched) {
     const absl::Time t0 = absl::Now();
     step(c.steps);
     run.batched_ms = absl::ToDoubleMilliseconds(absl::Now() - t0) / c.steps;
@@ -172,6 +181,45 @@ OursRun RunOurs(const TrainConfig& c, const models::TrainGraph& tg, const RunOpt
   absl::Status closed = (*session)->Close();
   if (!closed.ok()) Fail("closing the session", closed);
   return run;
+}
+
+}  // namespace
+
+OursRun RunOurs(const TrainConfig& c, const models::TrainGraph& tg, const RunOptions& o,
+                const std::string& perf_out) {
+  std::string log_dir;
+  auto [cluster, client] = StartOurs(c.workers, o, &log_dir);
+  std::function<pid_t()> start_perf;
+  if (!perf_out.empty()) {
+    start_perf = [&, cluster = cluster.get()] {
+      std::vector<pid_t> pids;
+      for (int i = 0; i < cluster->num_workers(); ++i) pids.push_back(cluster->worker_pid(i));
+      return StartPerf(pids, perf_out);
+    };
+  }
+  OursRun run = TimeSession(*client, c, tg, o, start_perf);
+  run.blas = BlasLine(log_dir, c.workers);
+  return run;
+}
+
+std::vector<double> RunOursAlternating(const std::vector<TrainConfig>& configs,
+                                       const models::TrainGraph& tg, const RunOptions& o,
+                                       int rounds) {
+  if (configs.empty()) return {};
+  std::string log_dir;
+  auto [cluster, client] = StartOurs(configs.front().workers, o, &log_dir);
+  RunOptions plain = o;
+  plain.batched = false;
+  plain.explain = false;
+  std::vector<std::vector<double>> per_round(configs.size());
+  for (int r = 0; r < rounds; ++r) {
+    for (size_t i = 0; i < configs.size(); ++i) {
+      per_round[i].push_back(TimeSession(*client, configs[i], tg, plain, nullptr).median_ms);
+    }
+  }
+  std::vector<double> medians;
+  for (const std::vector<double>& m : per_round) medians.push_back(Median(m));
+  return medians;
 }
 
 namespace {

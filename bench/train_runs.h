@@ -72,6 +72,14 @@ models::TransformerOptions TransformerOf(const std::string& size);
 OursRun RunOurs(const TrainConfig& c, const models::TrainGraph& tg, const RunOptions& o,
                 const std::string& perf_out = "");
 
+// Runs `configs` (all of one model graph `tg` and one worker count) on one fresh local cluster,
+// one session at a time in turn, `rounds` times: per config, the median over rounds of each
+// session's median step (its warmup, then its timed steps of one request each). Layouts compared
+// this way share the cluster, its processes' placement and the same minutes of a shared machine.
+std::vector<double> RunOursAlternating(const std::vector<TrainConfig>& configs,
+                                       const models::TrainGraph& tg, const RunOptions& o,
+                                       int rounds);
+
 // Runs the peer script of `c` (its steps and warmup) under o.peer_coretype; after its timeout
 // (o.peer_timeout) its ranks are killed, then the script; a failed run is tried once more.
 PeerRun RunPeer(const TrainConfig& c, const RunOptions& o);
