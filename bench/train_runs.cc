@@ -213,7 +213,9 @@ std::vector<double> RunOursAlternating(const std::vector<TrainConfig>& configs,
   plain.explain = false;
   std::vector<std::vector<double>> per_round(configs.size());
   for (int r = 0; r < rounds; ++r) {
-    for (size_t i = 0; i < configs.size(); ++i) {
+    for (size_t k = 0; k < configs.size(); ++k) {
+      // Odd rounds in reverse order (A B, B A, ...): neither is always first after a switch.
+      const size_t i = r % 2 == 0 ? k : configs.size() - 1 - k;
       per_round[i].push_back(TimeSession(*client, configs[i], tg, plain, nullptr).median_ms);
     }
   }

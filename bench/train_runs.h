@@ -73,7 +73,8 @@ OursRun RunOurs(const TrainConfig& c, const models::TrainGraph& tg, const RunOpt
                 const std::string& perf_out = "");
 
 // Runs `configs` (all of one model graph `tg` and one worker count) on one fresh local cluster,
-// one session at a time in turn, `rounds` times: per config, the median over rounds of each
+// one session at a time in turn (odd rounds in reverse order), `rounds` times: per config, the
+// median over rounds of each
 // session's median step (its warmup, then its timed steps of one request each). Layouts compared
 // this way share the cluster, its processes' placement and the same minutes of a shared machine.
 std::vector<double> RunOursAlternating(const std::vector<TrainConfig>& configs,

@@ -19,6 +19,8 @@ namespace {
 constexpr int64_t kFloat = 4;
 // The ops of a compute graph's long chain (MakeCalibrationGraph's size 1).
 constexpr int kChain = 5;
+// Pairs (one op, the chain) each compute rate is measured from; the median is kept.
+constexpr int kRateRepeats = 3;
 // One product of the "gemm" and of the "small_gemm" graph.
 constexpr double kLargeProductFlops = 2.0 * 512 * 1024 * 1024;
 constexpr double kSmallProductFlops = 2.0 * 128 * 128 * 32;
@@ -230,18 +232,23 @@ absl::StatusOr<Calibration> Calibrate(Client& client, const CalibrateOptions& op
   ASSIGN_OR_RETURN(auto overhead, time("overhead", 0));
   c.step_overhead_seconds = overhead.first;
   // The work of the long chain's extra ops over the time they add; noise that inverts the two
-  // leaves the long chain's average rate over its step minus the overhead.
+  // leaves the long chain's average rate over its step minus the overhead. The median of
+  // kRateRepeats such pairs, measured in turn, so that one slow second of a shared machine does
+  // not set the rate.
   auto rate = [&](const std::string& kind, bool flops) -> absl::StatusOr<double> {
     ASSIGN_OR_RETURN(CalibrationGraph one, MakeCalibrationGraph(kind, 0, w));
     ASSIGN_OR_RETURN(CalibrationGraph chain, MakeCalibrationGraph(kind, 1, w));
-    ASSIGN_OR_RETURN(auto t_one, time(kind, 0));
-    ASSIGN_OR_RETURN(auto t_chain, time(kind, 1));
     const double work_one = flops ? one.flops : one.bytes;
     const double work_chain = flops ? chain.flops : chain.bytes;
-    if (t_chain.first > t_one.first) {
-      return (work_chain - work_one) / (t_chain.first - t_one.first);
+    std::vector<double> rates;
+    for (int r = 0; r < kRateRepeats; ++r) {
+      ASSIGN_OR_RETURN(auto t_one, time(kind, 0));
+      ASSIGN_OR_RETURN(auto t_chain, time(kind, 1));
+      rates.push_back(t_chain.first > t_one.first
+                          ? (work_chain - work_one) / (t_chain.first - t_one.first)
+                          : work_chain / std::max(t_chain.first - c.step_overhead_seconds, 1e-6));
     }
-    return work_chain / std::max(t_chain.first - c.step_overhead_seconds, 1e-6);
+    return Median(std::move(rates));
   };
   ASSIGN_OR_RETURN(c.gemm_flops_per_second, rate("gemm", true));
   ASSIGN_OR_RETURN(c.small_gemm_flops_per_second, rate("small_gemm", true));

@@ -9,7 +9,7 @@
 //                       from the worker's buffer pool as a real step's do): rate = the 4 extra ops'
 //                       work / the time they add, so the step overhead, the variable update and
 //                       the fetch cancel out (noise that inverts the two: the chain's work over its
-//                       step minus the overhead)
+//                       step minus the overhead); the median of 3 such pairs, measured in turn
 //   GEMM throughput     per worker, [512 x 1024] x [1024 x 1024] products of a batch-split
 //                       activation by replicated weights (no communication), and batched
 //                       attention-shaped ones (16 x 16 x [128 x 32] x [32 x 128])
