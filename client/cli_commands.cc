@@ -9,11 +9,13 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "client/graph_io.h"
 #include "client/hardware_probe.h"
 #include "core/autodiff.h"
 #include "core/explain.h"
 #include "core/layout_names.h"
+#include "core/layout_search.h"
 #include "core/lowering.h"
 #include "core/memory_model.h"
 #include "core/ops.h"
@@ -77,12 +79,41 @@ absl::Status MakeDirs(const std::string& dir) {
   return absl::OkStatus();
 }
 
+namespace {
+
+// --hosts: one host name per processor of --mesh (MESH, or auto:N), in mesh order.
+absl::StatusOr<std::vector<std::string>> ParseHosts(const std::string& text,
+                                                    const std::string& mesh_text) {
+  std::vector<std::string> hosts = absl::StrSplit(text, ',');
+  for (const std::string& h : hosts) {
+    if (h.empty()) return UsageError(absl::StrCat("--hosts '", text, "' has an empty host name"));
+  }
+  int processors = 0;
+  if (absl::StartsWith(mesh_text, "auto")) {
+    absl::StatusOr<int> n = ParseAutoMesh(mesh_text);
+    if (!n.ok()) return WithContext(n.status(), "--mesh");
+    processors = *n;
+  } else {
+    absl::StatusOr<Mesh> mesh = Mesh::Parse(mesh_text);
+    if (!mesh.ok()) return WithContext(mesh.status(), "--mesh");
+    processors = mesh->num_processors();
+  }
+  if (static_cast<int>(hosts.size()) != processors) {
+    return UsageError(absl::StrCat("--hosts names ", hosts.size(), " host(s) for the ", processors,
+                                   " processor(s) of --mesh ", mesh_text,
+                                   ": give one per processor, in mesh order"));
+  }
+  return hosts;
+}
+
+}  // namespace
+
 absl::Status ExplainCommand(const std::vector<std::string>& args, CliIo io) {
-  std::string mesh_text, layout_text, profile_path, memory_limit_text;
+  std::string mesh_text, layout_text, profile_path, memory_limit_text, hosts_text;
   bool json = false;
   FlagSet flags(
       "meshrt explain GRAPH --mesh MESH|auto:N --layout RULES|auto [--profile FILE] "
-      "[--memory_limit BYTES] [--json]",
+      "[--hosts H,H,...] [--memory_limit BYTES] [--json]",
       "Lowers GRAPH for the mesh and layout rules and prints the report: every tensor's layout\n"
       "and per-worker slice shape, every communication step with its mesh dims and bytes, the\n"
       "total bytes each worker sends, per op and in total the FLOPs, bytes moved and the\n"
@@ -105,6 +136,10 @@ absl::Status ExplainCommand(const std::vector<std::string>& args, CliIo io) {
   flags.String("profile", &profile_path,
                "hardware profile file (`key value` lines, core/cost_model.h) for the predicted "
                "time (default: measured now in this process, with placeholder collective costs)");
+  flags.String("hosts", &hosts_text,
+               "the host of each processor in mesh order (one name per processor, e.g. "
+               "a,a,b,b), for a cluster of several hosts: collectives whose groups span hosts "
+               "take the profile's cross_host links (default: every processor on one host)");
   flags.String("memory_limit", &memory_limit_text,
                "per-worker bytes (e.g. 8G, 512M) the planner's choice must fit (default: none)");
   flags.Bool("json", &json, "print the report as one JSON object instead of text");
@@ -118,7 +153,10 @@ absl::Status ExplainCommand(const std::vector<std::string>& args, CliIo io) {
   }
   ASSIGN_OR_RETURN(Graph graph, LoadAndBuildGraph(positional[0]));
   // One profile for the planner and the report (a file is read once).
-  ASSIGN_OR_RETURN(const HardwareProfile profile, ProfileFromFlag(profile_path));
+  ASSIGN_OR_RETURN(HardwareProfile profile, ProfileFromFlag(profile_path));
+  if (!hosts_text.empty()) {
+    ASSIGN_OR_RETURN(profile.processor_hosts, ParseHosts(hosts_text, mesh_text));
+  }
   PlanFlags plan{profile_path, 0, graph.Outputs(), &profile};
   if (!memory_limit_text.empty()) {
     ASSIGN_OR_RETURN(plan.memory_limit_bytes, ParseByteSize(memory_limit_text, "--memory_limit"));

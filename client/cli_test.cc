@@ -206,6 +206,36 @@ TEST(CliTest, ExplainPrintsTheMemorySection) {
   EXPECT_TRUE(absl::StrContains(r.out, "(5632 bytes, at instruction 1 of op 'r')")) << r.out;
 }
 
+// --hosts: with rows spanning two hosts and a slow cross-host link, the allreduce over rows costs
+// the cross-host figure; a list that does not match the mesh is a usage error.
+TEST(CliTest, ExplainCostsGroupsSpanningHostsWithTheCrossHostLinks) {
+  const std::string profile = Dir("hosts.profile");
+  {
+    std::ofstream out(profile);
+    out << "allreduce.alpha_s 0.001\nallreduce.beta_bytes_per_s 1e9\n"
+           "cross_host.allreduce.alpha_s 2\ncross_host.allreduce.beta_bytes_per_s 1e9\n";
+  }
+  auto total = [&](const std::vector<std::string>& extra) {
+    std::vector<std::string> args = {"explain", kGraph, "--mesh", "rows:2,cols:2", "--layout",
+                                     "d_in:rows,hidden:cols", "--profile", profile, "--json"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    Result r = Cli(args);
+    EXPECT_EQ(r.code, 0) << r.err;
+    google::protobuf::Struct json;
+    EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(r.out, &json).ok()) << r.out;
+    return json.fields().at("totals").struct_value().fields().at("predicted_s").number_value();
+  };
+  const double one_host = total({});
+  EXPECT_LT(one_host, 1.0);
+  EXPECT_DOUBLE_EQ(total({"--hosts", "a,a,a,a"}), one_host);
+  // Ranks 0, 1 on a and 2, 3 on b: groups over rows span the hosts (the allreduce of h's partial
+  // sums over d_in), groups over cols do not.
+  EXPECT_GT(total({"--hosts", "a,a,b,b"}), 2.0);
+  Result bad = Cli({"explain", kGraph, "--mesh", "rows:2,cols:2", "--hosts", "a,b"});
+  EXPECT_EQ(bad.code, 2) << bad.err;
+  EXPECT_TRUE(absl::StrContains(bad.err, "--hosts names 2 host(s) for the 4 processor(s)")) << bad.err;
+}
+
 TEST(CliTest, ExplainPredictsFlopsBytesAndTime) {
   const std::string profile = Dir("profile.txt");
   {
