@@ -221,32 +221,43 @@ absl::StatusOr<Calibration> Calibrate(Client& client, const CalibrateOptions& op
   Calibration c;
   c.workers = w;
   c.collective_group = group;
-  auto time = [&](const std::string& kind, int size) -> absl::StatusOr<std::pair<double, int64_t>> {
-    const bool collective = IsCollective(kind);
-    const int x = collective ? group : w, replicas = collective ? w / group : 1;
-    ASSIGN_OR_RETURN(CalibrationGraph g, MakeCalibrationGraph(kind, size, x));
-    ASSIGN_OR_RETURN(int64_t sent, CheckCalibrationProgram(kind, g, x, replicas));
-    ASSIGN_OR_RETURN(double seconds, TimeSteps(client, g, x, replicas, options.steps));
-    return std::make_pair(seconds, sent);
+  // A calibration graph built and checked once (its program does exactly what `kind` measures),
+  // then timed as often as asked.
+  struct Prepared {
+    CalibrationGraph graph;
+    int x = 0, replicas = 1;
+    int64_t sent = 0;  // bytes each worker sends per step
   };
-  ASSIGN_OR_RETURN(auto overhead, time("overhead", 0));
-  c.step_overhead_seconds = overhead.first;
+  auto prepare = [&](const std::string& kind, int size) -> absl::StatusOr<Prepared> {
+    const bool collective = IsCollective(kind);
+    Prepared p;
+    p.x = collective ? group : w;
+    p.replicas = collective ? w / group : 1;
+    ASSIGN_OR_RETURN(p.graph, MakeCalibrationGraph(kind, size, p.x));
+    ASSIGN_OR_RETURN(p.sent, CheckCalibrationProgram(kind, p.graph, p.x, p.replicas));
+    return p;
+  };
+  auto time = [&](const Prepared& p) {
+    return TimeSteps(client, p.graph, p.x, p.replicas, options.steps);
+  };
+  ASSIGN_OR_RETURN(const Prepared overhead, prepare("overhead", 0));
+  ASSIGN_OR_RETURN(c.step_overhead_seconds, time(overhead));
   // The work of the long chain's extra ops over the time they add; noise that inverts the two
   // leaves the long chain's average rate over its step minus the overhead. The median of
   // kRateRepeats such pairs, measured in turn, so that one slow second of a shared machine does
   // not set the rate.
   auto rate = [&](const std::string& kind, bool flops) -> absl::StatusOr<double> {
-    ASSIGN_OR_RETURN(CalibrationGraph one, MakeCalibrationGraph(kind, 0, w));
-    ASSIGN_OR_RETURN(CalibrationGraph chain, MakeCalibrationGraph(kind, 1, w));
-    const double work_one = flops ? one.flops : one.bytes;
-    const double work_chain = flops ? chain.flops : chain.bytes;
+    ASSIGN_OR_RETURN(const Prepared one, prepare(kind, 0));
+    ASSIGN_OR_RETURN(const Prepared chain, prepare(kind, 1));
+    const double work_one = flops ? one.graph.flops : one.graph.bytes;
+    const double work_chain = flops ? chain.graph.flops : chain.graph.bytes;
     std::vector<double> rates;
     for (int r = 0; r < kRateRepeats; ++r) {
-      ASSIGN_OR_RETURN(auto t_one, time(kind, 0));
-      ASSIGN_OR_RETURN(auto t_chain, time(kind, 1));
-      rates.push_back(t_chain.first > t_one.first
-                          ? (work_chain - work_one) / (t_chain.first - t_one.first)
-                          : work_chain / std::max(t_chain.first - c.step_overhead_seconds, 1e-6));
+      ASSIGN_OR_RETURN(const double t_one, time(one));
+      ASSIGN_OR_RETURN(const double t_chain, time(chain));
+      rates.push_back(t_chain > t_one
+                          ? (work_chain - work_one) / (t_chain - t_one)
+                          : work_chain / std::max(t_chain - c.step_overhead_seconds, 1e-6));
     }
     return Median(std::move(rates));
   };
@@ -256,12 +267,14 @@ absl::StatusOr<Calibration> Calibrate(Client& client, const CalibrateOptions& op
   ASSIGN_OR_RETURN(c.elementwise_flops_per_second, rate("elementwise", true));
   if (group < 2) return c;  // no collective runs in a group of one
   for (const char* kind : kCollectives) {
-    ASSIGN_OR_RETURN(auto small_t, time(kind, 0));
-    ASSIGN_OR_RETURN(auto large_t, time(kind, 1));
-    const double t0 = small_t.first - c.step_overhead_seconds;
-    const double t1 = large_t.first - c.step_overhead_seconds;
-    const double bytes0 = static_cast<double>(small_t.second);
-    const double bytes1 = static_cast<double>(large_t.second);
+    ASSIGN_OR_RETURN(const Prepared small, prepare(kind, 0));
+    ASSIGN_OR_RETURN(const Prepared large, prepare(kind, 1));
+    ASSIGN_OR_RETURN(const double small_s, time(small));
+    ASSIGN_OR_RETURN(const double large_s, time(large));
+    const double t0 = small_s - c.step_overhead_seconds;
+    const double t1 = large_s - c.step_overhead_seconds;
+    const double bytes0 = static_cast<double>(small.sent);
+    const double bytes1 = static_cast<double>(large.sent);
     CommFit fit;
     // t = alpha + bytes / beta through the two points; noise that inverts them leaves the
     // larger point's average rate and no latency.

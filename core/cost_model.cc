@@ -110,6 +110,11 @@ std::map<std::string, CollectiveLink> DefaultCollectiveLinks() {
 
 CollectiveLink DefaultCrossHostLink() { return CollectiveLink{100e-6, 1.25e9}; }
 
+bool OnSeveralHosts(const std::vector<std::string>& hosts) {
+  return std::any_of(hosts.begin(), hosts.end(),
+                     [&](const std::string& h) { return h != hosts.front(); });
+}
+
 bool GroupsSpanHosts(const Mesh& mesh, const std::vector<int>& mesh_axes,
                      const std::vector<std::string>& hosts) {
   const int n = mesh.num_processors();
@@ -243,12 +248,10 @@ namespace {
 // GroupsSpanHosts per set of mesh axes, remembered (a program's collectives use few sets).
 class HostSpans {
  public:
-  HostSpans(const Mesh& mesh, const std::vector<std::string>& hosts) : mesh_(mesh), hosts_(hosts) {
-    one_host_ = std::all_of(hosts.begin(), hosts.end(),
-                            [&](const std::string& h) { return h == hosts.front(); });
-  }
+  HostSpans(const Mesh& mesh, const std::vector<std::string>& hosts)
+      : mesh_(mesh), hosts_(hosts), several_(OnSeveralHosts(hosts)) {}
   bool Spans(const v1::Collective& c) {
-    if (one_host_) return false;
+    if (!several_) return false;
     std::vector<int> axes(c.mesh_axes().begin(), c.mesh_axes().end());
     auto it = known_.find(axes);
     if (it == known_.end()) it = known_.emplace(axes, GroupsSpanHosts(mesh_, axes, hosts_)).first;
@@ -258,7 +261,7 @@ class HostSpans {
  private:
   const Mesh& mesh_;
   const std::vector<std::string>& hosts_;
-  bool one_host_ = true;
+  const bool several_;
   std::map<std::vector<int>, bool> known_;
 };
 
@@ -371,22 +374,7 @@ std::map<int, FusedGroup> FusedGroupsOf(const v1::Program& program,
                                         std::vector<bool> runs) {
   std::map<int, FusedGroup> groups;
   if (fetches == nullptr) return groups;
-  std::vector<bool> pinned(std::max(program.num_buffers(), 0), false);
-  auto pin = [&](int b) {
-    if (b >= 0 && b < static_cast<int>(pinned.size())) pinned[b] = true;
-  };
-  for (const v1::ProgramTensor& t : program.inputs()) pin(t.buffer());
-  for (const v1::ProgramTensor& t : program.outputs()) {
-    if (std::find(fetches->begin(), fetches->end(), t.name()) != fetches->end()) pin(t.buffer());
-  }
-  for (const v1::ProgramVariable& v : program.variables()) {
-    pin(v.buffer());
-    pin(v.update_buffer());
-  }
-  for (int i = 0; i < program.instructions_size(); ++i) {
-    const v1::Instruction& inst = program.instructions(i);
-    if (runs[i] && inst.has_predicate()) pin(inst.predicate());
-  }
+  const std::vector<bool> pinned = StepPinnedBuffers(program, fetches, runs);
   for (const auto& [s, f] : FindFusions(program, pinned, &runs)) {
     FusedGroup& g = groups[s];
     for (int i : {f.mul, f.mask, f.add}) {
@@ -421,14 +409,12 @@ absl::StatusOr<ProgramCost> Cost(const v1::Program& program, const HardwareProfi
     derived = FusedGroupsOf(program, fetches, runs);
     fusions = &derived;
   }
-  {
-    auto mark = [&](int i) {
-      if (i >= 0 && i < program.instructions_size()) fused[i] = true;
-    };
-    for (const auto& [s, group] : *fusions) {
-      for (int i : group.absorbed) mark(i);
-      if (group.into_gemm) mark(s);
-    }
+  auto mark = [&](int i) {
+    if (i >= 0 && i < program.instructions_size()) fused[i] = true;
+  };
+  for (const auto& [s, group] : *fusions) {
+    for (int i : group.absorbed) mark(i);
+    if (group.into_gemm) mark(s);
   }
   ProgramCost cost;
   cost.processors = static_cast<int>(mesh.num_processors());

@@ -91,6 +91,9 @@ std::map<std::string, CollectiveLink> DefaultCollectiveLinks();
 // for every kind, for when a profile gives no cross_host links.
 CollectiveLink DefaultCrossHostLink();
 
+// Whether `processor_hosts` (HardwareProfile::processor_hosts) names more than one host.
+bool OnSeveralHosts(const std::vector<std::string>& processor_hosts);
+
 // Whether some group of a collective over `mesh_axes` has members on different hosts under
 // `processor_hosts` (HardwareProfile::processor_hosts; false when it is empty or its size is not
 // the mesh's processor count).
@@ -181,9 +184,9 @@ struct FusedGroup {
 };
 
 // The fusions the executor makes in a step of `program` fetching `fetches` (keyed by S):
-// FindFusions over StepInstructions(program, fetches) with the buffers the executor pins (inputs,
-// fetched outputs, variables and their updates, the predicates of running instructions). None
-// without `fetches` (the executor fuses only in a step with a fetch list).
+// FindFusions over StepInstructions(program, fetches) with the buffers the executor pins
+// (core/step_fusion.h StepPinnedBuffers). None without `fetches` (the executor fuses only in a
+// step with a fetch list).
 std::map<int, FusedGroup> StepFusedGroups(const v1::Program& program,
                                           const std::vector<std::string>* fetches);
 

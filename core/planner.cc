@@ -137,11 +137,7 @@ absl::StatusOr<Plan> PlanLayout(const Graph& graph, const std::vector<Mesh>& mes
   SearchOptions search = options.search;
   // Equal-size mesh dims are interchangeable only while every group costs the same: not when
   // the workers are on several hosts (a dim along which groups span hosts is slower).
-  const std::vector<std::string>& hosts = options.profile.processor_hosts;
-  if (std::any_of(hosts.begin(), hosts.end(),
-                  [&](const std::string& h) { return h != hosts.front(); })) {
-    search.mesh_symmetry = false;
-  }
+  if (OnSeveralHosts(options.profile.processor_hosts)) search.mesh_symmetry = false;
   if (search.threads <= 0) {
     search.threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   }

@@ -160,6 +160,33 @@ bool MatchAddSoftmax(const v1::Program& program, const Matcher& m, int s, FusedU
 
 }  // namespace
 
+std::vector<bool> StepPinnedBuffers(const v1::Program& program,
+                                    const std::vector<std::string>* fetches,
+                                    const std::vector<bool>& runs) {
+  std::vector<bool> pinned(std::max(program.num_buffers(), 0), false);
+  auto pin = [&](int b) {
+    if (b >= 0 && b < static_cast<int>(pinned.size())) pinned[b] = true;
+  };
+  for (const v1::ProgramTensor& t : program.inputs()) pin(t.buffer());
+  for (const v1::ProgramTensor& t : program.outputs()) {
+    if (fetches == nullptr ||
+        std::find(fetches->begin(), fetches->end(), t.name()) != fetches->end()) {
+      pin(t.buffer());
+    }
+  }
+  for (const v1::ProgramVariable& v : program.variables()) {
+    pin(v.buffer());
+    pin(v.update_buffer());
+  }
+  if (fetches != nullptr) {
+    for (int i = 0; i < program.instructions_size() && i < static_cast<int>(runs.size()); ++i) {
+      const v1::Instruction& inst = program.instructions(i);
+      if (runs[i] && inst.has_predicate()) pin(inst.predicate());
+    }
+  }
+  return pinned;
+}
+
 std::map<int, FusedUpdate> FindFusions(const v1::Program& program, const std::vector<bool>& pinned,
                                        std::vector<bool>* runs) {
   std::map<int, FusedUpdate> fused;

@@ -60,6 +60,14 @@ struct FusedUpdate {
 // group whose operands do not fit runs its ops one by one, each reporting its own error. Pure and
 // deterministic: every processor derives the same fusions from the same program, runs and
 // pinned.
+// The buffers a step must keep (FindFusions' `pinned`; the executor never frees them early):
+// the program's inputs, the fetched outputs (`fetches`; null: every output), the variables and
+// their updates, and with a fetch list the predicates of the running instructions `runs` (read
+// where a guarded instruction is reached). One entry per buffer.
+std::vector<bool> StepPinnedBuffers(const v1::Program& program,
+                                    const std::vector<std::string>* fetches,
+                                    const std::vector<bool>& runs);
+
 std::map<int, FusedUpdate> FindFusions(const v1::Program& program, const std::vector<bool>& pinned,
                                        std::vector<bool>* runs);
 

@@ -262,20 +262,15 @@ const Executor::Plan& Executor::PlanFor(const std::vector<std::string>* fetches)
   const int count = program_.instructions_size();
   auto valid = [&](int b) { return b >= 0 && b < n; };
   Plan plan;
-  plan.pinned.assign(n, false);
-  auto pin = [&](int b) {
-    if (valid(b)) plan.pinned[b] = true;
+  std::vector<bool> needed(n, false);  // buffers the step must produce
+  auto need = [&](int b) {
+    if (valid(b)) needed[b] = true;
   };
-  for (const v1::ProgramTensor& t : program_.inputs()) pin(t.buffer());
+  for (const v1::ProgramTensor& t : program_.inputs()) need(t.buffer());
   for (const v1::ProgramTensor& t : program_.outputs()) {
-    if (fetches == nullptr || std::binary_search(key.begin(), key.end(), t.name())) pin(t.buffer());
+    if (fetches == nullptr || std::binary_search(key.begin(), key.end(), t.name())) need(t.buffer());
   }
-  std::vector<bool> needed = plan.pinned;  // buffers the step must produce
-  for (const v1::ProgramVariable& v : program_.variables()) {
-    pin(v.buffer());
-    pin(v.update_buffer());
-    if (valid(v.update_buffer())) needed[v.update_buffer()] = true;
-  }
+  for (const v1::ProgramVariable& v : program_.variables()) need(v.update_buffer());
   // Backwards: an instruction runs when a later running one (or the step's result) needs what it
   // writes. Conservative for a buffer written twice: every writer of a needed buffer runs.
   plan.runs.assign(count, fetches == nullptr);
@@ -289,12 +284,12 @@ const Executor::Plan& Executor::PlanFor(const std::vector<std::string>* fetches)
       for (int b : instr.inputs()) {
         if (valid(b)) needed[b] = true;
       }
-      if (instr.has_predicate() && valid(instr.predicate())) {
-        needed[instr.predicate()] = true;
-        pin(instr.predicate());  // read when the instruction is reached
-      }
+      if (instr.has_predicate()) need(instr.predicate());
     }
   }
+  // Never freed early (and never fused away): core/step_fusion.h's set, which the cost model
+  // derives the same way.
+  plan.pinned = StepPinnedBuffers(program_, fetches == nullptr ? nullptr : &key, plan.runs);
   // Guarded instructions (proto Instruction.predicate) may be skipped unless a fetched output
   // depends on them: then they run, so that every fetched value is exact.
   plan.guarded.assign(count, false);
