@@ -1,6 +1,7 @@
 #include "client/calibrate.h"
 
 #include <algorithm>
+#include <map>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -12,6 +13,7 @@
 #include "core/lowering.h"
 #include "core/op_cost.h"
 #include "core/status_macros.h"
+#include "rpc/auth.h"
 
 namespace meshrt {
 namespace {
@@ -73,17 +75,24 @@ double Median(std::vector<double> v) {
 // Median seconds per step of `g` on x:W (one untimed step first).
 // x:workers, or r:replicas,x:workers (the graph replicated over r: `replicas` groups run it at
 // once).
-absl::StatusOr<Mesh> CalibrationMesh(int workers, int replicas) {
+absl::StatusOr<Mesh> CalibrationMesh(int workers, int replicas, bool groups_outer) {
   if (replicas <= 1) return Mesh::Make({{"x", workers}});
+  if (groups_outer) return Mesh::Make({{"x", workers}, {"r", replicas}});
   return Mesh::Make({{"r", replicas}, {"x", workers}});
 }
 
+// With `hosts`, the host of each processor's worker (rpc/auth.h HostOf of its address).
 absl::StatusOr<double> TimeSteps(Client& client, const CalibrationGraph& g, int workers,
-                                 int replicas, int steps) {
-  ASSIGN_OR_RETURN(const Mesh mesh, CalibrationMesh(workers, replicas));
+                                 int replicas, bool groups_outer, int steps,
+                                 std::vector<std::string>* hosts = nullptr) {
+  ASSIGN_OR_RETURN(const Mesh mesh, CalibrationMesh(workers, replicas, groups_outer));
   ASSIGN_OR_RETURN(const LayoutRules rules, LayoutRules::Parse(g.layout, mesh));
   ASSIGN_OR_RETURN(std::unique_ptr<Session> session,
                    client.CreateSession(g.graph.proto(), mesh, rules));
+  if (hosts != nullptr) {
+    hosts->clear();
+    for (const std::string& address : session->worker_addresses()) hosts->push_back(HostOf(address));
+  }
   std::vector<double> seconds;
   for (int i = 0; i <= steps; ++i) {
     const absl::Time start = absl::Now();
@@ -186,8 +195,8 @@ absl::StatusOr<CalibrationGraph> MakeCalibrationGraph(const std::string& kind, i
 }
 
 absl::StatusOr<int64_t> CheckCalibrationProgram(const std::string& kind, const CalibrationGraph& g,
-                                                int workers, int replicas) {
-  ASSIGN_OR_RETURN(const Mesh mesh, CalibrationMesh(workers, replicas));
+                                                int workers, int replicas, bool groups_outer) {
+  ASSIGN_OR_RETURN(const Mesh mesh, CalibrationMesh(workers, replicas, groups_outer));
   ASSIGN_OR_RETURN(const LayoutRules rules, LayoutRules::Parse(g.layout, mesh));
   ASSIGN_OR_RETURN(const v1::Program program, Lower(g.graph, mesh, rules));
   const std::vector<std::string> fetches = {kTick};
@@ -210,38 +219,85 @@ absl::StatusOr<int64_t> CheckCalibrationProgram(const std::string& kind, const C
   return sent;
 }
 
+namespace {
+
+// CalibrateOptions::collective_group's default: the workers per host when every host has the
+// same number (>= 2) of them, else all.
+int DefaultGroup(const std::vector<std::string>& hosts) {
+  std::map<std::string, int> per_host;
+  for (const std::string& h : hosts) ++per_host[h];
+  const int first = per_host.empty() ? 0 : per_host.begin()->second;
+  for (const auto& [host, n] : per_host) {
+    if (n != first) return static_cast<int>(hosts.size());
+  }
+  return per_host.size() > 1 && first >= 2 ? first : static_cast<int>(hosts.size());
+}
+
+// t = alpha + bytes / beta through the two points; noise that inverts them leaves the larger
+// point's average rate and no latency.
+CommFit FitLink(double t0, double bytes0, double t1, double bytes1) {
+  CommFit fit;
+  const double per_byte = bytes1 > bytes0 ? (t1 - t0) / (bytes1 - bytes0) : 0;
+  if (per_byte > 0) {
+    fit.beta_bytes_per_second = 1 / per_byte;
+    fit.alpha_seconds = std::max(0.0, t0 - bytes0 * per_byte);
+  } else {
+    fit.beta_bytes_per_second = bytes1 / std::max(t1, 1e-6);
+  }
+  return fit;
+}
+
+}  // namespace
+
 absl::StatusOr<Calibration> Calibrate(Client& client, const CalibrateOptions& options) {
   const int w = options.workers;
-  const int group = options.collective_group > 0 ? options.collective_group : w;
-  if (w < 1 || group > w || w % group != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("calibration: collective_group ",
-                                                   options.collective_group,
-                                                   " must divide the workers (", w, ")"));
-  }
+  auto check_group = [&](int group) {
+    if (w < 1 || group < 1 || group > w || w % group != 0) {
+      return absl::InvalidArgumentError(absl::StrCat("calibration: collective_group ", group,
+                                                     " must divide the workers (", w, ")"));
+    }
+    return absl::OkStatus();
+  };
+  if (options.collective_group != 0) RETURN_IF_ERROR(check_group(options.collective_group));
   Calibration c;
   c.workers = w;
-  c.collective_group = group;
+  int group = options.collective_group > 0 ? options.collective_group : w;
   // A calibration graph built and checked once (its program does exactly what `kind` measures),
   // then timed as often as asked.
   struct Prepared {
     CalibrationGraph graph;
     int x = 0, replicas = 1;
+    bool groups_outer = false;
     int64_t sent = 0;  // bytes each worker sends per step
   };
-  auto prepare = [&](const std::string& kind, int size) -> absl::StatusOr<Prepared> {
+  auto prepare = [&](const std::string& kind, int size,
+                     bool groups_outer = false) -> absl::StatusOr<Prepared> {
     const bool collective = IsCollective(kind);
     Prepared p;
     p.x = collective ? group : w;
     p.replicas = collective ? w / group : 1;
+    p.groups_outer = groups_outer;
     ASSIGN_OR_RETURN(p.graph, MakeCalibrationGraph(kind, size, p.x));
-    ASSIGN_OR_RETURN(p.sent, CheckCalibrationProgram(kind, p.graph, p.x, p.replicas));
+    ASSIGN_OR_RETURN(p.sent,
+                     CheckCalibrationProgram(kind, p.graph, p.x, p.replicas, groups_outer));
     return p;
   };
-  auto time = [&](const Prepared& p) {
-    return TimeSteps(client, p.graph, p.x, p.replicas, options.steps);
+  auto time = [&](const Prepared& p, std::vector<std::string>* hosts = nullptr) {
+    return TimeSteps(client, p.graph, p.x, p.replicas, p.groups_outer, options.steps, hosts);
   };
   ASSIGN_OR_RETURN(const Prepared overhead, prepare("overhead", 0));
-  ASSIGN_OR_RETURN(c.step_overhead_seconds, time(overhead));
+  // The median of kRateRepeats sessions: the first steps of a cluster just started can be several
+  // times slower, and an overhead set too high would leave every collective without latency.
+  std::vector<double> overheads;
+  for (int r = 0; r < kRateRepeats; ++r) {
+    ASSIGN_OR_RETURN(const double t, time(overhead, r == 0 ? &c.hosts : nullptr));
+    overheads.push_back(t);
+  }
+  c.step_overhead_seconds = Median(std::move(overheads));
+  if (options.collective_group == 0 && static_cast<int>(c.hosts.size()) == w) {
+    group = DefaultGroup(c.hosts);
+  }
+  c.collective_group = group;
   // The work of the long chain's extra ops over the time they add; noise that inverts the two
   // leaves the long chain's average rate over its step minus the overhead. The median of
   // kRateRepeats such pairs, measured in turn, so that one slow second of a shared machine does
@@ -266,26 +322,24 @@ absl::StatusOr<Calibration> Calibrate(Client& client, const CalibrateOptions& op
   ASSIGN_OR_RETURN(c.memory_bytes_per_second, rate("memory", false));
   ASSIGN_OR_RETURN(c.elementwise_flops_per_second, rate("elementwise", true));
   if (group < 2) return c;  // no collective runs in a group of one
-  for (const char* kind : kCollectives) {
-    ASSIGN_OR_RETURN(const Prepared small, prepare(kind, 0));
-    ASSIGN_OR_RETURN(const Prepared large, prepare(kind, 1));
-    ASSIGN_OR_RETURN(const double small_s, time(small));
-    ASSIGN_OR_RETURN(const double large_s, time(large));
-    const double t0 = small_s - c.step_overhead_seconds;
-    const double t1 = large_s - c.step_overhead_seconds;
-    const double bytes0 = static_cast<double>(small.sent);
-    const double bytes1 = static_cast<double>(large.sent);
-    CommFit fit;
-    // t = alpha + bytes / beta through the two points; noise that inverts them leaves the
-    // larger point's average rate and no latency.
-    const double per_byte = bytes1 > bytes0 ? (t1 - t0) / (bytes1 - bytes0) : 0;
-    if (per_byte > 0) {
-      fit.beta_bytes_per_second = 1 / per_byte;
-      fit.alpha_seconds = std::max(0.0, t0 - bytes0 * per_byte);
-    } else {
-      fit.beta_bytes_per_second = bytes1 / std::max(t1, 1e-6);
+  // Groups of consecutive workers, and on several hosts groups of every (W/G)-th worker too:
+  // each arrangement's links go where its groups are (within a host or spanning hosts).
+  std::vector<bool> arrangements = {false};
+  if (OnSeveralHosts(c.hosts) && w / group > 1) arrangements.push_back(true);
+  for (const bool outer : arrangements) {
+    ASSIGN_OR_RETURN(const Mesh mesh, CalibrationMesh(group, w / group, outer));
+    const int x_axis = mesh.AxisOf("x");
+    std::map<std::string, CommFit>& links =
+        GroupsSpanHosts(mesh, {x_axis}, c.hosts) ? c.cross_host_comm : c.comm;
+    if (!links.empty()) continue;  // both arrangements are of one kind
+    for (const char* kind : kCollectives) {
+      ASSIGN_OR_RETURN(const Prepared small, prepare(kind, 0, outer));
+      ASSIGN_OR_RETURN(const Prepared large, prepare(kind, 1, outer));
+      ASSIGN_OR_RETURN(const double small_s, time(small));
+      ASSIGN_OR_RETURN(const double large_s, time(large));
+      links[kind] = FitLink(small_s - c.step_overhead_seconds, static_cast<double>(small.sent),
+                            large_s - c.step_overhead_seconds, static_cast<double>(large.sent));
     }
-    c.comm[kind] = fit;
   }
   return c;
 }
@@ -315,16 +369,30 @@ HardwareProfile ToHardwareProfile(const Calibration& c, const std::string& sourc
   for (const auto& [kind, fit] : c.comm) {
     p.collectives[kind] = CollectiveLink{fit.alpha_seconds, fit.beta_bytes_per_second};
   }
-  p.collectives_measured = !c.comm.empty();
+  for (const auto& [kind, fit] : c.cross_host_comm) {
+    p.cross_host[kind] = CollectiveLink{fit.alpha_seconds, fit.beta_bytes_per_second};
+  }
+  p.collectives_measured = !c.comm.empty() || !c.cross_host_comm.empty();
   return p;
 }
 
 std::string FormatCalibration(const Calibration& c, const std::string& header) {
+  std::string hosts;
+  if (OnSeveralHosts(c.hosts)) {
+    std::map<std::string, int> per_host;
+    for (const std::string& h : c.hosts) ++per_host[h];
+    std::vector<std::string> parts;
+    for (const auto& [host, n] : per_host) parts.push_back(absl::StrCat(host, " x", n));
+    hosts = absl::StrCat("# hosts ", absl::StrJoin(parts, ", "), "; collectives measured ",
+                         c.comm.empty() ? "" : "within a host",
+                         !c.comm.empty() && !c.cross_host_comm.empty() ? " and " : "",
+                         c.cross_host_comm.empty() ? "" : "across hosts (cross_host.*)", "\n");
+  }
   return absl::StrCat(
       "# meshrt calibration: ", header, "\n",
       absl::StrFormat("# workers %d, collectives in groups of %d, step overhead %.6g s\n",
                       c.workers, c.collective_group, c.step_overhead_seconds),
-      FormatHardwareProfile(ToHardwareProfile(c, header)));
+      hosts, FormatHardwareProfile(ToHardwareProfile(c, header)));
 }
 
 }  // namespace meshrt

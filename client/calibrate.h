@@ -3,7 +3,8 @@
 // figure is a small graph whose lowered program does exactly one kind of work per step, run for
 // a few steps on a 1-D mesh x:W of the cluster's workers.
 //
-//   step overhead       a 4-float negation: the time of a step that computes nothing
+//   step overhead       a 4-float negation: the time of a step that computes nothing (the median
+//                       of 3 sessions)
 //   compute rates       each from a graph that runs its op once and a graph that runs it 5 times
 //                       in a chain (each op reads the last one's result, the intermediates come
 //                       from the worker's buffer pool as a real step's do): rate = the 4 extra ops'
@@ -33,6 +34,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "client/client.h"
@@ -55,7 +57,11 @@ struct Calibration {
   double small_gemm_flops_per_second = 0;   // batched 128 x 128 x 32 products, per worker
   double memory_bytes_per_second = 0;       // elementwise, per worker
   double elementwise_flops_per_second = 0;  // the softmax graph's, per worker
-  std::map<std::string, CommFit> comm;      // "allreduce", "allgather", "alltoall" over x:W
+  std::map<std::string, CommFit> comm;      // "allreduce", ...: groups within a host
+  // The same kinds over groups whose workers are on more than one host (empty on one host).
+  std::map<std::string, CommFit> cross_host_comm;
+  // The host of each worker, in the order sessions take them (rpc/auth.h HostOf of its address).
+  std::vector<std::string> hosts;
 };
 
 struct CalibrateOptions {
@@ -64,6 +70,11 @@ struct CalibrateOptions {
   // collectives on mesh r:W/G,x:G, W/G groups of G at once, as a 2-D mesh's collectives over one
   // of its dims run (e.g. rows:2,cols:2: two groups of 2, on the same-host path of
   // worker/gloo_same_host.h rather than a TCP ring of 4). The other figures use all W workers.
+  // With workers on several hosts, 0 means the workers per host (when every host has the same
+  // number, >= 2, of the calibrated workers), else all of them. The collectives are then also
+  // measured on mesh x:G,r:W/G (each group takes every (W/G)-th worker): whichever arrangement's
+  // groups span hosts gives the cross-host links (HardwareProfile::cross_host), the other the
+  // same-host ones. On one host only r:W/G,x:G runs.
   int collective_group = 0;
   int steps = 5;  // timed steps per graph (the median is used), after one untimed
 };
@@ -87,8 +98,10 @@ absl::StatusOr<CalibrationGraph> MakeCalibrationGraph(const std::string& kind, i
 // kind exactly one collective instruction of that kind runs per step; for the others none.
 // Returns the bytes each worker sends (core/explain.h CostOf) — FailedPrecondition naming the
 // kind and what the program does instead.
+// With `groups_outer` the mesh is x:W,r:R instead: each group takes every R-th processor.
 absl::StatusOr<int64_t> CheckCalibrationProgram(const std::string& kind, const CalibrationGraph& g,
-                                                int workers, int replicas = 1);
+                                                int workers, int replicas = 1,
+                                                bool groups_outer = false);
 
 // Runs every calibration graph on the cluster behind `client` (it must have `workers` free
 // workers) and fits the figures.
@@ -97,7 +110,8 @@ absl::StatusOr<Calibration> Calibrate(Client& client, const CalibrateOptions& op
 // The calibration as the cost model's hardware profile (core/cost_model.h): large / small GEMM
 // FLOP/s, memory bytes/s, the elementwise FLOP rate (the softmax graph's; without it the memory
 // graph's negation's), the step
-// overhead, and the fitted alpha/beta per collective kind, marked measured.
+// overhead, and the fitted alpha/beta per collective kind (within a host, and `cross_host` across
+// hosts), marked measured when either was.
 HardwareProfile ToHardwareProfile(const Calibration& c, const std::string& source);
 
 // The profile file `meshrt explain --profile` reads (core/cost_model.h FormatHardwareProfile),

@@ -83,7 +83,10 @@ TEST(CalibrateTest, CollectivesInGroupsSmallerThanTheCluster) {
     ASSERT_OK_AND_ASSIGN(CalibrationGraph g, MakeCalibrationGraph(kind, 0, 2));
     ASSERT_OK_AND_ASSIGN(int64_t alone, CheckCalibrationProgram(kind, g, 2));
     ASSERT_OK_AND_ASSIGN(int64_t replicated, CheckCalibrationProgram(kind, g, 2, 2));
+    // Groups of every second worker (x:2,r:2), the arrangement measured across hosts.
+    ASSERT_OK_AND_ASSIGN(int64_t strided, CheckCalibrationProgram(kind, g, 2, 2, true));
     EXPECT_EQ(replicated, alone);
+    EXPECT_EQ(strided, alone);
     EXPECT_GT(alone, 0);
   }
 }
@@ -129,6 +132,35 @@ TEST(CalibrateTest, TheProfileIsTheCostModelsAndReadsBack) {
   EXPECT_TRUE(p.collectives_measured);
   EXPECT_DOUBLE_EQ(p.collectives.at("allreduce").alpha_s, 3e-4);
   EXPECT_DOUBLE_EQ(p.collectives.at("allreduce").beta_bytes_per_s, 2.5e9);
+  EXPECT_TRUE(p.cross_host.empty());  // one host: no cross-host link is written
+}
+
+// Workers on two hosts: the links measured across them are the profile's cross_host ones, and the
+// file says which hosts and arrangements were measured.
+TEST(CalibrateTest, CrossHostLinksAreWrittenAndReadBack) {
+  Calibration c;
+  c.workers = 4;
+  c.collective_group = 2;
+  c.hosts = {"10.0.0.1", "10.0.0.1", "10.0.0.2", "10.0.0.2"};
+  c.comm["allreduce"] = CommFit{3e-4, 2.5e9};
+  c.cross_host_comm["allreduce"] = CommFit{2e-3, 1e8};
+  const std::string text = FormatCalibration(c, "test");
+  EXPECT_TRUE(absl::StrContains(text,
+                                "# hosts 10.0.0.1 x2, 10.0.0.2 x2; collectives measured within "
+                                "a host and across hosts (cross_host.*)\n"))
+      << text;
+  ASSERT_OK_AND_ASSIGN(HardwareProfile p, ParseHardwareProfile(text, "calibrated"));
+  EXPECT_TRUE(p.collectives_measured);
+  EXPECT_DOUBLE_EQ(p.collectives.at("allreduce").beta_bytes_per_s, 2.5e9);
+  EXPECT_DOUBLE_EQ(p.cross_host.at("allreduce").alpha_s, 2e-3);
+  EXPECT_DOUBLE_EQ(p.cross_host.at("allreduce").beta_bytes_per_s, 1e8);
+  // Only across hosts (one worker per host): still measured, and said so.
+  c.comm.clear();
+  const std::string only = FormatCalibration(c, "test");
+  EXPECT_TRUE(absl::StrContains(only, "collectives measured across hosts (cross_host.*)\n"))
+      << only;
+  ASSERT_OK_AND_ASSIGN(HardwareProfile q, ParseHardwareProfile(only, "calibrated"));
+  EXPECT_TRUE(q.collectives_measured);
 }
 
 }  // namespace

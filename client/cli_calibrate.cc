@@ -14,7 +14,7 @@
 namespace meshrt {
 
 absl::Status CalibrateCommand(const std::vector<std::string>& args, CliIo io) {
-  int64_t local = 0, workers = 0, steps = 5;
+  int64_t local = 0, workers = 0, steps = 5, group = 0;
   std::string coordinator, out_path;
   SecurityOptions security;
   FlagSet flags(
@@ -23,15 +23,20 @@ absl::Status CalibrateCommand(const std::vector<std::string>& args, CliIo io) {
       "step that computes nothing, GEMM throughput (large and attention-shaped products), "
       "memory bandwidth, the FLOP rate of a softmax, and latency (alpha) and bandwidth (beta) of "
       "allreduce, allgather and "
-      "alltoall over a 1-D mesh of W workers, each from a small graph run for a few steps "
-      "through an ordinary session (client/calibrate.h). Takes seconds. Prints the profile "
-      "(`key value` lines) or writes it to --out.\n\n"
+      "alltoall in groups of the workers, each from a small graph run for a few steps "
+      "through an ordinary session (client/calibrate.h). With workers on several hosts (by "
+      "their registered addresses) the collectives are measured both in groups within a host "
+      "and in groups spanning hosts (the profile's cross_host.* links). Takes seconds. Prints "
+      "the profile (`key value` lines) or writes it to --out.\n\n"
       "examples:\n  meshrt calibrate --local 2 --out cluster.profile\n"
       "  meshrt calibrate --coordinator 127.0.0.1:7070 --workers 4");
   flags.Int("local", &local, "start a local cluster with N worker processes, then stop it");
   flags.String("coordinator", &coordinator, "calibrate the workers of the coordinator HOST:PORT");
   flags.Int("workers", &workers,
             "how many of its workers (with --coordinator; default: --local's N)");
+  flags.Int("collective_group", &group,
+            "workers per collective group, dividing W (default: the workers per host when "
+            "several hosts have the same number, else all W)");
   flags.Int("steps", &steps, "timed steps per measurement (the median counts; default 5)");
   flags.String("out", &out_path, "write the profile here (default: print it)");
   AddClientSecurityFlags(flags, &security);
@@ -53,6 +58,10 @@ absl::Status CalibrateCommand(const std::vector<std::string>& args, CliIo io) {
     return UsageError(absl::StrCat("--workers ", workers, " is more than --local ", local));
   }
   if (steps < 1) return UsageError("--steps needs N >= 1");
+  if (group < 0 || (group > 0 && workers % group != 0)) {
+    return UsageError(absl::StrCat("--collective_group ", group, " must divide --workers ",
+                                   workers));
+  }
 
   std::unique_ptr<LocalCluster> cluster;
   ClientOptions options;
@@ -74,6 +83,7 @@ absl::Status CalibrateCommand(const std::vector<std::string>& args, CliIo io) {
   CalibrateOptions calibrate;
   calibrate.workers = static_cast<int>(workers);
   calibrate.steps = static_cast<int>(steps);
+  calibrate.collective_group = static_cast<int>(group);
   const absl::Time start = absl::Now();
   ASSIGN_OR_RETURN(const Calibration c, Calibrate(*client, calibrate));
   const std::string text = FormatCalibration(

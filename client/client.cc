@@ -203,6 +203,7 @@ absl::StatusOr<std::unique_ptr<Session>> Client::CreateSession(
   auto session =
       std::unique_ptr<Session>(new Session(this, response.session(), response.explain()));
   session->plan_ = response.plan();
+  for (const v1::WorkerInfo& w : response.workers()) session->worker_addresses_.push_back(w.address());
   return session;
 }
 

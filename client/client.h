@@ -63,6 +63,8 @@ class Session {
   // The planner's report when the session was created with auto_layout (core/planner.h
   // ExplainPlan), else "".
   const std::string& plan() const { return plan_; }
+  // The gRPC address (host:port) of the worker serving each processor, in processor order.
+  const std::vector<std::string>& worker_addresses() const { return worker_addresses_; }
 
   // Runs one step. `fetches` empty = the graph's outputs. Feeds are whole (logical) tensors; the
   // coordinator slices them per layout. Returns whole tensors by name.
@@ -99,6 +101,7 @@ class Session {
   std::string id_;
   std::string explain_;
   std::string plan_;
+  std::vector<std::string> worker_addresses_;
   bool closed_ = false;
 };
 

@@ -15,6 +15,7 @@
 #include "core/lowering.h"
 #include "core/slicing.h"
 #include "core/status_macros.h"
+#include "rpc/auth.h"
 #include "rpc/tensor_chunks.h"
 #include "rpc/tensor_region.h"
 #include "rpc/wire_buffers.h"
@@ -27,13 +28,6 @@ using coordinator_internal::CoordString;
 using coordinator_internal::ParallelFor;
 
 namespace {
-
-// "10.0.0.5" of "10.0.0.5:7000" ("[::1]" of "[::1]:7000"); an address without a port is its host.
-std::string HostOf(const std::string& address) {
-  const size_t colon = address.rfind(':');
-  if (colon == std::string::npos || address.find(']', colon) != std::string::npos) return address;
-  return address.substr(0, colon);
-}
 
 // A worker that returned an error itself prefixes it with the step (worker/worker.cc); an
 // Unavailable without that prefix came from the transport: the process is gone or unreachable.
