@@ -14,6 +14,7 @@
 #include "core/lowering.h"
 #include "core/slicing.h"
 #include "core/status_macros.h"
+#include "core/step_fusion.h"
 #include "core/tensor.h"
 
 namespace meshrt {
@@ -177,6 +178,8 @@ absl::StatusOr<MemoryReport> ComputeMemory(const v1::Program& program,
     ++report.running_instructions;
     for (int b : instr.inputs()) last_reader[b] = i;
     if (instr.has_predicate() && valid(instr.predicate())) info[instr.predicate()].pinned = true;
+    // The executor keeps a deferred allreduce's input to the end of the step.
+    if (IsDeferredAllReduce(instr, n)) info[instr.inputs(0)].pinned = true;
     ASSIGN_OR_RETURN(out_bytes[i], SliceBytes(instr.slice_shape(), instr.dtype(), what));
     // The backward pass (see the header): what is computed from a scalar `ones` of no input.
     bool backward = instr.kind_case() == v1::Instruction::kLocal &&

@@ -4,6 +4,8 @@
 // describes them all. Used by `meshrt explain` and by Coordinator::CreateSession's
 // --memory_limit check.
 //
+// Checked against what the executor holds (runtime/executor_memory_test.cc, ExecutorOptions::
+// track_live_bytes): equal on one processor, at most the model's peak on several.
 // What a step holds, in the executor's terms:
 //   - persistent: every variable's slice (its `buffer`), live for the whole step and between steps;
 //   - feeds: every program input's slice, live for the whole step;
@@ -20,8 +22,10 @@
 //   - collectives' scratch (Gloo's receive buffers, ring chunks) is ignored;
 //   - the executor's fusions (core/step_fusion.h), which skip some intermediate buffers,
 //     are not modelled: every instruction's output counts;
-//   - small allreduces the executor defers and batches run at their position here (the executor
-//     keeps their inputs until the batch runs, a few KiB at most);
+//   - small allreduces the executor defers and batches (core/step_fusion.h IsDeferredAllReduce)
+//     keep their inputs to the end of the step, as the executor keeps them; their outputs are
+//     counted from the allreduce's position, where the executor writes them when the bucket runs
+//     (later);
 //   - bytes are slice elements times the dtype size: allocator overhead is ignored, and so is the
 //     buffer pool's retention (runtime/buffer_pool.h: storage freed in a step is kept for the next
 //     one, which reuses it, so a worker's footprint in steady state stays near the peak);

@@ -209,4 +209,20 @@ std::map<int, FusedUpdate> FindFusions(const v1::Program& program, const std::ve
   return fused;
 }
 
+bool IsDeferredAllReduce(const v1::Instruction& instr, int num_buffers) {
+  auto valid = [&](int b) { return b >= 0 && b < num_buffers; };
+  if (instr.kind_case() != v1::Instruction::kCollective ||
+      instr.collective().kind() != v1::Collective::ALLREDUCE || instr.inputs_size() != 1 ||
+      !valid(instr.inputs(0)) || !valid(instr.output())) {
+    return false;
+  }
+  const v1::ReduceOp op = instr.collective().reduce_op();
+  if (op != v1::REDUCE_SUM && op != v1::REDUCE_MAX && op != v1::REDUCE_MIN &&
+      op != v1::REDUCE_PROD) {
+    return false;
+  }
+  auto shape = Shape::FromProto(instr.slice_shape(), "slice_shape");
+  return shape.ok() && shape->num_elements() * 4 <= kDeferredAllReduceBytes;
+}
+
 }  // namespace meshrt

@@ -68,6 +68,14 @@ std::vector<bool> StepPinnedBuffers(const v1::Program& program,
                                     const std::vector<std::string>* fetches,
                                     const std::vector<bool>& runs);
 
+// Allreduces the executor defers and runs in buckets (Executor::Plan, as DDP buckets gradients):
+// an ALLREDUCE of one input in range, with a reduce op (sum, max, min, prod), whose slice has at
+// most kDeferredAllReduceBytes (4 bytes per element). The executor keeps such an allreduce's input
+// to the end of the step (it may be read when the bucket runs, after its last reader), and the
+// memory model (core/memory_model.h) counts it so.
+constexpr int64_t kDeferredAllReduceBytes = 1 << 20;
+bool IsDeferredAllReduce(const v1::Instruction& instr, int num_buffers);
+
 std::map<int, FusedUpdate> FindFusions(const v1::Program& program, const std::vector<bool>& pinned,
                                        std::vector<bool>* runs);
 

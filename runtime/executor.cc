@@ -132,7 +132,9 @@ absl::Status Executor::RunPlan(const std::map<std::string, Tensor>& input_slices
   last_read_.assign(buffers_.size(), -1);
   item_instruction_.clear();
   step_first_item_ = issued_;
+  peak_live_bytes_ = 0;
   absl::Status s = LoadVariables();
+  NoteLiveBytes();
   std::vector<int> pending;  // deferred allreduces
   std::vector<int> reads, writes;
   const int count = program_.instructions_size();
@@ -141,6 +143,7 @@ absl::Status Executor::RunPlan(const std::map<std::string, Tensor>& input_slices
   for (int i = 0; s.ok() && i <= count; ++i) {
     if (next_due <= i) {
       s = FlushAllReduces(&pending);
+      NoteLiveBytes();
       next_due = count + 1;
       pending_bytes = 0;
     }
@@ -157,6 +160,7 @@ absl::Status Executor::RunPlan(const std::map<std::string, Tensor>& input_slices
         break;
       }
       if (*skipped) {
+        NoteLiveBytes();
         s = Enter(i);
         if (!s.ok()) break;
         ForEachRead(plan, i, [&](int b) {
@@ -178,6 +182,7 @@ absl::Status Executor::RunPlan(const std::map<std::string, Tensor>& input_slices
     const v1::Instruction& instr = program_.instructions(i);
     if (instr.kind_case() == v1::Instruction::kCollective) {
       s = IssueCollective(i);
+      NoteLiveBytes();
       continue;
     }
     // Wait for the collectives whose results this reads, or whose buffers it overwrites.
@@ -201,6 +206,7 @@ absl::Status Executor::RunPlan(const std::map<std::string, Tensor>& input_slices
     }
     if (!s.ok()) break;
     buffers_[instr.output()] = std::move(out);
+    NoteLiveBytes();
     // Free internal buffers nothing reads any more (fetchable tensors, inputs and variables stay).
     ForEachRead(plan, i, [&](int b) {
       if (Dead(b, i) && b != instr.output()) RecycleWhenUnread(b);
@@ -240,6 +246,15 @@ absl::StatusOr<bool> Executor::SkipGuarded(int index) {
   std::memset(TensorData(&zeros), 0, static_cast<size_t>(TensorBytes(zeros)));
   buffers_[instr.output()] = std::move(zeros);
   return true;
+}
+
+void Executor::NoteLiveBytes() {
+  if (!options_.track_live_bytes || options_.overlap_comm) return;
+  int64_t live = 0;
+  for (const std::optional<Tensor>& b : buffers_) {
+    if (b.has_value()) live += TensorBytes(*b);
+  }
+  peak_live_bytes_ = std::max(peak_live_bytes_, live);
 }
 
 void Executor::Recycle(int b) {
@@ -326,14 +341,8 @@ const Executor::Plan& Executor::PlanFor(const std::vector<std::string>* fetches)
   // and report their error there).
   for (int i = 0; i < count; ++i) {
     const v1::Instruction& instr = program_.instructions(i);
-    if (!plan.runs[i] || instr.kind_case() != v1::Instruction::kCollective ||
-        instr.collective().kind() != v1::Collective::ALLREDUCE || instr.inputs_size() != 1 ||
-        !valid(instr.inputs(0)) || !valid(instr.output()) ||
-        !IsReduceOp(instr.collective().reduce_op())) {
-      continue;
-    }
+    if (!plan.runs[i] || !IsDeferredAllReduce(instr, n)) continue;
     auto shape = Shape::FromProto(instr.slice_shape(), "slice_shape");
-    if (!shape.ok() || shape->num_elements() * 4 > kFuseBytes) continue;
     plan.due[i] = first_reader[instr.output()];
     plan.deferred_bytes[i] = shape->num_elements() * 4;
     plan.pinned[instr.inputs(0)] = true;  // read when the group runs, maybe after its last reader

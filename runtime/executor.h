@@ -81,6 +81,11 @@ struct ExecutorOptions {
   // read their results (see Executor). false: each collective runs on the calling thread at its
   // place in the program (for comparison and diagnosis; results are the same bits).
   bool overlap_comm = true;
+  // Count the bytes the executor holds during a step (Executor::peak_live_bytes), for checking the
+  // memory model (core/memory_model.h) against what runs. Only with overlap_comm off (the
+  // communication thread would write buffers while they are counted); a pass over the buffers
+  // after every instruction.
+  bool track_live_bytes = false;
 };
 
 class Executor {
@@ -146,6 +151,11 @@ class Executor {
   // Variables (proto ProgramVariable, core/ops_state.h): this processor's slices, kept between
   // runs. A variable without a slice is initialised by the next Run; a failed Run changes none.
   const std::map<std::string, Tensor>& variables() const { return variables_; }
+  // With ExecutorOptions::track_live_bytes (and overlap off): the largest number of bytes the last
+  // Run held in its buffers (feeds, variables' slices, every intermediate and output), taken after
+  // each instruction stored its output and before its dead inputs were freed, as the memory model
+  // takes its peak. Storage the buffer pool keeps for reuse is not counted. 0 otherwise.
+  int64_t peak_live_bytes() const { return peak_live_bytes_; }
   // Replaces variable `name`'s slice (e.g. from a checkpoint). NotFound for a name that is not a
   // program variable; InvalidArgument (naming the variable, both shapes) for a wrong slice.
   absl::Status SetVariable(const std::string& name, Tensor slice);
@@ -164,8 +174,8 @@ class Executor {
   absl::Status RunInstruction(const v1::Instruction& instr, Tensor* out, int index);
   // Which instructions run and when their buffers die, for one set of fetches.
   //
-  // Small allreduces are deferred and fused (as DDP buckets gradients): an ALLREDUCE of at most
-  // kFuseBytes waits until the first running instruction that reads its result (or the end of
+  // Small allreduces are deferred and fused (as DDP buckets gradients): an ALLREDUCE that
+  // core/step_fusion.h IsDeferredAllReduce picks (at most kDeferredAllReduceBytes) waits until the first running instruction that reads its result (or the end of
   // the step), or until the waiting ones hold kBucketBytes (a full bucket: issued right after the
   // allreduce that filled it), and when one is due every waiting allreduce runs with it, those
   // over the same mesh axes, op and dtype packed into one collective. The data-parallel gradient
@@ -217,7 +227,6 @@ class Executor {
   // The fused instructions of f (the einsum, mul, mask or add), then S, one by one as the program
   // says.
   absl::Status RunUnfused(int s_index, const FusedUpdate& f, Tensor* out);
-  static constexpr int64_t kFuseBytes = 1 << 20;
   static constexpr int64_t kBucketBytes = 1 << 20;
   // Deferred allreduces that run as one collective: same sorted mesh axes, op and dtype.
   struct AllReduceGroup {
@@ -304,6 +313,8 @@ class Executor {
 
   Mesh mesh_;  // parsed from the program by Run
   std::vector<std::optional<Tensor>> buffers_;
+  int64_t peak_live_bytes_ = 0;  // ExecutorOptions::track_live_bytes
+  void NoteLiveBytes();
   std::map<std::string, Tensor> variables_;
   std::map<int, std::string> state_buffers_;  // buffer -> variable its value moved into
   BufferPool pool_;                           // storage of dead buffers, for later outputs
