@@ -5,7 +5,8 @@
 // --memory_limit check.
 //
 // Checked against what the executor holds (runtime/executor_memory_test.cc, ExecutorOptions::
-// track_live_bytes): equal on one processor, at most the model's peak on several.
+// track_live_bytes): never above the model's peak, within 10% of it on the tests' training steps
+// (equal on one processor).
 // What a step holds, in the executor's terms:
 //   - persistent: every variable's slice (its `buffer`), live for the whole step and between steps;
 //   - feeds: every program input's slice, live for the whole step;

@@ -1,7 +1,7 @@
 // The memory model (core/memory_model.h) against what the executor holds: on training steps of the
 // MLP and the Transformer (Adam: parameters, slots, gradients) under several meshes and layouts,
 // the bytes an executor's buffers hold at its peak (ExecutorOptions::track_live_bytes), on every
-// processor and step, are the model's peak.
+// processor and step, are at most the model's peak and within 10% of it (equal on one processor).
 #include <memory>
 #include <string>
 #include <thread>
@@ -17,6 +17,7 @@
 #include "models/train.h"
 #include "runtime/executor.h"
 #include "runtime/local_communicator.h"
+#include "runtime/test_training_graphs.h"
 
 namespace meshrt {
 namespace {
@@ -54,27 +55,12 @@ std::vector<int64_t> PeakLiveBytes(const v1::Program& program, const std::string
   return peaks;
 }
 
-TEST(ExecutorMemoryTest, TheMemoryModelsPeakIsWhatTheExecutorHolds) {
+TEST(ExecutorMemoryTest, TheMemoryModelsPeakBoundsWhatTheExecutorHoldsClosely) {
   TrainOptions train;
   train.optimizer = "adam";
   train.learning_rate.base = 1e-3f;
-  models::MlpOptions mlp;
-  mlp.batch = 16;
-  mlp.d_model = 32;
-  mlp.d_ff = 64;
-  mlp.biases = true;
-  mlp.fixed_data = true;
-  ASSERT_OK_AND_ASSIGN(models::TrainGraph m, models::BuildMlpTrainGraph(mlp, train));
-  models::TransformerOptions tf;
-  tf.batch = 4;
-  tf.length = 8;
-  tf.d_model = 16;
-  tf.heads = 2;
-  tf.d_kv = 8;
-  tf.d_ff = 32;
-  tf.layers = 1;
-  tf.vocab = 32;
-  ASSERT_OK_AND_ASSIGN(models::TrainGraph t, models::BuildTransformerTrainGraph(tf, train));
+  ASSERT_OK_AND_ASSIGN(models::TrainGraph m, TinyMlpTrainGraph(train));
+  ASSERT_OK_AND_ASSIGN(models::TrainGraph t, TinyTransformerTrainGraph(train));
   struct Case {
     const models::TrainGraph* graph;
     std::string mesh, layout;
@@ -97,10 +83,12 @@ TEST(ExecutorMemoryTest, TheMemoryModelsPeakIsWhatTheExecutorHolds) {
     MemoryOptions options;
     options.fetches = &fetches;
     ASSERT_OK_AND_ASSIGN(const MemoryReport model, ComputeMemory(program, options));
-    // Equal on these steps: the buffers a fusion skips are never live at the peak here (where
-    // one is, the model exceeds what the executor holds; never the reverse).
+    // Never more than the model; at most 10% less, where a fused group skips an intermediate or a
+    // deferred allreduce writes its output later than the model counts it.
     for (const int64_t held : PeakLiveBytes(program, c.graph->loss, 2)) {
-      EXPECT_EQ(held, model.peak_bytes);
+      EXPECT_LE(held, model.peak_bytes);
+      EXPECT_GE(held, model.peak_bytes * 9 / 10) << "the model's peak: " << model.peak_bytes;
+      if (mesh.num_processors() == 1) EXPECT_EQ(held, model.peak_bytes);
     }
   }
 }

@@ -22,6 +22,7 @@
 #include "models/train.h"
 #include "runtime/executor.h"
 #include "runtime/local_communicator.h"
+#include "runtime/test_training_graphs.h"
 #include "runtime/step_activity.h"
 #include "runtime/test_kernels.h"
 
@@ -162,24 +163,8 @@ TEST(ExecutorOverlapTest, TrainingStepsGiveTheSameBitsAndCallsWithOverlapOnAndOf
   TrainOptions train;
   train.optimizer = "sgd";
   train.learning_rate.base = 1e-2f;
-  models::MlpOptions mlp;
-  mlp.batch = 16;
-  mlp.d_model = 32;
-  mlp.d_ff = 64;
-  mlp.biases = true;
-  mlp.fixed_data = true;
-  mlp.input_gradient = true;
-  ASSERT_OK_AND_ASSIGN(models::TrainGraph m, models::BuildMlpTrainGraph(mlp, train));
-  models::TransformerOptions tf;
-  tf.batch = 4;
-  tf.length = 8;
-  tf.d_model = 16;
-  tf.heads = 2;
-  tf.d_kv = 8;
-  tf.d_ff = 32;
-  tf.layers = 1;
-  tf.vocab = 32;
-  ASSERT_OK_AND_ASSIGN(models::TrainGraph t, models::BuildTransformerTrainGraph(tf, train));
+  ASSERT_OK_AND_ASSIGN(models::TrainGraph m, TinyMlpTrainGraph(train));
+  ASSERT_OK_AND_ASSIGN(models::TrainGraph t, TinyTransformerTrainGraph(train));
   struct Case {
     const models::TrainGraph* graph;
     std::string mesh, layout;
