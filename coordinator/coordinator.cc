@@ -15,6 +15,7 @@
 #include "core/lowering.h"
 #include "core/slicing.h"
 #include "core/status_macros.h"
+#include "core/training_spec.h"
 #include "rpc/auth.h"
 #include "rpc/tensor_chunks.h"
 #include "rpc/tensor_region.h"
@@ -427,6 +428,13 @@ absl::StatusOr<v1::CreateSessionResponse> Coordinator::CreateSession(
     session->id = absl::StrCat("s-", token.substr(0, 32));
   }
   ASSIGN_OR_RETURN(session->graph, Graph::Build(request.graph(), limits));
+  v1::TrainingOutputs training;
+  if (request.has_training()) {
+    // The gradients and updates the request asks for; the caps hold for the graph that runs.
+    ASSIGN_OR_RETURN(TrainedGraph trained, AddTraining(session->graph, request.training()));
+    ASSIGN_OR_RETURN(session->graph, Graph::Build(trained.graph.proto(), limits));
+    training = std::move(trained.outputs);
+  }
   LayoutRules rules;
   std::string plan_text;
   if (request.auto_layout()) {
@@ -627,6 +635,7 @@ absl::StatusOr<v1::CreateSessionResponse> Coordinator::CreateSession(
   *response.mutable_mesh() = mesh.ToProto();
   *response.mutable_rules() = rules.ToProto();
   response.set_plan(plan_text);
+  if (request.has_training()) *response.mutable_training() = training;
   for (int p = 0; p < n; ++p) {
     v1::WorkerInfo* info = response.add_workers();
     info->set_worker_id(session->worker_ids[p]);

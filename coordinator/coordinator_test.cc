@@ -12,7 +12,9 @@
 #include "client/random_feeds.h"
 #include "coordinator/in_process_workers.h"
 #include "core/builder.h"
+#include "core/interpreter.h"
 #include "core/test_util.h"
+#include "core/training_spec.h"
 #include "gtest/gtest.h"
 
 namespace meshrt {
@@ -222,6 +224,75 @@ TEST_F(CoordinatorTest, AutoLayoutPlansTheMeshAndRulesAndRunsEqualToTheReference
   tiny.set_memory_limit_bytes(64);
   EXPECT_TRUE(StatusIs(coordinator_.CreateSession(tiny).status(), absl::StatusCode::kNotFound,
                        {"auto_layout: no layout", "over the limit"}));
+  EXPECT_EQ(FreeWorkers(), 4);
+}
+
+// A regression graph with state and a scalar loss, as a client in any language would send it
+// (no gradients): loss = mean((relu(x . w1) . w2 - t)^2), x and t fixed.
+Graph RegressionGraph() {
+  GraphBuilder b;
+  auto init = [](int64_t seed) {
+    Initializer i;
+    i.kind = "normal";
+    i.stddev = 0.5f;
+    i.seed = seed;
+    return i;
+  };
+  TensorRef x = b.Variable("x", Shape({{"batch", 8}, {"d_in", 6}}), init(1));
+  TensorRef t = b.Variable("t", Shape({{"batch", 8}, {"d_out", 4}}), init(2));
+  TensorRef w1 = b.Variable("w1", Shape({{"d_in", 6}, {"hidden", 8}}), init(3));
+  TensorRef w2 = b.Variable("w2", Shape({{"hidden", 8}, {"d_out", 4}}), init(4));
+  TensorRef h = b.Relu(b.Einsum({x, w1}, Shape({{"batch", 8}, {"hidden", 8}})), "h");
+  TensorRef d = b.Sub(b.Einsum({h, w2}, Shape({{"batch", 8}, {"d_out", 4}})), t, "d");
+  b.MarkOutput(b.ReduceMean(b.Mul(d, d), {}, "loss"));
+  return b.Build().value();
+}
+
+// Training is a request: CreateSession's TrainingSpec adds the gradients and Adam's updates on the
+// coordinator; the losses of every step equal the reference interpreter's on the same trained
+// graph, under dp and dp x mp; the response names the training tensors; a bad spec is refused
+// before any worker is taken.
+TEST_F(CoordinatorTest, ATrainingSpecTrainsTheGraphEqualToTheReference) {
+  Register(4);
+  const Graph forward = RegressionGraph();
+  v1::TrainingSpec spec;
+  spec.set_loss("loss");
+  spec.add_variables("w1");
+  spec.add_variables("w2");
+  spec.set_optimizer("adam");
+  spec.mutable_learning_rate()->set_base(0.05f);
+  ASSERT_OK_AND_ASSIGN(const TrainedGraph reference, AddTraining(forward, spec));
+  for (const auto& [mesh, layout] : std::vector<std::pair<std::string, std::string>>{
+           {"x:2", "batch:x"}, {"rows:2,cols:2", "batch:rows,hidden:cols"}}) {
+    SCOPED_TRACE(mesh);
+    v1::CreateSessionRequest r;
+    *r.mutable_graph() = forward.proto();
+    const Mesh m = Mesh::Parse(mesh).value();
+    *r.mutable_mesh() = m.ToProto();
+    *r.mutable_rules() = LayoutRules::Parse(layout, m).value().ToProto();
+    r.set_timeout_ms(2000);
+    *r.mutable_training() = spec;
+    ASSERT_OK_AND_ASSIGN(v1::CreateSessionResponse s, coordinator_.CreateSession(r));
+    EXPECT_EQ(s.training().loss(), "loss");
+    EXPECT_EQ(s.training().learning_rate(), reference.outputs.learning_rate());
+    EXPECT_FALSE(s.training().global_step().empty());
+    TensorMap state;
+    std::vector<float> losses;
+    for (int step = 0; step < 4; ++step) {
+      ASSERT_OK_AND_ASSIGN(TensorMap want, InterpretStep(reference.graph, {}, {"loss"}, &state));
+      ASSERT_OK_AND_ASSIGN(TensorMap got, coordinator_.RunStep(s.session(), {}, {"loss"}));
+      EXPECT_LE(MaxRelativeError(got.at("loss"), want.at("loss")), 1e-5) << "step " << step;
+      losses.push_back(got.at("loss").f32()[0]);
+    }
+    EXPECT_LT(losses.back(), losses.front());  // it trains
+    ASSERT_OK(coordinator_.CloseSession(s.session()));
+  }
+  v1::CreateSessionRequest bad = Request("x:2", "batch:x");
+  *bad.mutable_graph() = forward.proto();
+  bad.mutable_training()->set_loss("h");
+  EXPECT_TRUE(StatusIs(coordinator_.CreateSession(bad).status(),
+                       absl::StatusCode::kInvalidArgument,
+                       {"training: the loss 'h' must be a scalar float32"}));
   EXPECT_EQ(FreeWorkers(), 4);
 }
 

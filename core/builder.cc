@@ -182,7 +182,26 @@ TensorRef GraphBuilder::RenameDim(const TensorRef& x, const std::string& old_nam
 }
 
 void GraphBuilder::MarkOutput(const TensorRef& t) {
-  if (status_.ok()) graph_.add_outputs(t.name);
+  if (!status_.ok()) return;
+  for (const std::string& o : graph_.outputs()) {
+    if (o == t.name) return;
+  }
+  graph_.add_outputs(t.name);
+}
+
+GraphBuilder GraphBuilder::Extending(const Graph& graph) {
+  GraphBuilder b;
+  b.graph_ = graph.proto();
+  for (const v1::Op& op : graph.proto().ops()) b.types_[op.name()] = graph.type(op.name());
+  return b;
+}
+
+absl::StatusOr<TensorRef> GraphBuilder::Find(const std::string& name) const {
+  auto it = types_.find(name);
+  if (it == types_.end()) {
+    return absl::NotFoundError(absl::StrCat("the graph has no tensor '", name, "'"));
+  }
+  return TensorRef{name, it->second.shape, it->second.dtype};
 }
 
 absl::StatusOr<Graph> GraphBuilder::Build() const {

@@ -47,6 +47,13 @@ struct Initializer {
 
 class GraphBuilder {
  public:
+  GraphBuilder() = default;
+  // A builder that goes on from `graph` (its ops, outputs and inferred types): new ops may read
+  // its tensors (Find), and automatic names avoid its names.
+  static GraphBuilder Extending(const Graph& graph);
+  // A handle to tensor `name` of this builder's graph; NotFound naming it when there is none.
+  absl::StatusOr<TensorRef> Find(const std::string& name) const;
+
   // A variable (state kept on the workers between steps; core/ops_state.h).
   TensorRef Variable(const std::string& name, const Shape& shape, const Initializer& init = {},
                      DType dtype = DType::kFloat32);
@@ -87,7 +94,7 @@ class GraphBuilder {
   // For ops without a method of their own.
   TensorRef Apply(v1::Op op, const std::vector<TensorRef>& inputs, const std::string& name = "");
 
-  // Marks a tensor as a graph output (what tools fetch by default).
+  // Marks a tensor as a graph output (what tools fetch by default); once, however often asked.
   void MarkOutput(const TensorRef& t);
 
   // The first error so far, or OK.

@@ -1,0 +1,36 @@
+// Training as a request (proto/session.proto TrainingSpec): the gradient and update ops a
+// CreateSession asks for, added to a graph with the same autodiff and optimizers as the C++
+// builder's Minimize (core/optimizers.h), so that any gRPC client, in any language, can train.
+//
+// Thread-safety: pure functions.
+#ifndef MESHRT_CORE_TRAINING_SPEC_H_
+#define MESHRT_CORE_TRAINING_SPEC_H_
+
+#include "absl/status/statusor.h"
+#include "core/graph.h"
+#include "core/optimizers.h"
+#include "proto/session.pb.h"
+
+namespace meshrt {
+
+// The spec's optimizer options: unset fields keep TrainOptions' defaults (an empty optimizer is
+// sgd, an empty schedule constant, a zero base rate 0.01, microbatches 0 one). Not checked here:
+// Minimize checks them and names the field.
+TrainOptions TrainOptionsOf(const v1::TrainingSpec& spec);
+
+struct TrainedGraph {
+  Graph graph;                  // the request's graph with the gradients and updates
+  v1::TrainingOutputs outputs;  // the training tensors (loss, learning rate, norm, step), outputs
+};
+
+// `graph` trained as `spec` says: Minimize(loss, variables, TrainOptionsOf(spec)) applied to it,
+// with the loss, learning rate, global norm and global step marked as outputs. InvalidArgument,
+// naming the field and the tensor: no loss named, a loss that is not in the graph or not a scalar
+// float32, a listed variable that is not a float32 variable of the graph (or listed twice), a
+// graph with no variable to train, or Minimize's own refusals (an unknown optimizer, bad
+// hyper-parameters: "TrainOptions.beta1: ..."); Unimplemented for an op without a gradient.
+absl::StatusOr<TrainedGraph> AddTraining(const Graph& graph, const v1::TrainingSpec& spec);
+
+}  // namespace meshrt
+
+#endif  // MESHRT_CORE_TRAINING_SPEC_H_
