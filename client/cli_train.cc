@@ -485,7 +485,8 @@ absl::Status RunTraining(const TrainFlags& f, CliIo io, float* final_loss) {
     TrainingRunOptions run;
     run.client.address = address;
     run.client.security = cluster == nullptr ? f.security : cluster->client_security();
-    run.graph = tg->graph.proto();
+    run.graph = tg->forward;  // trained on the coordinator, as any client's request can ask
+    run.training = tg->spec;
     run.mesh = layout.mesh;
     run.rules = layout.rules;
     run.checkpoint = place.checkpoint_dir;

@@ -182,12 +182,14 @@ absl::StatusOr<v1::ListWorkersResponse> Client::ListWorkers() {
 absl::StatusOr<std::unique_ptr<Session>> Client::CreateSession(const v1::Graph& graph,
                                                                const Mesh& mesh,
                                                                const LayoutRules& rules,
-                                                               absl::Duration wait_for_workers) {
+                                                               absl::Duration wait_for_workers,
+                                                               const v1::TrainingSpec* training) {
   v1::CreateSessionRequest request;
   *request.mutable_graph() = graph;
   *request.mutable_mesh() = mesh.ToProto();
   *request.mutable_rules() = rules.ToProto();
   request.set_timeout_ms(absl::ToInt64Milliseconds(wait_for_workers));
+  if (training != nullptr) *request.mutable_training() = *training;
   return CreateSession(request);
 }
 

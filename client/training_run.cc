@@ -13,6 +13,7 @@
 #include "core/logging.h"
 #include "core/lowering.h"
 #include "core/status_macros.h"
+#include "core/training_spec.h"
 
 namespace meshrt {
 namespace {
@@ -128,6 +129,11 @@ absl::StatusOr<std::unique_ptr<TrainingRun>> TrainingRun::Start(TrainingRunOptio
         "save_every and resume need a checkpoint name (--checkpoint_dir NAME)");
   }
   ASSIGN_OR_RETURN(Graph graph, Graph::Build(options.graph));
+  if (!options.training.loss().empty()) {
+    // The graph the coordinator will run, for the checks here and the recovery's mesh choice.
+    ASSIGN_OR_RETURN(TrainedGraph trained, AddTraining(graph, options.training));
+    graph = std::move(trained.graph);
+  }
   RETURN_IF_ERROR(CheckRulesNameGraphDims(graph, options.rules));
   RETURN_IF_ERROR(ValidateLayouts(graph, options.mesh, options.rules));
   std::unique_ptr<TrainingRun> run(new TrainingRun(std::move(options), std::move(graph)));
@@ -158,7 +164,9 @@ absl::Status TrainingRun::Connect() {
 
 absl::Status TrainingRun::Open(const Mesh& mesh, bool restore, const std::string& fallback) {
   ASSIGN_OR_RETURN(const LayoutRules rules, RulesOn(options_.rules, mesh));
-  ASSIGN_OR_RETURN(session_, client_->CreateSession(options_.graph, mesh, rules));
+  ASSIGN_OR_RETURN(session_, client_->CreateSession(
+                                 options_.graph, mesh, rules, absl::Seconds(20),
+                                 options_.training.loss().empty() ? nullptr : &options_.training));
   mesh_ = mesh;
   step_ = 0;
   if (!restore) return absl::OkStatus();

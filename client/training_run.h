@@ -36,7 +36,11 @@ namespace meshrt {
 
 struct TrainingRunOptions {
   ClientOptions client;
-  v1::Graph graph;   // a training graph: each run of it is one step
+  // A training graph: each run of it is one step. With `training` (a spec naming a loss): the
+  // model's graph before training, which the coordinator trains as the spec says (CreateSession's
+  // TrainingSpec, core/training_spec.h: the graph models/train.h builds, op for op).
+  v1::Graph graph;
+  v1::TrainingSpec training;
   Mesh mesh;         // the requested mesh
   LayoutRules rules;  // its layout rules (they must be valid on `mesh`)
   // Checkpoint name under the coordinator's --checkpoint_root. Empty: no checkpoints, and a

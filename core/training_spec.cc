@@ -28,6 +28,47 @@ TrainOptions TrainOptionsOf(const v1::TrainingSpec& spec) {
   return o;
 }
 
+v1::TrainingSpec TrainingSpecOf(const TrainOptions& o, const std::string& loss,
+                                const std::vector<std::string>& variables,
+                                const std::vector<std::string>& keep_gradients) {
+  v1::TrainingSpec spec;
+  spec.set_loss(loss);
+  for (const std::string& v : variables) spec.add_variables(v);
+  spec.set_optimizer(o.optimizer);
+  spec.mutable_learning_rate()->set_kind(o.learning_rate.kind);
+  spec.mutable_learning_rate()->set_base(o.learning_rate.base);
+  spec.mutable_learning_rate()->set_warmup_steps(o.learning_rate.warmup_steps);
+  spec.set_momentum(o.momentum);
+  spec.set_beta1(o.beta1);
+  spec.set_beta2(o.beta2);
+  spec.set_epsilon(o.epsilon);
+  spec.set_weight_decay(o.weight_decay);
+  spec.set_adafactor_decay(o.adafactor_decay);
+  spec.set_adafactor_epsilon(o.adafactor_epsilon);
+  spec.set_adafactor_clip(o.adafactor_clip);
+  spec.set_clip_global_norm(o.clip_global_norm);
+  spec.set_microbatches(o.microbatches);
+  for (const std::string& k : keep_gradients) spec.add_keep_gradients(k);
+  return spec;
+}
+
+absl::StatusOr<TrainOps> AddTrainingOps(GraphBuilder& b, const TensorRef& loss,
+                                        const std::vector<TensorRef>& variables,
+                                        const TrainOptions& o,
+                                        const std::vector<TensorRef>& keep_gradients) {
+  ASSIGN_OR_RETURN(TrainOps ops, Minimize(b, loss, variables, o, keep_gradients));
+  for (size_t i = 0; i < keep_gradients.size(); ++i) {
+    const TensorRef& x = keep_gradients[i];
+    TensorRef kept = b.Variable(x.name + "/grad", x.shape);
+    b.Assign(kept, ops.other_gradients[i], "train/keep/" + x.name);
+  }
+  for (const TensorRef* t : {&ops.loss, &ops.learning_rate, &ops.global_step, &ops.global_norm}) {
+    b.MarkOutput(*t);
+  }
+  RETURN_IF_ERROR(b.status());
+  return ops;
+}
+
 absl::StatusOr<TrainedGraph> AddTraining(const Graph& graph, const v1::TrainingSpec& spec) {
   auto invalid = [](const std::string& what) {
     return absl::InvalidArgumentError(absl::StrCat("training: ", what));
@@ -57,11 +98,18 @@ absl::StatusOr<TrainedGraph> AddTraining(const Graph& graph, const v1::TrainingS
     }
     variables.push_back(*b.Find(name));
   }
-  ASSIGN_OR_RETURN(const TrainOps ops, Minimize(b, *loss, variables, TrainOptionsOf(spec)));
-  TrainedGraph out;
-  for (const TensorRef* t : {&ops.loss, &ops.learning_rate, &ops.global_norm, &ops.global_step}) {
-    b.MarkOutput(*t);
+  std::vector<TensorRef> keep;
+  for (const std::string& name : spec.keep_gradients()) {
+    absl::StatusOr<TensorRef> t = b.Find(name);
+    if (!t.ok()) {
+      return invalid(absl::StrCat("TrainingSpec.keep_gradients names '", name,
+                                  "', which is not in the graph"));
+    }
+    keep.push_back(*t);
   }
+  ASSIGN_OR_RETURN(const TrainOps ops,
+                   AddTrainingOps(b, *loss, variables, TrainOptionsOf(spec), keep));
+  TrainedGraph out;
   out.outputs.set_loss(ops.loss.name);
   out.outputs.set_learning_rate(ops.learning_rate.name);
   out.outputs.set_global_norm(ops.global_norm.name);

@@ -6,7 +6,11 @@
 #ifndef MESHRT_CORE_TRAINING_SPEC_H_
 #define MESHRT_CORE_TRAINING_SPEC_H_
 
+#include <string>
+#include <vector>
+
 #include "absl/status/statusor.h"
+#include "core/builder.h"
 #include "core/graph.h"
 #include "core/optimizers.h"
 #include "proto/session.pb.h"
@@ -18,16 +22,31 @@ namespace meshrt {
 // Minimize checks them and names the field.
 TrainOptions TrainOptionsOf(const v1::TrainingSpec& spec);
 
+// The spec that TrainOptionsOf reads back as `o` (every hyper-parameter set explicitly), for
+// `loss`, `variables` and `keep_gradients` named.
+v1::TrainingSpec TrainingSpecOf(const TrainOptions& o, const std::string& loss,
+                                const std::vector<std::string>& variables,
+                                const std::vector<std::string>& keep_gradients = {});
+
+// What both AddTraining and the C++ models (models/train.h BuildTrainGraph) add, so that a graph
+// trained on the coordinator is the one built in the client: Minimize(loss, variables, o,
+// keep_gradients), a variable "<name>/grad" assigned each kept gradient (op "train/keep/<name>"),
+// and the loss, learning rate, global step and global norm marked as outputs.
+absl::StatusOr<TrainOps> AddTrainingOps(GraphBuilder& b, const TensorRef& loss,
+                                        const std::vector<TensorRef>& variables,
+                                        const TrainOptions& o,
+                                        const std::vector<TensorRef>& keep_gradients = {});
+
 struct TrainedGraph {
   Graph graph;                  // the request's graph with the gradients and updates
   v1::TrainingOutputs outputs;  // the training tensors (loss, learning rate, norm, step), outputs
 };
 
-// `graph` trained as `spec` says: Minimize(loss, variables, TrainOptionsOf(spec)) applied to it,
-// with the loss, learning rate, global norm and global step marked as outputs. InvalidArgument,
+// `graph` trained as `spec` says: AddTrainingOps(loss, variables, TrainOptionsOf(spec),
+// keep_gradients) applied to it. InvalidArgument,
 // naming the field and the tensor: no loss named, a loss that is not in the graph or not a scalar
 // float32, a listed variable that is not a float32 variable of the graph (or listed twice), a
-// graph with no variable to train, or Minimize's own refusals (an unknown optimizer, bad
+// graph with no variable to train, a kept gradient's tensor not in the graph, or Minimize's own refusals (an unknown optimizer, bad
 // hyper-parameters: "TrainOptions.beta1: ..."); Unimplemented for an op without a gradient.
 absl::StatusOr<TrainedGraph> AddTraining(const Graph& graph, const v1::TrainingSpec& spec);
 

@@ -63,7 +63,7 @@ TEST(TrainingSpecTest, TheGraphIsTheOneMinimizeBuildsOpForOp) {
   o.beta2 = 0.99f;
   o.clip_global_norm = 1.0f;
   ASSERT_OK_AND_ASSIGN(const TrainOps ops, Minimize(expected.b, expected.loss, {expected.w}, o));
-  for (const TensorRef* t : {&ops.loss, &ops.learning_rate, &ops.global_norm, &ops.global_step}) {
+  for (const TensorRef* t : {&ops.loss, &ops.learning_rate, &ops.global_step, &ops.global_norm}) {
     expected.b.MarkOutput(*t);
   }
   ASSERT_OK_AND_ASSIGN(const Graph want, expected.b.Build());

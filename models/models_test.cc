@@ -20,6 +20,8 @@
 #include "core/lowering.h"
 #include "core/mesh.h"
 #include "core/test_util.h"
+#include "core/training_spec.h"
+#include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu_kernels.h"
 #include "models/mlp.h"
@@ -270,6 +272,51 @@ absl::StatusOr<v1::Program> LowerLayout(const Graph& g, const Layout& l) {
   auto rules = LayoutRules::Parse(l.rules, *mesh);
   if (!rules.ok()) return rules.status();
   return Lower(g, *mesh, *rules);
+}
+
+// Training as a request (core/training_spec.h): the model's graph before training plus its spec,
+// trained by the coordinator's AddTraining, is the training graph the client builds, op for op —
+// with a kept input gradient, Adam's hyper-parameters, clipping, microbatches and a schedule.
+TEST(TrainGraphTest, TheRequestsSpecMakesTheSameGraphOnTheCoordinator) {
+  MlpOptions mlp;
+  mlp.batch = 8;
+  mlp.d_model = 8;
+  mlp.d_ff = 16;
+  mlp.biases = true;
+  mlp.fixed_data = true;
+  mlp.input_gradient = true;
+  TrainOptions sgd;
+  sgd.learning_rate.base = 0.1f;
+  TransformerOptions tf;
+  tf.batch = 2;
+  tf.length = 8;
+  tf.d_model = 8;
+  tf.heads = 2;
+  tf.d_kv = 4;
+  tf.d_ff = 16;
+  tf.layers = 1;
+  tf.vocab = 16;
+  TrainOptions adam;
+  adam.optimizer = "adam";
+  adam.learning_rate = {"rsqrt_decay", 0.02f, 10};
+  adam.beta2 = 0.98f;
+  adam.clip_global_norm = 1.0f;
+  adam.microbatches = 2;
+  std::vector<TrainGraph> graphs;
+  graphs.push_back(BuildMlpTrainGraph(mlp, sgd).value());
+  graphs.push_back(BuildTransformerTrainGraph(tf, adam).value());
+  for (const TrainGraph& t : graphs) {
+    ASSERT_OK_AND_ASSIGN(const Graph forward, Graph::Build(t.forward));
+    ASSERT_OK_AND_ASSIGN(const TrainedGraph trained, AddTraining(forward, t.spec));
+    std::string diff;
+    google::protobuf::util::MessageDifferencer differ;
+    differ.ReportDifferencesToString(&diff);
+    EXPECT_TRUE(differ.Compare(t.graph.proto(), trained.graph.proto())) << diff;
+    EXPECT_EQ(trained.outputs.loss(), t.loss);
+    EXPECT_EQ(trained.outputs.learning_rate(), t.learning_rate);
+    EXPECT_EQ(trained.outputs.global_step(), t.global_step);
+  }
+  EXPECT_EQ(graphs[0].spec.keep_gradients_size(), 1);
 }
 
 TEST(TransformerTest, LoweringsHoldThePaperLayoutsCollectives) {

@@ -1,5 +1,7 @@
 #include "models/train.h"
 
+#include "core/training_spec.h"
+
 namespace meshrt {
 namespace models {
 
@@ -17,19 +19,17 @@ absl::StatusOr<TrainGraph> BuildTrainGraph(
   GraphBuilder b;
   absl::StatusOr<ModelOutputs> m = build(b);
   if (!m.ok()) return m.status();
-  absl::StatusOr<TrainOps> ops = Minimize(b, m->loss, m->variables, train, m->keep_gradients);
+  const v1::Graph forward = b.proto();
+  absl::StatusOr<TrainOps> ops = AddTrainingOps(b, m->loss, m->variables, train, m->keep_gradients);
   if (!ops.ok()) return ops.status();
-  for (size_t i = 0; i < m->keep_gradients.size(); ++i) {
-    const TensorRef& x = m->keep_gradients[i];
-    TensorRef kept = b.Variable(x.name + "/grad", x.shape);
-    b.Assign(kept, ops->other_gradients[i], "train/keep/" + x.name);
-  }
-  b.MarkOutput(ops->loss);
-  b.MarkOutput(ops->learning_rate);
-  b.MarkOutput(ops->global_step);
   absl::StatusOr<Graph> g = b.Build();
   if (!g.ok()) return g.status();
   TrainGraph t{std::move(*g)};
+  t.forward = forward;
+  std::vector<std::string> trainable, keep;
+  for (const TensorRef& v : m->variables) trainable.push_back(v.name);
+  for (const TensorRef& k : m->keep_gradients) keep.push_back(k.name);
+  t.spec = TrainingSpecOf(train, m->loss.name, trainable, keep);
   t.loss = ops->loss.name;
   t.learning_rate = ops->learning_rate.name;
   t.global_step = ops->global_step.name;

@@ -20,6 +20,7 @@
 #include "core/builder.h"
 #include "core/graph.h"
 #include "core/optimizers.h"
+#include "proto/session.pb.h"
 #include "models/mlp.h"
 #include "models/model.h"
 #include "models/transformer.h"
@@ -29,6 +30,10 @@ namespace models {
 
 struct TrainGraph {
   Graph graph;
+  // The same training as a request: the model's graph before training, and the spec with which
+  // the coordinator makes `graph` from it (core/training_spec.h AddTraining; op for op equal).
+  v1::Graph forward;
+  v1::TrainingSpec spec;
   std::string loss;                    // scalar
   std::string learning_rate;           // scalar, this step's
   std::string global_step;             // scalar, at the start of the step
@@ -41,8 +46,8 @@ struct TrainGraph {
 };
 
 // Adds a model with `build`, then Minimize(loss, its variables, `train`), keeps the gradients of
-// the model's keep_gradients in variables "<name>/grad", marks loss, learning rate and global
-// step as graph outputs, and builds the graph. Errors: the model's, Minimize's
+// the model's keep_gradients in variables "<name>/grad", marks loss, learning rate, global step
+// and global norm as graph outputs (core/training_spec.h AddTrainingOps), and builds the graph. Errors: the model's, Minimize's
 // (e.g. Unimplemented naming an op without a gradient), Graph::Build's.
 absl::StatusOr<TrainGraph> BuildTrainGraph(
     const std::function<absl::StatusOr<ModelOutputs>(GraphBuilder&)>& build,
