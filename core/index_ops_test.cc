@@ -56,6 +56,10 @@ TEST(IndexKernelsTest, OneHotWithAndWithoutSliceBegin) {
   const v1::Op ints = MakeOp("one_hot", {}, {{"on_value", 7.0f}, {"off_value", -1.0f}});
   EXPECT_EQ(I(RunKernel(ints, {&idx}, Shape({{"a", 3}, {"v", 3}}), kI)),
             (std::vector<int32_t>{7, -1, -1, -1, -1, 7, -1, -1, -1}));
+  // Depth outermost (strided runs); a negative index and one past the depth are all off.
+  const Tensor odd = Tensor::Int(Shape({{"a", 3}}), {1, -1, 3});
+  EXPECT_EQ(F(RunKernel(op, {&odd}, Shape({{"v", 3}, {"a", 3}}))),
+            (std::vector<float>{0, 0, 0, 1, 0, 0, 0, 0, 0}));
 }
 
 TEST(IndexKernelsTest, GatherRowsZerosOutOfRangeAndRowIds) {

@@ -256,19 +256,27 @@ absl::Status OneHotKernel(const v1::Op& op, absl::Span<const Tensor* const> in, 
   const int64_t begin = SliceBegin(op, depth), n = out->shape().dim(depth).size;
   const int64_t ds = out->shape().Strides()[depth];
   const float on = FloatAttrOr(op, "on_value", 1.0f), off = FloatAttrOr(op, "off_value", 0.0f);
-  const bool f32 = out->dtype() == DType::kFloat32;
-  for (StridedIterator it(rest.Sizes(),
-                          {StridesByName(idx.shape(), rest), StridesByName(out->shape(), rest)});
-       !it.done(); it.Next()) {
-    const int64_t v = idx.i32()[it.offset(0)];
-    for (int64_t j = 0; j < n; ++j) {
-      const float value = v == begin + j ? on : off;
-      if (f32) {
-        out->f32()[it.offset(1) + j * ds] = value;
+  // Each position's run along depth: every element `off`, then the index's one `on` (the same
+  // values as comparing every element with the index, without a branch per element).
+  auto fill = [&](auto* o, auto on_value, auto off_value) {
+    const int32_t* ids = idx.i32();
+    for (StridedIterator it(rest.Sizes(),
+                            {StridesByName(idx.shape(), rest), StridesByName(out->shape(), rest)});
+         !it.done(); it.Next()) {
+      auto* run = o + it.offset(1);
+      if (ds == 1) {
+        std::fill(run, run + n, off_value);
       } else {
-        out->i32()[it.offset(1) + j * ds] = static_cast<int32_t>(value);
+        for (int64_t j = 0; j < n; ++j) run[j * ds] = off_value;
       }
+      const int64_t j = static_cast<int64_t>(ids[it.offset(0)]) - begin;
+      if (j >= 0 && j < n) run[j * ds] = on_value;
     }
+  };
+  if (out->dtype() == DType::kFloat32) {
+    fill(out->f32(), on, off);
+  } else {
+    fill(out->i32(), static_cast<int32_t>(on), static_cast<int32_t>(off));
   }
   return absl::OkStatus();
 }
