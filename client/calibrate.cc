@@ -221,11 +221,16 @@ absl::StatusOr<int64_t> CheckCalibrationProgram(const std::string& kind, const C
 
 namespace {
 
+std::map<std::string, int> WorkersPerHost(const std::vector<std::string>& hosts) {
+  std::map<std::string, int> per_host;
+  for (const std::string& h : hosts) ++per_host[h];
+  return per_host;
+}
+
 // CalibrateOptions::collective_group's default: the workers per host when every host has the
 // same number (>= 2) of them, else all.
 int DefaultGroup(const std::vector<std::string>& hosts) {
-  std::map<std::string, int> per_host;
-  for (const std::string& h : hosts) ++per_host[h];
+  const std::map<std::string, int> per_host = WorkersPerHost(hosts);
   const int first = per_host.empty() ? 0 : per_host.begin()->second;
   for (const auto& [host, n] : per_host) {
     if (n != first) return static_cast<int>(hosts.size());
@@ -251,17 +256,14 @@ CommFit FitLink(double t0, double bytes0, double t1, double bytes1) {
 
 absl::StatusOr<Calibration> Calibrate(Client& client, const CalibrateOptions& options) {
   const int w = options.workers;
-  auto check_group = [&](int group) {
-    if (w < 1 || group < 1 || group > w || w % group != 0) {
-      return absl::InvalidArgumentError(absl::StrCat("calibration: collective_group ", group,
-                                                     " must divide the workers (", w, ")"));
-    }
-    return absl::OkStatus();
-  };
-  if (options.collective_group != 0) RETURN_IF_ERROR(check_group(options.collective_group));
+  int group = options.collective_group > 0 ? options.collective_group : w;
+  if (w < 1 || group < 1 || group > w || w % group != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("calibration: collective_group ",
+                                                   options.collective_group,
+                                                   " must divide the workers (", w, ")"));
+  }
   Calibration c;
   c.workers = w;
-  int group = options.collective_group > 0 ? options.collective_group : w;
   // A calibration graph built and checked once (its program does exactly what `kind` measures),
   // then timed as often as asked.
   struct Prepared {
@@ -379,10 +381,8 @@ HardwareProfile ToHardwareProfile(const Calibration& c, const std::string& sourc
 std::string FormatCalibration(const Calibration& c, const std::string& header) {
   std::string hosts;
   if (OnSeveralHosts(c.hosts)) {
-    std::map<std::string, int> per_host;
-    for (const std::string& h : c.hosts) ++per_host[h];
     std::vector<std::string> parts;
-    for (const auto& [host, n] : per_host) parts.push_back(absl::StrCat(host, " x", n));
+    for (const auto& [host, n] : WorkersPerHost(c.hosts)) parts.push_back(absl::StrCat(host, " x", n));
     hosts = absl::StrCat("# hosts ", absl::StrJoin(parts, ", "), "; collectives measured ",
                          c.comm.empty() ? "" : "within a host",
                          !c.comm.empty() && !c.cross_host_comm.empty() ? " and " : "",

@@ -121,10 +121,10 @@ class Client {
   // `wait_for_workers` for enough workers to register. The session's lease is renewed from then
   // on (see "Leases" above). With `training` (borrowed for the call), the coordinator first adds
   // the gradients and updates it asks for (proto/session.proto TrainingSpec).
+  static constexpr absl::Duration kWorkerWait = absl::Seconds(20);
   absl::StatusOr<std::unique_ptr<Session>> CreateSession(
       const v1::Graph& graph, const Mesh& mesh, const LayoutRules& rules,
-      absl::Duration wait_for_workers = absl::Seconds(20),
-      const v1::TrainingSpec* training = nullptr);
+      absl::Duration wait_for_workers = kWorkerWait, const v1::TrainingSpec* training = nullptr);
   // The same for a whole request, e.g. with auto_layout (and auto_mesh_processors): the
   // coordinator's planner chooses the rules (and the mesh); Session::plan() says what and why.
   // The request's timeout_ms is the wait for workers (0: the coordinator's default).

@@ -165,7 +165,7 @@ absl::Status TrainingRun::Connect() {
 absl::Status TrainingRun::Open(const Mesh& mesh, bool restore, const std::string& fallback) {
   ASSIGN_OR_RETURN(const LayoutRules rules, RulesOn(options_.rules, mesh));
   ASSIGN_OR_RETURN(session_, client_->CreateSession(
-                                 options_.graph, mesh, rules, absl::Seconds(20),
+                                 options_.graph, mesh, rules, Client::kWorkerWait,
                                  options_.training.loss().empty() ? nullptr : &options_.training));
   mesh_ = mesh;
   step_ = 0;

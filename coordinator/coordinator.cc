@@ -431,8 +431,9 @@ absl::StatusOr<v1::CreateSessionResponse> Coordinator::CreateSession(
   v1::TrainingOutputs training;
   if (request.has_training()) {
     // The gradients and updates the request asks for; the caps hold for the graph that runs.
-    ASSIGN_OR_RETURN(TrainedGraph trained, AddTraining(session->graph, request.training()));
-    ASSIGN_OR_RETURN(session->graph, Graph::Build(trained.graph.proto(), limits));
+    ASSIGN_OR_RETURN(TrainedGraph trained,
+                     AddTraining(session->graph, request.training(), &limits));
+    session->graph = std::move(trained.graph);
     training = std::move(trained.outputs);
   }
   LayoutRules rules;

@@ -179,7 +179,7 @@ absl::StatusOr<MemoryReport> ComputeMemory(const v1::Program& program,
     for (int b : instr.inputs()) last_reader[b] = i;
     if (instr.has_predicate() && valid(instr.predicate())) info[instr.predicate()].pinned = true;
     // The executor keeps a deferred allreduce's input to the end of the step.
-    if (IsDeferredAllReduce(instr, n)) info[instr.inputs(0)].pinned = true;
+    if (DeferredAllReduceBytes(instr, n) > 0) info[instr.inputs(0)].pinned = true;
     ASSIGN_OR_RETURN(out_bytes[i], SliceBytes(instr.slice_shape(), instr.dtype(), what));
     // The backward pass (see the header): what is computed from a scalar `ones` of no input.
     bool backward = instr.kind_case() == v1::Instruction::kLocal &&

@@ -23,7 +23,7 @@
 //   - collectives' scratch (Gloo's receive buffers, ring chunks) is ignored;
 //   - the executor's fusions (core/step_fusion.h), which skip some intermediate buffers,
 //     are not modelled: every instruction's output counts;
-//   - small allreduces the executor defers and batches (core/step_fusion.h IsDeferredAllReduce)
+//   - small allreduces the executor defers and batches (core/step_fusion.h DeferredAllReduceBytes)
 //     keep their inputs to the end of the step, as the executor keeps them; their outputs are
 //     counted from the allreduce's position, where the executor writes them when the bucket runs
 //     (later);

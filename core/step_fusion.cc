@@ -209,20 +209,23 @@ std::map<int, FusedUpdate> FindFusions(const v1::Program& program, const std::ve
   return fused;
 }
 
-bool IsDeferredAllReduce(const v1::Instruction& instr, int num_buffers) {
+bool IsReduceOp(v1::ReduceOp op) {
+  return op == v1::REDUCE_SUM || op == v1::REDUCE_MAX || op == v1::REDUCE_MIN ||
+         op == v1::REDUCE_PROD;
+}
+
+int64_t DeferredAllReduceBytes(const v1::Instruction& instr, int num_buffers) {
   auto valid = [&](int b) { return b >= 0 && b < num_buffers; };
   if (instr.kind_case() != v1::Instruction::kCollective ||
       instr.collective().kind() != v1::Collective::ALLREDUCE || instr.inputs_size() != 1 ||
-      !valid(instr.inputs(0)) || !valid(instr.output())) {
-    return false;
-  }
-  const v1::ReduceOp op = instr.collective().reduce_op();
-  if (op != v1::REDUCE_SUM && op != v1::REDUCE_MAX && op != v1::REDUCE_MIN &&
-      op != v1::REDUCE_PROD) {
-    return false;
+      !valid(instr.inputs(0)) || !valid(instr.output()) ||
+      !IsReduceOp(instr.collective().reduce_op())) {
+    return 0;
   }
   auto shape = Shape::FromProto(instr.slice_shape(), "slice_shape");
-  return shape.ok() && shape->num_elements() * 4 <= kDeferredAllReduceBytes;
+  if (!shape.ok()) return 0;
+  const int64_t bytes = shape->num_elements() * 4;
+  return bytes <= kDeferredAllReduceBytes ? bytes : 0;
 }
 
 }  // namespace meshrt

@@ -68,13 +68,17 @@ std::vector<bool> StepPinnedBuffers(const v1::Program& program,
                                     const std::vector<std::string>* fetches,
                                     const std::vector<bool>& runs);
 
+// Whether `op` combines values (sum, max, min, prod): what an allreduce or reduce-scatter may do.
+bool IsReduceOp(v1::ReduceOp op);
+
 // Allreduces the executor defers and runs in buckets (Executor::Plan, as DDP buckets gradients):
-// an ALLREDUCE of one input in range, with a reduce op (sum, max, min, prod), whose slice has at
-// most kDeferredAllReduceBytes (4 bytes per element). The executor keeps such an allreduce's input
-// to the end of the step (it may be read when the bucket runs, after its last reader), and the
-// memory model (core/memory_model.h) counts it so.
+// an ALLREDUCE of one input in range, with a reduce op, whose slice has at most
+// kDeferredAllReduceBytes (4 bytes per element). DeferredAllReduceBytes returns those bytes for
+// such an allreduce, 0 for any other instruction. The executor keeps such an allreduce's input to
+// the end of the step (it may be read when the bucket runs, after its last reader), and the memory
+// model (core/memory_model.h) counts it so.
 constexpr int64_t kDeferredAllReduceBytes = 1 << 20;
-bool IsDeferredAllReduce(const v1::Instruction& instr, int num_buffers);
+int64_t DeferredAllReduceBytes(const v1::Instruction& instr, int num_buffers);
 
 std::map<int, FusedUpdate> FindFusions(const v1::Program& program, const std::vector<bool>& pinned,
                                        std::vector<bool>* runs);

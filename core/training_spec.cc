@@ -69,7 +69,8 @@ absl::StatusOr<TrainOps> AddTrainingOps(GraphBuilder& b, const TensorRef& loss,
   return ops;
 }
 
-absl::StatusOr<TrainedGraph> AddTraining(const Graph& graph, const v1::TrainingSpec& spec) {
+absl::StatusOr<TrainedGraph> AddTraining(const Graph& graph, const v1::TrainingSpec& spec,
+                                         const RequestLimits* limits) {
   auto invalid = [](const std::string& what) {
     return absl::InvalidArgumentError(absl::StrCat("training: ", what));
   };
@@ -114,7 +115,7 @@ absl::StatusOr<TrainedGraph> AddTraining(const Graph& graph, const v1::TrainingS
   out.outputs.set_learning_rate(ops.learning_rate.name);
   out.outputs.set_global_norm(ops.global_norm.name);
   out.outputs.set_global_step(ops.global_step.name);
-  ASSIGN_OR_RETURN(out.graph, b.Build());
+  ASSIGN_OR_RETURN(out.graph, limits == nullptr ? b.Build() : Graph::Build(b.proto(), *limits));
   return out;
 }
 

@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "core/builder.h"
 #include "core/graph.h"
+#include "core/limits.h"
 #include "core/optimizers.h"
 #include "proto/session.pb.h"
 
@@ -48,7 +49,10 @@ struct TrainedGraph {
 // float32, a listed variable that is not a float32 variable of the graph (or listed twice), a
 // graph with no variable to train, a kept gradient's tensor not in the graph, or Minimize's own refusals (an unknown optimizer, bad
 // hyper-parameters: "TrainOptions.beta1: ..."); Unimplemented for an op without a gradient.
-absl::StatusOr<TrainedGraph> AddTraining(const Graph& graph, const v1::TrainingSpec& spec);
+// With `limits` (borrowed for the call) the trained graph is built under them (Graph::Build's
+// caps: a request's graph grows by its backward pass); null: no caps.
+absl::StatusOr<TrainedGraph> AddTraining(const Graph& graph, const v1::TrainingSpec& spec,
+                                         const RequestLimits* limits = nullptr);
 
 }  // namespace meshrt
 

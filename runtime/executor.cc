@@ -34,11 +34,6 @@ absl::Status CheckDivisible(const Tensor& t, int axis, int64_t parts) {
   return absl::OkStatus();
 }
 
-bool IsReduceOp(v1::ReduceOp op) {
-  return op == v1::REDUCE_SUM || op == v1::REDUCE_MAX || op == v1::REDUCE_MIN ||
-         op == v1::REDUCE_PROD;
-}
-
 }  // namespace
 
 absl::StatusOr<ProgramTensorInfo> ParseProgramTensor(const v1::ProgramTensor& t, const Mesh& mesh,
@@ -341,10 +336,10 @@ const Executor::Plan& Executor::PlanFor(const std::vector<std::string>* fetches)
   // and report their error there).
   for (int i = 0; i < count; ++i) {
     const v1::Instruction& instr = program_.instructions(i);
-    if (!plan.runs[i] || !IsDeferredAllReduce(instr, n)) continue;
-    auto shape = Shape::FromProto(instr.slice_shape(), "slice_shape");
+    const int64_t bytes = plan.runs[i] ? DeferredAllReduceBytes(instr, n) : 0;
+    if (bytes == 0) continue;
     plan.due[i] = first_reader[instr.output()];
-    plan.deferred_bytes[i] = shape->num_elements() * 4;
+    plan.deferred_bytes[i] = bytes;
     plan.pinned[instr.inputs(0)] = true;  // read when the group runs, maybe after its last reader
   }
   return plans_.emplace(std::move(key), std::move(plan)).first->second;

@@ -175,7 +175,7 @@ class Executor {
   // Which instructions run and when their buffers die, for one set of fetches.
   //
   // Small allreduces are deferred and fused (as DDP buckets gradients): an ALLREDUCE that
-  // core/step_fusion.h IsDeferredAllReduce picks (at most kDeferredAllReduceBytes) waits until the first running instruction that reads its result (or the end of
+  // core/step_fusion.h DeferredAllReduceBytes picks (at most kDeferredAllReduceBytes) waits until the first running instruction that reads its result (or the end of
   // the step), or until the waiting ones hold kBucketBytes (a full bucket: issued right after the
   // allreduce that filled it), and when one is due every waiting allreduce runs with it, those
   // over the same mesh axes, op and dtype packed into one collective. The data-parallel gradient

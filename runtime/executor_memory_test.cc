@@ -4,7 +4,6 @@
 // processor and step, are at most the model's peak and within 10% of it (equal on one processor).
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -38,15 +37,11 @@ std::vector<int64_t> PeakLiveBytes(const v1::Program& program, const std::string
   }
   std::vector<int64_t> peaks(n, 0);
   for (int s = 0; s < steps; ++s) {
-    std::vector<absl::Status> statuses(n);
-    std::vector<std::thread> threads;
-    for (int p = 0; p < n; ++p) {
-      threads.emplace_back([&, p] {
-        statuses[p] = executors[p]->Run({}, {fetch});
-        if (!statuses[p].ok()) hub.Abort(statuses[p]);
-      });
-    }
-    for (std::thread& t : threads) t.join();
+    const std::vector<absl::Status> statuses = hub.RunOnAll([&](int p, Communicator*) {
+      absl::Status status = executors[p]->Run({}, {fetch});
+      if (!status.ok()) hub.Abort(status);
+      return status;
+    });
     for (int p = 0; p < n; ++p) {
       EXPECT_TRUE(statuses[p].ok()) << statuses[p];
       peaks[p] = std::max(peaks[p], executors[p]->peak_live_bytes());
