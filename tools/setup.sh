@@ -32,6 +32,14 @@ PACKAGES=(
   # /usr/share/games/fortunes/). The Transformer trains on /usr/share/games/fortunes/cookie
   # (245,093 bytes of ASCII), read by the text_windows op (core/ops_dataset.h) on the workers.
   fortunes
+  # The Python package (python/meshrt, issue 16): gRPC, protobuf and numpy for /usr/bin/python3,
+  # pytest for its tests, pybind11 and the Python headers for its C++ core (//python:_core.so).
+  python3-grpcio
+  python3-protobuf
+  python3-numpy
+  python3-pytest
+  python3-dev
+  pybind11-dev
 )
 
 missing=()

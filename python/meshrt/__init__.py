@@ -1,0 +1,59 @@
+"""meshrt: Mesh-TensorFlow-style distributed training on meshrt's C++ runtime, from Python.
+
+Every tensor dimension has a name; the cluster is a mesh of worker processes; layout rules
+("batch:rows,d_ff:cols") say which dims are split over which mesh dims. The same graph runs data
+parallel, model parallel or both by changing only the rules::
+
+    import numpy as np
+    import meshrt as mr
+
+    g = mr.Graph()
+    batch, d_in, hidden = mr.Dimension("batch", 8), mr.Dimension("d_in", 16), mr.Dimension("hidden", 32)
+    x = g.placeholder("x", [batch, d_in])
+    w = g.variable("w", [d_in, hidden], mr.initializers.glorot_uniform(seed=1))
+    y = g.mark_output(g.relu(g.einsum([x, w], [batch, hidden], name="y")))
+
+    with mr.local_cluster(workers=4) as cluster:
+        with cluster.session(g, mesh="rows:2,cols:2", layout="batch:rows,hidden:cols") as s:
+            print(s.run({"x": np.ones((8, 16), np.float32)}, fetches=y))
+            print(s.explain())
+
+Modules: graph (Graph, Tensor), shapes (Dimension, Shape, Mesh, layout rules), initializers,
+layers, models, training (optimizers), cluster (local_cluster, connect, Session), errors.
+"""
+
+import os as _os
+
+# The generated pieces (meshrt/_proto: the gRPC stubs; meshrt/_core.so: the C++ core) are built by
+# Bazel (//python:stubs, //python:meshrt/_core.so) into bazel-bin/python/meshrt/. In the source
+# tree the package finds them there; in Bazel's runfiles (the tests) they sit beside this file.
+_generated = _os.environ.get("MESHRT_PYTHON_GENERATED") or _os.path.join(
+    _os.path.dirname(_os.path.dirname(_os.path.dirname(_os.path.abspath(__file__)))),
+    "bazel-bin", "python", "meshrt")
+if not _os.path.exists(_os.path.join(_os.path.dirname(__file__), "_proto")) and _os.path.isdir(
+        _generated):
+    __path__.append(_generated)  # noqa: F821 (the package's own __path__)
+
+try:
+    from meshrt import _proto  # noqa: F401
+except ImportError as _e:
+    raise ImportError(
+        "meshrt's generated gRPC stubs (meshrt/_proto) are missing: run `make build` in the "
+        f"repository first (it generates them into bazel-bin/python/meshrt) ({_e})") from _e
+
+from meshrt import errors, initializers, layers, models, training  # noqa: E402
+from meshrt.cluster import Client, LocalCluster, Session, connect, local_cluster  # noqa: E402
+from meshrt.errors import (  # noqa: E402
+    DataLossError, DeadlineExceededError, FailedPreconditionError, InternalError,
+    InvalidArgumentError, MeshrtError, NotFoundError, PermissionDeniedError,
+    ResourceExhaustedError, UnauthenticatedError, UnavailableError, UnimplementedError)
+from meshrt.graph import Graph, Tensor  # noqa: E402
+from meshrt.shapes import Dimension, Mesh, Shape, layout_rules  # noqa: E402
+
+__all__ = [
+    "Client", "Dimension", "Graph", "LocalCluster", "Mesh", "MeshrtError", "Session", "Shape",
+    "Tensor", "connect", "errors", "initializers", "layers", "layout_rules", "local_cluster",
+    "models", "training", "DataLossError", "DeadlineExceededError", "FailedPreconditionError",
+    "InternalError", "InvalidArgumentError", "NotFoundError", "PermissionDeniedError",
+    "ResourceExhaustedError", "UnauthenticatedError", "UnavailableError", "UnimplementedError",
+]

@@ -1,0 +1,140 @@
+"""Sessions on a real local cluster: ops against numpy on several meshes and layouts, errors as
+exceptions, save/restore, export to .npz."""
+
+import os
+
+import numpy as np
+import pytest
+
+import meshrt as mr
+
+B, D, H = mr.Dimension("batch", 8), mr.Dimension("d_in", 6), mr.Dimension("hidden", 4)
+
+LAYOUTS = [
+    ("", ""),                                    # one processor
+    ("x:2", "batch:x"),                          # data parallel
+    ("x:2", "hidden:x"),                         # model parallel (hidden split)
+    ("x:2", "d_in:x"),                           # the contracted dim split: a partial sum
+    ("rows:2,cols:2", "batch:rows,hidden:cols"),
+    ("rows:2,cols:2", "d_in:rows,hidden:cols"),
+]
+
+
+def ops_graph():
+    g = mr.Graph()
+    x = g.placeholder("x", [B, D])
+    w = g.placeholder("w", [D, H])
+    b = g.placeholder("b", [H])
+    h = g.relu(g.einsum([x, w], [B, H], name="h") + b)
+    g.mark_output(
+        h,
+        g.softmax(h, ["hidden"], name="p"),
+        g.reduce_sum(h, ["batch"], name="col_sums"),
+        g.reduce_max(h, ["hidden"], name="row_max"),
+        g.layer_norm(h, dims=["hidden"], epsilon=1e-5, name="ln"),
+        g.scale(g.exp(g.neg(h)), 0.5, name="e"),
+    )
+    return g
+
+
+def numpy_ops(x, w, b):
+    h = np.maximum(x @ w + b, 0)
+    p = np.exp(h - h.max(1, keepdims=True))
+    p /= p.sum(1, keepdims=True)
+    mean = h.mean(1, keepdims=True)
+    var = ((h - mean) ** 2).mean(1, keepdims=True)
+    return {"p": p, "col_sums": h.sum(0), "row_max": h.max(1),
+            "ln": (h - mean) / np.sqrt(var + 1e-5), "e": 0.5 * np.exp(-h)}
+
+
+@pytest.mark.parametrize("mesh,layout", LAYOUTS)
+def test_ops_equal_numpy_on_every_layout(cluster, mesh, layout):
+    rng = np.random.default_rng(1)
+    feeds = {"x": rng.standard_normal((8, 6)).astype(np.float32),
+             "w": rng.standard_normal((6, 4)).astype(np.float32),
+             "b": rng.standard_normal(4).astype(np.float32)}
+    g = ops_graph()
+    with cluster.session(g, mesh=mesh, layout=layout) as s:
+        out = s.run(feeds)
+        assert s.mesh == mr.Mesh(mesh or "x:1") and s.layout == layout
+        assert s.explain().startswith(f"mesh {mesh or 'x:1'}")
+    want = numpy_ops(feeds["x"], feeds["w"], feeds["b"])
+    assert set(want) <= set(out)
+    for name, value in want.items():
+        np.testing.assert_allclose(out[name], value, rtol=1e-4, atol=1e-5, err_msg=name)
+    ref, _ = g.evaluate(feeds)   # and the single-process reference interpreter
+    for name in want:
+        np.testing.assert_allclose(out[name], ref[name], rtol=1e-5, atol=1e-6, err_msg=name)
+
+
+def test_fetch_forms_and_int_tensors(cluster):
+    g = mr.Graph()
+    ids = g.placeholder("ids", [B], dtype="int32")
+    oh = g.one_hot(ids, H, name="oh")
+    back = g.argmax(oh, dims=["hidden"], name="back")
+    with cluster.session(g, mesh="x:2", layout="batch:x") as s:
+        v = np.arange(8, dtype=np.int32) % 4
+        one = s.run({ids: v}, fetches=back)
+        assert one.dtype == np.int32 and one.tolist() == v.tolist()
+        a, b = s.run({"ids": v}, fetches=["oh", back])
+        np.testing.assert_array_equal(a, np.eye(4, dtype=np.float32)[v])
+        assert b.tolist() == v.tolist()
+
+
+def test_server_errors_are_exceptions_naming_what_is_wrong(cluster):
+    g = ops_graph()
+    with pytest.raises(mr.InvalidArgumentError) as e:
+        cluster.session(g, mesh="x:2", layout="batch:nowhere")
+    assert "nowhere" in e.value.message
+    with cluster.session(g, mesh="x:2", layout="batch:x") as s:
+        with pytest.raises(mr.InvalidArgumentError, match="feed 'x'"):
+            s.run({"x": np.zeros((8, 5), np.float32)})             # checked before sending
+        with pytest.raises(mr.InvalidArgumentError, match="'w'"):
+            s.run({"x": np.zeros((8, 6), np.float32)}, fetches="h")  # w, b not fed: the server
+        with pytest.raises(mr.InvalidArgumentError, match="no_such_tensor"):
+            s.run({"x": np.zeros((8, 6), np.float32), "w": np.zeros((6, 4), np.float32),
+                   "b": np.zeros(4, np.float32)}, fetches="no_such_tensor")
+    with pytest.raises(mr.NotFoundError):
+        s.run({}, fetches="h")                                     # closed: unknown session
+
+
+def test_a_wrong_token_is_refused(cluster):
+    with pytest.raises(mr.UnauthenticatedError):
+        mr.connect(cluster.address, token="not-the-token")
+
+
+def test_an_unreachable_coordinator_is_unavailable():
+    import socket
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    with pytest.raises(mr.UnavailableError, match=str(port)):
+        mr.connect(f"127.0.0.1:{port}", connect_timeout=0.5)
+
+
+def regression_graph():
+    m = mr.models.mlp(batch=16, d_model=8, d_ff=16, seed=2)
+    return m
+
+
+def test_train_save_and_restore_on_another_layout(cluster):
+    m = regression_graph()
+    opt = mr.training.adam(0.01)
+    with cluster.session(m.graph, mesh="x:2", layout="batch:x", loss=m.loss, optimizer=opt,
+                         variables=m.variables) as s:
+        curve = s.train(steps=6, log_every=2)
+        assert [step for step, _ in curve] == [2, 4, 6]
+        assert all(np.isfinite(loss) for _, loss in curve)
+        assert curve[-1][1] < curve[0][1]
+        assert s.save("py/ck") == 6
+        later = s.train(steps=2)
+    # On another mesh and layout: restore step 6 and continue exactly as the first session did.
+    with cluster.session(m.graph, mesh="rows:2,cols:2", layout="batch:rows,d_ff:cols",
+                         loss=m.loss, optimizer=opt, variables=m.variables) as s:
+        assert s.restore("py/ck") == 6
+        again = s.train(steps=2)
+        np.testing.assert_allclose([l for _, l in again], [l for _, l in later], rtol=1e-5)
+        with pytest.raises(mr.InvalidArgumentError):
+            s.restore("/etc")
+    assert os.path.isdir(os.path.join(cluster.checkpoint_root, "py", "ck"))

@@ -1,0 +1,109 @@
+"""The graph builder offline: shapes inferred by the C++ core, errors as exceptions, every op
+reachable, graphs equal to the C++ builder's, and the reference interpreter against numpy."""
+
+import numpy as np
+import pytest
+
+import meshrt as mr
+from meshrt import _native
+
+B, D, H = mr.Dimension("batch", 4), mr.Dimension("d_in", 3), mr.Dimension("hidden", 5)
+
+
+def test_shapes_are_inferred_and_broadcast_by_name():
+    g = mr.Graph()
+    x = g.placeholder("x", [B, D])
+    w = g.variable("w", [D, H], mr.initializers.normal(seed=3))
+    y = g.einsum([x, w], [B, H])
+    assert y.name == "einsum_0" and y.shape == mr.Shape("batch:4,hidden:5") and y.dtype == "float32"
+    b = g.variable("b", [H])
+    z = y + b                      # broadcast of [hidden] over [batch, hidden] by name
+    assert z.shape.names == ["batch", "hidden"]
+    s = g.reduce_sum(z, ["batch"], name="s")
+    assert s.shape == mr.Shape([H])
+    assert (z * 2.0).shape == z.shape and (-z).name.startswith("neg_")
+    assert g.reduce_mean(z).shape.rank == 0
+    g.mark_output(s)
+    g.mark_output(s)
+    assert g.outputs == ["s"]
+    assert g.variables() == ["w", "b"]
+    g.validate()
+
+
+def test_errors_are_exceptions_naming_the_op():
+    g = mr.Graph()
+    x = g.placeholder("x", [B, D])
+    with pytest.raises(mr.InvalidArgumentError) as e:
+        g.reduce_sum(x, ["nope"], name="bad_sum")
+    assert "bad_sum" in e.value.message and "nope" in e.value.message
+    assert e.value.code_name == "INVALID_ARGUMENT"
+    with pytest.raises(mr.InvalidArgumentError, match="two ops are called 'x'"):
+        g.placeholder("x", [B])
+    with pytest.raises(mr.InvalidArgumentError, match="batch"):
+        g.add(x, g.placeholder("y", [mr.Dimension("batch", 7)]))  # one name, two sizes
+    with pytest.raises(mr.InvalidArgumentError, match="repeats dimension 'batch'"):
+        mr.Shape([B, B])
+    with pytest.raises(mr.NotFoundError):
+        g.find("missing")
+    with pytest.raises(AttributeError, match="no method or op 'no_such_op'"):
+        g.no_such_op(x)
+
+
+def test_every_registered_op_is_a_method():
+    g = mr.Graph()
+    ops = mr.Graph.registered_ops()
+    assert len(ops) > 50
+    types = {o["type"] for o in ops}
+    for t in ("einsum", "softmax", "layer_norm", "one_hot", "gather", "conv2d", "while_loop",
+              "text_windows", "dropout", "top_k", "cumsum"):
+        assert t in types, t
+    for t in types:
+        assert callable(getattr(g, t)), t
+    x = g.placeholder("x", [B, H])
+    assert g.sigmoid(x).shape == x.shape           # via the registry, no method of its own
+    assert g.op("tanh", x, name="t").name == "t"
+
+
+def test_the_mlp_graph_is_the_cpp_builders_op_for_op():
+    options = dict(batch=8, d_model=6, d_ff=10, seed=4, biases=True)
+    m = mr.models.mlp(**options)
+    from meshrt._proto import graph_pb2
+    cpp = graph_pb2.Graph.FromString(mr.errors.check(_native.core().model_graph("mlp", options)))
+    assert len(cpp.ops) == len(m.graph.to_proto().ops) > 10
+    assert cpp == m.graph.to_proto()   # same ops in the same order, same attributes
+
+
+def test_the_transformer_graph_is_the_cpp_models_op_for_op():
+    options = dict(batch=4, length=8, d_model=16, heads=2, d_kv=8, d_ff=32, layers=2, vocab=64,
+                   seed=5)
+    for norm in ("layer", "rms"):
+        m = mr.models.transformer_lm(norm=norm, **options)
+        from meshrt._proto import graph_pb2
+        cpp = graph_pb2.Graph.FromString(
+            mr.errors.check(_native.core().model_graph("transformer", dict(options, norm=norm))))
+        py = m.graph.to_proto()
+        # Op order carries no meaning (meshrt sorts ops): the layers create their variables where
+        # they are used, the C++ model all at once. Everything else is equal, op by op.
+        by_name = {op.name: op for op in py.ops}
+        assert len(by_name) == len(py.ops) == len(cpp.ops) > 60
+        for op in cpp.ops:
+            assert op.name in by_name, op.name
+            assert by_name[op.name] == op, op.name
+        assert list(py.outputs) == list(cpp.outputs)
+
+
+def test_the_reference_interpreter_matches_numpy():
+    rng = np.random.default_rng(0)
+    g = mr.Graph()
+    x = g.placeholder("x", [B, D])
+    w = g.placeholder("w", [D, H])
+    y = g.softmax(g.relu(g.einsum([x, w], [B, H])), ["hidden"], name="y")
+    xv = rng.standard_normal((4, 3)).astype(np.float32)
+    wv = rng.standard_normal((3, 5)).astype(np.float32)
+    out, _ = g.evaluate({"x": xv, "w": wv}, [y])
+    r = np.maximum(xv @ wv, 0)
+    want = np.exp(r - r.max(1, keepdims=True))
+    want /= want.sum(1, keepdims=True)
+    np.testing.assert_allclose(out["y"], want, rtol=1e-5, atol=1e-6)
+    with pytest.raises(mr.InvalidArgumentError, match="feed 'x'"):
+        g.evaluate({"x": np.zeros((3, 4), np.float32), "w": wv}, [y])
