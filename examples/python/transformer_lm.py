@@ -33,7 +33,7 @@ def main():
     m = mr.models.transformer_lm(batch=16, length=64, d_model=128, heads=4, d_ff=512, layers=2,
                                  data_path=text, seed=1)
     with mr.local_cluster(workers=args.workers, data_dirs=[os.path.dirname(text)]) as cluster:
-        with cluster.session(m.graph, mesh=args.mesh, layout=args.layout, loss=m.loss,
+        with cluster.session(model=m, mesh=args.mesh, layout=args.layout,
                              optimizer=mr.training.adam(args.lr)) as s:
             print(s.explain().splitlines()[0])
             s.train(steps=args.steps, log_every=10,

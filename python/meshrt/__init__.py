@@ -34,8 +34,13 @@ if not _os.path.exists(_os.path.join(_os.path.dirname(__file__), "_proto")) and 
         _generated):
     __path__.append(_generated)  # noqa: F821 (the package's own __path__)
 
+# Every stub is imported now, before anything loads meshrt._core: the C++ core registers the same
+# .proto files in protobuf's C++ pool, and a stub imported after it would take its message types
+# from there (a second Graph class that CopyFrom refuses).
 try:
-    from meshrt import _proto  # noqa: F401
+    from meshrt._proto import (  # noqa: F401
+        checkpoint_pb2, coordinator_pb2, coordinator_pb2_grpc, graph_pb2, mesh_pb2, program_pb2,
+        session_pb2, tensor_pb2, worker_pb2)
 except ImportError as _e:
     raise ImportError(
         "meshrt's generated gRPC stubs (meshrt/_proto) are missing: run `make build` in the "

@@ -126,9 +126,9 @@ class Client:
         """The coordinator's ListWorkersResponse (workers, sessions, who waits)."""
         return self._call(self._stub.ListWorkers, self._pb.ListWorkersRequest(), timeout=30)
 
-    def session(self, graph, mesh=None, layout=None, loss=None, optimizer=None, variables=None,
+    def session(self, graph=None, mesh=None, layout=None, loss=None, optimizer=None, variables=None,
                 keep_gradients=None, wait=20.0, memory_limit_bytes=0, auto_layout=False,
-                auto_mesh_processors=0):
+                auto_mesh_processors=0, model=None):
         """Creates a session: the coordinator validates, lays out, lowers and loads ``graph``.
 
         ``graph``: a :class:`meshrt.Graph` (or a meshrt.v1.Graph). ``mesh``: "rows:2,cols:2", a
@@ -136,9 +136,20 @@ class Client:
         scalar Tensor or name) and ``optimizer`` (meshrt.training: sgd, adam, ...), the
         coordinator adds the gradients and updates (the same autodiff and optimizers as C++), and
         each run of the session is one training step; ``variables`` limits what is trained.
-        ``wait``: seconds to wait for enough free workers. ``auto_layout``: the coordinator's
-        planner chooses the layout (``layout`` must then be None; see Session.plan).
+        ``variables`` (names or Tensors) limits what is trained; by default every float32 variable
+        the graph does not update itself (a data counter's assign_add makes it state, not a
+        weight). ``model``: a meshrt.models.Model, giving the graph, loss, trainable variables and
+        kept gradients at once. ``wait``: seconds to wait for enough free workers.
+        ``auto_layout``: the coordinator's planner chooses the layout (``layout`` must then be
+        None; see Session.plan).
         """
+        if model is not None:
+            graph = graph if graph is not None else model.graph
+            loss = loss if loss is not None else model.loss
+            variables = variables if variables is not None else model.variables
+            keep_gradients = keep_gradients if keep_gradients is not None else model.keep_gradients
+        if graph is None:
+            raise InvalidArgumentError("a session needs a graph (or a model)")
         from meshrt._proto import session_pb2
         request = session_pb2.CreateSessionRequest()
         request.graph.CopyFrom(graph.to_proto() if isinstance(graph, Graph) else graph)
@@ -158,6 +169,8 @@ class Client:
             if not isinstance(opt, Optimizer):
                 raise InvalidArgumentError("optimizer must be a meshrt.training optimizer, "
                                            "e.g. meshrt.training.adam(0.001)")
+            if variables is None and isinstance(graph, Graph):
+                variables = graph.trainable_variables()
             request.training.CopyFrom(opt.spec(loss, variables, keep_gradients))
         timeout = max(self.rpc_timeout, wait + 60)
         response = self._call(self._stub.CreateSession, request, timeout=timeout)
@@ -525,7 +538,7 @@ class LocalCluster:
         raise errors.DeadlineExceededError(
             f"the local cluster did not start within {timeout:g} s (daemon logs in {self.log_dir})")
 
-    def session(self, graph, **options):
+    def session(self, graph=None, **options):
         """client.session(graph, ...) on this cluster (see Client.session)."""
         return self.client.session(graph, **options)
 

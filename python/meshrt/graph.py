@@ -173,6 +173,14 @@ class Graph:
         """The names of the graph's variables, in creation order."""
         return [op.name for op in self._proto.ops if op.type == "variable"]
 
+    def trainable_variables(self):
+        """The float32 variables the graph does not update itself (no assign or assign_add of its
+        own reads them as its target): what training changes by default."""
+        updated = {op.inputs[0] for op in self._proto.ops
+                   if op.type in ("assign", "assign_add") and op.inputs}
+        return [op.name for op in self._proto.ops if op.type == "variable"
+                and op.name not in updated and self._types[op.name][1] == "float32"]
+
     def placeholders(self):
         """{name: Tensor} of the graph's placeholders."""
         return {op.name: self.find(op.name) for op in self._proto.ops if op.type == "placeholder"}

@@ -107,3 +107,22 @@ def test_the_reference_interpreter_matches_numpy():
     np.testing.assert_allclose(out["y"], want, rtol=1e-5, atol=1e-6)
     with pytest.raises(mr.InvalidArgumentError, match="feed 'x'"):
         g.evaluate({"x": np.zeros((3, 4), np.float32), "w": wv}, [y])
+
+
+def test_stubs_and_the_core_share_message_types_in_a_fresh_process():
+    # The C++ core registers the .proto files in protobuf's C++ pool; a stub imported after it
+    # loaded would take its types from there. The package imports every stub first.
+    import subprocess
+    import sys
+    code = """
+import meshrt as mr
+g = mr.Graph()
+g.relu(g.placeholder("x", "b:2"))          # loads meshrt._core
+from meshrt._proto import session_pb2
+r = session_pb2.CreateSessionRequest()
+r.graph.CopyFrom(g.to_proto())
+print(len(r.graph.ops))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "2"
