@@ -172,9 +172,12 @@ class Client:
             if variables is None and isinstance(graph, Graph):
                 variables = graph.trainable_variables()
             request.training.CopyFrom(opt.spec(loss, variables, keep_gradients))
-        timeout = max(self.rpc_timeout, wait + 60)
+        return self._create(request, graph if isinstance(graph, Graph) else None)
+
+    def _create(self, request, graph):
+        timeout = max(self.rpc_timeout, request.timeout_ms / 1000.0 + 60)
         response = self._call(self._stub.CreateSession, request, timeout=timeout)
-        session = Session(self, response, graph if isinstance(graph, Graph) else None)
+        session = Session(self, response, graph, request)
         self._start_lease(session.id, response.lease_ms / 1000.0)
         return session
 
@@ -255,8 +258,9 @@ def connect(address, token=None, token_file=None, **options):
 class Session:
     """A graph loaded on a mesh of workers (use :meth:`Client.session`)."""
 
-    def __init__(self, client, response, graph):
+    def __init__(self, client, response, graph, request=None):
         self.client = client
+        self._request = request
         self.id = response.session
         self.graph = graph
         self.mesh = Shape.from_proto(response.mesh)
@@ -337,16 +341,24 @@ class Session:
 
     # ---- training --------------------------------------------------------------------------------
 
-    def train(self, steps, feeds=None, log_every=1, fetches=None, callback=None):
-        """Runs ``steps`` training steps (the session must have been created with a loss and an
-        optimizer) and returns the loss curve: a list of (step, loss) every ``log_every`` steps
-        (steps counted from this session's start, 1-based). ``callback(step, loss)`` is called as
-        they come. ``fetches``: more tensors fetched at each logged step, passed to the callback as
-        a third argument when given."""
+    def train(self, steps, feeds=None, log_every=1, fetches=None, callback=None, optimizer=None,
+              loss=None, variables=None):
+        """Runs ``steps`` training steps and returns the loss curve: a list of (step, loss) every
+        ``log_every`` steps (steps counted from this session's start, 1-based).
+        ``callback(step, loss)`` is called as they come; ``fetches``: more tensors fetched at each
+        logged step, passed to the callback as a third argument when given.
+
+        A session created with a loss and an optimizer trains as it was created. One created
+        without them can be given ``optimizer`` and ``loss`` (and ``variables``) here before its
+        first step: it is then created again on the coordinator as a training session (same graph,
+        mesh and layout), which takes the place of this one."""
+        if optimizer is not None or loss is not None:
+            self._become_training(optimizer, loss, variables)
         if "loss" not in self.training:
             raise errors.FailedPreconditionError(
                 f"session {self.id} is not a training session: create it with "
-                "client.session(graph, ..., loss=loss, optimizer=meshrt.training.adam(...))")
+                "client.session(graph, ..., loss=loss, optimizer=meshrt.training.adam(...)), or "
+                "pass optimizer= and loss= to its first train()")
         if log_every < 1:
             raise InvalidArgumentError(f"log_every must be >= 1, not {log_every}")
         curve = []
@@ -361,6 +373,30 @@ class Session:
             if callback is not None:
                 callback(self.step, loss, *([out[1:]] if extra else []))
         return curve
+
+    def _become_training(self, optimizer, loss, variables):
+        if "loss" in self.training:
+            raise errors.FailedPreconditionError(
+                f"session {self.id} trains already (as it was created): call train() without "
+                "optimizer= and loss=")
+        if self.step > 0 or self._request is None:
+            raise errors.FailedPreconditionError(
+                f"session {self.id} has run {self.step} step(s): its variables would be lost in a "
+                "new training session; pass optimizer= and loss= when creating it, or to the first "
+                "train()")
+        if loss is None:
+            raise InvalidArgumentError("training needs a loss (a scalar float32 Tensor)")
+        opt = optimizer if optimizer is not None else Optimizer("sgd")
+        if variables is None and self.graph is not None:
+            variables = self.graph.trainable_variables()
+        request = type(self._request)()
+        request.CopyFrom(self._request)
+        request.training.CopyFrom(opt.spec(loss, variables, None))
+        replacement = self.client._create(request, self.graph)
+        old = self.id
+        self.__dict__.update({k: v for k, v in replacement.__dict__.items()})
+        replacement._closed = True  # this object owns the new session now
+        self.client.close_session(old)
 
     # ---- checkpoints -----------------------------------------------------------------------------
 

@@ -322,9 +322,11 @@ class Graph:
         return self.op("constant", value=value, name=name)
 
     def zeros(self, shape, dtype=None, name=None):
+        """A tensor of ``shape`` filled with 0."""
         return self.op("zeros", shape=shape, dtype=dtype, name=name)
 
     def ones(self, shape, dtype=None, name=None):
+        """A tensor of ``shape`` filled with 1."""
         return self.op("ones", shape=shape, dtype=dtype, name=name)
 
     def range(self, dim, name=None):
@@ -351,24 +353,31 @@ class Graph:
         return self.op("einsum", *inputs, shape=output_shape, name=name)
 
     def add(self, x, y, name=None):
+        """``x + y``, broadcast by dim name."""
         return self.op("add", x, y, name=name)
 
     def sub(self, x, y, name=None):
+        """``x - y``, broadcast by dim name."""
         return self.op("sub", x, y, name=name)
 
     def mul(self, x, y, name=None):
+        """``x * y``, broadcast by dim name."""
         return self.op("mul", x, y, name=name)
 
     def div(self, x, y, name=None):
+        """``x / y``, broadcast by dim name."""
         return self.op("div", x, y, name=name)
 
     def relu(self, x, name=None):
+        """``max(x, 0)``."""
         return self.op("relu", x, name=name)
 
     def exp(self, x, name=None):
+        """``e^x``."""
         return self.op("exp", x, name=name)
 
     def neg(self, x, name=None):
+        """``-x``."""
         return self.op("neg", x, name=name)
 
     def scale(self, x, scalar, name=None):
@@ -384,9 +393,11 @@ class Graph:
         return self.op("reduce_sum", x, dims=dims, name=name)
 
     def reduce_max(self, x, dims=None, name=None):
+        """Maximum over ``dims`` (every dim when None)."""
         return self.op("reduce_max", x, dims=dims, name=name)
 
     def reduce_mean(self, x, dims=None, name=None):
+        """Mean over ``dims`` (every dim when None)."""
         return self.op("reduce_mean", x, dims=dims, name=name)
 
     def normalize(self, type_, inputs, dims, epsilon=0.0, name=None):
@@ -396,6 +407,7 @@ class Graph:
         return self.op(type_, *inputs, dims=dims, epsilon=eps, name=name)
 
     def softmax(self, x, dims, name=None):
+        """Softmax over ``dims`` (names)."""
         return self.normalize("softmax", [x], dims, name=name)
 
     def cast(self, x, dtype, name=None):
@@ -409,9 +421,11 @@ class Graph:
     # ---- shape -----------------------------------------------------------------------------------
 
     def reshape(self, x, shape, name=None):
+        """``x`` with the named ``shape`` of the same element count (row-major)."""
         return self.op("reshape", x, shape=shape, name=name)
 
     def rename_dim(self, x, old, new, name=None):
+        """``x`` with dim ``old`` called ``new`` (same size, same data)."""
         return self.op("rename_dim", x, old=old, new=new, name=name)
 
 

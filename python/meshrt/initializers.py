@@ -27,22 +27,27 @@ class Initializer:
 
 
 def zeros():
+    """Every element 0 (the default)."""
     return Initializer("zeros")
 
 
 def ones():
+    """Every element 1."""
     return Initializer("ones")
 
 
 def constant(value):
+    """Every element ``value``."""
     return Initializer("constant", value=value)
 
 
 def uniform(minval=0.0, maxval=1.0, seed=0):
+    """Uniform draws in [minval, maxval)."""
     return Initializer("uniform", seed=seed, minval=minval, maxval=maxval)
 
 
 def normal(stddev=1.0, mean=0.0, seed=0):
+    """Normal draws N(mean, stddev^2)."""
     return Initializer("normal", seed=seed, mean=mean, stddev=stddev)
 
 

@@ -96,6 +96,7 @@ class Shape:
 
     @property
     def rank(self):
+        """The number of dimensions."""
         return len(self._dims)
 
     def __len__(self):
@@ -154,6 +155,7 @@ class Shape:
 
     @staticmethod
     def from_proto(proto):
+        """The Shape of a meshrt.v1.Shape message."""
         return Shape([Dimension(d.name, d.size) for d in proto.dims])
 
 
@@ -173,6 +175,7 @@ class Mesh(Shape):
 
     @property
     def num_processors(self):
+        """The number of processors (the product of the mesh dims)."""
         return self.size
 
     def __repr__(self):

@@ -30,10 +30,12 @@ def dtype_name(dtype):
 
 
 def dtype_proto(dtype):
+    """The meshrt.v1.DType enum value of ``dtype``."""
     return _TO_PROTO[dtype_name(dtype)]
 
 
 def numpy_dtype(dtype):
+    """The little-endian numpy dtype of ``dtype``."""
     return _NUMPY[dtype_name(dtype)]
 
 

@@ -138,3 +138,32 @@ def test_train_save_and_restore_on_another_layout(cluster):
         with pytest.raises(mr.InvalidArgumentError):
             s.restore("/etc")
     assert os.path.isdir(os.path.join(cluster.checkpoint_root, "py", "ck"))
+
+
+def test_train_with_an_optimizer_given_at_the_first_train(cluster):
+    m = mr.models.mlp(batch=16, d_model=8, d_ff=16, seed=2)
+    opt = mr.training.adam(0.01)
+    with cluster.session(model=m, mesh="x:2", layout="batch:x", optimizer=opt) as s:
+        want = s.train(steps=3)
+    with cluster.session(m.graph, mesh="x:2", layout="batch:x") as s:
+        first = s.id
+        got = s.train(steps=3, optimizer=opt, loss=m.loss, variables=m.variables)
+        assert s.id != first and s.training["loss"] == "loss"
+        with pytest.raises(mr.FailedPreconditionError, match="trains already"):
+            s.train(steps=1, optimizer=opt, loss=m.loss)
+    assert got == want
+    with cluster.session(m.graph, mesh="x:2", layout="batch:x") as s:
+        s.run(fetches="loss")
+        with pytest.raises(mr.FailedPreconditionError, match="would be lost"):
+            s.train(steps=1, optimizer=opt, loss=m.loss)
+
+
+def test_run_steps_runs_the_steps_on_the_workers(cluster):
+    m = mr.models.mlp(batch=16, d_model=8, d_ff=16, seed=2)
+    with cluster.session(model=m, mesh="x:2", layout="batch:x",
+                         optimizer=mr.training.sgd(0.05)) as s:
+        step, loss = s.run_steps(5, fetches=[m.data_step, m.loss])
+        assert step == 4 and s.step == 5          # the data counter at the start of step 5
+        assert np.isfinite(loss)
+        with pytest.raises(mr.InvalidArgumentError, match="num_steps"):
+            s.run_steps(0)
