@@ -25,14 +25,18 @@ layers, models, training (optimizers), cluster (local_cluster, connect, Session)
 import os as _os
 
 # The generated pieces (meshrt/_proto: the gRPC stubs; meshrt/_core.so: the C++ core) are built by
-# Bazel (//python:stubs, //python:meshrt/_core.so) into bazel-bin/python/meshrt/. In the source
-# tree the package finds them there; in Bazel's runfiles (the tests) they sit beside this file.
-_generated = _os.environ.get("MESHRT_PYTHON_GENERATED") or _os.path.join(
-    _os.path.dirname(_os.path.dirname(_os.path.dirname(_os.path.abspath(__file__)))),
-    "bazel-bin", "python", "meshrt")
-if not _os.path.exists(_os.path.join(_os.path.dirname(__file__), "_proto")) and _os.path.isdir(
-        _generated):
-    __path__.append(_generated)  # noqa: F821 (the package's own __path__)
+# Bazel (//python:stubs, //python:meshrt/_core.so). In Bazel's runfiles (the tests) they sit beside
+# this file; in the source tree the package finds them in the repository's Bazel output: bazel-bin
+# (whichever configuration built last), else the default (fastbuild) or -c opt output.
+_repo = _os.path.dirname(_os.path.dirname(_os.path.dirname(_os.path.abspath(__file__))))
+_candidates = [_os.environ.get("MESHRT_PYTHON_GENERATED", "")] + [
+    _os.path.join(_repo, d, "python", "meshrt")
+    for d in ("bazel-bin", "bazel-out/k8-fastbuild/bin", "bazel-out/k8-opt/bin")]
+if not _os.path.exists(_os.path.join(_os.path.dirname(__file__), "_proto")):
+    for _dir in _candidates:
+        if _dir and _os.path.isdir(_os.path.join(_dir, "_proto")):
+            __path__.append(_dir)  # noqa: F821 (the package's own __path__)
+            break
 
 # Every stub is imported now, before anything loads meshrt._core: the C++ core registers the same
 # .proto files in protobuf's C++ pool, and a stub imported after it would take its message types

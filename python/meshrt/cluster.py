@@ -509,9 +509,10 @@ def _default_binary():
     if env:
         return env
     repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    built = os.path.join(repo, "bazel-bin", "client", "meshrt")
-    if os.path.exists(built):
-        return built
+    for out in ("bazel-bin", "bazel-out/k8-fastbuild/bin", "bazel-out/k8-opt/bin"):
+        built = os.path.join(repo, out, "client", "meshrt")
+        if os.path.exists(built):
+            return built
     found = shutil.which("meshrt")
     if found:
         return found

@@ -13,7 +13,7 @@ B, D, H = mr.Dimension("batch", 8), mr.Dimension("d_in", 6), mr.Dimension("hidde
 LAYOUTS = [
     ("", ""),                                    # one processor
     ("x:2", "batch:x"),                          # data parallel
-    ("x:2", "hidden:x"),                         # model parallel (hidden split)
+    ("x:2", {"hidden": "x"}),                    # model parallel (hidden split), rules as a dict
     ("x:2", "d_in:x"),                           # the contracted dim split: a partial sum
     ("rows:2,cols:2", "batch:rows,hidden:cols"),
     ("rows:2,cols:2", "d_in:rows,hidden:cols"),
@@ -56,7 +56,7 @@ def test_ops_equal_numpy_on_every_layout(cluster, mesh, layout):
     g = ops_graph()
     with cluster.session(g, mesh=mesh, layout=layout) as s:
         out = s.run(feeds)
-        assert s.mesh == mr.Mesh(mesh or "x:1") and s.layout == layout
+        assert s.mesh == mr.Mesh(mesh or "x:1") and s.layout == mr.shapes.layout_text(layout)
         assert s.explain().startswith(f"mesh {mesh or 'x:1'}")
     want = numpy_ops(feeds["x"], feeds["w"], feeds["b"])
     assert set(want) <= set(out)
