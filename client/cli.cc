@@ -1,5 +1,6 @@
 #include "client/cli.h"
 
+#include <algorithm>
 #include <iostream>
 
 #include "absl/strings/cord.h"
@@ -8,6 +9,7 @@
 #include "client/cli_commands.h"
 #include "client/cli_train.h"
 #include "coordinator/coordinator_main.h"
+#include "rpc/grpc_util.h"
 #include "worker/worker_main.h"
 
 namespace meshrt {
@@ -73,7 +75,8 @@ std::string TopLevelHelp() {
       "  train    train the Transformer LM or the MLP: progress bar, loss CSV, greedy sample\n"
       "  demo     train the Transformer on a local 4-worker cluster (2x2 mesh, data x model "
       "parallel)\n"
-      "  help     this help; `meshrt help COMMAND` is `meshrt COMMAND --help`\n\n"
+      "  help     this help; `meshrt help COMMAND` is `meshrt COMMAND --help`\n"
+      "  version  the version (also --version, on every command and daemon)\n\n"
       "quick start:\n  ",
       kQuickStart,
       "\n\nGraphs are protobuf text (.pbtxt, see examples/graphs/ and proto/graph.proto) or "
@@ -90,6 +93,13 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
   const std::vector<std::string> rest(args.begin() + 1, args.end());
   if (command == "coordinator") return RunDaemon(&CoordinatorMain, command, rest);
   if (command == "worker") return RunDaemon(&WorkerMain, command, rest);
+
+  // `meshrt --version`, `meshrt version`, and --version given to any command.
+  const auto flags_end = std::find(args.begin(), args.end(), "--");
+  if (command == "version" || std::find(args.begin(), flags_end, "--version") != flags_end) {
+    out << VersionText("meshrt");
+    return 0;
+  }
 
   absl::Status status;
   if (command == "--help" || command == "-h" || command == "help") {

@@ -10,6 +10,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
+#include <ostream>
+#include <set>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -19,8 +22,10 @@
 #include "client/cli_commands.h"
 #include "client/client.h"
 #include "client/local_cluster.h"
+#include "core/logging.h"
 #include "core/status_macros.h"
 #include "rpc/auth.h"
+#include "rpc/grpc_util.h"
 #include "util/flags.h"
 
 namespace meshrt {
@@ -149,6 +154,20 @@ namespace {
 
 // `meshrt status --session ID`: the session's processors, each with what its step thread did at
 // its worker's last heartbeat.
+// One line per session the caller may see: id, owner, mesh, layout, state, step, age, lease, error.
+void PrintSessionInfos(const v1::ListWorkersResponse& list, absl::string_view indent,
+                       std::ostream& out) {
+  for (const v1::SessionInfo& s : list.session_infos()) {
+    out << indent << s.session() << "  owner " << (s.owner().empty() ? "-" : s.owner())
+        << "  mesh " << s.mesh() << "  layout '" << s.layout() << "'  " << s.state() << "  step "
+        << s.step() << "  age " << absl::StrFormat("%.1f", s.age_ms() / 1000.0) << " s"
+        << (s.lease_renewed_ms_ago() >= 0 ? absl::StrFormat("  lease renewed %.1f s ago",
+                                                            s.lease_renewed_ms_ago() / 1000.0)
+                                          : std::string())
+        << (s.last_error().empty() ? "" : "  error: " + s.last_error()) << "\n";
+  }
+}
+
 absl::Status PrintSessionStatus(const v1::ListWorkersResponse& list, const std::string& id,
                                 const std::string& coordinator, std::ostream& out) {
   const v1::SessionInfo* info = nullptr;
@@ -259,7 +278,13 @@ absl::Status StatusCommand(const std::vector<std::string>& args, CliIo io) {
            << "  heartbeat " << absl::StrFormat("%.1f", w.last_heartbeat_ms_ago() / 1000.0)
            << " s ago\n";
   }
-  for (const std::string& s : list.sessions()) io.out << "  session " << s << "\n";
+  // Sessions with their owner, mesh, layout and step; ids alone for any the caller may not see.
+  std::set<std::string> described;
+  for (const v1::SessionInfo& s : list.session_infos()) described.insert(s.session());
+  PrintSessionInfos(list, "  session ", io.out);
+  for (const std::string& s : list.sessions()) {
+    if (!described.count(s)) io.out << "  session " << s << "\n";
+  }
   for (const std::string& w : list.waiting()) io.out << "  waiting: " << w << "\n";
   io.out.flush();
   return absl::OkStatus();
@@ -305,16 +330,7 @@ absl::Status SessionsCommand(const std::vector<std::string>& args, CliIo io) {
   }
   ASSIGN_OR_RETURN(v1::ListWorkersResponse list, client->ListWorkers());
   io.out << list.session_infos_size() << " session(s)\n";
-  for (const v1::SessionInfo& s : list.session_infos()) {
-    io.out << "  " << s.session() << "  owner " << (s.owner().empty() ? "-" : s.owner())
-           << "  mesh " << s.mesh() << "  layout '" << s.layout() << "'  " << s.state()
-           << "  step " << s.step() << "  age " << absl::StrFormat("%.1f", s.age_ms() / 1000.0)
-           << " s"
-           << (s.lease_renewed_ms_ago() >= 0 ? absl::StrFormat("  lease renewed %.1f s ago",
-                                                               s.lease_renewed_ms_ago() / 1000.0)
-                                             : std::string())
-           << (s.last_error().empty() ? "" : "  error: " + s.last_error()) << "\n";
-  }
+  PrintSessionInfos(list, "  ", io.out);
   io.out.flush();
   return absl::OkStatus();
 }
@@ -359,7 +375,7 @@ absl::Status LocalCommand(const std::vector<std::string>& args, CliIo io) {
   int64_t port = 0;
   std::string log_dir;
   FlagSet flags(
-      "meshrt local [--workers N] [--port P] [--log_dir DIR]",
+      "meshrt local [--workers N] [--port P] [--log_dir DIR] [--log_format text|json]",
       "Starts a local cluster on loopback: one coordinator and N worker processes (this binary's\n"
       "hidden `coordinator` and `worker` subcommands). Prints the coordinator's address and\n"
       "keeps running until Ctrl-C (SIGINT) or SIGTERM, then stops every process it started.\n"
@@ -385,6 +401,8 @@ absl::Status LocalCommand(const std::vector<std::string>& args, CliIo io) {
   flags.String("session_lease", &session_lease,
                "the coordinator's --session_lease: how long a silent client keeps its session "
                "(e.g. 10s, 2500ms; 0 = forever; default: the coordinator's, 10s)");
+  std::string log_format = "text";
+  AddLogFormatFlag(&flags, &log_format);
   ASSIGN_OR_RETURN(std::vector<std::string> positional, ParseCommandFlags(flags, args, "local"));
   if (flags.help()) {
     io.out << flags.Help();
@@ -393,6 +411,7 @@ absl::Status LocalCommand(const std::vector<std::string>& args, CliIo io) {
   if (!positional.empty()) return UsageError("meshrt local takes no arguments, only flags");
   if (workers < 1) return UsageError("--workers needs N >= 1");
   if (port < 0 || port > 65535) return UsageError("--port needs 0 <= P <= 65535");
+  if (absl::Status s = ParseLogFormat(log_format).status(); !s.ok()) return UsageError(s.message());
   if (!log_dir.empty()) RETURN_IF_ERROR(MakeDirs(log_dir));
 
   // A flag set by the handler, polled below: nothing else is safe in a signal handler, and
@@ -418,6 +437,8 @@ absl::Status LocalCommand(const std::vector<std::string>& args, CliIo io) {
   options.checkpoint_root = checkpoint_root;
   // The coordinator checks the value (and exits naming the flag when it is bad).
   if (!session_lease.empty()) options.coordinator_flags.push_back("--session_lease=" + session_lease);
+  options.coordinator_flags.push_back("--log_format=" + log_format);
+  options.worker_flags.push_back("--log_format=" + log_format);
   absl::Status status;
   {
     absl::StatusOr<std::unique_ptr<LocalCluster>> cluster = LocalCluster::Start(options);

@@ -427,6 +427,7 @@ absl::StatusOr<v1::CreateSessionResponse> Coordinator::CreateSession(
     ASSIGN_OR_RETURN(std::string token, RandomToken());
     session->id = absl::StrCat("s-", token.substr(0, 32));
   }
+  ScopedLogContext log_session(session->id);
   ASSIGN_OR_RETURN(session->graph, Graph::Build(request.graph(), limits));
   v1::TrainingOutputs training;
   if (request.has_training()) {
@@ -652,6 +653,7 @@ absl::StatusOr<v1::CreateSessionResponse> Coordinator::CreateSession(
 absl::StatusOr<TensorMap> Coordinator::RunStep(const std::string& id, TensorMap feeds,
                                                const std::vector<std::string>& requested,
                                                int64_t num_steps) {
+  ScopedLogContext log_session(id);
   ASSIGN_OR_RETURN(std::shared_ptr<Session> session, FindSession(id));
   absl::MutexLock step_lock(&session->step_mu);
   RETURN_IF_ERROR(CheckUsable(session.get()));
@@ -682,6 +684,7 @@ absl::StatusOr<TensorMap> Coordinator::RunStep(const std::string& id, TensorMap 
   num_steps = std::max<int64_t>(num_steps, 1);
   const int64_t step = session->step + 1;
   session->step += num_steps;
+  ScopedLogContext log_step(id, step);
   const int n = mesh.num_processors();
 
   // Each worker's feeds are regions of the whole feeds, sent from where they lie; each distinct

@@ -44,6 +44,7 @@ absl::Status JoinFailures(const std::string& what, const std::vector<absl::Statu
 
 absl::StatusOr<v1::SaveCheckpointResponse> Coordinator::SaveCheckpoint(
     const std::string& id, const std::string& name, int keep) {
+  ScopedLogContext log_session(id);
   const std::string what = absl::StrCat("saving a checkpoint of session ", id, " as '", name, "'");
   if (keep < 1 || keep > kMaxCheckpointVersionsKept) {
     return absl::InvalidArgumentError(absl::StrCat(what, ": keep ", keep, " versions is not in [1, ",

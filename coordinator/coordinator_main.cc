@@ -59,6 +59,7 @@ int CoordinatorMain(int argc, char** argv) {
   std::string port_file;
   int64_t health_port = 0;
   std::string checkpoint_root;
+  std::string log_format = "text";
   std::string session_lease = "10s";
   std::string memory_limit = "auto";
   std::string profile_path;
@@ -158,6 +159,7 @@ int CoordinatorMain(int argc, char** argv) {
              "allow listening beyond loopback without TLS or tokens, and accept any caller for "
              "every role that has no token: anyone who reaches the port can read sessions and "
              "models and register workers");
+  AddLogFormatFlag(&flags, &log_format);
   auto positional = flags.Parse(argc, argv);
   if (!positional.ok()) {
     std::fprintf(stderr, "meshrt-coordinator: %s\n",
@@ -167,6 +169,14 @@ int CoordinatorMain(int argc, char** argv) {
   if (flags.help()) {
     std::cout << flags.Help();
     return 0;
+  }
+  if (flags.version()) {
+    std::cout << VersionText("meshrt-coordinator");
+    return 0;
+  }
+  if (absl::Status s = ApplyLogFormat("meshrt-coordinator", log_format); !s.ok()) {
+    std::fprintf(stderr, "meshrt-coordinator: %s\n", std::string(s.message()).c_str());
+    return 2;
   }
   absl::StatusOr<absl::Duration> lease = ParseSessionLease(session_lease);
   if (!lease.ok()) {

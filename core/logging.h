@@ -1,19 +1,66 @@
 // Minimal logging and invariant checks (the installed Abseil has no absl/log).
 //
 // MESHRT_CHECK is for broken internal invariants only; bad user or remote input returns a Status.
-// LogInfo/LogWarning/LogError write one line to stderr, prefixed with the program name. Thread-safe.
+// LogInfo/LogWarning/LogError write one line to stderr. Thread-safe.
+//
+// A line is, in the text format (the default),
+//   I 2026-12-03T07:40:12.345Z session=s-1f2e step=12 coordinator: ...
+// — level (I, W, E), the UTC time with milliseconds, then the session and step this thread works
+// on (ScopedLogContext; omitted when none), then the message. With SetLogFormat(kJson) (the
+// daemons' --log_format json) every line is one JSON object for log collectors:
+//   {"time":"2026-12-03T07:40:12.345Z","level":"info","program":"meshrt-coordinator",
+//    "session":"s-1f2e","step":12,"message":"coordinator: ..."}
+// ("session" and "step" only when set; strings JSON-escaped, invalid UTF-8 replaced by U+FFFD).
 #ifndef MESHRT_CORE_LOGGING_H_
 #define MESHRT_CORE_LOGGING_H_
 
+#include <cstdint>
 #include <string>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 
 namespace meshrt {
 
 [[noreturn]] void CheckFailed(const char* file, int line, const char* cond, const std::string& msg);
 void LogLine(const char* level, const std::string& msg);
+
+enum class LogFormat { kText, kJson };
+// Process-wide; call once at start-up, before other threads log.
+void SetLogFormat(LogFormat format);
+LogFormat GetLogFormat();
+// "text" or "json"; else InvalidArgument naming --log_format and the value.
+absl::StatusOr<LogFormat> ParseLogFormat(absl::string_view name);
+// The "program" field of JSON lines (default "meshrt"). Call at start-up, as SetLogFormat.
+void SetLogProgram(absl::string_view program);
+// The --log_format flag's help text, shared by every binary that has it.
+inline constexpr char kLogFormatHelp[] =
+    "log line format: text (level, UTC time, session=, step=, message) or json (one object per "
+    "line: time, level, program, session, step, message; for log collectors)";
+
+// While it lives, the lines this thread logs name `session` (and `step`, when >= 0). Nests: the
+// destructor restores the context it replaced. Not movable; one thread only.
+class ScopedLogContext {
+ public:
+  explicit ScopedLogContext(absl::string_view session, int64_t step = -1);
+  ~ScopedLogContext();
+  ScopedLogContext(const ScopedLogContext&) = delete;
+  ScopedLogContext& operator=(const ScopedLogContext&) = delete;
+
+ private:
+  std::string previous_session_;
+  int64_t previous_step_;
+};
+
+// One log line as LogLine writes it (without the newline), for `level` "I", "W", "E" or "F" and
+// the given context; exposed for tests.
+std::string FormatLogLine(LogFormat format, absl::string_view level, absl::Time time,
+                          absl::string_view program, absl::string_view session, int64_t step,
+                          absl::string_view message);
+// `text` as a JSON string literal, quotes included.
+std::string JsonQuoted(absl::string_view text);
 
 template <typename... Args>
 void LogInfo(const Args&... args) {

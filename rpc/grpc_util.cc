@@ -10,10 +10,14 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "core/logging.h"
+#include "core/status_macros.h"
+#include "google/protobuf/stubs/common.h"
+#include "grpcpp/grpcpp.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/support/server_interceptor.h"
 #include "rpc/auth.h"
+#include "util/version.h"
 
 namespace meshrt {
 namespace {
@@ -38,6 +42,23 @@ void SetDaemonLogName(const std::string& daemon) {
   absl::MutexLock lock(&log_name_mu);
   delete log_name;
   log_name = new std::string(std::move(name));
+}
+
+void AddLogFormatFlag(FlagSet* flags, std::string* log_format) {
+  flags->String("log_format", log_format, kLogFormatHelp);
+}
+
+absl::Status ApplyLogFormat(absl::string_view program, const std::string& log_format) {
+  ASSIGN_OR_RETURN(LogFormat format, ParseLogFormat(log_format));
+  SetLogFormat(format);
+  SetLogProgram(program);
+  return absl::OkStatus();
+}
+
+std::string VersionText(absl::string_view program) {
+  const int pb = GOOGLE_PROTOBUF_VERSION;  // e.g. 3021012
+  return absl::StrCat(program, " ", kMeshrtVersion, " (gRPC ", grpc::Version(), ", protobuf ",
+                      pb / 1000000, ".", pb / 1000 % 1000, ".", pb % 1000, ")\n");
 }
 
 grpc::Status ToGrpcStatus(const absl::Status& status) {

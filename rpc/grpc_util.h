@@ -33,6 +33,15 @@ grpc::Status ToGrpcStatus(const absl::Status& status);
 // stderr goes to a file (StderrLogPath), else "the <daemon> log (its stderr)". Daemons call it
 // once at startup; until then the note says "the log of the daemon that answered".
 void SetDaemonLogName(const std::string& daemon);
+
+// --log_format text|json (core/logging.h), shared by the daemons and `meshrt local`.
+void AddLogFormatFlag(FlagSet* flags, std::string* log_format);
+// Sets this process's log format and its JSON "program" field; InvalidArgument naming the flag
+// and the value when it is neither text nor json.
+absl::Status ApplyLogFormat(absl::string_view program, const std::string& log_format);
+
+// What `PROGRAM --version` prints: "meshrt-worker 0.1.0 (gRPC 1.51.1, protobuf 3.21.12)\n".
+std::string VersionText(absl::string_view program);
 absl::Status FromGrpcStatus(const grpc::Status& status);
 
 // Transport security of one process, as given by its flags (AddSecurityFlags). Every field empty

@@ -70,6 +70,10 @@ absl::StatusOr<std::vector<std::string>> FlagSet::Parse(const std::vector<std::s
       help_ = true;
       continue;
     }
+    if (arg == "--version") {
+      version_ = true;
+      continue;
+    }
     if (arg.size() < 2 || arg[0] != '-') {
       positional.push_back(arg);
       continue;

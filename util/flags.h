@@ -8,7 +8,7 @@
 //   if (flags.help()) { std::cout << flags.Help(); return 0; }
 //
 // Accepts `--name value`, `--name=value`, and for booleans `--name`, `--name=true|false`,
-// `--noname`. `--` ends flags. Targets keep their values as defaults when a flag is absent.
+// `--noname`. `--` ends flags; `--help` and `--version` are always known. Targets keep their values as defaults when a flag is absent.
 // Not thread-safe.
 #ifndef MESHRT_UTIL_FLAGS_H_
 #define MESHRT_UTIL_FLAGS_H_
@@ -40,6 +40,8 @@ class FlagSet {
   absl::StatusOr<std::vector<std::string>> Parse(const std::vector<std::string>& args);
 
   bool help() const { return help_; }
+  // `--version` was given (every FlagSet accepts it; the binary prints its version and exits).
+  bool version() const { return version_; }
   // Usage, description, and every flag with its help and default.
   std::string Help() const;
 
@@ -57,6 +59,7 @@ class FlagSet {
   std::string description_;
   std::vector<Flag> flags_;
   bool help_ = false;
+  bool version_ = false;
 };
 
 }  // namespace meshrt

@@ -79,6 +79,7 @@ Worker::~Worker() = default;
 
 absl::Status Worker::LoadSession(const v1::SessionSpec& spec) {
   if (spec.session().empty()) return absl::InvalidArgumentError("session spec without a session id");
+  ScopedLogContext log_session(spec.session());
   {
     absl::MutexLock lock(&mu_);
     if (sessions_.count(spec.session())) {
@@ -143,6 +144,7 @@ absl::StatusOr<TensorMap> Worker::RunStep(const std::string& session, int64_t st
                                           const std::vector<std::string>& fetches,
                                           int64_t num_steps,
                                           const std::vector<std::string>& step_fetches) {
+  ScopedLogContext log_step(session, step);
   ASSIGN_OR_RETURN(std::shared_ptr<SessionState> state, FindSession(session));
   if (!state->step_mu.TryLock()) {
     return absl::FailedPreconditionError(

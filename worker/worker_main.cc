@@ -140,6 +140,7 @@ int WorkerMain(int argc, char** argv) {
   std::string rank_text;
   std::vector<std::string> data_dirs;
   std::string checkpoint_root;
+  std::string log_format = "text";
   int64_t debug_freeze_at_step = 0;
   int64_t debug_freeze_at_instruction = -1;
   int64_t debug_spin_at_step = 0;
@@ -212,6 +213,7 @@ int WorkerMain(int argc, char** argv) {
              "allow listening beyond loopback without TLS or --cluster_token_file (the worker "
              "still accepts calls only from its coordinator, but the secret that proves it "
              "travels in plaintext)");
+  AddLogFormatFlag(&flags, &log_format);
   auto positional = flags.Parse(argc, argv);
   if (!positional.ok()) {
     std::fprintf(stderr, "meshrt-worker: %s\n", std::string(positional.status().message()).c_str());
@@ -220,6 +222,14 @@ int WorkerMain(int argc, char** argv) {
   if (flags.help()) {
     std::cout << flags.Help();
     return 0;
+  }
+  if (flags.version()) {
+    std::cout << VersionText("meshrt-worker");
+    return 0;
+  }
+  if (absl::Status s = ApplyLogFormat("meshrt-worker", log_format); !s.ok()) {
+    std::fprintf(stderr, "meshrt-worker: %s\n", std::string(s.message()).c_str());
+    return 2;
   }
   if (coordinator.empty()) {
     std::fprintf(stderr, "meshrt-worker: --coordinator HOST:PORT is required (see --help)\n");
