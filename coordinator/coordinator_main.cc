@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdio>
 #include <iostream>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -170,13 +171,8 @@ int CoordinatorMain(int argc, char** argv) {
     std::cout << flags.Help();
     return 0;
   }
-  if (flags.version()) {
-    std::cout << VersionText("meshrt-coordinator");
-    return 0;
-  }
-  if (absl::Status s = ApplyLogFormat("meshrt-coordinator", log_format); !s.ok()) {
-    std::fprintf(stderr, "meshrt-coordinator: %s\n", std::string(s.message()).c_str());
-    return 2;
+  if (std::optional<int> done = HandleVersionAndLogFormat(flags, "meshrt-coordinator", log_format)) {
+    return *done;
   }
   absl::StatusOr<absl::Duration> lease = ParseSessionLease(session_lease);
   if (!lease.ok()) {

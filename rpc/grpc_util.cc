@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <fstream>
+#include <iostream>
 #include <sstream>
 
 #include "absl/strings/ascii.h"
@@ -53,6 +54,19 @@ absl::Status ApplyLogFormat(absl::string_view program, const std::string& log_fo
   SetLogFormat(format);
   SetLogProgram(program);
   return absl::OkStatus();
+}
+
+std::optional<int> HandleVersionAndLogFormat(const FlagSet& flags, absl::string_view program,
+                                             const std::string& log_format) {
+  if (flags.version()) {
+    std::cout << VersionText(program);
+    return 0;
+  }
+  if (absl::Status s = ApplyLogFormat(program, log_format); !s.ok()) {
+    std::cerr << program << ": " << s.message() << std::endl;
+    return 2;
+  }
+  return std::nullopt;
 }
 
 std::string VersionText(absl::string_view program) {

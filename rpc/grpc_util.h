@@ -7,6 +7,7 @@
 #include <exception>
 #include <memory>
 #include <new>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -39,6 +40,11 @@ void AddLogFormatFlag(FlagSet* flags, std::string* log_format);
 // Sets this process's log format and its JSON "program" field; InvalidArgument naming the flag
 // and the value when it is neither text nor json.
 absl::Status ApplyLogFormat(absl::string_view program, const std::string& log_format);
+
+// What a daemon does after parsing its flags: with --version prints VersionText and returns 0;
+// applies --log_format, or prints why it is bad and returns 2; else nullopt (go on).
+std::optional<int> HandleVersionAndLogFormat(const FlagSet& flags, absl::string_view program,
+                                             const std::string& log_format);
 
 // What `PROGRAM --version` prints: "meshrt-worker 0.1.0 (gRPC 1.51.1, protobuf 3.21.12)\n".
 std::string VersionText(absl::string_view program);

@@ -223,13 +223,8 @@ int WorkerMain(int argc, char** argv) {
     std::cout << flags.Help();
     return 0;
   }
-  if (flags.version()) {
-    std::cout << VersionText("meshrt-worker");
-    return 0;
-  }
-  if (absl::Status s = ApplyLogFormat("meshrt-worker", log_format); !s.ok()) {
-    std::fprintf(stderr, "meshrt-worker: %s\n", std::string(s.message()).c_str());
-    return 2;
+  if (std::optional<int> done = HandleVersionAndLogFormat(flags, "meshrt-worker", log_format)) {
+    return *done;
   }
   if (coordinator.empty()) {
     std::fprintf(stderr, "meshrt-worker: --coordinator HOST:PORT is required (see --help)\n");
