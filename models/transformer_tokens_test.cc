@@ -192,12 +192,17 @@ TEST(TransformerTokensTest, EvalLossIsTheLossOfTheHeldOutTokens) {
 
 TEST(TransformerTokensTest, TheEvalPassRunsOnlyWhenFetched) {
   // 60 tokens, eval_fraction 0.1: an eval part of 6 tokens holds no window of length 8 + 1, so
-  // running the eval pass fails — and a step that does not fetch it succeeds.
+  // running the eval pass fails — and a step that does not fetch it succeeds, in the interpreter
+  // and on a mesh.
   std::vector<int32_t> ids = Tokens();
   ids.resize(60);
   const std::string path = WriteTestFile("small_eval.npy", Npy(ids));
   ASSERT_OK_AND_ASSIGN(TrainGraph t, BuildTransformerTrainGraph(TokenTransformer(path, 0.1f),
                                                                 Sgd()));
+  TensorMap state;
+  ASSERT_OK(InterpretStep(t.graph, {}, {t.loss}, &state, CpuKernels()).status());
+  EXPECT_TRUE(StatusIs(InterpretStep(t.graph, {}, {t.eval_loss}, &state, CpuKernels()).status(),
+                       absl::StatusCode::kInvalidArgument, {"eval/inputs", "has 6"}));
   ASSERT_OK_AND_ASSIGN(Mesh mesh, Mesh::Parse("p:2"));
   ASSERT_OK_AND_ASSIGN(LayoutRules rules, LayoutRules::Parse("batch:p", mesh));
   ASSERT_OK_AND_ASSIGN(v1::Program program, Lower(t.graph, mesh, rules));
