@@ -36,8 +36,7 @@ std::string LittleEndian(const std::vector<int64_t>& ids, int width) {
 
 // A version 1.0 .npy file holding `ids` as `descr` ("<i4" or "<u2") with header dict `dict`
 // (default: the 1-D shape of ids), padded as NumPy pads.
-std::string Npy(const std::vector<int64_t>& ids, const std::string& descr,
-                std::string dict = "") {
+std::string Npy(const std::vector<int64_t>& ids, const std::string& descr, std::string dict = "") {
   if (dict.empty()) {
     dict = absl::StrCat("{'descr': '", descr, "', 'fortran_order': False, 'shape': (", ids.size(),
                         ",), }");
@@ -157,8 +156,7 @@ TEST(TextWindowsTokensTest, SameOnAMeshWithTheBatchSplit) {
     for (int s : {0, 3, 17}) {
       for (const auto& [mesh, layout] : std::vector<std::pair<std::string, std::string>>{
                {"p:4", "b:p"}, {"rows:2,cols:2", "b:rows,l:cols"}}) {
-        testing_util::ExpectMatchesInterpreter(g, {{"step", Step(s)}}, mesh, layout,
-                                               CpuKernels());
+        testing_util::ExpectMatchesInterpreter(g, {{"step", Step(s)}}, mesh, layout, CpuKernels());
       }
     }
   }
@@ -203,9 +201,9 @@ TEST(TextWindowsTokensTest, OutOfRangeIdsNameTheirPosition) {
   ASSERT_OK_AND_ASSIGN(Graph g, WindowsGraph(path, 1, 5, {"npy", 64}));
   ASSERT_OK(RunStep(g, 0).status());  // tokens 0..5
   // step 2: start 10, tokens 10..15 include token 12.
-  EXPECT_TRUE(StatusIs(RunStep(g, 2).status(), absl::StatusCode::kInvalidArgument,
-                       {"text_windows", "'x'", path, "token position 12", "token id 64",
-                        "vocab 64"}));
+  EXPECT_TRUE(
+      StatusIs(RunStep(g, 2).status(), absl::StatusCode::kInvalidArgument,
+               {"text_windows", "'x'", path, "token position 12", "token id 64", "vocab 64"}));
   ids[12] = -3;
   const std::string negative = WriteTestFile("negative.npy", Npy(ids, "<i4"));
   ASSERT_OK_AND_ASSIGN(Graph gn, WindowsGraph(negative, 1, 5, {"npy", 64}));
@@ -229,9 +227,11 @@ TEST(TextWindowsTokensTest, BadFilesAreRefused) {
       {"magic.npy", "PK\x03\x04" + good.substr(4), {"not a .npy file"}},
       {"version.npy", good.substr(0, 6) + "\x03" + good.substr(7), {"version 3.0"}},
       {"dict.npy", Npy(ids, "<i4", "{'descr': '<i4', 'shape': (40,), }"), {"must have the keys"}},
-      {"float.npy", Npy(ids, "<i4", "{'descr': '<f4', 'fortran_order': False, 'shape': (40,), }"),
+      {"float.npy",
+       Npy(ids, "<i4", "{'descr': '<f4', 'fortran_order': False, 'shape': (40,), }"),
        {"int32 ('<i4') or uint16 ('<u2')", "'<f4'"}},
-      {"2d.npy", Npy(ids, "<i4", "{'descr': '<i4', 'fortran_order': False, 'shape': (4, 10), }"),
+      {"2d.npy",
+       Npy(ids, "<i4", "{'descr': '<i4', 'fortran_order': False, 'shape': (4, 10), }"),
        {"1-D", "(4, 10)"}},
       {"short.npy", good.substr(0, good.size() - 4), {"(40,)", "the file has 156"}},
       {"header.npy", good.substr(0, 30), {"truncated .npy file"}},
@@ -267,8 +267,8 @@ TEST(TextWindowsTokensTest, BadAttrsAreRefusedAtBuild) {
   for (const auto& [w, parts] : cases) {
     std::vector<std::string> want = parts;
     want.push_back("'x'");
-    EXPECT_TRUE(StatusIs(WindowsGraph(path, 2, 4, w).status(), absl::StatusCode::kInvalidArgument,
-                         want))
+    EXPECT_TRUE(
+        StatusIs(WindowsGraph(path, 2, 4, w).status(), absl::StatusCode::kInvalidArgument, want))
         << want[0];
   }
   EXPECT_TRUE(WindowsGraph(path, 2, 4, {"uint16", 100, "eval", 0.5f}).ok());

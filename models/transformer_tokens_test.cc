@@ -19,6 +19,7 @@
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu_kernels.h"
+#include "models/test_util.h"
 #include "models/train.h"
 #include "models/transformer.h"
 #include "runtime/simulated_mesh.h"
@@ -58,27 +59,12 @@ std::vector<int32_t> Tokens() {
 }
 
 TransformerOptions TokenTransformer(const std::string& path, float eval_fraction) {
-  TransformerOptions o;
-  o.batch = 4;
-  o.length = 8;
-  o.d_model = 16;
-  o.heads = 2;
-  o.d_kv = 8;
-  o.d_ff = 32;
-  o.layers = 1;
+  TransformerOptions o = TinyTransformerOptions();
   o.vocab = kVocab;
   o.data_path = path;
   o.data_format = "npy";
   o.eval_fraction = eval_fraction;
-  o.seed = 5;
   return o;
-}
-
-TrainOptions Sgd() {
-  TrainOptions t;
-  t.optimizer = "sgd";
-  t.learning_rate.base = 0.5f;
-  return t;
 }
 
 // Fetches `names` in step 0 of a fresh run of `t` in the interpreter.
@@ -94,10 +80,10 @@ std::map<std::string, float> FirstStep(const TrainGraph& t, const std::vector<st
 
 TEST(TransformerTokensTest, EvalOpsMirrorTheForwardPassOnTheSameVariables) {
   const std::string path = WriteTestFile("mirror.npy", Npy(Tokens()));
-  ASSERT_OK_AND_ASSIGN(TrainGraph plain, BuildTransformerTrainGraph(TokenTransformer(path, 0),
-                                                                    Sgd()));
-  ASSERT_OK_AND_ASSIGN(TrainGraph eval, BuildTransformerTrainGraph(TokenTransformer(path, 0.25f),
-                                                                   Sgd()));
+  ASSERT_OK_AND_ASSIGN(TrainGraph plain,
+                       BuildTransformerTrainGraph(TokenTransformer(path, 0), Sgd(0.5f)));
+  ASSERT_OK_AND_ASSIGN(TrainGraph eval,
+                       BuildTransformerTrainGraph(TokenTransformer(path, 0.25f), Sgd(0.5f)));
   EXPECT_EQ(plain.eval_loss, "");
   EXPECT_EQ(eval.eval_loss, "eval/loss");
   std::map<std::string, const v1::Op*> ops;
@@ -113,8 +99,9 @@ TEST(TransformerTokensTest, EvalOpsMirrorTheForwardPassOnTheSameVariables) {
     ASSERT_EQ(e.inputs_size(), op.inputs_size()) << op.name();
     for (int i = 0; i < op.inputs_size(); ++i) {
       const std::string& in = op.inputs(i);
-      const std::string want = variables.count(in) ? in : in == "data_step" ? "eval/step"
-                                                                              : "eval/" + in;
+      const std::string want = variables.count(in) ? in
+                               : in == "data_step" ? "eval/step"
+                                                   : "eval/" + in;
       EXPECT_EQ(e.inputs(i), want) << op.name();
     }
     if (op.type() == "text_windows") {
@@ -147,16 +134,16 @@ TEST(TransformerTokensTest, EvalLossIsTheLossOfTheHeldOutTokens) {
   // 400 tokens, eval_fraction 0.25: the eval part is the last 100, the train part the first 300.
   const std::vector<int32_t> ids = Tokens();
   const std::string path = WriteTestFile("split.npy", Npy(ids));
-  const std::string train_part = WriteTestFile(
-      "train_part.npy", Npy(std::vector<int32_t>(ids.begin(), ids.begin() + 300)));
+  const std::string train_part =
+      WriteTestFile("train_part.npy", Npy(std::vector<int32_t>(ids.begin(), ids.begin() + 300)));
   const std::string eval_part =
       WriteTestFile("eval_part.npy", Npy(std::vector<int32_t>(ids.begin() + 300, ids.end())));
-  ASSERT_OK_AND_ASSIGN(TrainGraph t, BuildTransformerTrainGraph(TokenTransformer(path, 0.25f),
-                                                                Sgd()));
-  ASSERT_OK_AND_ASSIGN(TrainGraph on_train, BuildTransformerTrainGraph(
-                                                TokenTransformer(train_part, 0), Sgd()));
-  ASSERT_OK_AND_ASSIGN(TrainGraph on_eval, BuildTransformerTrainGraph(
-                                               TokenTransformer(eval_part, 0), Sgd()));
+  ASSERT_OK_AND_ASSIGN(TrainGraph t,
+                       BuildTransformerTrainGraph(TokenTransformer(path, 0.25f), Sgd(0.5f)));
+  ASSERT_OK_AND_ASSIGN(TrainGraph on_train,
+                       BuildTransformerTrainGraph(TokenTransformer(train_part, 0), Sgd(0.5f)));
+  ASSERT_OK_AND_ASSIGN(TrainGraph on_eval,
+                       BuildTransformerTrainGraph(TokenTransformer(eval_part, 0), Sgd(0.5f)));
   const std::map<std::string, float> first = FirstStep(t, {t.loss, t.eval_loss});
   // The same initial weights (initializers keyed by seed and name) on the same windows.
   EXPECT_EQ(first.at(t.loss), FirstStep(on_train, {on_train.loss}).at(on_train.loss));
@@ -197,8 +184,8 @@ TEST(TransformerTokensTest, TheEvalPassRunsOnlyWhenFetched) {
   std::vector<int32_t> ids = Tokens();
   ids.resize(60);
   const std::string path = WriteTestFile("small_eval.npy", Npy(ids));
-  ASSERT_OK_AND_ASSIGN(TrainGraph t, BuildTransformerTrainGraph(TokenTransformer(path, 0.1f),
-                                                                Sgd()));
+  ASSERT_OK_AND_ASSIGN(TrainGraph t,
+                       BuildTransformerTrainGraph(TokenTransformer(path, 0.1f), Sgd(0.5f)));
   TensorMap state;
   ASSERT_OK(InterpretStep(t.graph, {}, {t.loss}, &state, CpuKernels()).status());
   EXPECT_TRUE(StatusIs(InterpretStep(t.graph, {}, {t.eval_loss}, &state, CpuKernels()).status(),
@@ -233,7 +220,7 @@ TEST(TransformerTokensTest, TokenOptionsAreChecked) {
   EXPECT_TRUE(StatusIs(CheckTransformerOptions(o), absl::StatusCode::kInvalidArgument,
                        {"need a data_path"}));
   o = TokenTransformer("", 0);
-  EXPECT_TRUE(StatusIs(BuildTransformerTrainGraph(o, Sgd()).status(),
+  EXPECT_TRUE(StatusIs(BuildTransformerTrainGraph(o, Sgd(0.5f)).status(),
                        absl::StatusCode::kInvalidArgument, {"need a data_path"}));
 }
 
