@@ -8,8 +8,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <csignal>
 #include <cmath>
+#include <csignal>
 #include <cstdlib>
 #include <fstream>
 #include <memory>
@@ -19,6 +19,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "client/cli_train_data.h"
 #include "client/client.h"
 #include "client/graph_io.h"
 #include "client/local_cluster.h"
@@ -172,35 +173,6 @@ std::string Duration(double seconds) {
   return absl::StrFormat("%ds", s);
 }
 
-// Greedy decoding with the sampler graph in process: `variables` are the trained values.
-absl::StatusOr<std::string> GreedySample(const models::TransformerOptions& model,
-                                         TensorMap variables, const std::string& prompt,
-                                         int64_t bytes) {
-  GraphBuilder b;
-  ASSIGN_OR_RETURN(models::SamplerOutputs s, models::BuildTransformerSampler(b, model));
-  ASSIGN_OR_RETURN(Graph graph, b.Build());
-  std::string text = prompt.empty() ? std::string("\n") : prompt;
-  std::string out;
-  for (int64_t i = 0; i < bytes; ++i) {
-    // The last `length` bytes are the window; the next byte is predicted at its last position.
-    const std::string window = text.size() > static_cast<size_t>(model.length)
-                                   ? text.substr(text.size() - model.length)
-                                   : text;
-    std::vector<int32_t> ids(model.length, 0);
-    for (size_t j = 0; j < window.size(); ++j) ids[j] = static_cast<unsigned char>(window[j]);
-    TensorMap feeds;
-    feeds[s.prompt.name] = Tensor::Int(s.prompt.shape, ids);
-    feeds[s.position.name] =
-        Tensor::Int(s.position.shape, {static_cast<int32_t>(window.size()) - 1});
-    ASSIGN_OR_RETURN(TensorMap got,
-                     InterpretStep(graph, feeds, {s.next_token.name}, &variables, CpuKernels()));
-    const char next = static_cast<char>(got.at(s.next_token.name).i32()[0]);
-    text.push_back(next);
-    out.push_back(next);
-  }
-  return out;
-}
-
 // Where --save and --restore live when this process starts the run (--reference, --local).
 struct CheckpointPlace {
   std::string root;  // the checkpoint root
@@ -273,16 +245,36 @@ void AddTrainFlags(FlagSet& flags, TrainFlags* f) {
   flags.Double("clip", &f->clip, "clip gradients to this global norm (0: off)");
   flags.Int("microbatches", &f->microbatches, "accumulate N steps' gradients per update");
   flags.String("data", &f->data,
-               "transformer: the text file to train on (default /usr/share/games/fortunes/cookie, "
-               "from Debian's fortunes package); 'synthetic' for random bytes");
+               "transformer: the file to train on — a text file (default "
+               "/usr/share/games/fortunes/cookie, from Debian's fortunes package) or token ids "
+               "(--data_format); 'synthetic' for random ids");
+  flags.String("data_format", &f->data_format,
+               "transformer: auto (the default: *.npy is npy, *.bin uint16, else bytes), bytes "
+               "(every byte a token), npy (a 1-D int32 or uint16 .npy of token ids) or uint16 "
+               "(raw little-endian uint16 ids, nanoGPT's train.bin)");
+  flags.Int("vocab", &f->vocab,
+            "transformer: vocabulary size; token ids must be in [0, N) (required for npy and "
+            "uint16: the file is not scanned; default 256 for bytes)");
+  flags.Double("eval_fraction", &f->eval_fraction,
+               "transformer: hold out the last F of the data file's tokens (0 <= F < 1; 0: no "
+               "eval): training reads the rest, and the eval loss is measured on the held-out "
+               "part");
+  flags.Int("eval_every", &f->eval_every,
+            "with --eval_fraction: log the eval loss (one fixed held-out batch, with the weights "
+            "the step starts from) at the first step, every N steps and at the last (0: first "
+            "and last only); --loss_csv gains an eval_loss column, empty where not evaluated");
   flags.Int("batch", &f->batch, "batch size (0: the model's default)");
   flags.Int("length", &f->length, "transformer: sequence length (0: default)");
   flags.Int("d_model", &f->d_model, "model width (0: default)");
   flags.Int("heads", &f->heads, "transformer: attention heads (0: default)");
   flags.Int("d_ff", &f->d_ff, "feed-forward width (0: default)");
   flags.Int("layers", &f->layers, "transformer: layers (0: default)");
-  flags.Int("sample", &f->sample, "transformer: print a greedy sample of N bytes at the end");
-  flags.String("prompt", &f->prompt, "transformer: the sample's prompt");
+  flags.Int("sample", &f->sample,
+            "transformer: print a greedy sample of N tokens at the end (text for bytes, token "
+            "ids for npy/uint16 data)");
+  flags.String("prompt", &f->prompt,
+               "transformer: the sample's prompt (for npy/uint16 data: token ids separated by "
+               "spaces or commas)");
   flags.String("save", &f->save,
                "save a checkpoint (every variable and optimizer slot) named NAME at the end, "
                "relative to the checkpoint root (--checkpoint_root; with --coordinator, that "
@@ -369,15 +361,24 @@ absl::Status RunTraining(const TrainFlags& f, CliIo io, float* final_loss) {
     if (f.d_ff > 0) tmodel.d_ff = f.d_ff;
     if (f.layers > 0) tmodel.layers = f.layers;
     tmodel.seed = f.seed;
-    tmodel.data_path = f.data == "synthetic" ? "" : f.data;
+    RETURN_IF_ERROR(ApplyTrainData({f.data, f.data_format, f.vocab, f.eval_fraction}, &tmodel));
+    if (f.eval_every < 0) return UsageError("--eval_every needs N >= 0");
+    if (f.eval_every > 0 && tmodel.eval_fraction == 0) {
+      return UsageError("--eval_every needs --eval_fraction F > 0 (the held-out part)");
+    }
     if (!tmodel.data_path.empty() && ::access(tmodel.data_path.c_str(), R_OK) != 0) {
       return absl::NotFoundError(absl::StrCat(
-          "cannot read the training text ", tmodel.data_path,
+          "cannot read the training data ", tmodel.data_path,
           " (install Debian's fortunes package: tools/setup.sh does; or pass --data FILE)"));
     }
     tokens_per_step = tmodel.batch * tmodel.length;
     tg = models::BuildTransformerTrainGraph(tmodel, train);
   } else {
+    if (f.data_format != "auto" || f.vocab != 0 || f.eval_fraction != 0 || f.eval_every != 0) {
+      return UsageError(
+          "--data_format, --vocab, --eval_fraction and --eval_every are for "
+          "--model transformer");
+    }
     if (f.batch > 0) mmodel.batch = f.batch;
     if (f.d_model > 0) mmodel.d_model = f.d_model;
     if (f.d_ff > 0) mmodel.d_ff = f.d_ff;
@@ -521,9 +522,13 @@ absl::Status RunTraining(const TrainFlags& f, CliIo io, float* final_loss) {
   if (f.model == "transformer") {
     io.out << absl::StrFormat(
         " (batch %d, length %d, d_model %d, heads %d, d_ff %d, layers %d, "
-        "vocab %d; data %s)",
+        "vocab %d; data %s%s)",
         tmodel.batch, tmodel.length, tmodel.d_model, tmodel.heads, tmodel.d_ff, tmodel.layers,
-        tmodel.vocab, tmodel.data_path.empty() ? "synthetic" : tmodel.data_path);
+        tmodel.vocab, tmodel.data_path.empty() ? "synthetic" : tmodel.data_path,
+        tmodel.data_path.empty()   ? ""
+        : tmodel.eval_fraction > 0 ? absl::StrFormat(" as %s, last %g held out for eval",
+                                                     tmodel.data_format, tmodel.eval_fraction)
+                                   : absl::StrCat(" as ", tmodel.data_format));
   }
   // --steps: the total with --resume (a restarted job ends where the first would have), else
   // the steps to run from where the run starts.
@@ -531,6 +536,12 @@ absl::Status RunTraining(const TrainFlags& f, CliIo io, float* final_loss) {
   io.out << " with " << train.optimizer << " lr " << train.learning_rate.base << " to step "
          << target << " on " << where << "\n";
 
+  // The held-out loss is fetched in the first step, every --eval_every-th and the last.
+  const bool eval = !tg->eval_loss.empty();
+  auto evaluates = [&](int64_t step) {
+    return eval && (step == first_step + 1 || step == target ||
+                    (f.eval_every > 0 && step % f.eval_every == 0));
+  };
   std::ofstream csv;
   if (!f.loss_csv.empty()) {
     if (first_step > 0 && f.resume) RETURN_IF_ERROR(TruncateLossCsv(f.loss_csv, first_step));
@@ -538,7 +549,9 @@ absl::Status RunTraining(const TrainFlags& f, CliIo io, float* final_loss) {
     csv.open(f.loss_csv, append ? std::ios::app : std::ios::trunc);
     if (!csv)
       return absl::PermissionDeniedError(absl::StrCat("cannot write --loss_csv ", f.loss_csv));
-    if (!append) csv << "step,loss,learning_rate,tokens_per_s,elapsed_s\n";
+    if (!append) {
+      csv << "step,loss,learning_rate,tokens_per_s,elapsed_s" << (eval ? ",eval_loss" : "") << "\n";
+    }
   }
   // SIGTERM (a pod deleted, a job stopped) saves a checkpoint and stops.
   struct sigaction previous_term {};
@@ -566,7 +579,7 @@ absl::Status RunTraining(const TrainFlags& f, CliIo io, float* final_loss) {
     return absl::OkStatus();
   }
   const absl::Time start = absl::Now();
-  float loss = NAN;
+  float loss = NAN, eval_loss = NAN;
   std::vector<std::pair<int64_t, float>> logged;  // (step, loss) of every request
   int64_t written = first_step;  // the last step with a CSV row
   TensorMap final_vars;
@@ -575,11 +588,16 @@ absl::Status RunTraining(const TrainFlags& f, CliIo io, float* final_loss) {
   int64_t next_report = first_step + report_every;
   int64_t done = 0;  // steps run by this process (redone ones included)
   while (trainer->step() < target) {
-    const int64_t n = std::min(f.log_every, target - trainer->step());
+    int64_t n = std::min(f.log_every, target - trainer->step());
+    // A request ends at the next evaluated step (its fetches are the last step's).
+    for (int64_t k = trainer->step() + 1; eval && k < trainer->step() + n; ++k) {
+      if (evaluates(k)) n = k - trainer->step();
+    }
     std::vector<std::string> fetches = {tg->loss, tg->learning_rate};
     const bool out_of_time =
         f.max_seconds > 0 && absl::Now() - start > absl::Seconds(f.max_seconds);
     const bool last = trainer->step() + n >= target || out_of_time;
+    if (evaluates(trainer->step() + n) || (eval && last)) fetches.push_back(tg->eval_loss);
     if (last && f.sample > 0 && f.model == "transformer") {
       // The weights the last step starts from: the ones its reported loss is computed with.
       for (const std::string& v : tg->trainable) fetches.push_back(v);
@@ -599,11 +617,19 @@ absl::Status RunTraining(const TrainFlags& f, CliIo io, float* final_loss) {
     }
     while (!logged.empty() && logged.back().first >= step) logged.pop_back();  // redone
     logged.emplace_back(step, loss);
+    std::string eval_cell;  // the CSV's eval_loss: empty where not evaluated
+    if (out->count(tg->eval_loss)) {
+      eval_loss = out->at(tg->eval_loss).f32()[0];
+      eval_cell = absl::StrCat(eval_loss);
+      event(absl::StrFormat("step %d: eval_loss %.4f (held-out part; train loss %.4f)", step,
+                            eval_loss, loss));
+    }
     const double elapsed = absl::ToDoubleSeconds(absl::Now() - start);
     const double tps = tokens_per_step * done / std::max(elapsed, 1e-9);
     if (csv.is_open() && step > written) {
       csv << step << "," << loss << "," << out->at(tg->learning_rate).f32()[0] << ","
-          << absl::StrFormat("%.1f", tps) << "," << absl::StrFormat("%.3f", elapsed) << "\n"
+          << absl::StrFormat("%.1f", tps) << "," << absl::StrFormat("%.3f", elapsed)
+          << (eval ? "," + eval_cell : "") << "\n"
           << std::flush;
       written = step;
     }
@@ -654,6 +680,7 @@ absl::Status RunTraining(const TrainFlags& f, CliIo io, float* final_loss) {
       "last 50 steps %.4f\n",
       loss, final_step, Duration(elapsed), tokens_per_step * done / std::max(elapsed, 1e-9),
       f.model == "transformer" ? "tokens" : "examples", smoothed);
+  if (eval) io.out << absl::StrFormat("final eval loss %.4f (held-out part)\n", eval_loss);
   if (training_run != nullptr && !training_run->recoveries().empty()) {
     const std::vector<Recovery>& recoveries = training_run->recoveries();
     io.out << recoveries.size() << " recover" << (recoveries.size() == 1 ? "y" : "ies") << ":";
@@ -680,7 +707,13 @@ absl::Status RunTraining(const TrainFlags& f, CliIo io, float* final_loss) {
   }
   if (f.sample > 0 && f.model == "transformer") {
     ASSIGN_OR_RETURN(std::string text, GreedySample(tmodel, final_vars, f.prompt, f.sample));
-    io.out << "greedy sample (prompt \"" << f.prompt << "\"):\n" << f.prompt << text << "\n";
+    if (tmodel.data_format == "bytes") {
+      io.out << "greedy sample (prompt \"" << f.prompt << "\"):\n" << f.prompt << text << "\n";
+    } else {
+      io.out << "greedy sample of token ids (prompt \"" << (f.prompt.empty() ? "0" : f.prompt)
+             << "\"):\n"
+             << text << "\n";
+    }
   }
   if (training_run != nullptr) RETURN_IF_ERROR(training_run->Close());
   return absl::OkStatus();

@@ -30,6 +30,10 @@ struct TrainFlags {
   double clip = 0;  // 0: off
   int64_t microbatches = 1;
   std::string data = "/usr/share/games/fortunes/cookie";
+  std::string data_format = "auto";  // client/cli_train_data.h
+  int64_t vocab = 0;                 // 0: 256 (bytes); required for npy and uint16
+  double eval_fraction = 0;          // held out at the end of the data file; 0: no eval
+  int64_t eval_every = 0;            // eval_loss at the first step, every N and the last
   int64_t batch = 0, length = 0, d_model = 0, heads = 0, d_ff = 0, layers = 0;
   int64_t sample = 0;
   std::string prompt;

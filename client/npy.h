@@ -1,5 +1,5 @@
 // Reading and writing NumPy `.npy` files (format versions 1.0 and 2.0), the exchange format of the
-// `meshrt` CLI's feeds and fetches.
+// `meshrt` CLI's feeds and fetches. The header is parsed by core/npy_header.h.
 //
 // Supported: little-endian float32 (`<f4`) and int32 (`<i4`) arrays in C (row-major) order, of any
 // rank including 0 (a scalar, shape `()`). Fortran-order arrays and every other dtype are refused
@@ -19,6 +19,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "core/npy_header.h"  // NpyShapeString
 #include "core/shape.h"
 #include "core/tensor.h"
 
@@ -45,9 +46,6 @@ absl::StatusOr<NpyArray> ReadNpy(const std::string& path);
 // "feed 'x' (x.npy)". The dtype is the file's; callers check it against what they need.
 absl::StatusOr<Tensor> NpyToTensor(const NpyArray& array, const Shape& expected,
                                    absl::string_view what);
-
-// "(8, 16)", "(8,)" or "()": sizes the way NumPy prints a shape.
-std::string NpyShapeString(const std::vector<int64_t>& dims);
 
 // The bytes of a .npy file holding `tensor` (dims in order, names dropped). Version 1.0 unless the
 // header needs 2.0; the header is padded so the data starts at a multiple of 64 bytes, as NumPy

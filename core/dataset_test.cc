@@ -27,18 +27,6 @@ namespace {
 using testing_util::Attr;
 using testing_util::GraphWriter;
 
-// Writes `bytes` to a fresh file in the test's temp dir and returns its path.
-std::string TempFile(const std::string& name, const std::string& bytes) {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  const std::string path = absl::StrCat(dir != nullptr ? dir : "/tmp", "/", name);
-  FILE* f = std::fopen(path.c_str(), "wb");
-  EXPECT_NE(f, nullptr) << path;
-  if (f == nullptr) return path;
-  std::fwrite(bytes.data(), 1, bytes.size(), f);
-  std::fclose(f);
-  return path;
-}
-
 // Bytes 0, 1, ..., size-1: a byte's value is its position, so windows are easy to read.
 std::string Positions(int size) {
   std::string s;
@@ -84,7 +72,7 @@ TEST(TextWindowsTest, RegisteredAsSliceAwareSource) {
 
 TEST(TextWindowsTest, ValuesByHand) {
   // 40 bytes, batch 2, length 5: n = 40 - 6 = 34, row r of step s starts at ((2s + r) * 5) mod 34.
-  const std::string path = TempFile("by_hand.bin", Positions(40));
+  const std::string path = WriteTestFile("by_hand.bin", Positions(40));
   const Graph gi = WindowsGraph(path, 2, 5), gf = WindowsGraph(path, 2, 5, DType::kFloat32);
   struct Case {
     int step;
@@ -122,7 +110,7 @@ TEST(TextWindowsTest, MatchesTheBenchBatchesOnText) {
   for (int i = 0; text.size() < 997; ++i) absl::StrAppend(&text, "line ", i, ": the quick fox\n");
   text.resize(997);
   const int B = 4, L = 24;
-  const Graph g = WindowsGraph(TempFile("bench.txt", text), B, L);
+  const Graph g = WindowsGraph(WriteTestFile("bench.txt", text), B, L);
   const int n = static_cast<int>(text.size()) - (L + 1);
   for (int s = 0; s < 30; ++s) {
     ASSERT_OK_AND_ASSIGN(TensorMap out, RunStep(g, IntStep(s)));
@@ -140,14 +128,14 @@ TEST(TextWindowsTest, MatchesTheBenchBatchesOnText) {
 TEST(TextWindowsTest, HighBytesAreNonNegative) {
   std::string bytes(16, '\0');
   for (int i = 0; i < 16; ++i) bytes[i] = static_cast<char>(240 + i);
-  const Graph g = WindowsGraph(TempFile("high.bin", bytes), 1, 4);
+  const Graph g = WindowsGraph(WriteTestFile("high.bin", bytes), 1, 4);
   ASSERT_OK_AND_ASSIGN(TensorMap out, RunStep(g, IntStep(1)));  // start (1*1*4) mod 11 = 4
   EXPECT_EQ(Ints(out.at("x")), (std::vector<int32_t>{244, 245, 246, 247}));
 }
 
 TEST(TextWindowsTest, KernelReadsOnlyItsSlice) {
   // Processor slice rows [1, 2) and columns [2, 5) of the [2, 5] tensor of step 3 (starts 30, 1).
-  const std::string path = TempFile("slice.bin", Positions(40));
+  const std::string path = WriteTestFile("slice.bin", Positions(40));
   v1::Op op;
   op.set_name("t");
   op.set_type("text_windows");
@@ -197,8 +185,8 @@ void ExpectSameOnMesh(const Graph& g, const TensorMap& feeds, const std::string&
 TEST(TextWindowsTest, SameOnEveryMeshAndLayout) {
   std::string text;
   for (int i = 0; i < 300; ++i) text.push_back(static_cast<char>((i * 37 + 11) % 256));
-  const Graph g = WindowsGraph(TempFile("mesh.bin", text), 8, 12);
-  const Graph gf = WindowsGraph(TempFile("mesh.bin", text), 8, 12, DType::kFloat32);
+  const Graph g = WindowsGraph(WriteTestFile("mesh.bin", text), 8, 12);
+  const Graph gf = WindowsGraph(WriteTestFile("mesh.bin", text), 8, 12, DType::kFloat32);
   for (int s : {0, 1, 7, 123}) {
     SCOPED_TRACE(absl::StrCat("step ", s));
     for (const auto& [mesh, layout] : std::vector<std::pair<std::string, std::string>>{
@@ -216,7 +204,7 @@ TEST(TextWindowsTest, SameOnEveryMeshAndLayout) {
 
 TEST(TextWindowsTest, StepFromAComputedScalar) {
   // The step is the sum of a split vector (a partial sum before its allreduce): still the same.
-  const std::string path = TempFile("computed.bin", Positions(200));
+  const std::string path = WriteTestFile("computed.bin", Positions(200));
   GraphWriter w;
   w.Placeholder("v", Shape::Parse("k:4").value(), DType::kFloat32);
   w.Op("step", "reduce_sum", {"v"}, {"k"});
@@ -247,7 +235,7 @@ TEST(TextWindowsTest, MissingFileNamesOpAndPath) {
 
 TEST(TextWindowsTest, UnusableFilesAreRefused) {
   // n = size - (length + 1) must be > 0: 5 bytes cannot hold a window of 4 + 1 with a choice.
-  const std::string short_path = TempFile("short.bin", Positions(5));
+  const std::string short_path = WriteTestFile("short.bin", Positions(5));
   EXPECT_TRUE(StatusIs(RunStep(WindowsGraph(short_path, 2, 4), IntStep(0)).status(),
                        absl::StatusCode::kInvalidArgument, {short_path, "text_windows", "5 bytes"}));
   const char* dir = std::getenv("TEST_TMPDIR");
@@ -255,24 +243,24 @@ TEST(TextWindowsTest, UnusableFilesAreRefused) {
   EXPECT_TRUE(StatusIs(RunStep(WindowsGraph(dir_path, 2, 4), IntStep(0)).status(),
                        absl::StatusCode::kInvalidArgument, {dir_path, "not a regular file"}));
   // A float step must be a whole number.
-  const Graph gf = WindowsGraph(TempFile("frac.bin", Positions(40)), 2, 4, DType::kFloat32);
+  const Graph gf = WindowsGraph(WriteTestFile("frac.bin", Positions(40)), 2, 4, DType::kFloat32);
   EXPECT_TRUE(StatusIs(RunStep(gf, FloatStep(1.5f)).status(), absl::StatusCode::kInvalidArgument,
                        {"whole number"}));
 }
 
 TEST(TextWindowsTest, ReplacedFileIsReread) {
-  const std::string path = TempFile("replaced.bin", Positions(40));
+  const std::string path = WriteTestFile("replaced.bin", Positions(40));
   const Graph g = WindowsGraph(path, 1, 3);
   ASSERT_OK_AND_ASSIGN(TensorMap before, RunStep(g, IntStep(0)));
   EXPECT_EQ(Ints(before.at("x")), (std::vector<int32_t>{0, 1, 2}));
-  const std::string tmp = TempFile("replaced.bin.new", std::string(40, 'A'));
+  const std::string tmp = WriteTestFile("replaced.bin.new", std::string(40, 'A'));
   ASSERT_EQ(std::rename(tmp.c_str(), path.c_str()), 0);  // a new inode at the same path
   ASSERT_OK_AND_ASSIGN(TensorMap after, RunStep(g, IntStep(0)));
   EXPECT_EQ(Ints(after.at("x")), (std::vector<int32_t>{65, 65, 65}));
 }
 
 TEST(TextWindowsTest, BadGraphsAreRefusedAtBuild) {
-  const std::string path = TempFile("build.bin", Positions(40));
+  const std::string path = WriteTestFile("build.bin", Positions(40));
   auto build = [&](const std::string& shape, DType step_dtype, const Shape& step_shape,
                    int offset, const char* p) {
     GraphWriter w;

@@ -1,5 +1,9 @@
 #include "core/interpreter.h"
 
+#include <set>
+#include <string>
+#include <vector>
+
 #include "absl/strings/str_cat.h"
 #include "core/ops_state.h"
 #include "core/status_macros.h"
@@ -48,9 +52,25 @@ absl::StatusOr<TensorMap> InterpretStep(const Graph& graph, const TensorMap& fee
       return absl::InvalidArgumentError(absl::StrCat("fetch '", f, "' names no tensor"));
     }
   }
+  // With fetches, only what they, the variables and the variables' updates depend on runs (as
+  // runtime/executor.h prunes a step): e.g. an eval pass nobody fetches costs nothing.
+  std::set<std::string> needed;
+  if (!fetches.empty()) {
+    std::vector<std::string> stack = fetches;
+    for (const v1::Op& op : graph.proto().ops()) {
+      if (op.type() == "variable" || IsVariableUpdate(op.type())) stack.push_back(op.name());
+    }
+    while (!stack.empty()) {
+      const std::string name = std::move(stack.back());
+      stack.pop_back();
+      if (!needed.insert(name).second) continue;
+      for (const std::string& in : graph.FindOp(name)->inputs()) stack.push_back(in);
+    }
+  }
   TensorMap values;
   for (int i : graph.topological_order()) {
     const v1::Op& op = graph.op(i);
+    if (!fetches.empty() && !needed.count(op.name())) continue;
     if (op.type() == "placeholder") {
       values[op.name()] = feeds.at(op.name());
       continue;

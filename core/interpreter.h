@@ -21,7 +21,8 @@ using TensorMap = std::map<std::string, Tensor>;
 absl::Status CheckFeeds(const Graph& graph, const TensorMap& feeds);
 
 // Runs every op of `graph` in topological order with `kernels` (default: the naive reference
-// kernels) and returns the tensors named in `fetches` (every tensor when empty). Errors: those of
+// kernels) and returns the tensors named in `fetches` (every tensor when empty; with fetches, only
+// the ops they and the variables' updates need run, see InterpretStep). Errors: those of
 // CheckFeeds; InvalidArgument for a fetch naming no tensor; kernel errors, naming the op.
 absl::StatusOr<TensorMap> Interpret(const Graph& graph, const TensorMap& feeds,
                                     const std::vector<std::string>& fetches = {},
@@ -30,6 +31,8 @@ absl::StatusOr<TensorMap> Interpret(const Graph& graph, const TensorMap& feeds,
 // One step of a graph with state (core/ops_state.h): as Interpret, but variables read their values
 // from `*variables` (a variable missing there starts from its initializer), and afterwards
 // `*variables` holds every variable's value after the step (assigned values replace old ones).
+// With `fetches`, only the ops that they, the variables and the variable updates depend on run
+// (as runtime/executor.h prunes a step; an op nobody needs cannot fail the step).
 // On error `*variables` is unchanged. InvalidArgument when a held value does not match the
 // variable's declared type.
 absl::StatusOr<TensorMap> InterpretStep(const Graph& graph, const TensorMap& feeds,

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -17,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/file_access.h"
 #include "core/kernel_runner.h"
+#include "core/npy_header.h"
 #include "core/program_builder.h"  // LaidOutTensor, for the lowering hooks
 #include "core/status_macros.h"
 
@@ -128,6 +130,118 @@ absl::Status ReadAt(const v1::Op& op, const std::string& path, int fd, int64_t p
   return absl::OkStatus();
 }
 
+// text_windows' attrs (core/ops_dataset.h), checked: the same checks at shape inference and in
+// the kernel (a program may come from elsewhere than a built graph).
+struct WindowsAttrs {
+  std::string path;
+  int64_t offset = 0;
+  std::string format;  // bytes | npy | uint16
+  int64_t vocab = 256;
+  std::string split;  // all | train | eval
+  float eval_fraction = 0;
+};
+
+absl::StatusOr<WindowsAttrs> ParseWindowsAttrs(const v1::Op& op) {
+  WindowsAttrs a;
+  a.path = StringAttrOr(op, "path", "");
+  if (a.path.empty()) return OpError(op, "needs attrs {path: \"a data file\"}");
+  a.offset = IntAttrOr(op, "offset", 0);
+  if (a.offset != 0 && a.offset != 1) {
+    return OpError(op, absl::StrCat("offset must be 0 (inputs) or 1 (targets), not ", a.offset));
+  }
+  a.format = StringAttrOr(op, "format", "bytes");
+  if (a.format != "bytes" && a.format != "npy" && a.format != "uint16") {
+    return OpError(op, absl::StrCat("attr format must be bytes, npy or uint16, not '", a.format,
+                                    "'"));
+  }
+  if (a.format != "bytes" && !op.attrs().count("vocab")) {
+    return OpError(op, absl::StrCat("format ", a.format,
+                                    " needs attrs {vocab: i} (token ids are in [0, vocab))"));
+  }
+  a.vocab = IntAttrOr(op, "vocab", 256);
+  if (a.vocab < 1) return OpError(op, absl::StrCat("attr vocab must be >= 1, not ", a.vocab));
+  a.split = StringAttrOr(op, "split", "all");
+  if (a.split != "all" && a.split != "train" && a.split != "eval") {
+    return OpError(op, absl::StrCat("attr split must be all, train or eval, not '", a.split, "'"));
+  }
+  a.eval_fraction = FloatAttrOr(op, "eval_fraction", 0);
+  if (a.split == "all" && a.eval_fraction != 0) {
+    return OpError(op, "attr eval_fraction needs split train or eval (split all reads every token)");
+  }
+  if (a.split != "all" && !(a.eval_fraction > 0 && a.eval_fraction < 1)) {
+    return OpError(op, absl::StrCat("attr eval_fraction must be in (0, 1) with split ", a.split,
+                                    ", not ", a.eval_fraction));
+  }
+  return a;
+}
+
+// Where the token ids of a data file are: `tokens` elements of `element_size` bytes (1: uint8,
+// 2: little-endian uint16, 4: little-endian int32) from byte `data_offset`.
+struct TokenFile {
+  int64_t data_offset = 0;
+  int element_size = 1;
+  int64_t tokens = 0;
+};
+
+absl::StatusOr<TokenFile> LocateTokens(const v1::Op& op, const WindowsAttrs& a, int fd,
+                                       int64_t size) {
+  if (a.format == "bytes") return TokenFile{0, 1, size};
+  if (a.format == "uint16") {
+    if (size % 2 != 0) {
+      return OpError(op, absl::StrCat("data file '", a.path, "' has an odd number of bytes (",
+                                      size, "): not a file of uint16 token ids"));
+    }
+    return TokenFile{0, 2, size / 2};
+  }
+  // npy: the preamble says how long the header is; read exactly that much.
+  const std::string source = absl::StrCat(OpLabel(op), ": data file '", a.path, "'");
+  std::string head(static_cast<size_t>(std::min<int64_t>(size, kNpyPreambleSize)), '\0');
+  RETURN_IF_ERROR(ReadAt(op, a.path, fd, 0, head.size(),
+                         reinterpret_cast<unsigned char*>(head.data())));
+  ASSIGN_OR_RETURN(const size_t data_offset, NpyDataOffset(head, source));
+  head.resize(static_cast<size_t>(std::min<int64_t>(size, static_cast<int64_t>(data_offset))));
+  RETURN_IF_ERROR(ReadAt(op, a.path, fd, 0, head.size(),
+                         reinterpret_cast<unsigned char*>(head.data())));
+  ASSIGN_OR_RETURN(const NpyHeader header, ParseNpyHeader(head, source));
+  TokenFile t;
+  t.data_offset = static_cast<int64_t>(header.data_offset);
+  if (header.descr == "<i4") {
+    t.element_size = 4;
+  } else if (header.descr == "<u2") {
+    t.element_size = 2;
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat(
+        source, ": token ids must be int32 ('<i4') or uint16 ('<u2'), not '", header.descr, "'"));
+  }
+  if (header.fortran_order || header.dims.size() != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        source, ": token ids must be a 1-D C-order array, not shape ",
+        NpyShapeString(header.dims), header.fortran_order ? " in Fortran order" : ""));
+  }
+  t.tokens = header.dims[0];
+  const int64_t data = size - t.data_offset;
+  if (t.tokens > data / t.element_size || data != t.tokens * t.element_size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        source, ": shape ", NpyShapeString(header.dims), " of '", header.descr, "' needs ",
+        t.tokens, " x ", t.element_size, " data bytes, the file has ", data));
+  }
+  return t;
+}
+
+int64_t DecodeToken(const unsigned char* p, int element_size) {
+  switch (element_size) {
+    case 1:
+      return p[0];
+    case 2:
+      return static_cast<int64_t>(p[0] | (p[1] << 8));
+    default: {
+      const uint32_t u = static_cast<uint32_t>(p[0]) | (static_cast<uint32_t>(p[1]) << 8) |
+                         (static_cast<uint32_t>(p[2]) << 16) | (static_cast<uint32_t>(p[3]) << 24);
+      return static_cast<int32_t>(u);
+    }
+  }
+}
+
 absl::StatusOr<TensorType> InferTextWindows(const v1::Op& op, const std::vector<TensorType>& in) {
   RETURN_IF_ERROR(CheckStepType(op, in[0]));
   auto shape = Shape::FromProto(op.shape(), absl::StrCat("op '", op.name(), "' shape"));
@@ -136,14 +250,9 @@ absl::StatusOr<TensorType> InferTextWindows(const v1::Op& op, const std::vector<
     return OpError(op, absl::StrCat("shape must be [batch, length], not ", shape->ToString()));
   }
   if (op.dtype() != v1::DT_INVALID && op.dtype() != v1::DT_INT32) {
-    return OpError(op, "outputs int32 bytes only");
+    return OpError(op, "outputs int32 token ids only");
   }
-  const std::string path = StringAttrOr(op, "path", "");
-  if (path.empty()) return OpError(op, "needs attrs {path: \"a byte file\"}");
-  const int64_t offset = IntAttrOr(op, "offset", 0);
-  if (offset != 0 && offset != 1) {
-    return OpError(op, absl::StrCat("offset must be 0 (inputs) or 1 (targets), not ", offset));
-  }
+  RETURN_IF_ERROR(ParseWindowsAttrs(op).status());
   return TensorType{*std::move(shape), DType::kInt32};
 }
 
@@ -154,9 +263,7 @@ absl::Status TextWindowsKernel(const v1::Op& op, absl::Span<const Tensor* const>
   if (out->dtype() != DType::kInt32 || out->shape().rank() != 2) {
     return OpError(op, "produces an int32 [batch, length] tensor");
   }
-  ASSIGN_OR_RETURN(const std::string path, StringAttr(op, "path"));
-  const int64_t offset = IntAttrOr(op, "offset", 0);
-  if (offset != 0 && offset != 1) return OpError(op, "offset must be 0 or 1");
+  ASSIGN_OR_RETURN(const WindowsAttrs a, ParseWindowsAttrs(op));
   const int64_t rows = out->shape().dim(0).size, cols = out->shape().dim(1).size;
   std::vector<int64_t> begin = {0, 0}, global = {rows, cols};
   if (op.attrs().count("_slice_begin")) {
@@ -170,19 +277,45 @@ absl::Status TextWindowsKernel(const v1::Op& op, absl::Span<const Tensor* const>
   const int64_t batch = global[0], length = global[1];
   int fd = -1;
   int64_t size = 0;
-  RETURN_IF_ERROR(OpenData(op, path, *context.files, &fd, &size));
-  const int64_t n = size - (length + 1);
+  RETURN_IF_ERROR(OpenData(op, a.path, *context.files, &fd, &size));
+  ASSIGN_OR_RETURN(const TokenFile file, LocateTokens(op, a, fd, size));
+  // The eval part is the last round(eval_fraction * T) tokens, the train part the rest.
+  const int64_t eval_tokens =
+      a.split == "all" ? 0
+                       : std::llround(static_cast<double>(a.eval_fraction) *
+                                      static_cast<double>(file.tokens));
+  const int64_t part_begin = a.split == "eval" ? file.tokens - eval_tokens : 0;
+  const int64_t part_size = a.split == "all"     ? file.tokens
+                            : a.split == "train" ? file.tokens - eval_tokens
+                                                 : eval_tokens;
+  const int64_t n = part_size - (length + 1);
   if (n <= 0) {
-    return OpError(op, absl::StrCat("data file '", path, "' has ", size,
-                                    " bytes; windows of length ", length,
+    const std::string has =
+        a.split != "all"       ? absl::StrCat(file.tokens, " tokens, of which its ", a.split,
+                                              " part (eval_fraction ", a.eval_fraction, ") has ",
+                                              part_size)
+        : a.format == "bytes" ? absl::StrCat(size, " bytes")
+                              : absl::StrCat(file.tokens, " tokens");
+    return OpError(op, absl::StrCat("data file '", a.path, "' has ", has,
+                                    "; windows of length ", length,
                                     " need more than length + 1 = ", length + 1));
   }
-  std::vector<unsigned char> buf(static_cast<size_t>(cols));
+  std::vector<unsigned char> buf(static_cast<size_t>(cols * file.element_size));
   int32_t* o = out->i32();
   for (int64_t i = 0; i < rows; ++i) {
-    const int64_t pos = WindowStart(step, batch, begin[0] + i, length, n) + offset + begin[1];
-    RETURN_IF_ERROR(ReadAt(op, path, fd, pos, cols, buf.data()));
-    for (int64_t j = 0; j < cols; ++j) o[i * cols + j] = buf[j];
+    const int64_t token =
+        part_begin + WindowStart(step, batch, begin[0] + i, length, n) + a.offset + begin[1];
+    RETURN_IF_ERROR(ReadAt(op, a.path, fd, file.data_offset + token * file.element_size,
+                           cols * file.element_size, buf.data()));
+    for (int64_t j = 0; j < cols; ++j) {
+      const int64_t id = DecodeToken(&buf[j * file.element_size], file.element_size);
+      if (id < 0 || id >= a.vocab) {
+        return OpError(op, absl::StrCat("data file '", a.path, "' holds token id ", id,
+                                        " at token position ", token + j, ", outside [0, vocab ",
+                                        a.vocab, ")"));
+      }
+      o[i * cols + j] = static_cast<int32_t>(id);
+    }
   }
   return absl::OkStatus();
 }
@@ -195,8 +328,9 @@ OpInfo TextWindows() {
   info.max_inputs = 1;
   info.differentiable = false;
   info.summary =
-      "int32 bytes of attrs.path: row r of step s starts at ((s*batch + r)*length) mod "
-      "(file size - length - 1) + attrs.offset; each processor preads its slice";
+      "int32 token ids of attrs.path (bytes, .npy int32/uint16 or raw uint16; optionally its "
+      "train or eval part): row r of step s starts at ((s*batch + r)*length) mod "
+      "(part size - length - 1) + attrs.offset; each processor preads its slice";
   info.collectives = "none (the step is replicated)";
   info.needs_slice_begin = true;
   info.infer = InferTextWindows;

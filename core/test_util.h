@@ -4,6 +4,7 @@
 
 #include <stdlib.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -37,6 +38,18 @@ inline std::string MakeTestTempDir(const std::string& prefix = "meshrt") {
   std::string tmpl = std::string(base != nullptr ? base : "/tmp") + "/" + prefix + "XXXXXX";
   EXPECT_NE(mkdtemp(tmpl.data()), nullptr) << tmpl;
   return tmpl;
+}
+
+// Writes `bytes` to a fresh file `name` in the test's TEST_TMPDIR (or /tmp); returns its path.
+inline std::string WriteTestFile(const std::string& name, const std::string& bytes) {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  const std::string path = std::string(dir != nullptr ? dir : "/tmp") + "/" + name;
+  FILE* f = std::fopen(path.c_str(), "wb");
+  EXPECT_NE(f, nullptr) << path;
+  if (f == nullptr) return path;
+  EXPECT_EQ(std::fwrite(bytes.data(), 1, bytes.size(), f), bytes.size()) << path;
+  std::fclose(f);
+  return path;
 }
 
 }  // namespace meshrt

@@ -33,6 +33,9 @@ struct ModelOutputs {
   // Tensors whose loss gradients a training graph computes and keeps in a variable
   // "<name>/grad" (not trainable), as a layer passes its input gradient back to the one before.
   std::vector<TensorRef> keep_gradients;
+  // A scalar loss on held-out data that training does not read (empty name: none), e.g. the
+  // Transformer's "eval/loss"; fetched when wanted.
+  TensorRef eval_loss;
 };
 
 // ---- op helpers (each adds one op through GraphBuilder::Apply) ---------------------------------

@@ -25,6 +25,7 @@
 #include "gtest/gtest.h"
 #include "kernels/cpu_kernels.h"
 #include "models/mlp.h"
+#include "models/test_util.h"
 #include "models/train.h"
 #include "models/transformer.h"
 #include "runtime/simulated_mesh.h"
@@ -57,16 +58,8 @@ const std::string& TextFile() {
 }
 
 TransformerOptions TinyTransformer() {
-  TransformerOptions o;
-  o.batch = 4;
-  o.length = 8;
-  o.d_model = 16;
-  o.heads = 2;
-  o.d_kv = 8;
-  o.d_ff = 32;
-  o.layers = 1;
+  TransformerOptions o = TinyTransformerOptions();
   o.data_path = TextFile();
-  o.seed = 5;
   return o;
 }
 
@@ -78,13 +71,6 @@ MlpOptions TinyMlp() {
   o.seed = 3;
   o.biases = true;
   return o;
-}
-
-TrainOptions Sgd(float lr) {
-  TrainOptions t;
-  t.optimizer = "sgd";
-  t.learning_rate.base = lr;
-  return t;
 }
 
 std::vector<float> InterpreterLosses(const TrainGraph& t, int steps, TensorMap* state) {

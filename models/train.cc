@@ -36,6 +36,7 @@ absl::StatusOr<TrainGraph> BuildTrainGraph(
   t.global_norm = ops->global_norm.name;
   t.data_step = m->data_step.name;
   t.output = m->output.name;
+  t.eval_loss = m->eval_loss.name;
   for (const TensorRef& v : m->variables) t.trainable.push_back(v.name);
   t.variables = VariableNames(t.graph);
   return t;

@@ -40,6 +40,7 @@ struct TrainGraph {
   std::string global_norm;             // scalar, of the gradients before clipping
   std::string data_step;               // the data counter variable ("" when data is fed)
   std::string output;                  // logits (Transformer) / predictions (MLP)
+  std::string eval_loss;               // scalar held-out loss, not a graph output ("": none)
   std::vector<std::string> trainable;  // the model's variables, in creation order
   std::vector<std::string> variables;  // every variable of the graph (checkpoint contents:
                                        // trainable, data_step, global_step, optimizer slots, ...)

@@ -82,9 +82,9 @@ TensorRef Norm(GraphBuilder& b, const TransformerOptions& o, const TensorRef& x,
 }
 
 // The logits of `ids` (int32, dims P containing `length`, e.g. [batch, length] or [length]):
-// dims P + [vocab].
+// dims P + [vocab]. Every op's name starts with `scope` ("" or "eval/"); the weights are shared.
 TensorRef Logits(GraphBuilder& b, const TransformerOptions& o, const Weights& w,
-                 const TensorRef& ids) {
+                 const TensorRef& ids, const std::string& scope = "") {
   const Dim d_model{"d_model", o.d_model}, heads{"heads", o.heads}, d_kv{"d_kv", o.d_kv},
       d_ff{"d_ff", o.d_ff}, vocab{"vocab", o.vocab}, length{"length", o.length},
       memory{"memory", o.length};
@@ -93,18 +93,20 @@ TensorRef Logits(GraphBuilder& b, const TransformerOptions& o, const Weights& w,
   const Shape outer = Drop(p, "length");             // [batch]
   const Shape xs = Concat(p, {d_model});             // [batch, length, d_model]
 
-  TensorRef x = b.Einsum({OneHot(b, ids, vocab, "embed/one_hot"), w.embedding}, xs, "embed");
-  x = b.Add(x, w.positions, "embed/positions");
+  TensorRef x =
+      b.Einsum({OneHot(b, ids, vocab, scope + "embed/one_hot"), w.embedding}, xs, scope + "embed");
+  x = b.Add(x, w.positions, scope + "embed/positions");
 
   // Causal mask [memory, length]: -1e9 where memory > length (a future position).
-  TensorRef future =
-      Elementwise(b, "greater", {Range(b, memory, "mask/memory"), Range(b, length, "mask/length")},
-                  "mask/future");
-  TensorRef mask = ScalarOp(b, "mul", future, -1e9f, "mask");
+  TensorRef future = Elementwise(
+      b, "greater",
+      {Range(b, memory, scope + "mask/memory"), Range(b, length, scope + "mask/length")},
+      scope + "mask/future");
+  TensorRef mask = ScalarOp(b, "mul", future, -1e9f, scope + "mask");
 
   for (int64_t i = 0; i < o.layers; ++i) {
     const LayerWeights& l = w.layers[i];
-    const std::string n = absl::StrCat("layer_", i, "/");
+    const std::string n = absl::StrCat(scope, "layer_", i, "/");
     // Self-attention.
     TensorRef h = Norm(b, o, x, l.ln1_scale, l.ln1_bias, n + "ln1");
     TensorRef hm = b.RenameDim(h, "length", "memory", n + "attention/h_memory");
@@ -123,18 +125,41 @@ TensorRef Logits(GraphBuilder& b, const TransformerOptions& o, const Weights& w,
     TensorRef f = b.Relu(b.Einsum({h, l.w1}, Concat(p, {d_ff}), n + "ffn/hidden"), n + "ffn/relu");
     x = b.Add(x, b.Einsum({f, l.w2}, xs, n + "ffn/output"), n + "ffn/residual");
   }
-  TensorRef h = Norm(b, o, x, w.final_scale, w.final_bias, "final_ln");
-  return b.Einsum({h, w.output}, Concat(p, {vocab}), "logits");
+  TensorRef h = Norm(b, o, x, w.final_scale, w.final_bias, scope + "final_ln");
+  return b.Einsum({h, w.output}, Concat(p, {vocab}), scope + "logits");
 }
 
+// text_windows of the options' data file (core/ops_dataset.h). The attrs beyond path and offset
+// are set only when they differ from the op's defaults, so a byte model without eval is the graph
+// it always was.
 TensorRef TextWindows(GraphBuilder& b, const TensorRef& step, const Shape& shape,
-                      const std::string& path, int64_t offset, const std::string& name) {
+                      const TransformerOptions& o, int64_t offset, const std::string& split,
+                      const std::string& name) {
   v1::Op op;
   op.set_type("text_windows");
   *op.mutable_shape() = shape.ToProto();
-  (*op.mutable_attrs())["path"].set_s(path);
-  (*op.mutable_attrs())["offset"].set_i(offset);
+  auto& attrs = *op.mutable_attrs();
+  attrs["path"].set_s(o.data_path);
+  attrs["offset"].set_i(offset);
+  if (o.data_format != "bytes") {
+    attrs["format"].set_s(o.data_format);
+    attrs["vocab"].set_i(o.vocab);
+  }
+  if (o.eval_fraction > 0) {
+    attrs["split"].set_s(split);
+    attrs["eval_fraction"].set_f(o.eval_fraction);
+  }
   return b.Apply(std::move(op), {step}, name);
+}
+
+// The mean next-token cross entropy of `logits` against `targets`, ops named with `scope`.
+TensorRef Loss(GraphBuilder& b, const TransformerOptions& o, const TensorRef& logits,
+               const TensorRef& targets, const std::string& scope) {
+  TensorRef ce = Normalize(
+      b, "softmax_cross_entropy",
+      {logits, OneHot(b, targets, {"vocab", o.vocab}, scope + "targets/one_hot")}, {"vocab"}, 0,
+      scope + "cross_entropy");
+  return b.ReduceMean(ce, {}, scope + "loss");
 }
 
 }  // namespace
@@ -182,9 +207,22 @@ absl::Status CheckTransformerOptions(const TransformerOptions& o) {
     return absl::InvalidArgumentError(
         absl::StrCat("transformer: norm must be 'layer' or 'rms', not '", o.norm, "'"));
   }
-  if (!o.data_path.empty() && o.vocab < 256) {
+  if (o.data_format != "bytes" && o.data_format != "npy" && o.data_format != "uint16") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "transformer: data_format must be bytes, npy or uint16, not '", o.data_format, "'"));
+  }
+  if (o.data_path.empty() && (o.data_format != "bytes" || o.eval_fraction != 0)) {
+    return absl::InvalidArgumentError(
+        "transformer: data_format npy/uint16 and eval_fraction need a data_path (synthetic ids "
+        "have neither)");
+  }
+  if (!o.data_path.empty() && o.data_format == "bytes" && o.vocab < 256) {
     return absl::InvalidArgumentError(absl::StrCat("transformer: ids are bytes of ", o.data_path,
                                                    ", so vocab must be >= 256, not ", o.vocab));
+  }
+  if (!(o.eval_fraction >= 0 && o.eval_fraction < 1)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "transformer: eval_fraction must be in [0, 1) (0: no eval), not ", o.eval_fraction));
   }
   if (!(o.epsilon > 0)) {
     return absl::InvalidArgumentError(
@@ -199,8 +237,8 @@ absl::StatusOr<ModelOutputs> BuildTransformer(GraphBuilder& b, const Transformer
   ModelOutputs m;
   m.data_step = DataStep(b);
   if (!o.data_path.empty()) {
-    m.inputs = TextWindows(b, m.data_step, tokens, o.data_path, 0, "inputs");
-    m.targets = TextWindows(b, m.data_step, tokens, o.data_path, 1, "targets");
+    m.inputs = TextWindows(b, m.data_step, tokens, o, 0, "train", "inputs");
+    m.targets = TextWindows(b, m.data_step, tokens, o, 1, "train", "targets");
   } else {
     const float v = static_cast<float>(o.vocab);
     m.inputs = Cast(b, RandomUniform(b, tokens, m.data_step, o.seed, 0, v, "inputs/uniform"),
@@ -211,10 +249,16 @@ absl::StatusOr<ModelOutputs> BuildTransformer(GraphBuilder& b, const Transformer
   Weights w = AddWeights(b, o);
   m.variables = w.all;
   m.output = Logits(b, o, w, m.inputs);
-  TensorRef ce = Normalize(b, "softmax_cross_entropy",
-                           {m.output, OneHot(b, m.targets, {"vocab", o.vocab}, "targets/one_hot")},
-                           {"vocab"}, 0, "cross_entropy");
-  m.loss = b.ReduceMean(ce, {}, "loss");
+  m.loss = Loss(b, o, m.output, m.targets, "");
+  if (o.eval_fraction > 0) {
+    // The held-out batch: step 0's windows of the eval part, the same every time it is fetched.
+    v1::Op zero;
+    zero.set_type("zeros");
+    const TensorRef step = b.Apply(std::move(zero), {}, "eval/step");
+    const TensorRef ids = TextWindows(b, step, tokens, o, 0, "eval", "eval/inputs");
+    const TensorRef targets = TextWindows(b, step, tokens, o, 1, "eval", "eval/targets");
+    m.eval_loss = Loss(b, o, Logits(b, o, w, ids, "eval/"), targets, "eval/");
+  }
   if (!b.status().ok()) return b.status();
   return m;
 }

@@ -1,10 +1,11 @@
-// The Mesh-TensorFlow paper's decoder-only Transformer language model, byte level — the same model
-// as ../shared/peers/transformer_bench.py (pre-LayerNorm residual blocks, learned positions, no
-// biases in the dense layers, untied output, vocab 256):
+// The Mesh-TensorFlow paper's decoder-only Transformer language model, byte level by default — the
+// same model as ../shared/peers/transformer_bench.py (pre-LayerNorm residual blocks, learned
+// positions, no biases in the dense layers, untied output, vocab 256):
 //
-//   ids, targets = text_windows(data_step) offsets 0 and 1 [batch, length] (int32 bytes of
-//                  data_path read on the workers), or random_uniform ids in [0, vocab) keyed by
-//                  the step when data_path is empty (synthetic, for benchmarks)
+//   ids, targets = text_windows(data_step) offsets 0 and 1 [batch, length] (int32 token ids of
+//                  data_path read on the workers: its bytes, or the token ids of an .npy / uint16
+//                  file with data_format, in [0, vocab)), or random_uniform ids in [0, vocab)
+//                  keyed by the step when data_path is empty (synthetic, for benchmarks)
 //   x  = one_hot(ids, vocab) · embedding [vocab, d_model] + positions [length, d_model]
 //   per layer i (variables "layer_<i>/..."):
 //     h  = norm(x)                                    ln1/scale, ln1/bias [d_model]
@@ -51,7 +52,14 @@ struct TransformerOptions {
   int64_t vocab = 256;
   std::string norm = "layer";  // layer | rms
   float epsilon = 1e-5f;       // of the norms
-  std::string data_path;       // a byte file read by text_windows; empty: synthetic ids
+  std::string data_path;       // the data file read by text_windows; empty: synthetic ids
+  // How data_path holds its tokens (core/ops_dataset.h text_windows format): "bytes" (a text file,
+  // vocab >= 256), "npy" (1-D int32 or uint16 .npy) or "uint16" (raw, nanoGPT's .bin); ids of
+  // npy/uint16 must be in [0, vocab).
+  std::string data_format = "bytes";
+  // > 0: the last eval_fraction of data_path's tokens are held out: training reads split "train"
+  // and the graph also computes "eval/loss" over split "eval" (see BuildTransformer). In [0, 1).
+  float eval_fraction = 0;
   int64_t seed = 1;            // initializers (and the synthetic data stream)
   float embedding_stddev = 1.0f;
   float position_stddev = 0.1f;
@@ -68,13 +76,23 @@ TransformerOptions BenchConfig();
 // second on two cores, and the batch divides by 4 (every paper layout on rows:2,cols:2).
 TransformerOptions ModelScaleBenchConfig();
 
-// Checks sizes (positive; vocab <= 256 with a data file, since ids are bytes) and the norm.
+// Checks sizes (positive; vocab >= 256 with a byte data file), the norm, data_format and
+// eval_fraction (npy/uint16 and eval_fraction > 0 need a data_path). InvalidArgument naming the
+// option.
 absl::Status CheckTransformerOptions(const TransformerOptions& options);
 
-// Adds the training forward pass and loss to `b`: `inputs` = ids, `targets` = next-byte ids
+// Adds the training forward pass and loss to `b`: `inputs` = ids, `targets` = next-token ids
 // (int32 [batch, length]), `output` = logits [batch, length, vocab]. Variables in creation order:
 // embedding, positions, layer_<i>/{ln1/scale, ln1/bias, attention/q, attention/k, attention/v,
 // attention/o, ln2/scale, ln2/bias, ffn/w1, ffn/w2}, final_ln/{scale, bias}, output.
+//
+// With eval_fraction > 0, inputs and targets read split "train" and the graph also holds the eval
+// forward pass: every op of the training forward pass and loss again, named "eval/" + its name
+// ("eval/inputs", ..., "eval/logits", "eval/loss"), on the same variables, reading split "eval" at
+// the constant step "eval/step" = 0 (the same held-out batch every time, so evaluations compare).
+// Its scalar `eval_loss` ("eval/loss") is not a graph output and no loss reads it: a step pruned
+// to its fetches (runtime/executor.h) computes it only when it is fetched, with the weights the
+// step starts from. With eval_fraction 0 no eval op is added.
 absl::StatusOr<ModelOutputs> BuildTransformer(GraphBuilder& b, const TransformerOptions& options);
 
 // The greedy-sampling graph: the same variables (names, shapes) without a batch dim.

@@ -181,6 +181,8 @@ py::tuple ModelGraph(const std::string& kind, const py::dict& options) {
       else if (key == "norm") o.norm = v.cast<std::string>();
       else if (key == "epsilon") o.epsilon = v.cast<float>();
       else if (key == "data_path") o.data_path = v.cast<std::string>();
+      else if (key == "data_format") o.data_format = v.cast<std::string>();
+      else if (key == "eval_fraction") o.eval_fraction = v.cast<float>();
       else if (key == "seed") o.seed = v.cast<int64_t>();
       else if (key == "embedding_stddev") o.embedding_stddev = v.cast<float>();
       else if (key == "position_stddev") o.position_stddev = v.cast<float>();

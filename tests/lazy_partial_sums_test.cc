@@ -16,6 +16,7 @@
 #include "core/test_util.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu_kernels.h"
+#include "models/test_util.h"
 #include "models/train.h"
 #include "models/transformer.h"
 #include "runtime/executor.h"
@@ -237,24 +238,12 @@ TEST(LazyPartialSumsTest, ExplainCountsOnFetchResolvesApart) {
 // ---- the Transformer ----------------------------------------------------------------------------
 
 models::TransformerOptions Tiny() {
-  models::TransformerOptions o;
-  o.batch = 4;
-  o.length = 8;
-  o.d_model = 16;
-  o.heads = 2;
-  o.d_kv = 8;
-  o.d_ff = 32;
+  models::TransformerOptions o = models::TinyTransformerOptions();
   o.layers = 2;
-  o.seed = 5;
   return o;
 }
 
-TrainOptions Sgd() {
-  TrainOptions t;
-  t.optimizer = "sgd";
-  t.learning_rate.base = 0.1f;
-  return t;
-}
+TrainOptions Sgd() { return models::Sgd(0.1f); }
 
 TEST(LazyPartialSumsTest, TransformerMpMakesOneAttentionInputGradientAllreducePerLayer) {
   const models::TransformerOptions o = Tiny();

@@ -18,6 +18,8 @@ Automatic names (``relu_0``, ``einsum_1``, ...) are made as the C++ GraphBuilder
 graph built the same way in either language serializes to the same bytes.
 """
 
+import contextlib
+
 import numpy as np
 
 from meshrt import _native
@@ -127,6 +129,8 @@ class Graph:
         self._proto = graph_pb2.Graph()
         self._types = {}     # name -> (Shape, dtype)
         self._counters = {}  # op type -> next automatic suffix
+        self._scope = ""     # prefix of the names of new ops (name_scope)
+        self._reuse = False  # variable() returns existing variables (reuse_variables)
 
     # ---- the graph -------------------------------------------------------------------------------
 
@@ -168,6 +172,30 @@ class Graph:
             if name not in self._proto.outputs:
                 self._proto.outputs.append(name)
         return tensors[0] if tensors else None
+
+    @contextlib.contextmanager
+    def name_scope(self, scope):
+        """Within the block, a named op (not a variable or placeholder: checkpoints and feeds
+        refer to those) is called ``<scope>/<name>``; scopes nest. E.g. the Transformer's eval pass
+        builds its ops as "eval/..." (models.transformer_lm)."""
+        outer = self._scope
+        self._scope = f"{outer}{scope}/"
+        try:
+            yield self
+        finally:
+            self._scope = outer
+
+    @contextlib.contextmanager
+    def reuse_variables(self):
+        """Within the block, :meth:`variable` returns the existing variable of that name (same
+        shape and dtype, else InvalidArgumentError; NotFoundError when there is none) instead of
+        adding one: layers called again share their weights."""
+        outer = self._reuse
+        self._reuse = True
+        try:
+            yield self
+        finally:
+            self._reuse = outer
 
     def variables(self):
         """The names of the graph's variables, in creation order."""
@@ -243,6 +271,8 @@ class Graph:
         return self._apply(op, list(inputs), name)
 
     def _apply(self, op, inputs, name):
+        if name and op.type not in ("variable", "placeholder"):
+            name = self._scope + name
         if not name:
             while True:
                 n = self._counters.get(op.type, 0)
@@ -298,6 +328,13 @@ class Graph:
         see meshrt.initializers: a random one is layout-invariant, keyed on its seed and name)."""
         if not name:
             raise InvalidArgumentError("a variable needs a name (checkpoints refer to it)")
+        if self._reuse:
+            v = self.find(name)
+            want = (as_shape(shape), _tensors.dtype_name(dtype))
+            if (v.shape, v.dtype) != want:
+                raise InvalidArgumentError(
+                    f"reused variable '{name}' is {v.dtype}[{v.shape}], not {want[1]}[{want[0]}]")
+            return v
         from meshrt.initializers import Initializer, zeros
         init = initializer if initializer is not None else zeros()
         if not isinstance(init, Initializer):

@@ -20,11 +20,13 @@ DATA_STEP = "data_step"
 class Model:
     """What a model adds to a graph: ``loss`` (scalar), ``output`` (logits or predictions),
     ``inputs``, ``targets``, ``data_step`` (the data counter variable, or None when data is fed),
-    ``variables`` (the trainable ones, in creation order), ``keep_gradients``."""
+    ``variables`` (the trainable ones, in creation order), ``keep_gradients``, ``eval_loss`` (a
+    held-out loss training does not read, or None)."""
 
     def __init__(self, graph):
         self.graph = graph
         self.loss = self.output = self.inputs = self.targets = self.data_step = None
+        self.eval_loss = None
         self.variables = []
         self.keep_gradients = []
 
@@ -37,32 +39,67 @@ def data_step(g):
     return step
 
 
-def text_windows(g, step, shape, path, offset, name):
-    """Rows of bytes of the file ``path`` read on the workers (core/ops_dataset.h)."""
-    return g.op("text_windows", step, shape=shape, path=path, offset=int(offset), name=name)
+def text_windows(g, step, shape, path, offset, name, data_format="bytes", vocab=256, split="all",
+                 eval_fraction=0.0):
+    """Rows of token ids of the file ``path`` read on the workers (core/ops_dataset.h): its bytes,
+    or with ``data_format`` "npy"/"uint16" the ids of a .npy / raw uint16 file, in [0, vocab);
+    with ``eval_fraction`` > 0, only ``split`` "train" (the first part) or "eval" (the last
+    eval_fraction of the tokens). The attrs beyond path and offset are set only when they differ
+    from the op's defaults, as the C++ model sets them."""
+    attrs = dict(path=path, offset=int(offset))
+    if data_format != "bytes":
+        attrs.update(format=data_format, vocab=int(vocab))
+    if eval_fraction > 0:
+        attrs.update(split=split, eval_fraction=float(eval_fraction))
+    return g.op("text_windows", step, shape=shape, name=name, **attrs)
 
 
-def transformer_lm(g=None, batch=16, length=64, d_model=128, heads=4, d_kv=32, d_ff=512, layers=2,
-                   vocab=256, norm="layer", epsilon=1e-5, data_path="", seed=1,
-                   embedding_stddev=1.0, position_stddev=0.1, init_scale=1.0):
-    """Adds the Transformer LM to ``g`` (a new Graph when None) and returns a :class:`Model`.
-
-    Data: with ``data_path``, windows of the byte file read on the workers (inputs at offset 0,
-    targets at 1); else random ids keyed on the data step (synthetic). Dims: batch, length,
-    memory, d_model, heads, d_kv, d_ff, vocab — so the paper's layouts are ``batch:rows`` (data
-    parallel), ``heads:cols,d_ff:cols,vocab:cols`` (model parallel) and both.
-    """
-    n_layers = int(layers)
+def _check_transformer(batch, length, d_model, heads, d_kv, d_ff, layers, vocab, norm, data_path,
+                       data_format, eval_fraction):
+    # models/transformer.cc CheckTransformerOptions, message for message.
     for key, value in (("batch", batch), ("length", length), ("d_model", d_model),
-                       ("heads", heads), ("d_kv", d_kv), ("d_ff", d_ff), ("layers", n_layers),
+                       ("heads", heads), ("d_kv", d_kv), ("d_ff", d_ff), ("layers", layers),
                        ("vocab", vocab)):
         if value <= 0:
             raise InvalidArgumentError(f"transformer: {key} must be positive, not {value}")
     if norm not in ("layer", "rms"):
         raise InvalidArgumentError(f"transformer: norm must be 'layer' or 'rms', not '{norm}'")
-    if data_path and vocab < 256:
+    if data_format not in ("bytes", "npy", "uint16"):
+        raise InvalidArgumentError(
+            f"transformer: data_format must be bytes, npy or uint16, not '{data_format}'")
+    if not data_path and (data_format != "bytes" or eval_fraction != 0):
+        raise InvalidArgumentError(
+            "transformer: data_format npy/uint16 and eval_fraction need a data_path (synthetic ids "
+            "have neither)")
+    if data_path and data_format == "bytes" and vocab < 256:
         raise InvalidArgumentError(
             f"transformer: ids are bytes of {data_path}, so vocab must be >= 256, not {vocab}")
+    if not 0 <= eval_fraction < 1:
+        raise InvalidArgumentError(
+            f"transformer: eval_fraction must be in [0, 1) (0: no eval), not {eval_fraction}")
+
+
+def transformer_lm(g=None, batch=16, length=64, d_model=128, heads=4, d_kv=32, d_ff=512, layers=2,
+                   vocab=256, norm="layer", epsilon=1e-5, data_path="", seed=1,
+                   embedding_stddev=1.0, position_stddev=0.1, init_scale=1.0, data_format="bytes",
+                   eval_fraction=0.0):
+    """Adds the Transformer LM to ``g`` (a new Graph when None) and returns a :class:`Model`.
+
+    Data: with ``data_path``, windows of the file read on the workers (inputs at offset 0,
+    targets at 1) — its bytes, or with ``data_format`` "npy" (a 1-D int32/uint16 .npy) or "uint16"
+    (raw, nanoGPT's .bin) token ids in [0, ``vocab``); else random ids keyed on the data step
+    (synthetic). Dims: batch, length, memory, d_model, heads, d_kv, d_ff, vocab — so the paper's
+    layouts are ``batch:rows`` (data parallel), ``heads:cols,d_ff:cols,vocab:cols`` (model
+    parallel) and both.
+
+    ``eval_fraction`` > 0 holds out the last part of the file's tokens: training reads split
+    "train", and the model's ``eval_loss`` ("eval/loss") is the same forward pass on the same
+    weights over a fixed batch of split "eval" (ops "eval/..."). It is no graph output: fetch it
+    (e.g. ``session.train(..., fetches=[m.eval_loss])``) when wanted; unfetched it costs nothing.
+    """
+    n_layers = int(layers)
+    _check_transformer(batch, length, d_model, heads, d_kv, d_ff, n_layers, vocab, norm,
+                       data_path, data_format, eval_fraction)
     g = g if g is not None else Graph()
     m = Model(g)
     B, L = Dimension("batch", batch), Dimension("length", length)
@@ -70,32 +107,48 @@ def transformer_lm(g=None, batch=16, length=64, d_model=128, heads=4, d_kv=32, d
     F, V, M = Dimension("d_ff", d_ff), Dimension("vocab", vocab), Dimension("memory", length)
     tokens = Shape([B, L])
 
+    def windows(step, offset, split, name):
+        return text_windows(g, step, tokens, data_path, offset, name, data_format, vocab, split,
+                            eval_fraction)
+
+    def logits(ids):
+        x = _layers.embedding(g, ids, V, D, name="embed", variable="embedding",
+                              stddev=embedding_stddev, seed=seed)
+        positions = g.variable("positions", Shape([L, D]),
+                               initializers.normal(stddev=position_stddev, seed=seed))
+        x = g.add(x, positions, name="embed/positions")
+        mask = _layers.causal_mask(g, L, M)
+        for i in range(n_layers):
+            x = _layers.transformer_block(g, x, H, K, F, mask, name=f"layer_{i}", norm_kind=norm,
+                                         epsilon=epsilon, seed=seed, init_scale=init_scale)
+        h = _layers.norm(g, x, norm, "final_ln", epsilon)
+        out = g.variable("output", Shape([D, V]), _layers.fan_in_normal(d_model, seed, init_scale))
+        return g.einsum([h, out], tokens + Shape([V]), name="logits")
+
+    def loss(output, targets):
+        ce = g.normalize("softmax_cross_entropy",
+                         [output, g.one_hot(targets, V, name="targets/one_hot")], ["vocab"],
+                         name="cross_entropy")
+        return g.reduce_mean(ce, None, name="loss")
+
     m.data_step = data_step(g)
     if data_path:
-        m.inputs = text_windows(g, m.data_step, tokens, data_path, 0, "inputs")
-        m.targets = text_windows(g, m.data_step, tokens, data_path, 1, "targets")
+        m.inputs = windows(m.data_step, 0, "train", "inputs")
+        m.targets = windows(m.data_step, 1, "train", "targets")
     else:
         m.inputs = g.cast(g.random_uniform(tokens, m.data_step, seed, 0.0, float(vocab),
                                            name="inputs/uniform"), "int32", name="inputs")
         m.targets = g.cast(g.random_uniform(tokens, m.data_step, seed + 1, 0.0, float(vocab),
                                             name="targets/uniform"), "int32", name="targets")
-
-    x = _layers.embedding(g, m.inputs, V, D, name="embed", variable="embedding",
-                         stddev=embedding_stddev, seed=seed)
-    positions = g.variable("positions", Shape([L, D]),
-                           initializers.normal(stddev=position_stddev, seed=seed))
-    x = g.add(x, positions, name="embed/positions")
-    mask = _layers.causal_mask(g, L, M)
-    for i in range(n_layers):
-        x = _layers.transformer_block(g, x, H, K, F, mask, name=f"layer_{i}", norm_kind=norm,
-                                     epsilon=epsilon, seed=seed, init_scale=init_scale)
-    h = _layers.norm(g, x, norm, "final_ln", epsilon)
-    out = g.variable("output", Shape([D, V]), _layers.fan_in_normal(d_model, seed, init_scale))
-    m.output = g.einsum([h, out], tokens + Shape([V]), name="logits")
-    targets = g.one_hot(m.targets, V, name="targets/one_hot")
-    ce = g.normalize("softmax_cross_entropy", [m.output, targets], ["vocab"],
-                     name="cross_entropy")
-    m.loss = g.reduce_mean(ce, None, name="loss")
+    m.output = logits(m.inputs)
+    m.loss = loss(m.output, m.targets)
+    if eval_fraction > 0:
+        # The held-out batch: step 0's windows of the eval part, the same every time.
+        with g.name_scope("eval"), g.reuse_variables():
+            step = g.op("zeros", name="step")
+            ids = windows(step, 0, "eval", "inputs")
+            targets = windows(step, 1, "eval", "targets")
+            m.eval_loss = loss(logits(ids), targets)
     m.variables = [v for v in g.variables() if v != DATA_STEP]
     return m
 

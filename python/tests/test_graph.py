@@ -76,11 +76,16 @@ def test_the_mlp_graph_is_the_cpp_builders_op_for_op():
 def test_the_transformer_graph_is_the_cpp_models_op_for_op():
     options = dict(batch=4, length=8, d_model=16, heads=2, d_kv=8, d_ff=32, layers=2, vocab=64,
                    seed=5)
-    for norm in ("layer", "rms"):
-        m = mr.models.transformer_lm(norm=norm, **options)
+    # Token ids with a held-out split: the eval pass ("eval/...") is the C++ one too.
+    tokens = dict(options, vocab=300, data_path="/data/tokens.npy", data_format="npy",
+                  eval_fraction=0.1)
+    for config in (dict(options, norm="layer"), dict(options, norm="rms"),
+                   dict(tokens, norm="rms"), dict(tokens, norm="layer", data_format="uint16"),
+                   dict(tokens, vocab=256, data_format="bytes")):
+        m = mr.models.transformer_lm(**config)
         from meshrt._proto import graph_pb2
         cpp = graph_pb2.Graph.FromString(
-            mr.errors.check(_native.core().model_graph("transformer", dict(options, norm=norm))))
+            mr.errors.check(_native.core().model_graph("transformer", config)))
         py = m.graph.to_proto()
         # Op order carries no meaning (meshrt sorts ops): the layers create their variables where
         # they are used, the C++ model all at once. Everything else is equal, op by op.
@@ -90,6 +95,14 @@ def test_the_transformer_graph_is_the_cpp_models_op_for_op():
             assert op.name in by_name, op.name
             assert by_name[op.name] == op, op.name
         assert list(py.outputs) == list(cpp.outputs)
+        evals = [op.name for op in py.ops if op.name.startswith("eval/")]
+        if config.get("eval_fraction"):
+            assert m.eval_loss.name == "eval/loss" and "eval/loss" not in py.outputs
+            forward = [op.name for op in py.ops if op.type != "variable"
+                       and not op.name.startswith(("eval/", "data_step"))]
+            assert sorted(evals) == sorted(["eval/step"] + [f"eval/{n}" for n in forward])
+        else:
+            assert m.eval_loss is None and not evals
 
 
 def test_the_reference_interpreter_matches_numpy():
