@@ -226,7 +226,7 @@ absl::StatusOr<NpyArray> ParseNpy(absl::string_view bytes, absl::string_view sou
   return array;
 }
 
-absl::StatusOr<NpyArray> ReadNpy(const std::string& path) {
+absl::StatusOr<std::string> ReadFileBytes(const std::string& path) {
   FILE* f = std::fopen(path.c_str(), "rb");
   if (f == nullptr) {
     const int err = errno;
@@ -240,6 +240,26 @@ absl::StatusOr<NpyArray> ReadNpy(const std::string& path) {
   const int err = errno;
   std::fclose(f);
   if (failed) return absl::ErrnoToStatus(err, absl::StrCat("cannot read ", path));
+  return bytes;
+}
+
+absl::Status WriteFileBytes(const std::string& path, absl::string_view bytes) {
+  FILE* f = std::fopen(path.c_str(), "wb");
+  if (f == nullptr) {
+    const int err = errno;
+    return absl::ErrnoToStatus(err, absl::StrCat("cannot write ", path));
+  }
+  const bool wrote = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
+  const int write_err = errno;
+  const bool closed = std::fclose(f) == 0;  // flushes; a full disk may show only here
+  if (!wrote || !closed) {
+    return absl::ErrnoToStatus(wrote ? errno : write_err, absl::StrCat("cannot write ", path));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<NpyArray> ReadNpy(const std::string& path) {
+  ASSIGN_OR_RETURN(const std::string bytes, ReadFileBytes(path));
   return ParseNpy(bytes, path);
 }
 
@@ -289,19 +309,7 @@ std::string EncodeNpy(const Tensor& tensor) {
 }
 
 absl::Status WriteNpy(const std::string& path, const Tensor& tensor) {
-  const std::string bytes = EncodeNpy(tensor);
-  FILE* f = std::fopen(path.c_str(), "wb");
-  if (f == nullptr) {
-    const int err = errno;
-    return absl::ErrnoToStatus(err, absl::StrCat("cannot write ", path));
-  }
-  const bool wrote = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
-  const int write_err = errno;
-  const bool closed = std::fclose(f) == 0;  // flushes; a full disk may show only here
-  if (!wrote || !closed) {
-    return absl::ErrnoToStatus(wrote ? errno : write_err, absl::StrCat("cannot write ", path));
-  }
-  return absl::OkStatus();
+  return WriteFileBytes(path, EncodeNpy(tensor));
 }
 
 }  // namespace meshrt
