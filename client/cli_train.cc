@@ -33,6 +33,7 @@
 #include "models/train.h"
 #include "runtime/checkpoint.h"
 #include "runtime/checkpoint_store.h"
+#include "runtime/checkpoint_tensors.h"
 #include "util/flags.h"
 
 namespace meshrt {
@@ -84,14 +85,7 @@ class InProcessTrainer : public Trainer {
     ASSIGN_OR_RETURN(const v1::Program program, OneProcessorProgram());
     ASSIGN_OR_RETURN(const CheckpointRoot root, CheckpointRoot::Open(checkpoint_root_));
     ASSIGN_OR_RETURN(const std::string dir, root.Resolve(name, /*create=*/true));
-    ASSIGN_OR_RETURN(CheckpointWriter writer, CheckpointWriter::Begin(dir, step_, keep));
-    absl::StatusOr<std::vector<v1::CheckpointShard>> shards =
-        SaveShards(program, {0}, variables_, writer.version_dir());
-    absl::StatusOr<v1::CheckpointManifest> manifest =
-        shards.ok() ? BuildManifest(program, step_, *std::move(shards)) : shards.status();
-    absl::Status s = manifest.ok() ? writer.Commit(*manifest) : manifest.status();
-    if (!s.ok()) writer.Abandon();
-    return s;
+    return SaveOneProcessorCheckpoint(dir, program, variables_, step_, keep);
   }
   absl::StatusOr<int64_t> Restore(const std::string& name) override {
     ASSIGN_OR_RETURN(const v1::Program program, OneProcessorProgram());
