@@ -284,18 +284,23 @@ absl::StatusOr<std::string> EncodeNpz(const std::map<std::string, Tensor>& array
     const uint64_t offset = out.size();
     const bool zip64 = options.force_zip64 || data.size() >= kMax32 || offset >= kMax32;
     const uint16_t version = zip64 ? kVersionZip64 : kVersion;
+    // The fields a local header and a central directory entry share, from "version needed" to
+    // the extra field's length.
+    auto put_common = [&](uint64_t extra_size, std::string* to) {
+      Put(version, 2, to);
+      Put(0, 2, to);  // flags
+      Put(kStored, 2, to);
+      Put(0, 2, to);  // time 00:00
+      Put(kDate1980, 2, to);
+      Put(crc, 4, to);
+      Put(zip64 ? kMax32 : data.size(), 4, to);  // compressed
+      Put(zip64 ? kMax32 : data.size(), 4, to);  // uncompressed
+      Put(name.size(), 2, to);
+      Put(zip64 ? extra_size : 0, 2, to);
+    };
     // Local header; with ZIP64 both sizes are in its extra field.
     Put(kLocalSignature, 4, &out);
-    Put(version, 2, &out);
-    Put(0, 2, &out);  // flags
-    Put(kStored, 2, &out);
-    Put(0, 2, &out);  // time 00:00
-    Put(kDate1980, 2, &out);
-    Put(crc, 4, &out);
-    Put(zip64 ? kMax32 : data.size(), 4, &out);
-    Put(zip64 ? kMax32 : data.size(), 4, &out);
-    Put(name.size(), 2, &out);
-    Put(zip64 ? 20 : 0, 2, &out);
+    put_common(20, &out);
     out += name;
     if (zip64) {
       Put(kZip64ExtraId, 2, &out);
@@ -307,16 +312,7 @@ absl::StatusOr<std::string> EncodeNpz(const std::map<std::string, Tensor>& array
     // Its central directory entry; with ZIP64 the sizes and the offset are in the extra field.
     Put(kCentralSignature, 4, &central);
     Put(version, 2, &central);  // made by (MS-DOS attributes)
-    Put(version, 2, &central);  // needed
-    Put(0, 2, &central);
-    Put(kStored, 2, &central);
-    Put(0, 2, &central);
-    Put(kDate1980, 2, &central);
-    Put(crc, 4, &central);
-    Put(zip64 ? kMax32 : data.size(), 4, &central);
-    Put(zip64 ? kMax32 : data.size(), 4, &central);
-    Put(name.size(), 2, &central);
-    Put(zip64 ? 28 : 0, 2, &central);
+    put_common(28, &central);
     Put(0, 2, &central);  // comment
     Put(0, 2, &central);  // disk
     Put(0, 2, &central);  // internal attributes

@@ -30,8 +30,6 @@ namespace fs = std::filesystem;
 using checkpoint_testing::CheckpointCoordinatorTest;
 using checkpoint_testing::Feeds;
 using checkpoint_testing::RealTempDir;
-using checkpoint_testing::kX;
-using checkpoint_testing::kY;
 using checkpoint_testing::TrainGraph;
 
 TEST_F(CheckpointCoordinatorTest, SavedOnTwoByTwoContinuesOnOtherMeshes) {
@@ -68,16 +66,7 @@ TEST_F(CheckpointCoordinatorTest, SavedOnTwoByTwoContinuesOnOtherMeshes) {
 // "<var>/acc" accumulators are partial sums on the workers (core/lower_accumulate.cc).
 v1::Graph MicrobatchTrainGraph() {
   GraphBuilder b;
-  TensorRef x = b.Placeholder("x", kX);
-  TensorRef y = b.Placeholder("y", kY);
-  Initializer init;
-  init.kind = "glorot_uniform";
-  init.seed = 5;
-  TensorRef w1 = b.Variable("w1", Shape({{"d_in", 16}, {"hidden", 8}}), init);
-  TensorRef w2 = b.Variable("w2", Shape({{"hidden", 8}, {"d_out", 4}}), init);
-  TensorRef h = b.Relu(b.Einsum({x, w1}, Shape({{"batch", 8}, {"hidden", 8}})));
-  TensorRef err = b.Sub(b.Einsum({h, w2}, kY), y);
-  TensorRef loss = b.ReduceMean(b.Mul(err, err), {}, "loss");
+  const auto [w1, w2, loss] = checkpoint_testing::AddRegression(b);
   TrainOptions o;
   o.learning_rate.base = 0.1f;
   o.microbatches = 4;

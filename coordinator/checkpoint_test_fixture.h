@@ -29,21 +29,30 @@ inline std::string MakeTempDir() { return MakeTestTempDir("ckpt"); }
 inline const Shape kX({{"batch", 8}, {"d_in", 16}});
 inline const Shape kY({{"batch", 8}, {"d_out", 4}});
 
-// Two-layer regression trained by SGD, with a step counter.
-inline v1::Graph TrainGraph(bool with_w2 = true) {
-  GraphBuilder b;
+// A two-layer regression's weights and mean squared error on placeholders x and y.
+struct Regression {
+  TensorRef w1, w2, loss;
+};
+inline Regression AddRegression(GraphBuilder& b, const std::string& w2_name = "w2") {
   TensorRef x = b.Placeholder("x", kX);
   TensorRef y = b.Placeholder("y", kY);
   Initializer init;
   init.kind = "glorot_uniform";
   init.seed = 5;
-  TensorRef w1 = b.Variable("w1", Shape({{"d_in", 16}, {"hidden", 8}}), init);
-  TensorRef w2 = with_w2 ? b.Variable("w2", Shape({{"hidden", 8}, {"d_out", 4}}), init)
-                         : b.Variable("w3", Shape({{"hidden", 8}, {"d_out", 4}}), init);
+  Regression r;
+  r.w1 = b.Variable("w1", Shape({{"d_in", 16}, {"hidden", 8}}), init);
+  r.w2 = b.Variable(w2_name, Shape({{"hidden", 8}, {"d_out", 4}}), init);
+  TensorRef h = b.Relu(b.Einsum({x, r.w1}, Shape({{"batch", 8}, {"hidden", 8}})));
+  TensorRef err = b.Sub(b.Einsum({h, r.w2}, kY), y);
+  r.loss = b.ReduceMean(b.Mul(err, err), {}, "loss");
+  return r;
+}
+
+// The regression trained by SGD, with a step counter.
+inline v1::Graph TrainGraph(bool with_w2 = true) {
+  GraphBuilder b;
+  const auto [w1, w2, loss] = AddRegression(b, with_w2 ? "w2" : "w3");
   TensorRef step = b.Variable("step", Shape({}));
-  TensorRef h = b.Relu(b.Einsum({x, w1}, Shape({{"batch", 8}, {"hidden", 8}})));
-  TensorRef err = b.Sub(b.Einsum({h, w2}, kY), y);
-  TensorRef loss = b.ReduceMean(b.Mul(err, err), {}, "loss");
   auto grads = Gradients(b, loss, {w1, w2});
   EXPECT_TRUE(grads.ok()) << grads.status();
   b.Assign(w1, b.Sub(w1, b.Scale((*grads)[0], 0.1f)), "update_w1");
