@@ -1,7 +1,6 @@
 #include "client/npy.h"
 
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <utility>
@@ -9,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
+#include "client/file_bytes.h"
 #include "core/status_macros.h"
 
 namespace meshrt {
@@ -224,38 +224,6 @@ absl::StatusOr<NpyArray> ParseNpy(absl::string_view bytes, absl::string_view sou
   }
   array.data = std::string(data);
   return array;
-}
-
-absl::StatusOr<std::string> ReadFileBytes(const std::string& path) {
-  FILE* f = std::fopen(path.c_str(), "rb");
-  if (f == nullptr) {
-    const int err = errno;
-    return absl::ErrnoToStatus(err, absl::StrCat("cannot open ", path));
-  }
-  std::string bytes;
-  char buffer[1 << 16];
-  size_t n;
-  while ((n = std::fread(buffer, 1, sizeof(buffer), f)) > 0) bytes.append(buffer, n);
-  const bool failed = std::ferror(f) != 0;
-  const int err = errno;
-  std::fclose(f);
-  if (failed) return absl::ErrnoToStatus(err, absl::StrCat("cannot read ", path));
-  return bytes;
-}
-
-absl::Status WriteFileBytes(const std::string& path, absl::string_view bytes) {
-  FILE* f = std::fopen(path.c_str(), "wb");
-  if (f == nullptr) {
-    const int err = errno;
-    return absl::ErrnoToStatus(err, absl::StrCat("cannot write ", path));
-  }
-  const bool wrote = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
-  const int write_err = errno;
-  const bool closed = std::fclose(f) == 0;  // flushes; a full disk may show only here
-  if (!wrote || !closed) {
-    return absl::ErrnoToStatus(wrote ? errno : write_err, absl::StrCat("cannot write ", path));
-  }
-  return absl::OkStatus();
 }
 
 absl::StatusOr<NpyArray> ReadNpy(const std::string& path) {

@@ -54,12 +54,6 @@ std::string NpyShapeString(const std::vector<int64_t>& dims);
 // does.
 std::string EncodeNpy(const Tensor& tensor);
 
-// The whole contents of `path`. Errors keep errno's meaning (NotFound, ...) and name the path.
-absl::StatusOr<std::string> ReadFileBytes(const std::string& path);
-
-// Writes `bytes` to `path` (replacing it). Errors name the path and the system error.
-absl::Status WriteFileBytes(const std::string& path, absl::string_view bytes);
-
 // Writes EncodeNpy(tensor) to `path` (replacing it). Errors name the path and the system error.
 absl::Status WriteNpy(const std::string& path, const Tensor& tensor);
 

@@ -23,6 +23,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "client/file_bytes.h"
 #include "client/npy.h"
 #include "core/tensor.h"
 

@@ -7,6 +7,7 @@
 #include <zlib.h>
 
 #include "absl/strings/str_cat.h"
+#include "client/file_bytes.h"
 #include "core/test_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
