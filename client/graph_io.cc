@@ -1,6 +1,5 @@
 #include "client/graph_io.h"
 
-#include <cerrno>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"

@@ -1,6 +1,5 @@
 #include "client/npy.h"
 
-#include <cerrno>
 #include <cstring>
 #include <limits>
 #include <utility>
