@@ -29,6 +29,7 @@ namespace {
 namespace fs = std::filesystem;
 using checkpoint_testing::CheckpointCoordinatorTest;
 using checkpoint_testing::Feeds;
+using checkpoint_testing::MicrobatchTrainGraph;
 using checkpoint_testing::RealTempDir;
 using checkpoint_testing::TrainGraph;
 
@@ -60,19 +61,6 @@ TEST_F(CheckpointCoordinatorTest, SavedOnTwoByTwoContinuesOnOtherMeshes) {
     }
     ASSERT_OK(coordinator_.CloseSession(b));
   }
-}
-
-// The same regression trained by Minimize with 4 microbatches: on a mesh splitting the batch the
-// "<var>/acc" accumulators are partial sums on the workers (core/lower_accumulate.cc).
-v1::Graph MicrobatchTrainGraph() {
-  GraphBuilder b;
-  const auto [w1, w2, loss] = checkpoint_testing::AddRegression(b);
-  TrainOptions o;
-  o.learning_rate.base = 0.1f;
-  o.microbatches = 4;
-  EXPECT_TRUE(Minimize(b, loss, {w1, w2}, o).ok());
-  b.MarkOutput(loss);
-  return b.proto();
 }
 
 // Saved mid-cycle (2 of 4 microbatches accumulated) where the accumulators are partial sums over

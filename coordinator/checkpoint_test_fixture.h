@@ -16,6 +16,7 @@
 #include "coordinator/in_process_workers.h"
 #include "core/autodiff.h"
 #include "core/builder.h"
+#include "core/optimizers.h"
 #include "core/test_util.h"
 #include "gtest/gtest.h"
 
@@ -60,6 +61,19 @@ inline v1::Graph TrainGraph(bool with_w2 = true) {
   v1::Op one;
   one.set_type("ones");
   b.AssignAdd(step, b.Apply(one, {}, "one"), "count");
+  b.MarkOutput(loss);
+  return b.proto();
+}
+
+// The same regression trained by Minimize with 4 microbatches: on a mesh splitting the batch the
+// "<var>/acc" accumulators are partial sums on the workers (core/lower_accumulate.cc).
+inline v1::Graph MicrobatchTrainGraph() {
+  GraphBuilder b;
+  const auto [w1, w2, loss] = AddRegression(b);
+  TrainOptions o;
+  o.learning_rate.base = 0.1f;
+  o.microbatches = 4;
+  EXPECT_TRUE(Minimize(b, loss, {w1, w2}, o).ok());
   b.MarkOutput(loss);
   return b.proto();
 }
