@@ -73,6 +73,7 @@ std::string TopLevelHelp() {
       "  health   ask a daemon's gRPC health service, as a Kubernetes probe does\n"
       "  ops      list every op: family, inputs, gradient, collectives its lowering may emit\n"
       "  train    train the Transformer LM or the MLP: progress bar, loss CSV, greedy sample\n"
+      "  export   write a checkpoint's variables, whole, to a NumPy .npz file (no cluster)\n"
       "  demo     train the Transformer on a local 4-worker cluster (2x2 mesh, data x model "
       "parallel)\n"
       "  help     this help; `meshrt help COMMAND` is `meshrt COMMAND --help`\n"
@@ -122,6 +123,8 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
     status = SessionsCommand(rest, io);
   } else if (command == "local") {
     status = LocalCommand(rest, io);
+  } else if (command == "export") {
+    status = ExportCommand(rest, io);
   } else if (command == "train") {
     status = TrainCommand(rest, io);
   } else if (command == "demo") {

@@ -129,6 +129,9 @@ absl::Status SessionsCommand(const std::vector<std::string>& args, CliIo io);
 // health service); prints SERVING or NOT_SERVING. Not serving is an error (exit 1).
 absl::Status HealthCommand(const std::vector<std::string>& args, CliIo io);
 absl::Status DemoCommand(const std::vector<std::string>& args, CliIo io);
+// `meshrt export CHECKPOINT FILE.npz`: a checkpoint's variables, whole, to a .npz file
+// (client/cli_weights.cc).
+absl::Status ExportCommand(const std::vector<std::string>& args, CliIo io);
 // `meshrt calibrate` (client/cli_calibrate.cc).
 absl::Status CalibrateCommand(const std::vector<std::string>& args, CliIo io);
 

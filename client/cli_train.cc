@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <csignal>
 #include <cstdlib>
@@ -34,6 +35,7 @@
 #include "models/train.h"
 #include "runtime/checkpoint.h"
 #include "runtime/checkpoint_store.h"
+#include "runtime/checkpoint_tensors.h"
 #include "util/flags.h"
 
 namespace meshrt {
@@ -85,14 +87,7 @@ class InProcessTrainer : public Trainer {
     ASSIGN_OR_RETURN(const v1::Program program, OneProcessorProgram());
     ASSIGN_OR_RETURN(const CheckpointRoot root, CheckpointRoot::Open(checkpoint_root_));
     ASSIGN_OR_RETURN(const std::string dir, root.Resolve(name, /*create=*/true));
-    ASSIGN_OR_RETURN(CheckpointWriter writer, CheckpointWriter::Begin(dir, step_, keep));
-    absl::StatusOr<std::vector<v1::CheckpointShard>> shards =
-        SaveShards(program, {0}, variables_, writer.version_dir());
-    absl::StatusOr<v1::CheckpointManifest> manifest =
-        shards.ok() ? BuildManifest(program, step_, *std::move(shards)) : shards.status();
-    absl::Status s = manifest.ok() ? writer.Commit(*manifest) : manifest.status();
-    if (!s.ok()) writer.Abandon();
-    return s;
+    return SaveOneProcessorCheckpoint(dir, program, variables_, step_, keep);
   }
   absl::StatusOr<int64_t> Restore(const std::string& name) override {
     ASSIGN_OR_RETURN(const v1::Program program, OneProcessorProgram());
@@ -103,6 +98,12 @@ class InProcessTrainer : public Trainer {
     ASSIGN_OR_RETURN(variables_, LoadSlices(committed.manifest, committed.directory, program, {0}));
     step_ = committed.manifest.step();
     return step_;
+  }
+  // Starts from `weights` (some variables, whole); the others start from their initializers at
+  // the first step, as after a partial restore on a cluster.
+  void Import(TensorMap weights) {
+    variables_ = std::move(weights);
+    step_ = 0;
   }
 
  private:
@@ -309,6 +310,12 @@ void AddTrainFlags(FlagSet& flags, TrainFlags* f) {
             "smaller mesh (default 10)");
   flags.Int("max_seconds", &f->max_seconds, "stop early after this many seconds (0: no limit)");
   flags.String("log_dir", &f->log_dir, "with --local: the daemons' logs (default: a temp dir)");
+  flags.String("init", &f->init,
+               "initial values from a NumPy .npz file (e.g. from `meshrt export`): each array "
+               "sets the variable of the model with its name (same sizes), the others start from "
+               "their initializers; with --local or --reference (written as a checkpoint under "
+               "the checkpoint root's imports/ and restored partially). Not with --restore; with "
+               "--resume, an existing --checkpoint_dir wins");
   flags.String("export_graph", &f->export_graph,
                "also write the training graph (model, gradients, optimizer) to this .pbtxt or .pb "
                "file, e.g. for `meshrt explain`");
@@ -332,6 +339,17 @@ absl::Status RunTraining(const TrainFlags& f, CliIo io, float* final_loss) {
     return UsageError("--save_every and --resume need --checkpoint_dir NAME");
   }
   if (f.save_every < 0) return UsageError("--save_every needs N >= 0");
+  if (!f.init.empty() && !f.restore.empty()) {
+    return UsageError(
+        "--init and --restore both set the starting values: pass one (--restore continues a "
+        "checkpoint, --init imports .npz arrays into a fresh run)");
+  }
+  if (!f.init.empty() && !f.coordinator.empty()) {
+    return UsageError(
+        "--init is for --local and --reference (it writes a checkpoint under the checkpoint "
+        "root); with --coordinator, restore the weights in a session (Python: "
+        "Session.load_npz)");
+  }
   if (f.keep < 1 || f.keep > 1000) return UsageError("--keep needs 1 <= K <= 1000");
   if (f.replace_wait < 0) return UsageError("--replace_wait needs N >= 0 seconds");
   if (!f.recover.empty() && f.recover != "auto" && f.recover != "off") {
@@ -398,6 +416,10 @@ absl::Status RunTraining(const TrainFlags& f, CliIo io, float* final_loss) {
   // Refuse a bad layout here, before any daemon starts.
   RETURN_IF_ERROR(CheckRulesNameGraphDims(tg->graph, layout.rules));
   RETURN_IF_ERROR(ValidateLayouts(tg->graph, layout.mesh, layout.rules));
+  TensorMap init;  // --init's arrays, checked against the model's variables before anything runs
+  if (!f.init.empty()) {
+    ASSIGN_OR_RETURN(init, InitialWeights(f.init, tg->graph, tg->variables));
+  }
 
   std::unique_ptr<LocalCluster> cluster;
   std::unique_ptr<Trainer> trainer;
@@ -411,7 +433,20 @@ absl::Status RunTraining(const TrainFlags& f, CliIo io, float* final_loss) {
   }
   if (f.coordinator.empty()) {
     ASSIGN_OR_RETURN(place, PlaceCheckpoints(f));
-    if (!place.save.empty() || !place.checkpoint_dir.empty()) {
+    if (!f.init.empty() && f.checkpoint_root.empty() && place.save.empty() &&
+        place.restore.empty() && place.checkpoint_dir.empty()) {
+      // No checkpoint place was asked for: the imported weights go to a fresh directory in
+      // $TMPDIR (else /tmp) rather than the current one.
+      const char* tmpdir = std::getenv("TMPDIR");
+      std::string tmpl = absl::StrCat(tmpdir != nullptr && *tmpdir ? tmpdir : "/tmp",
+                                      "/meshrt-init-XXXXXX");
+      if (::mkdtemp(tmpl.data()) == nullptr) {
+        const int err = errno;
+        return absl::ErrnoToStatus(err, absl::StrCat("--init: cannot create ", tmpl));
+      }
+      place.root = tmpl;
+    }
+    if (!place.save.empty() || !place.checkpoint_dir.empty() || !f.init.empty()) {
       RETURN_IF_ERROR(MakeDirs(place.root));
       ASSIGN_OR_RETURN(const CheckpointRoot root, CheckpointRoot::Open(place.root));
       // A name the save would refuse is refused now, not after the training.
@@ -454,6 +489,11 @@ absl::Status RunTraining(const TrainFlags& f, CliIo io, float* final_loss) {
         return WithContext(restored.status(), absl::StrCat("resuming ", f.checkpoint_dir));
       }
     }
+    if (!resumed && !init.empty()) {
+      event(absl::StrCat("initialised ", init.size(), " variables from ", f.init,
+                         " (the others from their initializers)"));
+      in_process->Import(std::move(init));
+    }
     if (!resumed && !f.restore.empty()) {
       absl::StatusOr<int64_t> restored = in_process->Restore(place.restore);
       if (!restored.ok()) {
@@ -495,6 +535,14 @@ absl::Status RunTraining(const TrainFlags& f, CliIo io, float* final_loss) {
     run.keep = keep;
     run.resume = f.resume;
     run.initial_checkpoint = place.restore;
+    std::string imported;  // --init's checkpoint
+    if (!f.init.empty()) {
+      // A checkpoint of the arrays, restored partially at the start (and by a recovery before
+      // the first save): the other variables start from their initializers.
+      ASSIGN_OR_RETURN(imported, WriteInitialCheckpoint(place.root, init));
+      run.initial_checkpoint = imported;
+      run.initial_checkpoint_partial = true;
+    }
     run.recover = recover;
     run.replace_wait = absl::Seconds(f.replace_wait);
     run.log = event;
@@ -506,6 +554,10 @@ absl::Status RunTraining(const TrainFlags& f, CliIo io, float* final_loss) {
     }
     auto run_trainer = std::make_unique<RunTrainer>(*std::move(started));
     first_step = run_trainer->step();
+    if (!f.init.empty() && !run_trainer->run().resumed()) {
+      event(absl::StrCat("initialised ", init.size(), " variables from ", f.init, " (checkpoint '",
+                         imported, "'; the others from their initializers)"));
+    }
     if (first_step > 0) {
       event(absl::StrCat(run_trainer->run().resumed() ? "resumed from checkpoint '" : "restored '",
                          run_trainer->run().resumed() ? f.checkpoint_dir : f.restore,

@@ -50,6 +50,7 @@ struct TrainFlags {
   int64_t max_seconds = 0;
   std::string log_dir;
   std::string export_graph;
+  std::string init;  // a .npz file: initial values of the variables it names
   SecurityOptions security;  // --coordinator: TLS and bearer token (rpc/grpc_util.h)
 };
 
@@ -58,6 +59,18 @@ void AddTrainFlags(FlagSet& flags, TrainFlags* f);
 // `final_loss` (may be null) receives the mean of the losses logged over the last 50 steps.
 absl::Status RunTraining(const TrainFlags& f, CliIo io, float* final_loss = nullptr);
 absl::Status TrainCommand(const std::vector<std::string>& args, CliIo io);
+
+// --init: the arrays of .npz file `npz_path` as tensors of `graph`'s variables (`variables`, by
+// name): each key must be one of them (else InvalidArgument naming the key and the variables),
+// with the variable's sizes (else InvalidArgument naming the key, the expected and the file's
+// shapes) and dtype. Errors of ReadNpz, prefixed by --init.
+absl::StatusOr<TensorMap> InitialWeights(const std::string& npz_path, const Graph& graph,
+                                         const std::vector<std::string>& variables);
+// Writes `weights` as a new checkpoint at step 0 under checkpoint root `root_dir`, named
+// "imports/init-<pid>-<microseconds>" (unique per run), and returns its name, for a partial
+// restore (TrainingRunOptions::initial_checkpoint_partial).
+absl::StatusOr<std::string> WriteInitialCheckpoint(const std::string& root_dir,
+                                                   const TensorMap& weights);
 
 }  // namespace meshrt
 

@@ -254,13 +254,14 @@ absl::Status Session::SaveCheckpoint(const std::string& name, int keep) {
   return impl.Annotate(FromGrpcStatus(impl.stub->SaveCheckpoint(&ctx, request, &response)));
 }
 
-absl::StatusOr<int64_t> Session::RestoreCheckpoint(const std::string& name) {
+absl::StatusOr<int64_t> Session::RestoreCheckpoint(const std::string& name, bool partial) {
   Client::Impl& impl = *client_->impl_;
   grpc::ClientContext ctx;
   impl.Prepare(&ctx, impl.options.rpc_timeout);
   v1::RestoreCheckpointRequest request;
   request.set_session(id_);
   request.set_directory(name);
+  request.set_partial(partial);
   v1::RestoreCheckpointResponse response;
   absl::Status s =
       impl.Annotate(FromGrpcStatus(impl.stub->RestoreCheckpoint(&ctx, request, &response)));

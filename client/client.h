@@ -88,7 +88,10 @@ class Session {
   // `keep` (>= 1): how many versions of the checkpoint the save leaves, the new one included (the
   // older ones are what a restore falls back to when the newest is damaged).
   absl::Status SaveCheckpoint(const std::string& name, int keep = 2);
-  absl::StatusOr<int64_t> RestoreCheckpoint(const std::string& name);
+  // `partial` (RestoreCheckpointRequest.partial): the checkpoint may hold only some of the
+  // session's variables (imported weights); the others keep their values, or their initializers
+  // before the first step. A saved variable the session lacks or that differs is InvalidArgument.
+  absl::StatusOr<int64_t> RestoreCheckpoint(const std::string& name, bool partial = false);
   // Closes the session on the coordinator and stops renewing its lease. Closing an expired
   // session is OK.
   absl::Status Close();

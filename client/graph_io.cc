@@ -1,10 +1,9 @@
 #include "client/graph_io.h"
 
-#include <cerrno>
-#include <cstdio>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "client/file_bytes.h"
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/text_format.h"
 
@@ -50,23 +49,6 @@ class FirstErrorCollector : public google::protobuf::io::ErrorCollector {
   int count_ = 0;
 };
 
-absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  FILE* f = std::fopen(path.c_str(), "rb");
-  if (f == nullptr) {
-    const int err = errno;
-    return absl::ErrnoToStatus(err, absl::StrCat("cannot open graph file ", path));
-  }
-  std::string bytes;
-  char buffer[1 << 16];
-  size_t n;
-  while ((n = std::fread(buffer, 1, sizeof(buffer), f)) > 0) bytes.append(buffer, n);
-  const bool failed = std::ferror(f) != 0;
-  const int err = errno;
-  std::fclose(f);
-  if (failed) return absl::ErrnoToStatus(err, absl::StrCat("cannot read graph file ", path));
-  return bytes;
-}
-
 }  // namespace
 
 absl::StatusOr<v1::Graph> ParseGraphText(absl::string_view text, absl::string_view source) {
@@ -83,7 +65,7 @@ absl::StatusOr<v1::Graph> ParseGraphText(absl::string_view text, absl::string_vi
 absl::StatusOr<v1::Graph> LoadGraph(const std::string& path) {
   const Format format = FormatOf(path);
   if (format == Format::kUnknown) return UnknownExtension(path);
-  absl::StatusOr<std::string> bytes = ReadFile(path);
+  absl::StatusOr<std::string> bytes = ReadFileBytes(path, "graph file");
   if (!bytes.ok()) return bytes.status();
   if (format == Format::kText) return ParseGraphText(*bytes, path);
   v1::Graph graph;
@@ -108,18 +90,7 @@ absl::Status SaveGraph(const v1::Graph& graph, const std::string& path) {
   } else if (!graph.SerializeToString(&bytes)) {
     return absl::InternalError(absl::StrCat("cannot serialise the graph for ", path));
   }
-  FILE* f = std::fopen(path.c_str(), "wb");
-  if (f == nullptr) {
-    const int err = errno;
-    return absl::ErrnoToStatus(err, absl::StrCat("cannot write ", path));
-  }
-  const bool wrote = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
-  const int write_err = errno;
-  const bool closed = std::fclose(f) == 0;
-  if (!wrote || !closed) {
-    return absl::ErrnoToStatus(wrote ? errno : write_err, absl::StrCat("cannot write ", path));
-  }
-  return absl::OkStatus();
+  return WriteFileBytes(path, bytes);
 }
 
 }  // namespace meshrt

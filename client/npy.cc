@@ -1,12 +1,11 @@
 #include "client/npy.h"
 
-#include <cerrno>
-#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "client/file_bytes.h"
 #include "core/npy_header.h"
 #include "core/status_macros.h"
 
@@ -69,19 +68,7 @@ absl::StatusOr<NpyArray> ParseNpy(absl::string_view bytes, absl::string_view sou
 }
 
 absl::StatusOr<NpyArray> ReadNpy(const std::string& path) {
-  FILE* f = std::fopen(path.c_str(), "rb");
-  if (f == nullptr) {
-    const int err = errno;
-    return absl::ErrnoToStatus(err, absl::StrCat("cannot open ", path));
-  }
-  std::string bytes;
-  char buffer[1 << 16];
-  size_t n;
-  while ((n = std::fread(buffer, 1, sizeof(buffer), f)) > 0) bytes.append(buffer, n);
-  const bool failed = std::ferror(f) != 0;
-  const int err = errno;
-  std::fclose(f);
-  if (failed) return absl::ErrnoToStatus(err, absl::StrCat("cannot read ", path));
+  ASSIGN_OR_RETURN(const std::string bytes, ReadFileBytes(path));
   return ParseNpy(bytes, path);
 }
 
@@ -131,19 +118,7 @@ std::string EncodeNpy(const Tensor& tensor) {
 }
 
 absl::Status WriteNpy(const std::string& path, const Tensor& tensor) {
-  const std::string bytes = EncodeNpy(tensor);
-  FILE* f = std::fopen(path.c_str(), "wb");
-  if (f == nullptr) {
-    const int err = errno;
-    return absl::ErrnoToStatus(err, absl::StrCat("cannot write ", path));
-  }
-  const bool wrote = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
-  const int write_err = errno;
-  const bool closed = std::fclose(f) == 0;  // flushes; a full disk may show only here
-  if (!wrote || !closed) {
-    return absl::ErrnoToStatus(wrote ? errno : write_err, absl::StrCat("cannot write ", path));
-  }
-  return absl::OkStatus();
+  return WriteFileBytes(path, EncodeNpy(tensor));
 }
 
 }  // namespace meshrt

@@ -150,7 +150,8 @@ absl::StatusOr<std::unique_ptr<TrainingRun>> TrainingRun::Start(TrainingRunOptio
   } else {
     RETURN_IF_ERROR(run->Open(o.mesh, /*restore=*/false));
     if (!o.initial_checkpoint.empty()) {
-      ASSIGN_OR_RETURN(run->step_, run->session_->RestoreCheckpoint(o.initial_checkpoint));
+      ASSIGN_OR_RETURN(run->step_, run->session_->RestoreCheckpoint(
+                                       o.initial_checkpoint, o.initial_checkpoint_partial));
     }
   }
   return run;
@@ -176,7 +177,8 @@ absl::Status TrainingRun::Open(const Mesh& mesh, bool restore, const std::string
   if (restored.status().code() == absl::StatusCode::kNotFound && saved_step_ < 0) {
     // Nothing saved yet: the run's starting point again.
     if (!fallback.empty()) {
-      ASSIGN_OR_RETURN(step_, session_->RestoreCheckpoint(fallback));
+      ASSIGN_OR_RETURN(step_, session_->RestoreCheckpoint(
+                                  fallback, options_.initial_checkpoint_partial));
       return absl::OkStatus();
     }
     return absl::OkStatus();  // step 0, as a new session's variables are

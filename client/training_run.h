@@ -52,6 +52,9 @@ struct TrainingRunOptions {
   // Start restores this checkpoint (e.g. a finished run's) when `resume` found none; its step
   // count carries on. Empty: none.
   std::string initial_checkpoint;
+  // `initial_checkpoint` may hold only some of the graph's variables (imported weights, e.g.
+  // `meshrt train --init W.npz`): a partial restore, the others start from their initializers.
+  bool initial_checkpoint_partial = false;
   bool recover = true;     // false: the first failure is returned
   // How long a recovery waits for enough free workers for the requested mesh before it continues
   // on a smaller one.
@@ -106,7 +109,8 @@ class TrainingRun {
   TrainingRun(TrainingRunOptions options, Graph graph);
   absl::Status Connect();
   // A new session on `mesh`; `restore`: the checkpoint when there is one (else `fallback`, if
-  // given, else step 0).
+  // given — the initial checkpoint, restored partially when initial_checkpoint_partial — else
+  // step 0).
   absl::Status Open(const Mesh& mesh, bool restore, const std::string& fallback = "");
   absl::Status SaveNow();
   // After `cause`: a new session restored from the checkpoint, or the error to return.

@@ -16,8 +16,7 @@
 #include <iterator>
 
 #include "absl/strings/match.h"
-#include "coordinator/coordinator.h"
-#include "coordinator/in_process_workers.h"
+#include "coordinator/checkpoint_test_fixture.h"
 #include "core/autodiff.h"
 #include "core/builder.h"
 #include "core/optimizers.h"
@@ -28,117 +27,11 @@ namespace meshrt {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string MakeTempDir() { return MakeTestTempDir("ckpt"); }
-
-const Shape kX({{"batch", 8}, {"d_in", 16}});
-const Shape kY({{"batch", 8}, {"d_out", 4}});
-
-// Two-layer regression trained by SGD, with a step counter.
-v1::Graph TrainGraph(bool with_w2 = true) {
-  GraphBuilder b;
-  TensorRef x = b.Placeholder("x", kX);
-  TensorRef y = b.Placeholder("y", kY);
-  Initializer init;
-  init.kind = "glorot_uniform";
-  init.seed = 5;
-  TensorRef w1 = b.Variable("w1", Shape({{"d_in", 16}, {"hidden", 8}}), init);
-  TensorRef w2 = with_w2 ? b.Variable("w2", Shape({{"hidden", 8}, {"d_out", 4}}), init)
-                         : b.Variable("w3", Shape({{"hidden", 8}, {"d_out", 4}}), init);
-  TensorRef step = b.Variable("step", Shape({}));
-  TensorRef h = b.Relu(b.Einsum({x, w1}, Shape({{"batch", 8}, {"hidden", 8}})));
-  TensorRef err = b.Sub(b.Einsum({h, w2}, kY), y);
-  TensorRef loss = b.ReduceMean(b.Mul(err, err), {}, "loss");
-  auto grads = Gradients(b, loss, {w1, w2});
-  EXPECT_TRUE(grads.ok()) << grads.status();
-  b.Assign(w1, b.Sub(w1, b.Scale((*grads)[0], 0.1f)), "update_w1");
-  b.Assign(w2, b.Sub(w2, b.Scale((*grads)[1], 0.1f)), "update_w2");
-  v1::Op one;
-  one.set_type("ones");
-  b.AssignAdd(step, b.Apply(one, {}, "one"), "count");
-  b.MarkOutput(loss);
-  return b.proto();
-}
-
-TensorMap Feeds(int step) {
-  Tensor x(DType::kFloat32, kX), y(DType::kFloat32, kY);
-  for (int64_t i = 0; i < x.num_elements(); ++i) x.f32()[i] = std::sin(0.37f * (i + 11 * step));
-  for (int64_t i = 0; i < y.num_elements(); ++i) y.f32()[i] = std::cos(0.23f * (i + 7 * step));
-  return {{"x", x}, {"y", y}};
-}
-
-// A fresh directory, resolved (the coordinator reports resolved paths).
-std::string RealTempDir() {
-  return fs::canonical(MakeTempDir()).string();
-}
-
-class CheckpointCoordinatorTest : public ::testing::Test {
- protected:
-  CheckpointCoordinatorTest() : root_(RealTempDir()), coordinator_(Options(root_), &workers_) {}
-
-  static CoordinatorOptions Options(const std::string& root) {
-    CoordinatorOptions o;
-    o.heartbeat_timeout = absl::Seconds(60);
-    o.checkpoint_root = root;
-    return o;
-  }
-
-  // The committed version directory of checkpoint `name`.
-  std::string Committed(const std::string& name) const {
-    std::ifstream in(fs::path(root_) / name / "CURRENT");
-    std::string version;
-    in >> version;
-    EXPECT_FALSE(version.empty()) << name << " has no CURRENT";
-    return (fs::path(root_) / name / version).string();
-  }
-
-  // Every version directory of checkpoint `name`.
-  std::vector<std::string> Versions(const std::string& name) const {
-    std::vector<std::string> out;
-    for (const auto& e : fs::directory_iterator(fs::path(root_) / name)) {
-      if (absl::StartsWith(e.path().filename().string(), "v-")) out.push_back(e.path().string());
-    }
-    return out;
-  }
-
-  void Register(int n, WorkerFileAccess files = WorkerFileAccess()) {
-    for (int i = 0; i < n; ++i) {
-      std::string address = absl::StrCat("w", next_++);
-      workers_.AddWorker(address, files);
-      v1::RegisterWorkerRequest r;
-      r.set_address(address);
-      r.set_incarnation("inc-" + address);
-      r.set_secret("secret-of-" + address + "-0123456789");
-      ASSERT_TRUE(coordinator_.RegisterWorker(r).ok());
-    }
-  }
-
-  std::string Create(const std::string& mesh_text, const std::string& rules_text,
-                     const v1::Graph& graph = TrainGraph()) {
-    v1::CreateSessionRequest r;
-    *r.mutable_graph() = graph;
-    Mesh m = Mesh::Parse(mesh_text).value();
-    *r.mutable_mesh() = m.ToProto();
-    *r.mutable_rules() = LayoutRules::Parse(rules_text, m).value().ToProto();
-    r.set_timeout_ms(2000);
-    auto s = coordinator_.CreateSession(r);
-    EXPECT_TRUE(s.ok()) << s.status();
-    return s.ok() ? s->session() : "";
-  }
-
-  float Step(const std::string& session, int step) {
-    auto out = coordinator_.RunStep(session, Feeds(step), {"loss", "step"});
-    EXPECT_TRUE(out.ok()) << out.status();
-    if (!out.ok()) return NAN;
-    EXPECT_EQ(out->at("step").f32()[0], step - 1);  // read at the start of the step
-    return out->at("loss").f32()[0];
-  }
-
-  const std::string root_;  // --checkpoint_root
-  InProcessWorkers workers_;
-  Coordinator coordinator_;
-  int next_ = 0;
-};
+using checkpoint_testing::CheckpointCoordinatorTest;
+using checkpoint_testing::Feeds;
+using checkpoint_testing::MicrobatchTrainGraph;
+using checkpoint_testing::RealTempDir;
+using checkpoint_testing::TrainGraph;
 
 TEST_F(CheckpointCoordinatorTest, SavedOnTwoByTwoContinuesOnOtherMeshes) {
   Register(4);
@@ -168,28 +61,6 @@ TEST_F(CheckpointCoordinatorTest, SavedOnTwoByTwoContinuesOnOtherMeshes) {
     }
     ASSERT_OK(coordinator_.CloseSession(b));
   }
-}
-
-// The same regression trained by Minimize with 4 microbatches: on a mesh splitting the batch the
-// "<var>/acc" accumulators are partial sums on the workers (core/lower_accumulate.cc).
-v1::Graph MicrobatchTrainGraph() {
-  GraphBuilder b;
-  TensorRef x = b.Placeholder("x", kX);
-  TensorRef y = b.Placeholder("y", kY);
-  Initializer init;
-  init.kind = "glorot_uniform";
-  init.seed = 5;
-  TensorRef w1 = b.Variable("w1", Shape({{"d_in", 16}, {"hidden", 8}}), init);
-  TensorRef w2 = b.Variable("w2", Shape({{"hidden", 8}, {"d_out", 4}}), init);
-  TensorRef h = b.Relu(b.Einsum({x, w1}, Shape({{"batch", 8}, {"hidden", 8}})));
-  TensorRef err = b.Sub(b.Einsum({h, w2}, kY), y);
-  TensorRef loss = b.ReduceMean(b.Mul(err, err), {}, "loss");
-  TrainOptions o;
-  o.learning_rate.base = 0.1f;
-  o.microbatches = 4;
-  EXPECT_TRUE(Minimize(b, loss, {w1, w2}, o).ok());
-  b.MarkOutput(loss);
-  return b.proto();
 }
 
 // Saved mid-cycle (2 of 4 microbatches accumulated) where the accumulators are partial sums over

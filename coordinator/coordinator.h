@@ -206,8 +206,12 @@ class Coordinator {
   // becomes the saved one. A shard missing or corrupted fails the restore with NotFound / DataLoss
   // naming the file, the variable and every worker that needed it, and no variable of the session
   // changes. Only a worker lost between preparing and installing fails the session.
+  // `partial` (RestoreCheckpointRequest.partial): the checkpoint may lack some of the session's
+  // variables, which keep their values; the ones it holds are checked and installed as above (a
+  // checkpoint variable the session lacks is still InvalidArgument naming it).
   absl::StatusOr<v1::RestoreCheckpointResponse> RestoreCheckpoint(const std::string& session,
-                                                                  const std::string& name);
+                                                                  const std::string& name,
+                                                                  bool partial = false);
 
  private:
   // The auto_layout / auto_mesh_processors fields of `request` are consistent with its mesh and

@@ -108,13 +108,13 @@ absl::StatusOr<v1::SaveCheckpointResponse> Coordinator::SaveCheckpoint(
 }
 
 absl::StatusOr<v1::RestoreCheckpointResponse> Coordinator::RestoreCheckpoint(
-    const std::string& id, const std::string& name) {
+    const std::string& id, const std::string& name, bool partial) {
   ASSIGN_OR_RETURN(const CheckpointRoot root, CheckpointRoot::Open(options_.checkpoint_root));
   ASSIGN_OR_RETURN(std::shared_ptr<Session> session, FindSession(id));
   absl::MutexLock step_lock(&session->step_mu);
   RETURN_IF_ERROR(CheckUsable(session.get()));
-  const std::string what =
-      absl::StrCat("restoring checkpoint '", name, "' into session ", id);
+  const std::string what = absl::StrCat(partial ? "partially restoring" : "restoring",
+                                        " checkpoint '", name, "' into session ", id);
   absl::StatusOr<std::string> checkpoint_dir = root.Resolve(name, /*create=*/false);
   if (!checkpoint_dir.ok()) return Prefixed(what, checkpoint_dir.status());
   // The committed version (CURRENT), never a save in progress or one that died half way; when
@@ -146,6 +146,7 @@ absl::StatusOr<v1::RestoreCheckpointResponse> Coordinator::RestoreCheckpoint(
       request.set_phase(phase);
       if (phase == v1::WorkerRestoreCheckpointRequest::PREPARE) {
         *request.mutable_manifest() = *manifest;
+        request.set_partial(partial);
       }
       results[p] = session->clients[p]->RestoreCheckpoint(request, options_.checkpoint_timeout);
     });
@@ -171,7 +172,12 @@ absl::StatusOr<v1::RestoreCheckpointResponse> Coordinator::RestoreCheckpoint(
     }
     directory = candidate->directory;
     manifest_storage = std::move(candidate->manifest);
-    if (absl::Status s = CheckManifestForProgram(*manifest, session->program); !s.ok()) {
+    // A partial restore checks the variables the checkpoint holds (and refuses ones the session
+    // lacks); the workers then load only those.
+    absl::Status s = CheckManifestForProgram(
+        *manifest, partial ? ProgramWithSavedVariables(session->program, *manifest)
+                           : session->program);
+    if (!s.ok()) {
       return absl::Status(s.code(), absl::StrCat(what, ": ", s.message()));
     }
     std::vector<absl::Status> prepared =

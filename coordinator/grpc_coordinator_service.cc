@@ -175,7 +175,8 @@ grpc::Status GrpcCoordinatorService::RestoreCheckpoint(grpc::ServerContext* ctx,
                                                        const v1::RestoreCheckpointRequest* request,
                                                        v1::RestoreCheckpointResponse* response) {
   return Client("RestoreCheckpoint", ctx, &request->session(), [&](const Caller&) {
-    return Reply(coordinator_->RestoreCheckpoint(request->session(), request->directory()),
+    return Reply(coordinator_->RestoreCheckpoint(request->session(), request->directory(),
+                                                  request->partial()),
                  response);
   });
 }

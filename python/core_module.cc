@@ -1,5 +1,6 @@
 // meshrt._core: the C++ language (core/) for the Python package, so that Python graphs get the
-// same shape inference, validation and reference interpreter as C++ ones (one implementation).
+// same shape inference, validation and reference interpreter as C++ ones (one implementation),
+// and checkpoints read and written as whole tensors (runtime/checkpoint_tensors.h).
 //
 // Everything crosses the boundary as serialized protos (bytes): the Python side builds and reads
 // them with its own generated stubs (meshrt/_proto), so no protobuf object is shared between the
@@ -23,6 +24,7 @@
 #include "models/mlp.h"
 #include "models/transformer.h"
 #include "proto/graph.pb.h"
+#include "runtime/checkpoint_tensors.h"
 
 namespace py = pybind11;
 
@@ -139,6 +141,35 @@ py::tuple InterpretOneStep(const py::bytes& graph_bytes,
                 py::make_tuple(SerializeTensors(*out), SerializeTensors(variables)));
 }
 
+// read_checkpoint(directory) -> (step, {name: TensorValue}): the committed version of a
+// checkpoint directory, every variable whole (ReadCheckpointTensors).
+py::tuple ReadCheckpoint(const std::string& directory) {
+  absl::StatusOr<CheckpointTensors> read;
+  {
+    py::gil_scoped_release release;  // reading large shards must not stop other Python threads
+    read = ReadCheckpointTensors(directory);
+  }
+  if (!read.ok()) return Result(read.status());
+  return Result(absl::OkStatus(), py::make_tuple(read->step, SerializeTensors(read->tensors)));
+}
+
+// write_checkpoint(directory, {name: TensorValue}, step, keep) -> None: a new committed version
+// of checkpoint directory `directory` holding the tensors whole (WriteCheckpointFromTensors).
+py::tuple WriteCheckpoint(const std::string& directory,
+                          const std::map<std::string, py::bytes>& tensor_bytes, int64_t step,
+                          int keep) {
+  TensorMap tensors;
+  if (absl::Status s = ParseTensors(tensor_bytes, "variable", &tensors); !s.ok()) {
+    return Result(s);
+  }
+  absl::Status s;
+  {
+    py::gil_scoped_release release;
+    s = WriteCheckpointFromTensors(directory, tensors, step, keep);
+  }
+  return Result(s);
+}
+
 // model_graph(kind, options) -> graph: the forward graph (model and loss, no training) of the C++
 // model `kind` ("mlp" or "transformer", models/) with `options` (field name -> value; fields not
 // given keep their defaults). For comparing Python-built graphs with the C++ ones.
@@ -209,4 +240,7 @@ PYBIND11_MODULE(_core, m) {
   m.def("interpret", &meshrt::InterpretOneStep, py::arg("graph"), py::arg("feeds"),
         py::arg("fetches"), py::arg("variables"));
   m.def("model_graph", &meshrt::ModelGraph, py::arg("kind"), py::arg("options"));
+  m.def("read_checkpoint", &meshrt::ReadCheckpoint, py::arg("directory"));
+  m.def("write_checkpoint", &meshrt::WriteCheckpoint, py::arg("directory"), py::arg("tensors"),
+        py::arg("step"), py::arg("keep"));
 }

@@ -608,6 +608,19 @@ absl::Status CheckManifestForProgram(const v1::CheckpointManifest& manifest,
       "variables may not): ", absl::StrJoin(parts, "; ")));
 }
 
+v1::Program ProgramWithSavedVariables(const v1::Program& program,
+                                      const v1::CheckpointManifest& manifest) {
+  std::set<std::string> saved;
+  for (const v1::CheckpointVariable& v : manifest.variables()) saved.insert(v.name());
+  v1::Program out;
+  *out.mutable_mesh() = program.mesh();
+  *out.mutable_rules() = program.rules();
+  for (const v1::ProgramVariable& v : program.variables()) {
+    if (saved.count(v.name())) *out.add_variables() = v;
+  }
+  return out;
+}
+
 absl::StatusOr<std::map<std::string, Tensor>> LoadSlices(const v1::CheckpointManifest& manifest,
                                                          const std::string& directory,
                                                          const v1::Program& program,

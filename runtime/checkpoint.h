@@ -103,6 +103,12 @@ absl::StatusOr<v1::CheckpointManifest> ReadManifest(const std::string& directory
 absl::Status CheckManifestForProgram(const v1::CheckpointManifest& manifest,
                                      const v1::Program& program);
 
+// The mesh, rules and those of the variables of `program` that `manifest` holds (no instructions) (for a partial restore:
+// CheckManifestForProgram and LoadSlices on it check and load exactly the saved variables, and
+// still refuse a saved variable the program lacks).
+v1::Program ProgramWithSavedVariables(const v1::Program& program,
+                                      const v1::CheckpointManifest& manifest);
+
 // Worker side of a restore: this processor's slice of every variable of `program` under the
 // program's mesh and layout, assembled from the shards of `manifest` in `directory` that overlap
 // it. Only overlapping shards are read; each is verified (size and checksum). NotFound for a

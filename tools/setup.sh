@@ -13,6 +13,7 @@ PACKAGES=(
   libgrpc++-dev
   libabsl-dev
   libgloo-dev
+  zlib1g-dev
   libopenblas-dev
   libgtest-dev
   libgmock-dev

@@ -31,6 +31,7 @@ struct Worker::SessionState {
   std::atomic<bool> closed{false};
   // Slices of a prepared restore, installed by its COMMIT. Guarded by step_mu.
   std::optional<std::map<std::string, Tensor>> restore;
+  bool restore_partial = false;  // it holds only some variables (the others keep their values)
 };
 
 std::vector<std::vector<int>> CollectiveGroups(const v1::Program& program) {
@@ -234,11 +235,16 @@ absl::Status Worker::RestoreCheckpoint(const v1::WorkerRestoreCheckpointRequest&
         status = resolved.status();
         break;
       }
+      // A partial restore loads (and later installs) only the variables the checkpoint holds.
       absl::StatusOr<std::map<std::string, Tensor>> slices =
-          LoadSlices(request.manifest(), *resolved, state->spec.program(),
+          LoadSlices(request.manifest(), *resolved,
+                     request.partial()
+                         ? ProgramWithSavedVariables(state->spec.program(), request.manifest())
+                         : state->spec.program(),
                      state->executor->coordinate());
       if (slices.ok()) {
         state->restore = *std::move(slices);
+        state->restore_partial = request.partial();
       } else {
         status = slices.status();
       }
@@ -253,7 +259,7 @@ absl::Status Worker::RestoreCheckpoint(const v1::WorkerRestoreCheckpointRequest&
       // LoadSlices made every slice in the shape the executor expects, so no SetVariable fails
       // half way; check anyway before changing anything.
       for (const v1::ProgramVariable& v : state->spec.program().variables()) {
-        if (!state->restore->count(v.name())) {
+        if (!state->restore_partial && !state->restore->count(v.name())) {
           status = absl::InternalError(absl::StrCat("prepared restore lacks '", v.name(), "'"));
         }
       }

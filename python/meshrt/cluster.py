@@ -73,7 +73,7 @@ class Client:
     """A connection to a coordinator (use :func:`connect`)."""
 
     def __init__(self, address, token=None, token_file=None, tls_ca_file=None, tls_cert_file=None,
-                 tls_key_file=None, connect_timeout=5.0, rpc_timeout=600.0):
+                 tls_key_file=None, connect_timeout=5.0, rpc_timeout=600.0, checkpoint_root=None):
         from meshrt._proto import coordinator_pb2, coordinator_pb2_grpc
         self._pb = coordinator_pb2
         host, port = _split_address(address)
@@ -85,6 +85,8 @@ class Client:
                 token = _read_token(generated)
         self.address = address
         self.rpc_timeout = rpc_timeout
+        # The coordinator's --checkpoint_root as this machine sees it (export, load_npz), or None.
+        self.checkpoint_root = checkpoint_root
         self._metadata = (("authorization", f"Bearer {token}"),) if token else ()
         options = [("grpc.max_receive_message_length", _MAX_MESSAGE_BYTES),
                    ("grpc.max_send_message_length", _MAX_MESSAGE_BYTES)]
@@ -249,7 +251,8 @@ def connect(address, token=None, token_file=None, **options):
     ``token`` / ``token_file``: the client token the coordinator requires. Without either, a
     coordinator on this machine's loopback is asked with the token it generated
     ($MESHRT_HOME or ~/.meshrt, <port>/client.token). TLS: ``tls_ca_file`` (and
-    ``tls_cert_file``/``tls_key_file`` for a client certificate). Raises UnavailableError when the
+    ``tls_cert_file``/``tls_key_file`` for a client certificate). ``checkpoint_root``: the
+    coordinator's --checkpoint_root as mounted here, for Session.export and load_npz. Raises UnavailableError when the
     coordinator cannot be reached, UnauthenticatedError for a missing or wrong token.
     """
     return Client(address, token=token, token_file=token_file, **options)
@@ -408,36 +411,69 @@ class Session:
             session=self.id, directory=name, keep=keep))
         return r.step
 
-    def restore(self, name):
+    def restore(self, name, partial=False):
         """Restores checkpoint ``name`` (saved on any mesh and layout by a session with the same
-        variables) and returns its step count, which this session continues from."""
+        variables) and returns its step count, which this session continues from. ``partial``:
+        the checkpoint may lack some of the session's variables, which keep their values (how
+        imported weights become initial values); extra or mismatched ones are still refused."""
         from meshrt._proto import checkpoint_pb2
         r = self.client._call(self.client._stub.RestoreCheckpoint,
                               checkpoint_pb2.RestoreCheckpointRequest(session=self.id,
-                                                                      directory=name))
+                                                                      directory=name,
+                                                                      partial=bool(partial)))
         self.step = r.step
         return r.step
 
-    def export(self, path, variables=None):
-        """Writes the variables' whole values to ``path`` (.npz, one array per variable name, as
-        numpy.savez) and returns {name: array}. ``variables``: names (default: every variable of
-        the session's graph). Fetching a variable gives its value at the start of the next step."""
-        if variables is None:
-            if self.graph is None:
-                raise InvalidArgumentError("export needs variable names (the graph is not known)")
-            variables = self.graph.variables()
-        values = {}
-        if variables:
-            arrays = self.run_steps_fetch_only(variables)
-            values = dict(zip(variables, arrays))
+    def _checkpoint_path(self, name):
+        root = self.client.checkpoint_root
+        if not root:
+            raise errors.FailedPreconditionError(
+                "export and load_npz read and write checkpoint files: pass checkpoint_root= to "
+                "meshrt.connect (the coordinator's --checkpoint_root, as mounted on this machine); "
+                "a local_cluster knows its own")
+        return os.path.join(root, name)
+
+    def export(self, path, variables=None, checkpoint=None):
+        """Writes the variables' whole (global) values to ``path`` (.npz, one array per variable
+        name, as numpy.savez writes) and returns {name: array}, without running a step: it saves
+        checkpoint ``checkpoint`` (default "exports/<session id>", under the coordinator's
+        --checkpoint_root) and reads it back (checksums verified). ``variables``: names (default:
+        every variable the checkpoint holds: weights, optimizer slots, step counters)."""
+        name = checkpoint or f"exports/{self.id}"
+        self.save(name, keep=1)
+        _, values = read_checkpoint(self._checkpoint_path(name))
+        if variables is not None:
+            names = [v.name if isinstance(v, Tensor) else v for v in variables]
+            unknown = [n for n in names if n not in values]
+            if unknown:
+                raise errors.NotFoundError(f"export: the session has no variables {unknown}")
+            values = {n: values[n] for n in names}
         np.savez(path, **values)
         return values
 
-    def run_steps_fetch_only(self, names):
-        """The values of ``names`` without advancing training: a step of a non-training graph, or
-        for a training session the variables as they are (refused by the coordinator if it would
-        have to run a step)."""
-        return self.run(None, list(names))
+    def load_npz(self, path, checkpoint=None):
+        """Sets variables from the arrays of the .npz file ``path`` (keyed by variable name, as
+        export writes; float arrays are converted to float32): the other variables keep their
+        values (e.g. their initial ones). Each key must be a variable of the session's graph with
+        the same sizes, else InvalidArgumentError naming it, before anything changes. Goes through
+        checkpoint ``checkpoint`` (default "imports/<session id>") and a partial restore; returns
+        the session's step count (unchanged)."""
+        if self.graph is None:
+            raise InvalidArgumentError("load_npz needs the session's Graph (to name the dims)")
+        variables = set(self.graph.variables())
+        tensors = {}
+        with np.load(path) as f:
+            for key in f.files:
+                if key not in variables:
+                    raise InvalidArgumentError(
+                        f"{path}: '{key}' is not a variable of the session's graph")
+                t = self.graph.find(key)
+                tensors[key] = (f[key], t.shape, t.dtype)
+        name = checkpoint or f"imports/{self.id}"
+        target = self._checkpoint_path(name)
+        os.makedirs(target, exist_ok=True)
+        write_checkpoint(target, tensors, step=self.step)
+        return self.restore(name, partial=True)
 
     # ---- lifetime --------------------------------------------------------------------------------
 
@@ -502,6 +538,27 @@ def _assemble(responses):
     return out
 
 
+def read_checkpoint(directory):
+    """(step, {variable name: whole numpy array}) of the committed checkpoint in ``directory`` (an
+    absolute path), checksums verified (runtime/checkpoint_tensors.h)."""
+    from meshrt import _native
+    from meshrt._proto import tensor_pb2
+    step, serialized = errors.check(_native.core().read_checkpoint(os.path.abspath(directory)))
+    return step, {n: _tensors.from_proto(tensor_pb2.TensorValue.FromString(b))[0]
+                  for n, b in serialized.items()}
+
+
+def write_checkpoint(directory, tensors, step=0, keep=2):
+    """Writes ``tensors`` ({name: (array, Shape, dtype)}) as a new committed version of the
+    checkpoint in ``directory`` (which must exist): one whole shard per variable; it restores onto
+    any mesh and layout (partially, into a session with more variables)."""
+    from meshrt import _native
+    protos = {name: _tensors.to_proto(a, shape, dtype, f"variable '{name}'").SerializeToString()
+              for name, (a, shape, dtype) in tensors.items()}
+    errors.check(_native.core().write_checkpoint(os.path.abspath(directory), protos, int(step),
+                                                 int(keep)))
+
+
 # ---- the local cluster ---------------------------------------------------------------------------
 
 def _default_binary():
@@ -548,7 +605,8 @@ class LocalCluster:
         try:
             self.address, token_file = self._wait_ready(startup_timeout)
             self.token_file = token_file
-            self.client = connect(self.address, token_file=token_file)
+            self.client = connect(self.address, token_file=token_file,
+                                  checkpoint_root=self.checkpoint_root)
         except BaseException:
             self.close()
             raise

@@ -167,3 +167,36 @@ def test_run_steps_runs_the_steps_on_the_workers(cluster):
         assert np.isfinite(loss)
         with pytest.raises(mr.InvalidArgumentError, match="num_steps"):
             s.run_steps(0)
+
+
+def test_export_then_load_npz_reproduces_the_weights(cluster, tmp_path):
+    m = mr.models.mlp(batch=16, d_model=8, d_ff=16, seed=2)
+    opt = mr.training.adam(0.01)
+    with cluster.session(model=m, mesh="x:2", layout="batch:x", optimizer=opt) as s:
+        s.train(steps=4)
+        exported = s.export(str(tmp_path / "w.npz"))
+        assert s.step == 4                               # exporting ran no step
+        next_loss = s.train(steps=1)[0][1]               # step 5, from the exported weights
+    assert {"w1", "w2", "teacher", "data_step", "global_step"} <= set(exported)
+    assert exported["data_step"] == 4
+    with np.load(str(tmp_path / "w.npz")) as f:
+        assert set(f.files) == set(exported)
+        for name, value in exported.items():
+            np.testing.assert_array_equal(f[name], value)
+    # Only the model's weights and the data counter, into a fresh forward-only session on another
+    # layout: its loss is the trained session's fifth step's, its variables the file's.
+    subset = tmp_path / "model.npz"
+    np.savez(str(subset), **{k: exported[k] for k in ("w1", "w2", "teacher", "data_step")})
+    with cluster.session(m.graph, mesh="rows:2,cols:2", layout="batch:rows,d_ff:cols") as s:
+        s.load_npz(str(subset))
+        w1, w2, loss = s.run(fetches=["w1", "w2", "loss"])
+        np.testing.assert_array_equal(w1, exported["w1"])
+        np.testing.assert_array_equal(w2, exported["w2"])
+        np.testing.assert_allclose(loss, next_loss, rtol=1e-5)
+        bad = tmp_path / "bad.npz"
+        np.savez(str(bad), no_such_variable=np.zeros(3, np.float32))
+        with pytest.raises(mr.InvalidArgumentError, match="no_such_variable"):
+            s.load_npz(str(bad))
+        np.savez(str(bad), w1=np.zeros((3, 3), np.float32))
+        with pytest.raises(mr.InvalidArgumentError, match="w1"):
+            s.load_npz(str(bad))
