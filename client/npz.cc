@@ -143,7 +143,8 @@ struct Entry {
   uint64_t record_size = 0;  // of the central directory entry
 };
 
-// Parses the entry at `at` (inside [at, limit)). `what(name)` prefixes errors.
+// Parses the central directory entry at `at`, which must end by `limit`. `source` names the file
+// in errors.
 absl::StatusOr<Entry> ParseEntry(const Bytes& b, uint64_t at, uint64_t limit,
                                  absl::string_view source) {
   if (at + kCentralSize > limit) {
