@@ -20,6 +20,7 @@
 #include "grpcpp/health_check_service_interface.h"
 #include "rpc/auth.h"
 #include "rpc/grpc_util.h"
+#include "rpc/http_server.h"
 #include "runtime/checkpoint_store.h"
 #include "util/flags.h"
 
@@ -65,6 +66,7 @@ int CoordinatorMain(int argc, char** argv) {
   std::string memory_limit = "auto";
   std::string profile_path;
   SecurityOptions security_options;
+  HttpFlags http_flags;
   CoordinatorOptions options;
   RequestLimits& limits = options.limits;
   FlagSet flags("meshrt-coordinator [flags]",
@@ -160,6 +162,7 @@ int CoordinatorMain(int argc, char** argv) {
              "allow listening beyond loopback without TLS or tokens, and accept any caller for "
              "every role that has no token: anyone who reaches the port can read sessions and "
              "models and register workers");
+  AddHttpFlags(&flags, &http_flags, "Prometheus metrics at /metrics");
   AddLogFormatFlag(&flags, &log_format);
   auto positional = flags.Parse(argc, argv);
   if (!positional.ok()) {
@@ -291,6 +294,25 @@ int CoordinatorMain(int argc, char** argv) {
     server->Shutdown(std::chrono::system_clock::now());
     return 2;
   }
+  // The HTTP side door (rpc/http_server.h): operators' tokens and --metrics_token_file's.
+  HttpServer http;
+  if (http_flags.port != 0) {
+    std::vector<std::string> operator_tokens;
+    for (const Credential& c : auth->operators) operator_tokens.push_back(c.token);
+    absl::StatusOr<HttpServerOptions> http_options =
+        HttpAccessFor(http_flags, host, std::move(operator_tokens), credentials.insecure);
+    absl::Status started = http_options.ok() ? http.Start(*http_options) : http_options.status();
+    if (started.ok()) started = WriteHttpPortFile(http_flags, http.port());
+    if (!started.ok()) {
+      std::fprintf(stderr, "meshrt-coordinator: %s\n", std::string(started.message()).c_str());
+      server->Shutdown(std::chrono::system_clock::now());
+      return 2;
+    }
+    LogInfo("meshrt-coordinator: metrics on ", HttpAddress(http_options->host, http.port()),
+            "/metrics (", http_options->tokens.empty() ? "open to anyone who reaches it"
+                                                       : "token required",
+            ")");
+  }
   const Authenticator authenticator(*auth);
   const std::string auth_description = authenticator.Describe();
   service.SetAuthenticator(authenticator);
@@ -334,6 +356,7 @@ int CoordinatorMain(int argc, char** argv) {
   LogInfo("meshrt-coordinator: stopping");
   SetHealth({server.get(), health.get()}, "meshrt.v1.Coordinator", false);
   if (health != nullptr) health->Shutdown(std::chrono::system_clock::now());
+  http.Stop();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   return 0;
 }

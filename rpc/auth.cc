@@ -24,7 +24,8 @@ namespace {
 constexpr char kBearer[] = "Bearer ";
 constexpr size_t kMinTokenLength = 16;
 
-// Equal without an early exit, so a wrong token's timing does not reveal its matching prefix.
+}  // namespace
+
 bool ConstantTimeEquals(absl::string_view a, absl::string_view b) {
   if (b.empty()) return false;
   unsigned char diff = a.size() == b.size() ? 0 : 1;
@@ -32,11 +33,12 @@ bool ConstantTimeEquals(absl::string_view a, absl::string_view b) {
   return diff == 0;
 }
 
-// The token of "Bearer <token>", or "" when the value has another form.
 absl::string_view BearerToken(absl::string_view authorization) {
   if (!absl::StartsWith(authorization, kBearer)) return "";
   return authorization.substr(sizeof(kBearer) - 1);
 }
+
+namespace {
 
 bool Matches(const std::vector<Credential>& list, absl::string_view token, std::string* name) {
   bool found = false;

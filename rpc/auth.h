@@ -108,6 +108,12 @@ class Authenticator {
 absl::Status CheckSecret(absl::string_view authorization, absl::string_view secret,
                          absl::string_view what);
 
+// Equal without an early exit, so a wrong token's timing does not reveal its matching prefix;
+// false when `b` (the secret) is empty.
+bool ConstantTimeEquals(absl::string_view a, absl::string_view b);
+// The token of "Bearer <token>", or "" when the value has another form.
+absl::string_view BearerToken(absl::string_view authorization);
+
 // True for 127.0.0.0/8, ::1 and "localhost" (the host part of an address; brackets allowed).
 bool IsLoopbackHost(absl::string_view host);
 // The host of "HOST:PORT" / "[V6]:PORT" (the whole string when there is no port).

@@ -14,6 +14,8 @@ PACKAGES=(
   libabsl-dev
   libgloo-dev
   zlib1g-dev
+  # HTTP for the daemons' Prometheus /metrics and the coordinator's dashboard (rpc/http_server.h)
+  libcpp-httplib-dev
   libopenblas-dev
   libgtest-dev
   libgmock-dev

@@ -25,6 +25,7 @@
 #include "kernels/cpu_kernels.h"
 #include "rpc/auth.h"
 #include "rpc/grpc_util.h"
+#include "rpc/http_server.h"
 #include "util/flags.h"
 #include "worker/coordinator_client.h"
 #include "worker/gloo_communicator.h"
@@ -137,6 +138,7 @@ int WorkerMain(int argc, char** argv) {
   int64_t register_timeout_s = 120;
   int64_t drain_timeout_s = 20;
   int64_t health_port = 0;
+  HttpFlags http_flags;
   std::string rank_text;
   std::vector<std::string> data_dirs;
   std::string checkpoint_root;
@@ -213,6 +215,7 @@ int WorkerMain(int argc, char** argv) {
              "allow listening beyond loopback without TLS or --cluster_token_file (the worker "
              "still accepts calls only from its coordinator, but the secret that proves it "
              "travels in plaintext)");
+  AddHttpFlags(&flags, &http_flags, "Prometheus metrics at /metrics");
   AddLogFormatFlag(&flags, &log_format);
   auto positional = flags.Parse(argc, argv);
   if (!positional.ok()) {
@@ -366,6 +369,23 @@ int WorkerMain(int argc, char** argv) {
       return 1;
     }
   }
+  // The HTTP side door (rpc/http_server.h): --metrics_token_file's tokens and the cluster token.
+  HttpServer http;
+  if (http_flags.port != 0) {
+    absl::StatusOr<HttpServerOptions> http_options =
+        HttpAccessFor(http_flags, host, {*first_token}, insecure);
+    absl::Status started = http_options.ok() ? http.Start(*http_options) : http_options.status();
+    if (started.ok()) started = WriteHttpPortFile(http_flags, http.port());
+    if (!started.ok()) {
+      std::fprintf(stderr, "meshrt-worker: %s\n", std::string(started.message()).c_str());
+      server->Shutdown();
+      return 2;
+    }
+    LogInfo("meshrt-worker: metrics on ", HttpAddress(http_options->host, http.port()),
+            "/metrics (", http_options->tokens.empty() ? "open to anyone who reaches it"
+                                                       : "token required",
+            ")");
+  }
   // Ready (Kubernetes' readiness probe) once registered, not before and not while draining.
   SetHealth({server.get(), health.get()}, "meshrt.v1.Worker", false);
   const std::string address = absl::StrCat(advertise, ":", bound_port);
@@ -483,6 +503,7 @@ int WorkerMain(int argc, char** argv) {
   absl::Notification shut_down;
   std::thread stopper([&] {
     if (health != nullptr) health->Shutdown(std::chrono::system_clock::now());
+    http.Stop();
     server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
     shut_down.Notify();
   });
