@@ -43,6 +43,7 @@ bench: setup
 	$(BENCH_ENV) $(BAZEL) run $(BAZEL_FLAGS) -c opt //bench:train_bench
 	$(BENCH_ENV) $(BAZEL) run $(BAZEL_FLAGS) -c opt //bench:plan_bench
 	$(BENCH_ENV) $(BAZEL) run $(BAZEL_FLAGS) -c opt //bench:recovery_bench
+	$(BENCH_ENV) $(BAZEL) run $(BAZEL_FLAGS) -c opt //bench:checksum_bench
 
 clean:
 	$(BAZEL) clean

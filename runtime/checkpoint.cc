@@ -21,6 +21,7 @@
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "google/protobuf/text_format.h"
+#include "xxhash.h"
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
               "shard files hold the slices' bytes as they are in memory: little-endian only");
@@ -337,7 +338,8 @@ absl::StatusOr<Tensor> LoadSlice(const v1::CheckpointManifest& manifest,
                                                 " bytes, the manifest says ", s.byte_size(),
                                                 " (truncated or corrupted)"));
       }
-      const uint64_t sum = Fnv1a64(data->data(), data->size());
+      ASSIGN_OR_RETURN(const uint64_t sum,
+                       ShardChecksum(s.checksum_kind(), data->data(), data->size(), what));
       if (sum != s.checksum()) {
         return absl::DataLossError(absl::StrFormat(
             "%s is corrupted: its checksum is %016x, the manifest says %016x", what, sum,
@@ -360,6 +362,20 @@ absl::StatusOr<Tensor> LoadSlice(const v1::CheckpointManifest& manifest,
 
 
 }  // namespace
+
+absl::StatusOr<uint64_t> ShardChecksum(int kind, const void* data, size_t n,
+                                       absl::string_view what) {
+  switch (kind) {
+    case v1::CHECKSUM_FNV1A_64:
+      return Fnv1a64(data, n);
+    case v1::CHECKSUM_XXH3_64:
+      return XXH3_64bits(data, n);
+    default:
+      return absl::FailedPreconditionError(absl::StrCat(
+          what, " has checksum kind ", kind,
+          ", which this meshrt does not know: the checkpoint was written by a newer version"));
+  }
+}
 
 uint64_t Fnv1a64(const void* data, size_t n, uint64_t hash) {
   const unsigned char* p = static_cast<const unsigned char*>(data);
@@ -464,7 +480,10 @@ absl::StatusOr<std::vector<v1::CheckpointShard>> SaveShards(
     for (const Dim& d : slice->shape().dims()) shard.add_slice_shape(d.size);
     const int64_t bytes = TensorBytes(*slice);
     shard.set_byte_size(bytes);
-    shard.set_checksum(Fnv1a64(TensorData(*slice), static_cast<size_t>(bytes)));
+    shard.set_checksum_kind(kShardChecksumKind);
+    ASSIGN_OR_RETURN(const uint64_t sum, ShardChecksum(kShardChecksumKind, TensorData(*slice),
+                                                       static_cast<size_t>(bytes), shard.file()));
+    shard.set_checksum(sum);
     RETURN_IF_ERROR(WriteFileAtomically(
         JoinPath(directory, shard.file()),
         absl::string_view(static_cast<const char*>(TensorData(*slice)), bytes)));

@@ -18,6 +18,7 @@
 #include "core/slicing.h"
 #include "core/test_util.h"
 #include "gtest/gtest.h"
+#include "xxhash.h"
 
 namespace meshrt {
 namespace {
@@ -362,6 +363,56 @@ TEST(CheckpointTest, BrokenManifestsAreRefused) {
   m.mutable_shards(0)->set_file("../x.shard");
   ASSERT_OK(WriteManifest(dir, m));
   EXPECT_TRUE(StatusIs(ReadManifest(dir).status(), absl::StatusCode::kDataLoss, {"../x.shard"}));
+}
+
+// Shards are checksummed with XXH3 now; checkpoints whose shards carry FNV-1a checksums (no
+// checksum_kind: every checkpoint written before) still restore, and a kind this build does not
+// know is refused naming the shard.
+TEST(CheckpointTest, ShardChecksumKinds) {
+  const std::string dir = MakeTempDir();
+  const v1::Program saved = LowerOn(kSaveMesh, kSaveRules);
+  const auto whole = WholeValues();
+  SaveAll(saved, whole, dir);
+  ASSERT_OK_AND_ASSIGN(v1::CheckpointManifest manifest, ReadManifest(dir));
+  for (const v1::CheckpointShard& s : manifest.shards()) {
+    EXPECT_EQ(s.checksum_kind(), v1::CHECKSUM_XXH3_64) << s.file();
+    std::ifstream f(fs::path(dir) / s.file(), std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    EXPECT_EQ(s.checksum(), XXH3_64bits(bytes.data(), bytes.size())) << s.file();
+    EXPECT_NE(s.checksum(), Fnv1a64(bytes.data(), bytes.size())) << s.file();
+  }
+
+  // The old format: FNV-1a checksums and no checksum_kind field in the manifest text.
+  v1::CheckpointManifest old = manifest;
+  for (v1::CheckpointShard& s : *old.mutable_shards()) {
+    std::ifstream f(fs::path(dir) / s.file(), std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    s.clear_checksum_kind();
+    s.set_checksum(Fnv1a64(bytes.data(), bytes.size()));
+  }
+  ASSERT_OK(WriteManifest(dir, old));
+  {
+    std::ifstream f(fs::path(dir) / kCheckpointManifestFile);
+    const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    EXPECT_EQ(text.find("checksum_kind"), std::string::npos);
+  }
+  ExpectRestores(LowerOn("x:4", "hidden:x"), dir, whole);
+  // ... and its checksums still catch corruption (the FNV-1a one is what is checked).
+  v1::CheckpointManifest wrong = old;
+  wrong.mutable_shards(0)->set_checksum(wrong.shards(0).checksum() ^ 1);
+  ASSERT_OK(WriteManifest(dir, wrong));
+  ASSERT_OK_AND_ASSIGN(v1::CheckpointManifest reread, ReadManifest(dir));
+  EXPECT_TRUE(StatusIs(LoadSlices(reread, dir, LowerOn("x:1", ""), {0}).status(),
+                       absl::StatusCode::kDataLoss, {wrong.shards(0).file(), "checksum"}));
+
+  // A kind from a newer meshrt.
+  v1::CheckpointManifest newer = manifest;
+  newer.mutable_shards(0)->set_checksum_kind(static_cast<v1::ChecksumKind>(7));
+  ASSERT_OK(WriteManifest(dir, newer));
+  ASSERT_OK_AND_ASSIGN(v1::CheckpointManifest newer_read, ReadManifest(dir));
+  EXPECT_TRUE(StatusIs(LoadSlices(newer_read, dir, LowerOn("x:1", ""), {0}).status(),
+                       absl::StatusCode::kFailedPrecondition,
+                       {newer.shards(0).file(), "checksum kind 7", "newer"}));
 }
 
 TEST(CheckpointTest, FileNamesAndChecksum) {

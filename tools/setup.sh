@@ -16,6 +16,8 @@ PACKAGES=(
   zlib1g-dev
   # HTTP for the daemons' Prometheus /metrics and the coordinator's dashboard (rpc/http_server.h)
   libcpp-httplib-dev
+  # checkpoint shard checksums (XXH3, runtime/checkpoint.h)
+  libxxhash-dev
   libopenblas-dev
   libgtest-dev
   libgmock-dev
