@@ -2,28 +2,15 @@
 
 #include <string>
 
+#include "util/hash.h"
+
 namespace meshrt {
 namespace {
 
-constexpr uint64_t kGoldenGamma = 0x9e3779b97f4a7c15ULL;  // splitmix64's increment
+constexpr uint64_t kGoldenGamma = kSplitMix64Gamma;  // splitmix64's increment
 
-// The splitmix64 output function (Steele, Lea, Flood 2014): a bijective mixer, so distinct
-// counters give distinct outputs.
-uint64_t Mix(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-
-// FNV-1a: stable across platforms and builds, unlike std::hash.
-uint64_t HashName(absl::string_view name) {
-  uint64_t h = 0xcbf29ce484222325ULL;
-  for (char c : name) {
-    h ^= static_cast<unsigned char>(c);
-    h *= 0x100000001b3ULL;
-  }
-  return h;
-}
+uint64_t Mix(uint64_t z) { return SplitMix64(z); }
+uint64_t HashName(absl::string_view name) { return Fnv1a64(name); }
 
 }  // namespace
 

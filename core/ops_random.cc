@@ -10,29 +10,21 @@
 #include "core/ops.h"
 #include "core/ops_dataset.h"
 #include "core/program_builder.h"  // LaidOutTensor, for the lowering hooks
+#include "util/hash.h"
 #include "core/status_macros.h"
 
 namespace meshrt {
 namespace rng {
 namespace {
 
-constexpr uint64_t kGolden = 0x9E3779B97F4A7C15ULL;
+constexpr uint64_t kGolden = kSplitMix64Gamma;
 
-uint64_t Mix(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
-}
+uint64_t Mix(uint64_t z) { return SplitMix64(z); }
 
 }  // namespace
 
 uint64_t StreamKey(int64_t seed, const std::string& op_name) {
-  uint64_t h = 0xCBF29CE484222325ULL;  // FNV-1a, 64-bit
-  for (unsigned char c : op_name) {
-    h ^= c;
-    h *= 0x100000001B3ULL;
-  }
-  return Mix(Mix(static_cast<uint64_t>(seed)) ^ h);
+  return Mix(Mix(static_cast<uint64_t>(seed)) ^ Fnv1a64(op_name));
 }
 
 uint64_t Draw(uint64_t key, uint64_t index, int counter) {

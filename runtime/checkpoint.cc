@@ -377,15 +377,6 @@ absl::StatusOr<uint64_t> ShardChecksum(int kind, const void* data, size_t n,
   }
 }
 
-uint64_t Fnv1a64(const void* data, size_t n, uint64_t hash) {
-  const unsigned char* p = static_cast<const unsigned char*>(data);
-  for (size_t i = 0; i < n; ++i) {
-    hash ^= p[i];
-    hash *= 0x100000001b3ULL;
-  }
-  return hash;
-}
-
 std::string ShardFileName(const std::string& variable, const std::vector<int64_t>& begin,
                           int addend) {
   std::string name;

@@ -44,6 +44,7 @@
 #include "absl/strings/string_view.h"
 #include "core/tensor.h"
 #include "proto/checkpoint.pb.h"
+#include "util/hash.h"
 #include "proto/program.pb.h"
 
 namespace meshrt {
@@ -57,8 +58,7 @@ inline constexpr int kMaxCheckpointAddends = 1 << 16;
 inline constexpr int kOldestCheckpointFormatVersion = 1;
 inline constexpr char kCheckpointManifestFile[] = "manifest.pbtxt";
 
-// 64-bit FNV-1a of `n` bytes (continuing from `hash`): the manifest's checksum, and old shards'.
-uint64_t Fnv1a64(const void* data, size_t n, uint64_t hash = 0xcbf29ce484222325ULL);
+// The manifest's checksum, and old shards', is util/hash.h's Fnv1a64.
 
 // The checksum kind saves write for shards (XXH3 64-bit: checksumming a multi-GB shard costs a
 // fraction of writing it, where FNV-1a's byte-at-a-time loop ran at ~1 GB/s).
