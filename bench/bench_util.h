@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,16 @@ namespace bench {
 
 inline void CheckOk(const absl::Status& s) {
   if (!s.ok()) Die(s.ToString());
+}
+
+// Where the PyTorch peer scripts are: $MESHRT_PEERS_DIR, else shared/peers beside the checkout
+// (`bazel run` sets BUILD_WORKSPACE_DIRECTORY to the checkout), else ../shared/peers.
+inline std::string DefaultPeersDir() {
+  if (const char* dir = std::getenv("MESHRT_PEERS_DIR"); dir != nullptr && *dir) return dir;
+  if (const char* ws = std::getenv("BUILD_WORKSPACE_DIRECTORY"); ws != nullptr && *ws) {
+    return std::string(ws) + "/../shared/peers";
+  }
+  return "../shared/peers";
 }
 
 inline double Median(std::vector<double> v) {

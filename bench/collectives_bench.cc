@@ -64,8 +64,9 @@ ABSL_FLAG(std::vector<std::string>, ops,
           std::vector<std::string>({"allreduce", "allgather", "alltoall", "reducescatter"}),
           "collectives to measure (all but allreduce only at sizes >= 16 MiB)");
 ABSL_FLAG(bool, same_host_copy, true, "GlooCommunicator::Options::same_host_copy");
-ABSL_FLAG(std::string, torch_peer, "/work/shared/peers/gloo_collectives.py",
-          "PyTorch peer script run with /usr/bin/python3 after ours; empty to skip");
+ABSL_FLAG(std::string, torch_peer, meshrt::bench::DefaultPeersDir() + "/gloo_collectives.py",
+          "PyTorch peer script run with /usr/bin/python3 after ours (default: in $MESHRT_PEERS_DIR, "
+          "else shared/peers beside the checkout); empty to skip");
 
 namespace meshrt {
 namespace {

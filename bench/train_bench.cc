@@ -41,6 +41,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "bench/bench_util.h"
 #include "bench/peer_cores.h"
 #include "bench/gemm_floor.h"
 #include "bench/train_flops.h"
@@ -156,7 +157,7 @@ int Main(int argc, char** argv) {
   std::string only, sizes_flag = "small,model", perf_dir, our_core_flag, peer_core_flag;
   std::string peer_probe = "bench/peer_core_probe.py";
   bool skip_peers = false, remeasure = true;
-  o.peers_dir = "/work/shared/peers";
+  o.peers_dir = bench::DefaultPeersDir();
   o.python = "/usr/bin/python3";
   FlagSet flags(
       "train_bench [--reps N] [--steps N] [--warmup N] [--only mlp|transformer] "
@@ -178,7 +179,8 @@ int Main(int argc, char** argv) {
   flags.String("sizes", &sizes_flag, "Transformer sizes: small (BenchConfig), model "
                                      "(ModelScaleBenchConfig) or both (default small,model)");
   flags.Bool("skip_peers", &skip_peers, "run ours only");
-  flags.String("peers_dir", &o.peers_dir, "where mlp_bench.py and transformer_bench.py are");
+  flags.String("peers_dir", &o.peers_dir, "where mlp_bench.py and transformer_bench.py are (default: $MESHRT_PEERS_DIR, else "
+               "shared/peers beside the checkout)");
   flags.String("peer_probe", &peer_probe, "the peer's core probe (bench/peer_core_probe.py)");
   flags.String("perf_dir", &perf_dir,
                "profile ours with perf record (one more run per configuration) into DIR");
