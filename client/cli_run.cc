@@ -33,7 +33,8 @@ constexpr int kPrintValues = 8;  // how many leading values --print shows
 constexpr char kRunUsage[] =
     "meshrt run GRAPH (--reference | --local N | --coordinator HOST:PORT) [--mesh MESH] "
     "[--layout RULES] [--feed NAME=FILE.npy ...] [--random_feeds SEED] [--fetch NAME=FILE.npy "
-    "...] [--fetch_all DIR] [--save_feeds DIR] [--print] [--tls_ca FILE [--tls_cert FILE "
+    "...] [--fetch_all DIR] [--save_feeds DIR] [--print] [--trace FILE [--trace_steps A:B]] "
+    "[--tls_ca FILE [--tls_cert FILE "
     "--tls_key FILE]] [--auth_token_file FILE]";
 
 constexpr char kRunDescription[] =
