@@ -328,7 +328,7 @@ void AddTrainFlags(FlagSet& flags, TrainFlags* f) {
                "(default: empty, off)");
   flags.String("trace_steps", &f->trace_steps,
                "A:B: with --trace, the steps to trace, A to B inclusive, numbered as the "
-               "progress bar counts them (a restored run's continue its checkpoint's count); "
+               "progress bar counts them (a restored run continues its checkpoint's count); "
                "B at most --steps (default: the second and third steps this run makes, or as "
                "many of them as it makes)");
   AddClientSecurityFlags(flags, &f->security);
