@@ -52,14 +52,15 @@ void RemoveFlatDir(const std::string& dir) {
 absl::StatusOr<TensorMap> RunThroughClient(const std::string& address,
                                            const SecurityOptions& security, const Graph& graph,
                                            const MeshAndRules& layout, const TensorMap& feeds,
-                                           const std::vector<std::string>& fetches) {
+                                           const std::vector<std::string>& fetches,
+                                           int64_t num_steps, StepTraceRequest* trace) {
   ClientOptions options;
   options.address = address;
   options.security = security;
   ASSIGN_OR_RETURN(std::unique_ptr<Client> client, Client::Connect(options));
   ASSIGN_OR_RETURN(std::unique_ptr<Session> session,
                    client->CreateSession(graph.proto(), layout.mesh, layout.rules));
-  ASSIGN_OR_RETURN(TensorMap results, session->Run(feeds, fetches));
+  ASSIGN_OR_RETURN(TensorMap results, session->RunSteps(num_steps, feeds, fetches, trace));
   RETURN_IF_ERROR(session->Close());
   return results;
 }
@@ -110,10 +111,12 @@ absl::StatusOr<std::string> LogDirectory(const std::string& requested, absl::str
 
 absl::StatusOr<TensorMap> RunOnCluster(const ClusterTarget& target, const Graph& graph,
                                        const MeshAndRules& layout, const TensorMap& feeds,
-                                       const std::vector<std::string>& fetches) {
+                                       const std::vector<std::string>& fetches,
+                                       int64_t num_steps, StepTraceRequest* trace) {
   if (target.local_workers <= 0) {
     absl::StatusOr<TensorMap> results =
-        RunThroughClient(target.coordinator, target.security, graph, layout, feeds, fetches);
+        RunThroughClient(target.coordinator, target.security, graph, layout, feeds, fetches,
+                         num_steps, trace);
     if (!results.ok()) {
       return WithContext(results.status(), absl::StrCat("coordinator ", target.coordinator));
     }
@@ -135,7 +138,8 @@ absl::StatusOr<TensorMap> RunOnCluster(const ClusterTarget& target, const Graph&
       results = WithContext(cluster.status(), "cannot start the local cluster");
     } else {
       results =
-          RunThroughClient((*cluster)->address(), (*cluster)->client_security(), graph, layout, feeds, fetches);
+          RunThroughClient((*cluster)->address(), (*cluster)->client_security(), graph, layout,
+                           feeds, fetches, num_steps, trace);
     }
   }  // the cluster stops here
   if (!results.ok()) {

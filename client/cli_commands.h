@@ -11,6 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "client/client.h"
 #include "core/cost_model.h"
 #include "core/graph.h"
 #include "core/interpreter.h"
@@ -106,12 +107,15 @@ struct ClusterTarget {
 // --auth_token_file) on `flags`, writing to `options` (borrowed).
 void AddClientSecurityFlags(FlagSet& flags, SecurityOptions* options);
 
-// Runs one step of `graph` on the cluster (client/client.h): creates a session for the mesh and
-// rules, runs with `feeds`, returns `fetches`, closes the session. A local cluster is started
-// first and stopped before returning; errors then name its log directory.
+// Runs `num_steps` steps (one request, Session::RunSteps) of `graph` on the cluster
+// (client/client.h): creates a session for the mesh and rules, runs with `feeds`, returns the
+// last step's `fetches`, closes the session. With `trace` (borrowed, may be null) the repetitions
+// it names are traced into it. A local cluster is started first and stopped before returning;
+// errors then name its log directory.
 absl::StatusOr<TensorMap> RunOnCluster(const ClusterTarget& target, const Graph& graph,
                                        const MeshAndRules& layout, const TensorMap& feeds,
-                                       const std::vector<std::string>& fetches);
+                                       const std::vector<std::string>& fetches,
+                                       int64_t num_steps = 1, StepTraceRequest* trace = nullptr);
 
 absl::Status RunCommand(const std::vector<std::string>& args, CliIo io);
 absl::Status ExplainCommand(const std::vector<std::string>& args, CliIo io);

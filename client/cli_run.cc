@@ -9,12 +9,14 @@
 //   directories) runs before a cluster is started or contacted.
 #include <cstdint>
 #include <set>
+#include <tuple>
 #include <utility>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "client/chrome_trace.h"
 #include "client/cli_commands.h"
 #include "client/npy.h"
 #include "client/random_feeds.h"
@@ -31,7 +33,8 @@ constexpr int kPrintValues = 8;  // how many leading values --print shows
 constexpr char kRunUsage[] =
     "meshrt run GRAPH (--reference | --local N | --coordinator HOST:PORT) [--mesh MESH] "
     "[--layout RULES] [--feed NAME=FILE.npy ...] [--random_feeds SEED] [--fetch NAME=FILE.npy "
-    "...] [--fetch_all DIR] [--save_feeds DIR] [--print] [--tls_ca FILE [--tls_cert FILE "
+    "...] [--fetch_all DIR] [--save_feeds DIR] [--print] [--trace FILE [--trace_steps A:B]] "
+    "[--tls_ca FILE [--tls_cert FILE "
     "--tls_key FILE]] [--auth_token_file FILE]";
 
 constexpr char kRunDescription[] =
@@ -62,6 +65,8 @@ struct RunOptions {
   std::string save_feeds;
   std::string fetch_all;
   bool print = false;
+  std::string trace;                   // --trace FILE; empty = off
+  std::string trace_steps;             // --trace_steps A:B; empty = 1:1
   std::vector<std::string> data_dirs;  // with --local
   SecurityOptions security;  // with --coordinator
 };
@@ -88,6 +93,17 @@ absl::Status CheckUsage(const RunOptions& o, const std::vector<std::string>& pos
         "meshrt run needs exactly one of --reference, --local N and --coordinator HOST:PORT");
   }
   if (o.local < 0) return UsageError("--local N needs N >= 1 workers");
+  if (!o.trace_steps.empty() && o.trace.empty()) {
+    return UsageError("--trace_steps needs --trace FILE (where the timeline goes)");
+  }
+  if (!o.trace.empty() && o.reference) {
+    return UsageError("--trace records the workers' timelines: use --local N or --coordinator, "
+                      "not --reference");
+  }
+  if (!o.trace_steps.empty()) {
+    absl::StatusOr<std::pair<int64_t, int64_t>> range = ParseTraceSteps(o.trace_steps);
+    if (!range.ok()) return UsageError(std::string(range.status().message()));
+  }
   if (!o.random_feeds.empty()) {
     uint64_t seed;
     if (!absl::SimpleAtoi(o.random_feeds, &seed)) {
@@ -208,6 +224,15 @@ absl::Status RunCommand(const std::vector<std::string>& args, CliIo io) {
                  "with --local: a directory whose files the graph may read (text_windows); "
                  "repeatable; default none, so a graph reading a file is refused");
   flags.Bool("print", &o.print, "print each fetched tensor's name, shape, dtype and first values");
+  flags.String("trace", &o.trace,
+               "FILE: write the step's timeline on every worker (each op and collective with its "
+               "bytes, time waiting for peers apart from transfer, the step spans; one track per "
+               "rank) as Chrome trace-event JSON, for https://ui.perfetto.dev or "
+               "chrome://tracing (default: empty, off)");
+  flags.String("trace_steps", &o.trace_steps,
+               "A:B: with --trace, run the step B times in one request (same feeds; fetches are "
+               "the last's) and trace runs A..B inclusive, e.g. 2:3 to skip the first, which "
+               "also connects the workers (default: 1:1)");
   AddClientSecurityFlags(flags, &o.security);
   ASSIGN_OR_RETURN(std::vector<std::string> positional, ParseCommandFlags(flags, args, "run"));
   if (flags.help()) {
@@ -258,6 +283,16 @@ absl::Status RunCommand(const std::vector<std::string>& args, CliIo io) {
     }
   }
   if (!o.fetch_all.empty()) RETURN_IF_ERROR(MakeDirs(o.fetch_all));
+  StepTraceRequest trace;
+  int64_t num_steps = 1;
+  if (!o.trace.empty()) {
+    trace.first = trace.last = 1;
+    if (!o.trace_steps.empty()) {
+      ASSIGN_OR_RETURN(std::tie(trace.first, trace.last), ParseTraceSteps(o.trace_steps));
+    }
+    num_steps = trace.last;
+    RETURN_IF_ERROR(CheckTraceFileWritable(o.trace));
+  }
 
   TensorMap results;
   if (o.reference) {
@@ -269,7 +304,13 @@ absl::Status RunCommand(const std::vector<std::string>& args, CliIo io) {
     target.log_dir = o.log_dir;
     target.security = o.security;
     target.data_dirs = o.data_dirs;
-    ASSIGN_OR_RETURN(results, RunOnCluster(target, graph, layout, feeds, fetches));
+    ASSIGN_OR_RETURN(results, RunOnCluster(target, graph, layout, feeds, fetches, num_steps,
+                                           o.trace.empty() ? nullptr : &trace));
+    if (!o.trace.empty()) {
+      RETURN_IF_ERROR(WriteChromeTrace(o.trace, trace.traces));
+      io.err << "wrote the timeline of " << trace.traces.size() << " rank-steps (steps "
+             << trace.first << ".." << trace.last << ") to " << o.trace << "\n";
+    }
   }
   for (const std::string& name : fetches) {
     if (!results.count(name)) {

@@ -20,6 +20,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "client/chrome_trace.h"
 #include "client/cli_train_data.h"
 #include "client/client.h"
 #include "client/graph_io.h"
@@ -321,6 +322,17 @@ void AddTrainFlags(FlagSet& flags, TrainFlags* f) {
   flags.String("export_graph", &f->export_graph,
                "also write the training graph (model, gradients, optimizer) to this .pbtxt or .pb "
                "file, e.g. for `meshrt explain`");
+  flags.String("trace", &f->trace,
+               "FILE: write the timelines of the --trace_steps steps on every worker (each op "
+               "and collective with its bytes, time waiting for peers apart from transfer, a "
+               "'step N' span per step; one track per rank) as Chrome trace-event JSON, for "
+               "https://ui.perfetto.dev or chrome://tracing; --local and --coordinator only "
+               "(default: empty, off)");
+  flags.String("trace_steps", &f->trace_steps,
+               "A:B: with --trace, the steps to trace, A to B inclusive, numbered as the "
+               "progress bar counts them (a restored run continues its checkpoint's count); "
+               "B at most --steps (default: the second and third steps this run makes, or as "
+               "many of them as it makes)");
   AddClientSecurityFlags(flags, &f->security);
 }
 
@@ -398,6 +410,32 @@ absl::Status RunTraining(const TrainFlags& f, CliIo io, float* final_loss) {
         "--checkpoint_root DIR, the coordinator's root as mounted here");
   }
   if (f.steps < 0) return UsageError("--steps needs N >= 1 (or 0 with --restore and --sample)");
+  std::pair<int64_t, int64_t> trace_steps{0, 0};  // absolute; {0, 0}: the default
+  if (!f.trace_steps.empty() && f.trace.empty()) {
+    return UsageError("--trace_steps needs --trace FILE (where the timelines go)");
+  }
+  if (!f.trace.empty()) {
+    if (f.reference) {
+      return UsageError("--trace records the workers' timelines: use --local N or --coordinator, "
+                        "not --reference");
+    }
+    if (!f.trace_steps.empty()) {
+      absl::StatusOr<std::pair<int64_t, int64_t>> range = ParseTraceSteps(f.trace_steps);
+      if (!range.ok()) return UsageError(std::string(range.status().message()));
+      trace_steps = *range;
+      // A run that starts from step 0 makes steps 1..--steps; one that restores is checked
+      // once its checkpoint's step is known, still before any step.
+      if (f.restore.empty() && !f.resume && trace_steps.second > f.steps) {
+        return UsageError(absl::StrCat("--trace_steps ", f.trace_steps, ": step ",
+                                       trace_steps.second, " is beyond --steps ", f.steps));
+      }
+    }
+    absl::Status writable = CheckTraceFileWritable(f.trace);
+    if (!writable.ok()) return UsageError(std::string(writable.message()));
+  }
+  if (f.steps == 0 && !f.trace.empty()) {
+    return UsageError("--steps 0 runs no step: there is nothing to --trace");
+  }
   if (f.log_every < 1) return UsageError("--log_every needs N >= 1");
   if (f.model != "transformer" && f.model != "mlp") {
     return UsageError(absl::StrCat("--model '", f.model, "' is not transformer or mlp"));
@@ -656,6 +694,21 @@ absl::Status RunTraining(const TrainFlags& f, CliIo io, float* final_loss) {
   // --steps: the total with --resume (a restarted job ends where the first would have), else
   // the steps to run from where the run starts.
   const int64_t target = f.resume ? f.steps : first_step + f.steps;
+  if (!f.trace.empty() && first_step < target) {
+    if (trace_steps.first == 0) {  // the default: the 2nd and 3rd steps of this run
+      trace_steps = {std::min(first_step + 2, target), std::min(first_step + 3, target)};
+      if (trace_steps.first <= first_step) trace_steps = {target, target};
+    }
+    if (trace_steps.first <= first_step || trace_steps.second > target) {
+      return UsageError(absl::StrCat("--trace_steps ", trace_steps.first, ":",
+                                     trace_steps.second, ": this run makes steps ",
+                                     first_step + 1, " to ", target));
+    }
+    if (training_run == nullptr) {
+      return absl::InternalError("--trace without a training run on a coordinator");
+    }
+    training_run->TraceSteps(trace_steps.first, trace_steps.second);
+  }
   io.out << " with " << train.optimizer << " lr " << train.learning_rate.base << " to step "
          << target << " on " << where << "\n";
 
@@ -804,6 +857,11 @@ absl::Status RunTraining(const TrainFlags& f, CliIo io, float* final_loss) {
       loss, final_step, Duration(elapsed), tokens_per_step * done / std::max(elapsed, 1e-9),
       f.model == "transformer" ? "tokens" : "examples", smoothed);
   if (eval) io.out << absl::StrFormat("final eval loss %.4f (held-out part)\n", eval_loss);
+  if (!f.trace.empty()) {
+    RETURN_IF_ERROR(WriteChromeTrace(f.trace, training_run->traces()));
+    io.out << "wrote the timelines of steps " << trace_steps.first << ".." << trace_steps.second
+           << " (" << training_run->traces().size() << " rank-steps) to " << f.trace << "\n";
+  }
   if (training_run != nullptr && !training_run->recoveries().empty()) {
     const std::vector<Recovery>& recoveries = training_run->recoveries();
     io.out << recoveries.size() << " recover" << (recoveries.size() == 1 ? "y" : "ies") << ":";

@@ -51,6 +51,8 @@ struct TrainFlags {
   std::string log_dir;
   std::string export_graph;
   std::string init;  // a .npz file: initial values of the variables it names
+  std::string trace;        // --trace FILE: step timelines (client/chrome_trace.h); "" = off
+  std::string trace_steps;  // --trace_steps A:B; "" = the run's 2nd and 3rd steps
   SecurityOptions security;  // --coordinator: TLS and bearer token (rpc/grpc_util.h)
 };
 

@@ -226,6 +226,12 @@ absl::StatusOr<TensorMap> Session::Run(const TensorMap& feeds,
 
 absl::StatusOr<TensorMap> Session::RunSteps(int64_t num_steps, const TensorMap& feeds,
                                             const std::vector<std::string>& fetches) {
+  return RunSteps(num_steps, feeds, fetches, nullptr);
+}
+
+absl::StatusOr<TensorMap> Session::RunSteps(int64_t num_steps, const TensorMap& feeds,
+                                            const std::vector<std::string>& fetches,
+                                            StepTraceRequest* trace) {
   Client::Impl& impl = *client_->impl_;
   grpc::ClientContext ctx;
   impl.Prepare(&ctx, impl.options.rpc_timeout * std::max<int64_t>(num_steps, 1));
@@ -236,10 +242,20 @@ absl::StatusOr<TensorMap> Session::RunSteps(int64_t num_steps, const TensorMap& 
   header.set_session(id_);
   header.set_num_steps(num_steps);
   for (const std::string& f : fetches) header.add_fetches(f);
+  if (trace != nullptr) {
+    header.set_trace_first(trace->first);
+    header.set_trace_last(trace->last);
+  }
   TensorAssembler fetched;
-  absl::Status status = CallStep(stream.get(), header, BorrowedSources(feeds), &fetched);
+  std::vector<v1::StepTrace> traces;
+  absl::Status status = CallStep(stream.get(), header, BorrowedSources(feeds), &fetched,
+                                 trace != nullptr ? &traces : nullptr);
   if (!status.ok()) return impl.Annotate(status);
-  return fetched.Finish();
+  absl::StatusOr<TensorMap> out = fetched.Finish();
+  if (out.ok() && trace != nullptr) {
+    for (v1::StepTrace& t : traces) trace->traces.push_back(std::move(t));
+  }
+  return out;
 }
 
 absl::Status Session::SaveCheckpoint(const std::string& name, int keep) {

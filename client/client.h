@@ -51,6 +51,13 @@ struct ClientOptions {
 
 class Client;
 
+// Which repetitions of a request to trace, and their timelines (Session::RunSteps).
+struct StepTraceRequest {
+  int64_t first = 0;
+  int64_t last = 0;
+  std::vector<v1::StepTrace> traces;  // appended by RunSteps
+};
+
 class Session {
  public:
   ~Session();  // closes the session (errors are logged)
@@ -74,6 +81,14 @@ class Session {
   // renewed meanwhile, so a long request keeps its session.
   absl::StatusOr<TensorMap> RunSteps(int64_t num_steps, const TensorMap& feeds,
                                      const std::vector<std::string>& fetches);
+  // The same, tracing repetitions trace->first..trace->last of the request (1-based, inclusive;
+  // InvalidArgument from the coordinator unless 1 <= first <= last <= num_steps): every
+  // processor's timeline of each (runtime/step_trace.h, completed by coordinator/step_traces.h,
+  // ordered by step and processor; StepTrace.step is the session's step number) is appended to
+  // trace->traces when the request succeeds. `trace` is borrowed; null: no trace.
+  absl::StatusOr<TensorMap> RunSteps(int64_t num_steps, const TensorMap& feeds,
+                                     const std::vector<std::string>& fetches,
+                                     StepTraceRequest* trace);
   // Checkpoints of the session's variables (proto/checkpoint.proto). `name` is relative to the
   // coordinator's --checkpoint_root ("ck", "runs/ck") and sent as given: the coordinator refuses
   // an absolute name, '..' or a symlink out of its root (InvalidArgument / PermissionDenied), and

@@ -197,9 +197,29 @@ absl::StatusOr<TensorMap> TrainingRun::Steps(int64_t n, const std::vector<std::s
     if (options_.save_every > 0) {
       count = std::min(count, options_.save_every - step_ % options_.save_every);
     }
-    absl::StatusOr<TensorMap> out = session_ != nullptr
-                                        ? session_->RunSteps(count, {}, fetches)
-                                        : absl::UnavailableError("no session (closed)");
+    // The traced steps of this request, as its repetitions step_ + 1 .. step_ + count.
+    StepTraceRequest trace;
+    const int64_t lo = std::max(trace_first_, step_ + 1);
+    const int64_t hi = std::min(trace_last_, step_ + count);
+    const bool traced = trace_first_ > 0 && lo <= hi;
+    if (traced) {
+      trace.first = lo - step_;
+      trace.last = hi - step_;
+    }
+    absl::StatusOr<TensorMap> out =
+        session_ != nullptr ? session_->RunSteps(count, {}, fetches, traced ? &trace : nullptr)
+                            : absl::UnavailableError("no session (closed)");
+    if (out.ok() && traced && !trace.traces.empty()) {
+      // The coordinator numbers its session's steps; renumbered as this run counts them.
+      int64_t first_session_step = trace.traces.front().step();
+      for (const v1::StepTrace& t : trace.traces) {
+        first_session_step = std::min(first_session_step, t.step());
+      }
+      for (v1::StepTrace& t : trace.traces) {
+        t.set_step(lo + (t.step() - first_session_step));
+        traces_.push_back(std::move(t));
+      }
+    }
     if (out.ok()) {
       step_ += count;
       if (options_.save_every > 0 && step_ % options_.save_every == 0) {

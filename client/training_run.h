@@ -98,6 +98,15 @@ class TrainingRun {
   // recovers and runs again from the restored step: check step() after each call. Errors: the
   // failure when recover is off, or when a recovery failed (with the original cause).
   absl::StatusOr<TensorMap> Steps(int64_t n, const std::vector<std::string>& fetches);
+  // Step timelines (runtime/step_trace.h): from now on, Steps traces the training steps
+  // first..last (inclusive, numbered as step() counts them: the step after step() == k is k + 1)
+  // on every processor; traces() holds them, StepTrace.step set to that number, in the order they
+  // ran (a step redone after a recovery appears again, later). first = last = 0: off.
+  void TraceSteps(int64_t first, int64_t last) {
+    trace_first_ = first;
+    trace_last_ = last;
+  }
+  const std::vector<v1::StepTrace>& traces() const { return traces_; }
   // Saves a checkpoint of step() now (recovering like Steps when the save fails).
   absl::Status Save();
   // Closes the session.
@@ -129,6 +138,8 @@ class TrainingRun {
   int64_t saved_step_ = -1;  // the step of the newest checkpoint this run saved or restored
   bool resumed_ = false;
   std::vector<Recovery> recoveries_;
+  int64_t trace_first_ = 0, trace_last_ = 0;
+  std::vector<v1::StepTrace> traces_;
 };
 
 // The failures a new session may get past (a worker or the coordinator lost, a timeout, a session

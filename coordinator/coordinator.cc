@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "coordinator/coordinator_internal.h"
+#include "coordinator/step_traces.h"
 #include "core/explain.h"
 #include "core/graph.h"
 #include "core/layout_names.h"
@@ -652,7 +653,9 @@ absl::StatusOr<v1::CreateSessionResponse> Coordinator::CreateSession(
 
 absl::StatusOr<TensorMap> Coordinator::RunStep(const std::string& id, TensorMap feeds,
                                                const std::vector<std::string>& requested,
-                                               int64_t num_steps) {
+                                               int64_t num_steps, int64_t trace_first,
+                                               int64_t trace_last,
+                                               std::vector<v1::StepTrace>* traces) {
   ScopedLogContext log_session(id);
   ASSIGN_OR_RETURN(std::shared_ptr<Session> session, FindSession(id));
   absl::MutexLock step_lock(&session->step_mu);
@@ -670,6 +673,14 @@ absl::StatusOr<TensorMap> Coordinator::RunStep(const std::string& id, TensorMap 
   if (num_steps < 0 || num_steps > 1000000) {
     return absl::InvalidArgumentError(
         absl::StrCat("num_steps ", num_steps, " is out of range [0, 1000000]"));
+  }
+  const bool tracing = traces != nullptr && (trace_first != 0 || trace_last != 0);
+  if (tracing && (trace_first < 1 || trace_last < trace_first ||
+                  trace_last > std::max<int64_t>(num_steps, 1))) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "trace_first ", trace_first, " and trace_last ", trace_last,
+        " must satisfy 1 <= trace_first <= trace_last <= num_steps (",
+        std::max<int64_t>(num_steps, 1), ")"));
   }
   // The whole fetched tensors, which the workers' slices fill in place.
   TensorMap out;
@@ -734,6 +745,10 @@ absl::StatusOr<TensorMap> Coordinator::RunStep(const std::string& id, TensorMap 
   // much shorter grace: those that talk to it report at once, and the others would only wait in
   // collectives with peers that are stopping (failure_grace_after_cause).
   std::vector<absl::Status> results(n, absl::UnknownError("not run"));
+  std::vector<StepTracing> tracings(n);
+  for (StepTracing& t : tracings) {
+    if (tracing) t.first = trace_first, t.last = trace_last;
+  }
   absl::Mutex done_mu;
   int done = 0, failures = 0, lost = 0;
   std::vector<std::thread> threads;
@@ -741,7 +756,8 @@ absl::StatusOr<TensorMap> Coordinator::RunStep(const std::string& id, TensorMap 
     threads.emplace_back([&, p] {
       absl::Status r =
           session->clients[p]->RunStep(id, step, worker_feeds[p], &worker_fetches[p], fetches,
-                                       num_steps, options_.step_timeout * num_steps, cancel.get());
+                                       num_steps, options_.step_timeout * num_steps, cancel.get(),
+                                       tracing ? &tracings[p] : nullptr);
       absl::MutexLock lock(&done_mu);
       failures += !r.ok();
       lost += !r.ok() && IsTransportFailure(r);
@@ -854,6 +870,14 @@ absl::StatusOr<TensorMap> Coordinator::RunStep(const std::string& id, TensorMap 
         return absl::InternalError(absl::StrCat("worker ", session->worker_ids[p],
                                                 " did not return its slice of '", f, "'"));
       }
+    }
+  }
+  if (tracing) {
+    std::vector<std::vector<v1::StepTrace>> per_processor(n);
+    for (int p = 0; p < n; ++p) per_processor[p] = std::move(tracings[p].traces);
+    for (v1::StepTrace& t : CompleteStepTraces(session->program, mesh, session->worker_ids,
+                                               std::move(per_processor))) {
+      traces->push_back(std::move(t));
     }
   }
   return out;

@@ -159,9 +159,15 @@ class Coordinator {
   // FailedPrecondition for a session that failed earlier (repeating why); InvalidArgument for bad
   // feeds or fetches (naming them); a worker's failure, naming the worker and the step.
   // The feeds are taken (moved in or copied): workers' slices are sent from them in place.
+  // With `traces`, repetitions trace_first..trace_last (1-based, inclusive, at most num_steps;
+  // 0: none; InvalidArgument before anything runs otherwise) are traced on every worker and their
+  // timelines, completed by step_traces.h (names, mesh coordinates, waits), appended to *traces
+  // after a successful step, ordered by step and processor.
   absl::StatusOr<TensorMap> RunStep(const std::string& session, TensorMap feeds,
                                     const std::vector<std::string>& fetches,
-                                    int64_t num_steps = 1);
+                                    int64_t num_steps = 1, int64_t trace_first = 0,
+                                    int64_t trace_last = 0,
+                                    std::vector<v1::StepTrace>* traces = nullptr);
 
   // Closes the session on its workers and forgets it. NotFound for an unknown session. Closing an
   // expired session only forgets it (its workers were freed when it expired).

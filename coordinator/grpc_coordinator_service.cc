@@ -130,10 +130,12 @@ grpc::Status GrpcCoordinatorService::RunStepFrames(grpc::ServerContext* ctx,
       return ToGrpcStatus(s);
     }
     std::vector<std::string> fetches(header.fetches().begin(), header.fetches().end());
+    std::vector<v1::StepTrace> traces;
     absl::StatusOr<TensorMap> out =
-        coordinator_->RunStep(header.session(), *std::move(fed), fetches, header.num_steps());
+        coordinator_->RunStep(header.session(), *std::move(fed), fetches, header.num_steps(),
+                              header.trace_first(), header.trace_last(), &traces);
     if (!out.ok()) return ToGrpcStatus(out.status());
-    return ToGrpcStatus(WriteStepResult(stream, *std::move(out), 0));
+    return ToGrpcStatus(WriteStepResult(stream, *std::move(out), 0, std::move(traces)));
   });
 }
 

@@ -30,12 +30,14 @@ class GrpcWorkerClient : public WorkerClient {
 
   absl::Status RunStep(const std::string& session, int64_t step, const FeedSlices& feeds,
                        FetchTargets* fetches, const std::vector<std::string>& step_fetches,
-                       int64_t num_steps, absl::Duration timeout, Cancellation* cancel) override {
+                       int64_t num_steps, absl::Duration timeout, Cancellation* cancel,
+                       StepTracing* trace) override {
     grpc::ClientContext ctx;
     SetTimeout(&ctx, timeout);
     AttachToken(&ctx, security_);
     int id = cancel != nullptr ? cancel->Register([&ctx] { ctx.TryCancel(); }) : -1;
-    absl::Status result = RunStepOn(&ctx, session, step, feeds, fetches, step_fetches, num_steps);
+    absl::Status result =
+        RunStepOn(&ctx, session, step, feeds, fetches, step_fetches, num_steps, trace);
     if (cancel != nullptr) cancel->Unregister(id);
     return result;
   }
@@ -78,7 +80,8 @@ class GrpcWorkerClient : public WorkerClient {
 
   absl::Status RunStepOn(grpc::ClientContext* ctx, const std::string& session, int64_t step,
                          const FeedSlices& feeds, FetchTargets* fetches,
-                         const std::vector<std::string>& step_fetches, int64_t num_steps) {
+                         const std::vector<std::string>& step_fetches, int64_t num_steps,
+                         StepTracing* trace) {
     // Send the call's metadata with the header message: one write less per step.
     ctx->set_initial_metadata_corked(true);
     auto stream = run_step_.Open(ctx);
@@ -88,6 +91,10 @@ class GrpcWorkerClient : public WorkerClient {
     header.set_num_steps(num_steps);
     for (const auto& [name, target] : *fetches) header.add_fetches(name);
     for (const std::string& f : step_fetches) header.add_step_fetches(f);
+    if (trace != nullptr) {
+      header.set_trace_first(trace->first);
+      header.set_trace_last(trace->last);
+    }
     // The slices go from the whole feeds onto the wire, and from the wire into the whole fetches.
     FrameSources sources;
     for (const auto& [name, slice] : feeds) {
@@ -98,7 +105,8 @@ class GrpcWorkerClient : public WorkerClient {
     for (const auto& [name, target] : *fetches) {
       fetched.PlaceInto(name, target.whole, target.region);
     }
-    RETURN_IF_ERROR(CallStep(stream.get(), header, sources, &fetched));
+    RETURN_IF_ERROR(CallStep(stream.get(), header, sources, &fetched,
+                             trace != nullptr ? &trace->traces : nullptr));
     for (auto& [name, target] : *fetches) target.filled = fetched.Complete(name);
     return fetched.Finish().status();
   }

@@ -25,7 +25,8 @@ class InProcessWorkers::Client : public WorkerClient {
 
   absl::Status RunStep(const std::string& session, int64_t step, const FeedSlices& feeds,
                        FetchTargets* fetches, const std::vector<std::string>& step_fetches,
-                       int64_t num_steps, absl::Duration, Cancellation* cancel) override {
+                       int64_t num_steps, absl::Duration, Cancellation* cancel,
+                       StepTracing* trace) override {
     Worker* w;
     LocalCollectiveHub* hub = nullptr;
     {
@@ -50,7 +51,9 @@ class InProcessWorkers::Client : public WorkerClient {
     std::vector<std::string> names;
     for (const auto& [name, target] : *fetches) names.push_back(name);
     absl::StatusOr<TensorMap> result =
-        w->RunStep(session, step, std::move(slices), names, num_steps, step_fetches);
+        w->RunStep(session, step, std::move(slices), names, num_steps, step_fetches,
+                   trace != nullptr ? trace->first : 0, trace != nullptr ? trace->last : 0,
+                   trace != nullptr ? &trace->traces : nullptr);
     cancel->Unregister(id);
     if (!result.ok()) return result.status();
     // What the gRPC path does on receipt (TensorAssembler::PlaceInto).

@@ -56,8 +56,8 @@ class HeldWorkers : public WorkerClientFactory {
     }
     absl::Status RunStep(const std::string& session, int64_t step, const FeedSlices& feeds,
                          FetchTargets* fetches, const std::vector<std::string>& step_fetches,
-                         int64_t num_steps, absl::Duration timeout,
-                         Cancellation* cancel) override {
+                         int64_t num_steps, absl::Duration timeout, Cancellation* cancel,
+                         StepTracing* trace) override {
       if (owner_->hold) {
         for (int i = 0; i < 3000 && !cancel->cancelled(); ++i)
           absl::SleepFor(absl::Milliseconds(10));
@@ -65,7 +65,7 @@ class HeldWorkers : public WorkerClientFactory {
       }
       absl::SleepFor(absl::Milliseconds(owner_->step_time_ms * num_steps));
       return inner_->RunStep(session, step, feeds, fetches, step_fetches, num_steps, timeout,
-                             cancel);
+                             cancel, trace);
     }
     absl::Status CloseSession(const std::string& session, absl::Duration timeout) override {
       ++owner_->closes;

@@ -57,6 +57,14 @@ struct FetchTarget {
 };
 using FetchTargets = std::map<std::string, FetchTarget>;
 
+// A step's timeline request and result (runtime/step_trace.h): repetitions first..last of a
+// RunStep (1-based, inclusive; 0: none) are traced, their timelines appended to `traces`.
+struct StepTracing {
+  int64_t first = 0;
+  int64_t last = 0;
+  std::vector<v1::StepTrace> traces;  // written by RunStep
+};
+
 // Thread-safe.
 class WorkerClient {
  public:
@@ -66,11 +74,12 @@ class WorkerClient {
   // `step_fetches` (the step's whole fetch list, the same for every worker) and the variable
   // updates need, and writes the slice of each tensor of `*fetches` into its target. A returned
   // slice whose dtype or shape is not its target's is an error. Returns soon with Cancelled once
-  // `cancel` (borrowed, may be null) is cancelled.
+  // `cancel` (borrowed, may be null) is cancelled. `trace` (borrowed, may be null): the
+  // repetitions to trace and where their timelines go.
   virtual absl::Status RunStep(const std::string& session, int64_t step, const FeedSlices& feeds,
                                FetchTargets* fetches, const std::vector<std::string>& step_fetches,
-                               int64_t num_steps, absl::Duration timeout,
-                               Cancellation* cancel) = 0;
+                               int64_t num_steps, absl::Duration timeout, Cancellation* cancel,
+                               StepTracing* trace) = 0;
   virtual absl::Status CloseSession(const std::string& session, absl::Duration timeout) = 0;
   // Checkpoints (Worker::SaveCheckpoint / Worker::RestoreCheckpoint).
   virtual absl::StatusOr<v1::WorkerSaveCheckpointResponse> SaveCheckpoint(

@@ -38,7 +38,8 @@ FrameSources SharedSources(const std::shared_ptr<const TensorMap>& tensors) {
 }
 
 absl::Status CallStep(StepClientStream* stream, const v1::RunStepRequest& header,
-                      const FrameSources& feeds, TensorAssembler* fetched) {
+                      const FrameSources& feeds, TensorAssembler* fetched,
+                      std::vector<v1::StepTrace>* traces) {
   bool ok = stream->Write(EncodeMessage(header));
   for (auto it = feeds.begin(); ok && it != feeds.end(); ++it) {
     ok = ForEachFrame(it->first, it->second, kFeedField, kChunkBytes,
@@ -54,6 +55,9 @@ absl::Status CallStep(StepClientStream* stream, const v1::RunStepRequest& header
     assemble = DecodeResponse(buffer, &response, &data);
     if (assemble.ok() && response.has_fetch()) {
       assemble = fetched->Add(response.fetch(), data.pieces);
+    }
+    if (assemble.ok() && traces != nullptr) {
+      for (v1::StepTrace& t : *response.mutable_traces()) traces->push_back(std::move(t));
     }
   }
   absl::Status status = FromGrpcStatus(stream->Finish());
@@ -79,7 +83,8 @@ absl::StatusOr<TensorMap> ReadStep(StepServerStream* stream, v1::RunStepRequest*
   return feeds.Finish();
 }
 
-absl::Status WriteStepResult(StepServerStream* stream, TensorMap fetches, int64_t step) {
+absl::Status WriteStepResult(StepServerStream* stream, TensorMap fetches, int64_t step,
+                             std::vector<v1::StepTrace> traces) {
   // Once gRPC has sent (or dropped) the last frame, the storage goes back for the next step.
   const std::shared_ptr<const TensorMap> owned = ShareAndRecycle(std::move(fetches));
   for (const auto& [name, source] : SharedSources(owned)) {
@@ -91,6 +96,7 @@ absl::Status WriteStepResult(StepServerStream* stream, TensorMap fetches, int64_
   v1::RunStepResponse done;
   done.set_done(true);
   done.set_step(step);
+  for (v1::StepTrace& t : traces) *done.add_traces() = std::move(t);
   stream->Write(EncodeMessage(done));
   return absl::OkStatus();
 }

@@ -60,16 +60,19 @@ FrameSources SharedSources(const std::shared_ptr<const TensorMap>& tensors);
 // (into their places where PlaceInto gave one), finishes the call. Returns the call's status, or
 // else the first error decoding or assembling the response; the caller then calls
 // fetched->Finish().
+// With `traces`, the `done` message's step timelines are appended to it.
 absl::Status CallStep(StepClientStream* stream, const v1::RunStepRequest& header,
-                      const FrameSources& feeds, TensorAssembler* fetched);
+                      const FrameSources& feeds, TensorAssembler* fetched,
+                      std::vector<v1::StepTrace>* traces = nullptr);
 
 // Server side: reads the header into `*header` and every feed chunk. InvalidArgument for a stream
 // without a header, with a message that is not a RunStepRequest, or with malformed chunks.
 absl::StatusOr<TensorMap> ReadStep(StepServerStream* stream, v1::RunStepRequest* header);
 
-// Server side: writes `fetches` as chunks, then the `done` message. The frames reference the
-// tensors' storage, which they keep alive until gRPC has sent them.
-absl::Status WriteStepResult(StepServerStream* stream, TensorMap fetches, int64_t step);
+// Server side: writes `fetches` as chunks, then the `done` message (carrying `traces`). The frames
+// reference the tensors' storage, which they keep alive until gRPC has sent them.
+absl::Status WriteStepResult(StepServerStream* stream, TensorMap fetches, int64_t step,
+                             std::vector<v1::StepTrace> traces = {});
 
 // Serving RunStep with frames: the index of method `method` in the generated service `service`
 // (full proto name, e.g. "meshrt.v1.Worker"), for grpc::Service::MarkMethodStreamed, and a handler

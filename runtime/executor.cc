@@ -121,6 +121,7 @@ absl::Status Executor::Run(std::map<std::string, Tensor>&& input_slices,
 absl::Status Executor::RunPlan(const std::map<std::string, Tensor>& input_slices,
                                const Plan& plan) {
   state_buffers_.clear();
+  step_thread_ = std::this_thread::get_id();
   RETURN_IF_ERROR(Prepare(input_slices));
   plan_ = &plan;
   last_write_.assign(buffers_.size(), -1);
@@ -149,12 +150,23 @@ absl::Status Executor::RunPlan(const std::map<std::string, Tensor>& input_slices
       // The predicate may come from a collective in flight; the zeros overwrite the output.
       s = WaitForBuffers(i, {guarded.predicate()}, {guarded.output()});
       if (!s.ok()) break;
+      const int64_t skip_start = trace_ != nullptr ? trace_->Now() : 0;
       absl::StatusOr<bool> skipped = SkipGuarded(i);
       if (!skipped.ok()) {
         s = InstructionError(i, skipped.status());
         break;
       }
       if (*skipped) {
+        if (trace_ != nullptr) {
+          v1::TraceEvent e;
+          e.set_kind(v1::TraceEvent::OP);
+          e.set_thread(v1::TraceEvent::STEP);
+          e.set_instruction(i);
+          e.set_start_us(skip_start);
+          e.set_dur_us(std::max<int64_t>(0, trace_->Now() - skip_start));
+          e.set_skipped(true);
+          trace_->Add(std::move(e));
+        }
         NoteLiveBytes();
         s = Enter(i);
         if (!s.ok()) break;
@@ -192,6 +204,7 @@ absl::Status Executor::RunPlan(const std::map<std::string, Tensor>& input_slices
     }
     s = WaitForBuffers(i, reads, writes);
     if (!s.ok()) break;
+    const int64_t op_start = trace_ != nullptr ? trace_->Now() : 0;
     Tensor out;
     if (fused == plan.fused.end()) {
       s = RunInstruction(instr, &out, i);
@@ -201,6 +214,7 @@ absl::Status Executor::RunPlan(const std::map<std::string, Tensor>& input_slices
     }
     if (!s.ok()) break;
     buffers_[instr.output()] = std::move(out);
+    if (trace_ != nullptr) trace_->AddSpan(v1::TraceEvent::OP, v1::TraceEvent::STEP, i, op_start);
     NoteLiveBytes();
     // Free internal buffers nothing reads any more (fetchable tensors, inputs and variables stay).
     ForEachRead(plan, i, [&](int b) {
@@ -846,6 +860,23 @@ absl::Status Executor::FlushAllReduces(std::vector<int>* pending) {
 }
 
 absl::Status Executor::RunAllReduceGroup(const AllReduceGroup& g) {
+  const int first = g.members.front();
+  if (trace_ == nullptr) return RunAllReduceGroupUntraced(g);
+  const int64_t start = trace_->Now();
+  int64_t bytes = 0;
+  for (int i : g.members) {
+    const int b = program_.instructions(i).inputs(0);
+    if (b >= 0 && b < static_cast<int>(buffers_.size()) && buffers_[b].has_value()) {
+      bytes += TensorBytes(*buffers_[b]);
+    }
+  }
+  absl::Status s = RunAllReduceGroupUntraced(g);
+  trace_->AddSpan(v1::TraceEvent::COLLECTIVE, TraceThread(), first, start, bytes,
+                  static_cast<int>(g.members.size()));
+  return s;
+}
+
+absl::Status Executor::RunAllReduceGroupUntraced(const AllReduceGroup& g) {
   const int first = g.members.front();
   auto fail = [&](const absl::Status& s) {
     return InstructionError(

@@ -37,6 +37,11 @@
 // no collective it has not started yet (one in progress is not interrupted: it ends within the
 // communicator's timeout, as without overlap).
 //
+// Trace: with set_trace, Run records its timeline into the recorder (step_trace.h: every local op,
+// every collective on the thread that ran it with its bytes, the step thread's waits for
+// collectives). The caller brackets each Run with StepTraceRecorder::Begin/Finish. Off (null, the
+// default) it costs one pointer test per instruction.
+//
 // Errors from Run:
 //   - InvalidArgument before any instruction runs: the program is malformed (bad mesh, buffer
 //     index, layout), the coordinate is not in the mesh, a feed is missing, unknown, or has the
@@ -73,6 +78,7 @@
 #include "runtime/communicator.h"
 #include "core/step_fusion.h"
 #include "runtime/step_activity.h"
+#include "runtime/step_trace.h"
 
 namespace meshrt {
 
@@ -147,6 +153,8 @@ class Executor {
   // Where Run reports the instruction it enters (borrowed; null = nowhere). The caller brackets
   // each Run with BeginStep/EndStep. Not while Run runs.
   void set_activity(StepActivity* activity) { activity_ = activity; }
+  // Where Run records its timeline (borrowed; null = nowhere, the default). Not while Run runs.
+  void set_trace(StepTraceRecorder* trace) { trace_ = trace; }
 
   // Variables (proto ProgramVariable, core/ops_state.h): this processor's slices, kept between
   // runs. A variable without a slice is initialised by the next Run; a failed Run changes none.
@@ -240,6 +248,7 @@ class Executor {
   absl::Status FlushAllReduces(std::vector<int>* pending);
   // Runs one group (on the communication thread, or inline): pack, one allreduce, unpack.
   absl::Status RunAllReduceGroup(const AllReduceGroup& g);
+  absl::Status RunAllReduceGroupUntraced(const AllReduceGroup& g);
 
   // Overlap. Work for the communication thread: a collective instruction, a group of deferred
   // allreduces, or giving a buffer to the pool once the collectives reading it are done. Returns
@@ -310,6 +319,13 @@ class Executor {
   const KernelContext context_;
   const ExecutorOptions options_;
   StepActivity* activity_ = nullptr;
+  StepTraceRecorder* trace_ = nullptr;
+  std::thread::id step_thread_;  // Run's caller, set before any work is issued
+  // The thread the caller of this runs on, for trace events.
+  v1::TraceEvent::Thread TraceThread() const {
+    return std::this_thread::get_id() == step_thread_ ? v1::TraceEvent::STEP
+                                                      : v1::TraceEvent::COMM;
+  }
 
   Mesh mesh_;  // parsed from the program by Run
   std::vector<std::optional<Tensor>> buffers_;

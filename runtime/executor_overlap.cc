@@ -18,6 +18,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/slicing.h"
 #include "core/status_macros.h"
 #include "runtime/executor.h"
 
@@ -33,10 +34,21 @@ Executor::~Executor() {
 
 absl::Status Executor::RunCollectiveInstruction(int index, bool queued) {
   const v1::Instruction& instr = program_.instructions(index);
+  int64_t start = 0, bytes = 0;
+  if (trace_ != nullptr) {
+    start = trace_->Now();
+    const int b = instr.inputs_size() > 0 ? instr.inputs(0) : -1;
+    if (b >= 0 && b < static_cast<int>(buffers_.size()) && buffers_[b].has_value()) {
+      bytes = TensorBytes(*buffers_[b]);  // before an allreduce takes the buffer over
+    }
+  }
   Tensor out;
   absl::Status s = RunInstruction(instr, &out, index);
   if (!s.ok()) return InstructionError(index, s);
   buffers_[instr.output()] = std::move(out);
+  if (trace_ != nullptr) {
+    trace_->AddSpan(v1::TraceEvent::COLLECTIVE, TraceThread(), index, start, bytes, 1);
+  }
   ForEachRead(*plan_, index, [&](int b) {
     if (!Dead(b, index) || b == instr.output()) return;
     // Queued work runs after every earlier item; here, an earlier one may still read b.
@@ -132,6 +144,10 @@ absl::Status Executor::WaitForWork(int64_t seq, bool drain, int resume) {
   };
   while (comm_done_ <= seq && (drain || comm_status_.ok())) {
     show(comm_done_);  // the item running or next: the earliest unfinished
+    // For the trace: the collective waited for (a recycle item names none).
+    const int64_t k = comm_done_ - step_first_item_;
+    const int waited =
+        k >= 0 && k < static_cast<int64_t>(item_instruction_.size()) ? item_instruction_[k] : -1;
     if (!comm_running_ && !comm_queue_.empty()) {
       // The communication thread has not taken it yet: run it here rather than wait for a wakeup.
       RunFrontWork();
@@ -142,12 +158,16 @@ absl::Status Executor::WaitForWork(int64_t seq, bool drain, int resume) {
       int64_t done;
       bool drain;
     } args{this, comm_done_, drain};
+    const int64_t wait_start = trace_ != nullptr ? trace_->Now() : 0;
     comm_mu_.Await(absl::Condition(
         +[](Args* a) {
           return a->e->comm_done_ != a->done || (!a->drain && !a->e->comm_status_.ok()) ||
                  (!a->e->comm_running_ && !a->e->comm_queue_.empty());
         },
         &args));
+    if (trace_ != nullptr) {
+      trace_->AddSpan(v1::TraceEvent::WAIT, v1::TraceEvent::STEP, waited, wait_start);
+    }
   }
   if (shown >= 0 && resume >= 0) activity_->WaitsIn(resume);
   done_seen_ = comm_done_;

@@ -71,10 +71,13 @@ grpc::Status GrpcWorkerService::RunStepFrames(grpc::ServerContext* ctx,
     std::vector<std::string> fetches(header.fetches().begin(), header.fetches().end());
     std::vector<std::string> step_fetches(header.step_fetches().begin(),
                                           header.step_fetches().end());
-    absl::StatusOr<TensorMap> out = worker_->RunStep(header.session(), header.step(), *std::move(fed), fetches,
-                                                         header.num_steps(), step_fetches);
+    std::vector<v1::StepTrace> traces;
+    absl::StatusOr<TensorMap> out = worker_->RunStep(
+        header.session(), header.step(), *std::move(fed), fetches, header.num_steps(),
+        step_fetches, header.trace_first(), header.trace_last(), &traces);
     grpc::Status status =
-        out.ok() ? ToGrpcStatus(WriteStepResult(stream, *std::move(out), header.step()))
+        out.ok() ? ToGrpcStatus(WriteStepResult(stream, *std::move(out), header.step(),
+                                                std::move(traces)))
                  : ToGrpcStatus(out.status());
     return status;
   });

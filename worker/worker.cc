@@ -15,6 +15,7 @@
 #include "runtime/checkpoint.h"
 #include "runtime/executor.h"
 #include "runtime/step_activity.h"
+#include "runtime/step_trace.h"
 
 namespace meshrt {
 
@@ -24,6 +25,8 @@ struct Worker::SessionState {
   // What the step thread does (the executor reports into it); aborted by CloseSession. Declared
   // before the executor, which borrows it.
   StepActivity activity;
+  // The timeline of a traced repetition (RunStep's trace_first..trace_last); used under step_mu.
+  StepTraceRecorder trace;
   std::unique_ptr<Communicator> communicator;
   std::unique_ptr<Executor> executor;
   absl::Mutex step_mu;  // held while a step, a save or a restore runs
@@ -144,7 +147,9 @@ absl::StatusOr<TensorMap> Worker::RunStep(const std::string& session, int64_t st
                                           TensorMap feeds,
                                           const std::vector<std::string>& fetches,
                                           int64_t num_steps,
-                                          const std::vector<std::string>& step_fetches) {
+                                          const std::vector<std::string>& step_fetches,
+                                          int64_t trace_first, int64_t trace_last,
+                                          std::vector<v1::StepTrace>* traces) {
   ScopedLogContext log_step(session, step);
   ASSIGN_OR_RETURN(std::shared_ptr<SessionState> state, FindSession(session));
   if (!state->step_mu.TryLock()) {
@@ -164,11 +169,20 @@ absl::StatusOr<TensorMap> Worker::RunStep(const std::string& session, int64_t st
       break;
     }
     state->activity.BeginStep(step + done);
+    const bool traced = traces != nullptr && done + 1 >= trace_first && done + 1 <= trace_last;
+    if (traced) {
+      state->trace.Begin(step + done);
+      state->executor->set_trace(&state->trace);
+    }
     const std::vector<std::string>& run_fetches = step_fetches.empty() ? fetches : step_fetches;
     // The last repetition needs the feeds no more: moved in, not copied.
     status = done + 1 == repetitions ? state->executor->Run(std::move(feeds), run_fetches)
                                      : state->executor->Run(feeds, run_fetches);
     state->activity.EndStep();
+    if (traced) {
+      state->executor->set_trace(nullptr);
+      traces->push_back(state->trace.Finish());
+    }
     if (!status.ok()) break;
     ++done;
   }

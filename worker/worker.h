@@ -67,11 +67,15 @@ class Worker {
   // (Executor::Run). Variables keep their slices between steps and calls. NotFound for an
   // unknown session; the executor's errors (naming the instruction, op and collective) prefixed
   // with the step. `feeds` is taken by value: the last step moves it into the executor (pass an
-  // rvalue to avoid a copy).
+  // rvalue to avoid a copy). With `traces`, repetitions trace_first..trace_last (1-based,
+  // inclusive; 0: none) record their timelines (runtime/step_trace.h), appended to *traces in
+  // order, also those that ran before a failure.
   absl::StatusOr<TensorMap> RunStep(const std::string& session, int64_t step,
                                     TensorMap feeds, const std::vector<std::string>& fetches,
                                     int64_t num_steps = 1,
-                                    const std::vector<std::string>& step_fetches = {});
+                                    const std::vector<std::string>& step_fetches = {},
+                                    int64_t trace_first = 0, int64_t trace_last = 0,
+                                    std::vector<v1::StepTrace>* traces = nullptr);
 
   // Checkpoints (runtime/checkpoint.h; the directory is on a filesystem shared with the
   // coordinator). The directory must resolve under `files.checkpoints` (PermissionDenied naming it
