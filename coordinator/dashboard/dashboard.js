@@ -197,8 +197,9 @@
       chart.appendChild(svg('text', { x: L - 6, y: sy(v) + 4, 'text-anchor': 'end',
                                       'font-size': 11, fill: '#6b7588' }, v.toFixed(3)));
     }
-    for (const s of [x0, Math.round((x0 + x1) / 2), x1]) {
-      chart.appendChild(svg('text', { x: sx(s), y: H - 8, 'text-anchor': 'middle',
+    const ticks = [[x0, 'start'], [Math.round((x0 + x1) / 2), 'middle'], [x1, 'end']];
+    for (const [s, anchor] of ticks) {
+      chart.appendChild(svg('text', { x: sx(s), y: H - 8, 'text-anchor': anchor,
                                       'font-size': 11, fill: '#6b7588' }, 'step ' + s));
     }
     const line = svg('polyline', {
