@@ -16,6 +16,10 @@ PACKAGES=(
   zlib1g-dev
   # HTTP for the daemons' Prometheus /metrics and the coordinator's dashboard (rpc/http_server.h)
   libcpp-httplib-dev
+  # The dashboard's test loads the page in a real browser, headless (tests/dashboard_browser_test.sh),
+  # and fetches its JSON with curl.
+  chromium
+  curl
   libopenblas-dev
   libgtest-dev
   libgmock-dev
