@@ -20,8 +20,9 @@ struct WorkerSnapshot {
   int rank = -1;  // -1 = none
   std::string address;
   std::string gloo_address;
-  // "idle" (registered, no session), "busy" (in a session), "lost" (heartbeats stale beyond the
-  // coordinator's limit, or dropped recently: `lost_why` says why).
+  // "idle" (registered, no session), "busy" (in a session), "draining" (shutting down: it
+  // finishes its step in flight, then leaves), "lost" (heartbeats stale beyond the coordinator's
+  // limit, or dropped recently: `lost_why` says why).
   std::string state;
   std::string session;               // "" when idle
   std::vector<int64_t> coordinate;   // its mesh coordinate in `session`

@@ -223,6 +223,7 @@ absl::StatusOr<v1::HeartbeatResponse> Coordinator::Heartbeat(const v1::Heartbeat
   } else {
     WorkerEntry& w = *it->second;
     w.last_heartbeat = absl::Now();
+    w.draining = request.draining();
     w.activity.reset();
     for (const v1::WorkerActivity& a : request.activities()) {
       if (!w.session.empty() && a.session() == w.session) w.activity = a;

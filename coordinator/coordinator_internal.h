@@ -32,6 +32,7 @@ struct Coordinator::WorkerEntry {
   absl::Time last_heartbeat;
   // What its step thread did for `session` at the last heartbeat (none before a report).
   std::optional<v1::WorkerActivity> activity;
+  bool draining = false;  // its last heartbeat said it is shutting down (HeartbeatRequest.draining)
   std::string session;  // empty when free
   std::vector<int64_t> coordinate;
   std::shared_ptr<WorkerClient> client;

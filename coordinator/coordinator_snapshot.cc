@@ -45,7 +45,9 @@ ClusterSnapshot Coordinator::Snapshot() {
       ws.coordinate = w->coordinate;
       ws.heartbeat_age_ms = absl::ToInt64Milliseconds(now - w->last_heartbeat);
       ws.activity = w->activity;
-      if (now - w->last_heartbeat > stale) {
+      if (w->draining) {
+        ws.state = "draining";  // its heartbeats stop while it finishes its step in flight
+      } else if (now - w->last_heartbeat > stale) {
         ws.state = "lost";
         ws.lost_why = absl::StrCat("no heartbeat for ", absl::FormatDuration(now - w->last_heartbeat));
       } else {

@@ -92,11 +92,12 @@ class DashboardTest : public ::testing::Test {
     return o;
   }
   // In-process workers send no heartbeats: one by hand, so that they are not stale.
-  void Heartbeat() {
+  void Heartbeat(int draining_id = -1) {
     for (int id : ids_) {
       v1::HeartbeatRequest h;
       h.set_worker_id(id);
       h.set_incarnation("inc");
+      h.set_draining(id == draining_id);
       ASSERT_TRUE(coordinator_.Heartbeat(h).ok());
     }
   }
@@ -206,6 +207,7 @@ TEST_F(DashboardTest, ALostWorkerAndTheFailedStepAreRecentErrors) {
   EXPECT_EQ(snap.workers[0].state, "idle");
   EXPECT_EQ(snap.workers[1].address, "w1");
   EXPECT_EQ(snap.workers[1].state, "lost");
+  EXPECT_TRUE(absl::StrContains(snap.workers[1].lost_why, "unreachable")) << snap.workers[1].lost_why;
   EXPECT_EQ(snap.workers[1].session, s.session());
   EXPECT_FALSE(snap.workers[1].lost_why.empty());
   ASSERT_EQ(snap.sessions.size(), 1u);
@@ -236,6 +238,24 @@ TEST_F(DashboardTest, ALostWorkerAndTheFailedStepAreRecentErrors) {
   const ClusterSnapshot back = coordinator_.Snapshot();
   ASSERT_EQ(back.workers.size(), 2u);
   for (const WorkerSnapshot& w : back.workers) EXPECT_NE(w.state, "lost") << w.address;
+}
+
+// A worker shutting down says so in its last heartbeat: "draining", until it deregisters.
+TEST_F(DashboardTest, AWorkerShuttingDownIsDraining) {
+  Heartbeat(/*draining_id=*/ids_[1]);
+  ClusterSnapshot snap = coordinator_.Snapshot();
+  ASSERT_EQ(snap.workers.size(), 2u);
+  EXPECT_EQ(snap.workers[0].state, "idle");
+  EXPECT_EQ(snap.workers[1].state, "draining");
+  v1::DeregisterWorkerRequest leave;
+  leave.set_worker_id(ids_[1]);
+  leave.set_incarnation("inc");
+  leave.set_reason("shutting down (SIGTERM)");
+  ASSERT_OK(coordinator_.DeregisterWorker(leave));
+  snap = coordinator_.Snapshot();
+  ASSERT_EQ(snap.workers.size(), 2u);
+  EXPECT_EQ(snap.workers[1].state, "lost");
+  EXPECT_TRUE(absl::StrContains(snap.workers[1].lost_why, "left the cluster: shutting down"));
 }
 
 TEST_F(DashboardTest, EndpointsNeedTheTokenAndThePageHasAContentSecurityPolicy) {
