@@ -67,6 +67,15 @@ absl::StatusOr<TensorMap> RunThroughClient(const std::string& address,
 
 }  // namespace
 
+void PrintDashboardAddress(const LocalCluster& cluster, CliIo io) {
+  const std::string url = cluster.dashboard_url();
+  if (url.empty()) return;
+  io.out << "dashboard: " << url
+         << " (open it in a browser while the cluster runs; the token in it is the cluster's "
+            "operator token: keep it to yourself)"
+         << std::endl;
+}
+
 std::vector<std::string> LocalDataDirs(const std::string& data_path) {
   std::vector<std::string> dirs;
   if (!data_path.empty()) {
@@ -383,7 +392,10 @@ absl::Status LocalCommand(const std::vector<std::string>& args, CliIo io) {
       "Starts a local cluster on loopback: one coordinator and N worker processes (this binary's\n"
       "hidden `coordinator` and `worker` subcommands). Prints the coordinator's address and\n"
       "keeps running until Ctrl-C (SIGINT) or SIGTERM, then stops every process it started.\n"
-      "Run graphs on it from another terminal with `meshrt run ... --coordinator ADDRESS`.\n\n"
+      "Run graphs on it from another terminal with `meshrt run ... --coordinator ADDRESS`.\n"
+      "Also prints the live dashboard's address, http://127.0.0.1:PORT/?token=TOKEN: the\n"
+      "workers, the sessions, their layouts and loss curves in a browser. The token is the\n"
+      "cluster's operator token, kept in a 0600 file under $MESHRT_HOME (else ~/.meshrt).\n\n"
       "example:\n"
       "  meshrt local --workers 4 --port 7070\n"
       "  meshrt run examples/graphs/mlp_forward.pbtxt --mesh rows:2,cols:2 "
@@ -455,6 +467,7 @@ absl::Status LocalCommand(const std::vector<std::string>& args, CliIo io) {
              << " (meshrt commands on this machine use it by themselves; give it to others "
                 "with --auth_token_file)"
              << std::endl;
+      PrintDashboardAddress(**cluster, io);
       while (!g_stop_requested.load()) absl::SleepFor(absl::Milliseconds(100));
       io.out << "meshrt local: stopping" << std::endl;
     }

@@ -90,6 +90,13 @@ absl::StatusOr<std::string> LogDirectory(const std::string& requested, absl::str
 // text's, /usr/share/games/fortunes, when present.
 std::vector<std::string> LocalDataDirs(const std::string& data_path);
 
+class LocalCluster;
+// Prints "dashboard: http://127.0.0.1:PORT/?token=TOKEN" for a local cluster (its coordinator's
+// dashboard with the operator token, which the cluster keeps in a 0600 file) and flushes, or
+// nothing when it has no dashboard. The one place meshrt shows a token: on the user's own
+// terminal, for the cluster the user just started.
+void PrintDashboardAddress(const LocalCluster& cluster, CliIo io);
+
 // The current directory: a local cluster's default --checkpoint_root.
 absl::StatusOr<std::string> CurrentDirectory();
 

@@ -35,7 +35,11 @@ absl::Status DemoCommand(const std::vector<std::string>& args, CliIo io) {
       "decoder-only Transformer LM (byte level, on Debian's fortunes text) on a 2x2 mesh, data "
       "parallel over rows and model parallel over cols (heads, d_ff and vocab split), for a few "
       "minutes; prints the final loss and a greedy sample. Fails unless the final loss is below "
-      "--target.");
+      "--target.\n\nBefore training it prints the live dashboard's address, "
+      "http://127.0.0.1:PORT/?token=TOKEN: open it in a browser to watch the workers, the "
+      "session, its layout and its loss curve while the demo trains (the cluster, and the "
+      "address, end with the demo). The token is the demo cluster's operator token, in a 0600 "
+      "file in the cluster's private directory.");
   flags.Int("steps", &f.steps, "training steps (default 2500)");
   flags.Int("max_seconds", &f.max_seconds, "stop early after this many seconds (default 420)");
   flags.String("loss_csv", &f.loss_csv, "write the loss curve here");

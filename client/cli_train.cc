@@ -631,6 +631,7 @@ absl::Status RunTraining(const TrainFlags& f, CliIo io, float* final_loss) {
       if (!started.ok()) return WithContext(started.status(), "cannot start the local cluster");
       cluster = *std::move(started);
       address = cluster->address();
+      PrintDashboardAddress(*cluster, io);
     }
     TrainingRunOptions run;
     run.client.address = address;

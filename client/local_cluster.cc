@@ -22,6 +22,19 @@
 namespace meshrt {
 namespace {
 
+// The positive port number in `path`, else 0.
+int ReadPortFile(const std::string& path) {
+  std::ifstream in(path);
+  std::string text;
+  int port = 0;
+  if (in >> text && absl::SimpleAtoi(text, &port) && port > 0) return port;
+  return 0;
+}
+
+std::string WorkerHttpPortFile(const std::string& port_file, int i) {
+  return absl::StrCat(port_file, ".worker", i, ".http");
+}
+
 bool Exited(pid_t pid) {
   int status = 0;
   return waitpid(pid, &status, WNOHANG) == pid;
@@ -84,6 +97,7 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
   }
 
   cluster->port_file_ = port_file;
+  cluster->http_port_file_ = absl::StrCat(port_file, ".http");
   const absl::Time deadline = absl::Now() + options.startup_timeout;
   RETURN_IF_ERROR(cluster->StartCoordinator(options.port, deadline));
   for (int i = 0; i < options.workers; ++i) {
@@ -103,6 +117,11 @@ absl::Status LocalCluster::StartCoordinator(int port, absl::Time deadline) {
   argv.push_back(absl::StrCat("--credentials_dir=", credentials_dir_));
   if (!options_.checkpoint_root.empty()) {
     argv.push_back(absl::StrCat("--checkpoint_root=", options_.checkpoint_root));
+  }
+  if (options_.http) {
+    argv.push_back("--metrics_port=-1");
+    argv.push_back(absl::StrCat("--metrics_port_file=", http_port_file_));
+    std::remove(http_port_file_.c_str());
   }
   for (const std::string& f : options_.coordinator_flags) argv.push_back(f);
   auto pid = Spawn(argv, "coordinator");
@@ -129,6 +148,13 @@ absl::Status LocalCluster::StartCoordinator(int port, absl::Time deadline) {
   std::remove(port_file_.c_str());
   port_ = bound;
   address_ = absl::StrCat("127.0.0.1:", bound);
+  // The coordinator writes its HTTP port before its gRPC port (coordinator_main.cc), so it is
+  // there by now; a coordinator whose HTTP server failed has exited naming why.
+  http_port_ = options_.http ? ReadPortFile(http_port_file_) : 0;
+  if (options_.http && http_port_ == 0) {
+    return absl::InternalError(absl::StrCat("the coordinator listens on ", address_,
+                                            " but wrote no HTTP port to ", http_port_file_));
+  }
   return absl::OkStatus();
 }
 
@@ -145,6 +171,10 @@ absl::Status LocalCluster::RestartCoordinator(absl::Duration down) {
 LocalCluster::~LocalCluster() {
   for (pid_t w : workers_) Stop(w);
   Stop(coordinator_);
+  std::remove(http_port_file_.c_str());
+  for (size_t i = 0; i < workers_.size(); ++i) {
+    std::remove(WorkerHttpPortFile(port_file_, static_cast<int>(i)).c_str());
+  }
   if (own_dir_.empty()) {
     rmdir(std::filesystem::path(port_file_).parent_path().c_str());  // the port file's dir
   } else {
@@ -165,6 +195,19 @@ SecurityOptions LocalCluster::operator_security() const {
                           ? options_.operator_token_file
                           : GeneratedTokenPath(credentials_dir_, port_, kOperatorTokenFile);
   return s;
+}
+
+std::string LocalCluster::dashboard_url() const {
+  if (http_port_ == 0) return "";
+  absl::StatusOr<std::vector<Credential>> tokens =
+      ReadTokenFile(operator_security().auth_token_file, "operator_token_file", "operator");
+  if (!tokens.ok() || tokens->empty()) return "";
+  return absl::StrCat("http://127.0.0.1:", http_port_, "/?token=", tokens->front().token);
+}
+
+int LocalCluster::worker_http_port(int i) const {
+  if (!options_.http || i < 0 || i >= num_workers()) return 0;
+  return ReadPortFile(WorkerHttpPortFile(port_file_, i));
 }
 
 ClientOptions LocalCluster::client_options() const {
@@ -217,6 +260,11 @@ absl::Status LocalCluster::AddWorker(int expected_alive) {
   for (const std::string& d : options_.data_dirs) argv.push_back(absl::StrCat("--data_dir=", d));
   if (!options_.checkpoint_root.empty()) {
     argv.push_back(absl::StrCat("--checkpoint_root=", options_.checkpoint_root));
+  }
+  if (options_.http) {
+    argv.push_back("--metrics_port=-1");
+    argv.push_back(absl::StrCat("--metrics_port_file=",
+                                WorkerHttpPortFile(port_file_, static_cast<int>(workers_.size()))));
   }
   for (const std::string& f : options_.worker_flags) argv.push_back(f);
   auto pid = Spawn(argv, absl::StrCat("worker", workers_.size()));

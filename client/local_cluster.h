@@ -48,6 +48,10 @@ struct LocalClusterOptions {
   // --checkpoint_root of the coordinator and every worker: checkpoints are named relative to it.
   // Empty: checkpoints are refused.
   std::string checkpoint_root;
+  // The coordinator and every worker serve their HTTP side door (rpc/http_server.h) on a free
+  // loopback port each (--metrics_port -1): the coordinator's dashboard and every daemon's
+  // /metrics, behind the coordinator's operator token (a worker's: the cluster token).
+  bool http = true;
 };
 
 class LocalCluster {
@@ -63,6 +67,15 @@ class LocalCluster {
   SecurityOptions operator_security() const;
   // A ClientOptions for address() with client_security().
   ClientOptions client_options() const;
+  // The coordinator's HTTP port (options.http), else 0.
+  int http_port() const { return http_port_; }
+  // "http://127.0.0.1:PORT/?token=OPERATOR_TOKEN": the dashboard with the operator token in it,
+  // as Jupyter prints its address (the server turns the token into a cookie and the page drops
+  // it from the address). For the user's own terminal only: it is the credential. "" when
+  // options.http is off or the token cannot be read.
+  std::string dashboard_url() const;
+  // Worker i's HTTP port (options.http; its /metrics), 0 when unknown or off.
+  int worker_http_port(int i) const;
   int num_workers() const { return static_cast<int>(workers_.size()); }
   pid_t worker_pid(int i) const { return workers_[i]; }
   // kill -9 of worker i (it stays dead).
@@ -89,7 +102,9 @@ class LocalCluster {
   std::string credentials_dir_;
   std::string own_dir_;  // the temp dir holding credentials_dir_, removed with us; "" = none
   std::string port_file_;  // where the coordinator writes the port it listens on
+  std::string http_port_file_;  // ... and its HTTP port (options.http)
   int port_ = 0;
+  int http_port_ = 0;  // the coordinator's HTTP port, 0 = none
   std::string address_;
   pid_t coordinator_ = -1;
   std::vector<pid_t> workers_;

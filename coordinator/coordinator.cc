@@ -106,6 +106,24 @@ void Coordinator::DropWorkerLocked(int id, const std::string& why) {
   if (it == workers_.end()) return;
   const WorkerEntry& w = *it->second;
   LogWarning("coordinator: dropping worker ", id, " (", w.address, "): ", why);
+  {
+    // For the dashboard: the worker as last seen, marked lost, and the error.
+    WorkerSnapshot lost;
+    lost.id = id;
+    lost.rank = w.rank;
+    lost.address = w.address;
+    lost.gloo_address = w.gloo_address;
+    lost.state = "lost";
+    lost.session = w.session;
+    lost.coordinate = w.coordinate;
+    lost.activity = w.activity;
+    lost.lost_why = why;
+    lost.lost_at = absl::Now();
+    lost.heartbeat_age_ms = absl::ToInt64Milliseconds(lost.lost_at - w.last_heartbeat);
+    lost_workers_.push_front(std::move(lost));
+    while (lost_workers_.size() > 64) lost_workers_.pop_back();
+    errors_.Add(w.session, absl::StrCat("worker ", id, " (", w.address, ") dropped: it ", why));
+  }
   auto s = sessions_.find(w.session);
   if (!w.session.empty() && s != sessions_.end()) {
     FailSessionLocked(s->second.get(), absl::UnavailableError(absl::StrCat(
@@ -172,6 +190,12 @@ absl::StatusOr<v1::RegisterWorkerResponse> Coordinator::RegisterWorker(
       auto it = sessions_.find(session);
       if (it != sessions_.end()) to_release.push_back(it->second);
     }
+    // A worker back at a lost one's address replaces it on the dashboard.
+    lost_workers_.erase(std::remove_if(lost_workers_.begin(), lost_workers_.end(),
+                                       [&](const WorkerSnapshot& lost) {
+                                         return lost.address == request.address();
+                                       }),
+                        lost_workers_.end());
     auto entry = std::make_unique<WorkerEntry>();
     entry->id = next_worker_id_++;
     entry->address = request.address();
@@ -200,6 +224,7 @@ absl::StatusOr<v1::HeartbeatResponse> Coordinator::Heartbeat(const v1::Heartbeat
   } else {
     WorkerEntry& w = *it->second;
     w.last_heartbeat = absl::Now();
+    w.draining = request.draining();
     w.activity.reset();
     for (const v1::WorkerActivity& a : request.activities()) {
       if (!w.session.empty() && a.session() == w.session) w.activity = a;
@@ -445,6 +470,7 @@ absl::StatusOr<v1::CreateSessionResponse> Coordinator::CreateSession(
     session->mesh = plan.best[0].mesh;
     rules = plan.best[0].rules;
     plan_text = ExplainPlan(plan);
+    session->planned_step_seconds = plan.best[0].seconds;
     LogInfo("coordinator: planned ", plan_text);
   } else {
     ASSIGN_OR_RETURN(session->mesh, Mesh::FromProto(request.mesh()));
@@ -454,10 +480,13 @@ absl::StatusOr<v1::CreateSessionResponse> Coordinator::CreateSession(
   RETURN_IF_ERROR(CheckRulesNameGraphDims(session->graph, rules));  // a typo splits nothing
   ASSIGN_OR_RETURN(session->program, Lower(session->graph, session->mesh, rules));
   for (const v1::ProgramTensor& t : session->program.outputs()) session->outputs[t.name()] = t;
+  session->plan_text = plan_text;
+  session->loss_tensor = request.has_training() ? training.loss() : "";
   const Mesh& mesh = session->mesh;
   const int n = mesh.num_processors();
   // The memory limits known before any worker is picked: the flag's and the request's.
   ASSIGN_OR_RETURN(const MemoryReport memory, SessionMemory(session->graph, session->program));
+  session->explain_text = absl::StrCat(ExplainProgram(session->program), ExplainMemory(memory));
   auto refuse = [&](int64_t limit, const std::string& whose) {
     return MemoryRefusal(session->graph, mesh, rules, session->program, memory, limit, whose,
                          options_.memory_suggestion_lowerings);
@@ -622,6 +651,7 @@ absl::StatusOr<v1::CreateSessionResponse> Coordinator::CreateSession(
     }
     ReleaseSession(session);
     LogError("coordinator: ", error.message());
+    errors_.Add(session->id, std::string(error.message()));
     return error;
   }
 
@@ -634,7 +664,7 @@ absl::StatusOr<v1::CreateSessionResponse> Coordinator::CreateSession(
   v1::CreateSessionResponse response;
   response.set_session(session->id);
   response.set_lease_ms(absl::ToInt64Milliseconds(options_.session_lease));
-  response.set_explain(absl::StrCat(ExplainProgram(session->program), ExplainMemory(memory)));
+  response.set_explain(session->explain_text);
   *response.mutable_mesh() = mesh.ToProto();
   *response.mutable_rules() = rules.ToProto();
   response.set_plan(plan_text);
@@ -857,13 +887,17 @@ absl::StatusOr<TensorMap> Coordinator::RunStep(const std::string& id, TensorMap 
     }
   }
   if (failed) {
-    if (!expired) LogError("coordinator: ", session->failed.message());
+    if (!expired) {
+      LogError("coordinator: ", session->failed.message());
+      errors_.Add(id, std::string(session->failed.message()));
+    }
     ReleaseSession(session);
     absl::MutexLock lock(&mu_);
     return session->failed;
   }
 
-  progress.Finish(absl::Now(), &session->durations);
+  const absl::Time finished = absl::Now();
+  progress.Finish(finished, &session->durations);
   for (int p = 0; p < n; ++p) {
     for (const auto& [f, target] : worker_fetches[p]) {
       if (!target.filled) {
@@ -880,6 +914,14 @@ absl::StatusOr<TensorMap> Coordinator::RunStep(const std::string& id, TensorMap 
       traces->push_back(std::move(t));
     }
   }
+  // The dashboard's history: the step this request ended at and, when fetched, its loss.
+  std::optional<float> loss;
+  if (auto l = out.find(session->loss_tensor);
+      !session->loss_tensor.empty() && l != out.end() && l->second.dtype() == DType::kFloat32 &&
+      l->second.num_elements() == 1) {
+    loss = l->second.f32()[0];
+  }
+  session->history.Record(step + num_steps - 1, finished, loss);
   return out;
 }
 

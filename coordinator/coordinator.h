@@ -32,6 +32,7 @@
 #ifndef MESHRT_COORDINATOR_COORDINATOR_H_
 #define MESHRT_COORDINATOR_COORDINATOR_H_
 
+#include <deque>
 #include <map>
 #include <memory>
 #include <string>
@@ -42,9 +43,11 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "coordinator/cluster_snapshot.h"
 #include "coordinator/memory_limit.h"
 #include "core/cost_model.h"
 #include "core/planner.h"
+#include "coordinator/step_history.h"
 #include "coordinator/stuck_step.h"
 #include "coordinator/worker_client.h"
 #include "core/interpreter.h"
@@ -116,7 +119,8 @@ struct CoordinatorOptions {
   // auto_layout session, so a `meshrt calibrate --out FILE` run later is used without a restart
   // (a file that no longer parses keeps the last good profile, with a warning).
   std::string profile_path;
-
+  // How long a dropped worker stays in Snapshot() as "lost".
+  absl::Duration lost_worker_retention = absl::Minutes(10);
 };
 
 class Coordinator {
@@ -135,6 +139,16 @@ class Coordinator {
   // sessions: other sessions' ids are left out (a worker busy in one shows session "(another
   // client's)"). Operators see everything.
   v1::ListWorkersResponse ListWorkers(const Caller& caller = Caller::Trusted());
+
+  // The dashboard's view (coordinator/cluster_snapshot.h, coordinator_snapshot.cc), for operators
+  // only (every session, full ids): the workers — live ones and those dropped in the last
+  // `lost_worker_retention` — the sessions, the waiting CreateSession calls and the recent errors.
+  // Copies taken under the registry lock for microseconds; never waits for a step.
+  ClusterSnapshot Snapshot();
+  // One session in detail: its snapshot row and loss curve, and with `explain` its layout report
+  // (the cost model's JSON is computed at the first such call and kept). NotFound for an unknown
+  // session.
+  absl::StatusOr<SessionDetail> DescribeSession(const std::string& id, bool explain);
 
   // Errors: ResourceExhausted / InvalidArgument for a request over CoordinatorOptions::limits
   // (naming the limit's flag), checked before the graph is built; InvalidArgument for a bad graph,
@@ -243,6 +257,9 @@ class Coordinator {
   // Frees the session's workers and tells the live ones to drop it (outside mu_).
   void ReleaseSession(const std::shared_ptr<Session>& session);
   std::string DescribeWorkersLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The dashboard's row of a session (coordinator_snapshot.cc). Requires mu_.
+  SessionSnapshot SnapshotSessionLocked(const Session& session, absl::Time now) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The session's processors as the registry last heard from them (stuck_step.h).
   std::vector<ProcessorView> ProcessorViewsLocked(const Session& session) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -278,6 +295,11 @@ class Coordinator {
   std::map<int, std::string> waiting_ ABSL_GUARDED_BY(mu_);
   int next_wait_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  // Workers dropped recently, newest first (DropWorkerLocked; Snapshot shows them as "lost"); a
+  // new registration from the same address removes its entry.
+  std::deque<WorkerSnapshot> lost_workers_ ABSL_GUARDED_BY(mu_);
+  // Failed steps and loads, lost workers, expired sessions (the dashboard's "recent errors").
+  ErrorLog errors_;
   std::thread reaper_;
 };
 

@@ -32,6 +32,7 @@ struct Coordinator::WorkerEntry {
   absl::Time last_heartbeat;
   // What its step thread did for `session` at the last heartbeat (none before a report).
   std::optional<v1::WorkerActivity> activity;
+  bool draining = false;  // its last heartbeat said it is shutting down (HeartbeatRequest.draining)
   std::string session;  // empty when free
   std::vector<int64_t> coordinate;
   std::shared_ptr<WorkerClient> client;
@@ -63,6 +64,18 @@ struct Coordinator::Session {
   absl::Time lease_renewed = absl::Now();  // the last sign of life of its client
   bool expired = false;  // its lease ran out: `failed` says so, its workers are released
   absl::Time expired_at;
+  // For the dashboard (coordinator_snapshot.cc), set by CreateSession before the session is
+  // listed and constant afterwards: its layout report, the planner's report and predicted step
+  // time (auto_layout sessions), and a training session's loss tensor (else "").
+  std::string explain_text;
+  std::string plan_text;
+  double planned_step_seconds = 0;
+  std::string loss_tensor;
+  StepHistory history;  // its completed steps and losses (locks of its own)
+  // The cost model's JSON report, computed at the first dashboard request for it.
+  absl::Mutex explain_mu;
+  std::optional<std::string> explain_json ABSL_GUARDED_BY(explain_mu);
+  std::string explain_error ABSL_GUARDED_BY(explain_mu);
 };
 
 namespace coordinator_internal {

@@ -52,6 +52,7 @@ void Coordinator::ExpireLeasesLocked(absl::Time now,
     if (s->cancel != nullptr) s->cancel->Cancel();
     s->expired = true;
     s->expired_at = now;
+    errors_.Add(id, why, now);
     expired->push_back(s);
   }
   for (const std::string& id : forget) sessions_.erase(id);

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "coordinator/coordinator.h"
+#include "coordinator/dashboard.h"
 #include "coordinator/grpc_coordinator_service.h"
 #include "coordinator/grpc_worker_client.h"
 #include "core/limits.h"
@@ -162,7 +163,9 @@ int CoordinatorMain(int argc, char** argv) {
              "allow listening beyond loopback without TLS or tokens, and accept any caller for "
              "every role that has no token: anyone who reaches the port can read sessions and "
              "models and register workers");
-  AddHttpFlags(&flags, &http_flags, "Prometheus metrics at /metrics");
+  AddHttpFlags(&flags, &http_flags,
+               "Prometheus metrics at /metrics and the dashboard at / (open "
+               "http://HOST:PORT/?token=OPERATOR_TOKEN)");
   AddLogFormatFlag(&flags, &log_format);
   auto positional = flags.Parse(argc, argv);
   if (!positional.ok()) {
@@ -301,6 +304,7 @@ int CoordinatorMain(int argc, char** argv) {
     for (const Credential& c : auth->operators) operator_tokens.push_back(c.token);
     absl::StatusOr<HttpServerOptions> http_options =
         HttpAccessFor(http_flags, host, std::move(operator_tokens), credentials.insecure);
+    RegisterDashboard(&coordinator, &http);  // coordinator/dashboard.h: / and /api/*
     absl::Status started = http_options.ok() ? http.Start(*http_options) : http_options.status();
     if (started.ok()) started = WriteHttpPortFile(http_flags, http.port());
     if (!started.ok()) {
@@ -309,8 +313,9 @@ int CoordinatorMain(int argc, char** argv) {
       return 2;
     }
     LogInfo("meshrt-coordinator: metrics on ", HttpAddress(http_options->host, http.port()),
-            "/metrics (", http_options->tokens.empty() ? "open to anyone who reaches it"
-                                                       : "token required",
+            "/metrics, the dashboard at ", HttpAddress(http_options->host, http.port()), "/ (",
+            http_options->tokens.empty() ? "open to anyone who reaches it"
+                                         : "the operator token required",
             ")");
   }
   const Authenticator authenticator(*auth);

@@ -95,6 +95,7 @@ absl::Status HttpServer::Start(const HttpServerOptions& options) {
       res.status = response.status;
       res.set_header("Cache-Control", "no-store");
       res.set_header("X-Content-Type-Options", "nosniff");
+      for (const auto& [name, value] : response.headers) res.set_header(name, value);
       res.set_content(std::move(response.body), response.content_type.c_str());
       return;
     }

@@ -48,6 +48,8 @@ struct HttpResponse {
   int status = 200;
   std::string content_type = "text/plain; charset=utf-8";
   std::string body;
+  // Extra response headers, e.g. the dashboard's Content-Security-Policy.
+  std::vector<std::pair<std::string, std::string>> headers;
 };
 
 using HttpHandler = std::function<HttpResponse(const HttpRequest&)>;

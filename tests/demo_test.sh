@@ -15,3 +15,4 @@ grep -q "demo: PASS" <<<"$out"
 grep -q "tokens/s" <<<"$out"
 grep -q "greedy sample" <<<"$out"
 grep -q "4 worker processes, mesh rows:2,cols:2" <<<"$out"
+grep -Eq "^dashboard: http://127\.0\.0\.1:[0-9]+/\?token=[0-9a-f]{16,} " <<<"$out" || { echo "no dashboard address printed"; exit 1; }

@@ -18,6 +18,10 @@ PACKAGES=(
   libcpp-httplib-dev
   # checkpoint shard checksums (XXH3, runtime/checkpoint.h)
   libxxhash-dev
+  # The dashboard's test loads the page in a real browser, headless (tests/dashboard_browser_test.sh),
+  # and fetches its JSON with curl.
+  chromium
+  curl
   libopenblas-dev
   libgtest-dev
   libgmock-dev

@@ -486,6 +486,15 @@ int WorkerMain(int argc, char** argv) {
   // reason, rather than after missed heartbeats), then exit.
   LogInfo("meshrt-worker: stopping: draining for up to ", drain_timeout_s, " s");
   SetHealth({server.get(), health.get()}, "meshrt.v1.Worker", false);
+  {
+    // One last heartbeat saying so: the coordinator shows this worker as draining meanwhile.
+    v1::HeartbeatRequest hb;
+    hb.set_worker_id(worker_id);
+    hb.set_incarnation(reg.incarnation());
+    hb.set_draining(true);
+    for (v1::WorkerActivity& a : worker.Activities()) *hb.add_activities() = std::move(a);
+    client.Heartbeat(hb, absl::Seconds(2)).IgnoreError();
+  }
   const bool idle = service.Drain(absl::Seconds(drain_timeout_s));
   v1::DeregisterWorkerRequest leave;
   leave.set_worker_id(worker_id);

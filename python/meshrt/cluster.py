@@ -581,7 +581,9 @@ def _default_binary():
 class LocalCluster:
     """An embedded cluster on loopback: ``meshrt local`` (one coordinator and N worker processes)
     as a child process; use :func:`local_cluster`. ``address``, ``client`` (connected),
-    ``checkpoint_root``; :meth:`session` creates sessions on it; :meth:`close` stops it."""
+    ``checkpoint_root``, ``dashboard_url`` (the live dashboard with the cluster's operator token
+    in it, for a browser; None if ``meshrt local`` printed none); :meth:`session` creates sessions
+    on it; :meth:`close` stops it."""
 
     def __init__(self, workers=4, data_dirs=None, checkpoint_root=None, binary=None, log_dir=None,
                  session_lease=None, startup_timeout=60.0):
@@ -602,6 +604,7 @@ class LocalCluster:
         self._process = subprocess.Popen(cmd, stdout=self._out, stderr=subprocess.STDOUT, env=env,
                                          start_new_session=True)
         self.client = None
+        self.dashboard_url = None
         try:
             self.address, token_file = self._wait_ready(startup_timeout)
             self.token_file = token_file
@@ -614,17 +617,24 @@ class LocalCluster:
     def _wait_ready(self, timeout):
         deadline = time.monotonic() + timeout
         address = token = None
+        ready_at = None
         while time.monotonic() < deadline:
             with open(self._stdout_path) as f:
                 text = f.read()
             m = re.search(r"coordinator at (\S+) with", text)
             t = re.search(r"client token (\S+)", text)
+            d = re.search(r"^dashboard: (\S+)", text, re.M)
             if m:
                 address = m.group(1)
             if t:
                 token = t.group(1)
+            if d:
+                self.dashboard_url = d.group(1)
             if address and token:
-                return address, token
+                # The dashboard line follows the token's at once; a cluster without one is fine.
+                ready_at = ready_at or time.monotonic()
+                if d or time.monotonic() - ready_at > 2:
+                    return address, token
             if self._process.poll() is not None:
                 raise errors.UnavailableError(
                     f"meshrt local exited with status {self._process.returncode}: "

@@ -200,3 +200,21 @@ def test_export_then_load_npz_reproduces_the_weights(cluster, tmp_path):
         np.savez(str(bad), w1=np.zeros((3, 3), np.float32))
         with pytest.raises(mr.InvalidArgumentError, match="w1"):
             s.load_npz(str(bad))
+
+
+def test_the_local_cluster_serves_its_dashboard(cluster):
+    import json
+    import urllib.error
+    import urllib.parse
+    import urllib.request
+    url = urllib.parse.urlsplit(cluster.dashboard_url)
+    assert url.scheme == "http" and url.hostname == "127.0.0.1" and url.path == "/"
+    token = urllib.parse.parse_qs(url.query)["token"][0]
+    api = f"http://127.0.0.1:{url.port}/api/cluster"
+    with urllib.request.urlopen(f"{api}?token={token}", timeout=10) as r:
+        snapshot = json.load(r)
+    assert len(snapshot["workers"]) == 4
+    assert {w["state"] for w in snapshot["workers"]} <= {"idle", "busy"}
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(api, timeout=10)
+    assert refused.value.code == 401
