@@ -13,7 +13,7 @@ CoordinatorMetrics::CoordinatorMetrics() {
       "meshrt_step_duration_seconds",
       "Wall time of a session's step as the coordinator runs it (a RunStep of n repetitions "
       "counts n steps of its mean duration).",
-      {"session"}, ExponentialBuckets(0.001, 2.5, 14));
+      {"session"}, DurationBuckets());
   steps_ = r.AddCounter("meshrt_steps_total", "Steps a session ran to completion.", {"session"});
   tokens_ = r.AddCounter("meshrt_tokens_total",
                          "Training tokens (text_windows input elements) a session's steps read.",
@@ -42,7 +42,7 @@ CoordinatorMetrics::CoordinatorMetrics() {
       r.AddCounter("meshrt_checkpoint_saves_total", "Checkpoint saves, by result.", {"result"});
   checkpoint_save_duration_ = r.AddHistogram("meshrt_checkpoint_save_duration_seconds",
                                              "Wall time of the checkpoint saves that succeeded.",
-                                             {}, ExponentialBuckets(0.01, 2.5, 12))
+                                             {}, DurationBuckets())
                                   ->WithLabels({});
   checkpoint_restores_ = r.AddCounter("meshrt_checkpoint_restores_total",
                                       "Checkpoint restores, by result.", {"result"});

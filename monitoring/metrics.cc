@@ -253,6 +253,11 @@ std::vector<double> ExponentialBuckets(double start, double factor, int count) {
   return bounds;
 }
 
+std::vector<double> DurationBuckets() {
+  return {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+          1,     2.5,    5,     10,   25,    50,   100, 250,  600};
+}
+
 std::string EscapeLabelValue(absl::string_view value) {
   std::string out;
   out.reserve(value.size());

@@ -183,6 +183,9 @@ class MetricsRegistry {
 
 // Buckets for durations in seconds: `count` bounds from `start`, each `factor` times the last.
 std::vector<double> ExponentialBuckets(double start, double factor, int count);
+// 1 ms to 600 s in 1-2.5-5 steps (round bounds that read well as `le` values): for step and
+// checkpoint durations.
+std::vector<double> DurationBuckets();
 
 // The text format's escapings: of a label value (\\, \", \n) and of HELP text (\\, \n).
 std::string EscapeLabelValue(absl::string_view value);

@@ -83,6 +83,15 @@ TEST(MetricsTest, UnlabelledHistogramPutsLeAlone) {
             "test_size_bytes_sum 1\ntest_size_bytes_count 1\n");
 }
 
+TEST(MetricsTest, DurationBucketsReadWell) {
+  MetricsRegistry r;
+  r.AddHistogram("test_d_seconds", "D.", {}, DurationBuckets());
+  const std::string text = r.Render();
+  EXPECT_TRUE(absl::StrContains(text, "test_d_seconds_bucket{le=\"0.0025\"} 0\n")) << text;
+  EXPECT_TRUE(absl::StrContains(text, "test_d_seconds_bucket{le=\"600\"} 0\n")) << text;
+  EXPECT_EQ(ExponentialBuckets(1, 2, 3), (std::vector<double>{1, 2, 4}));
+}
+
 TEST(MetricsTest, HistogramIgnoresNaN) {
   MetricsRegistry r;
   Histogram* h = r.AddHistogram("test_h", "H.", {}, {1})->WithLabels({});

@@ -52,7 +52,7 @@ WorkerMetrics::WorkerMetrics(MetricsRegistry* registry) : registry_(registry) {
   step_duration_ = registry
                        ->AddHistogram("meshrt_worker_step_duration_seconds",
                                       "Wall time of a step on this worker.", {},
-                                      ExponentialBuckets(0.001, 2.5, 14))
+                                      DurationBuckets())
                        ->WithLabels({});
   compute_seconds_ =
       registry
