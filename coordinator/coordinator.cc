@@ -58,6 +58,7 @@ Coordinator::Coordinator(CoordinatorOptions options, WorkerClientFactory* worker
       profile_(options.profile) {
   absl::StatusOr<std::string> token = RandomToken();
   incarnation_ = token.ok() ? token->substr(0, 16) : absl::StrCat(absl::ToUnixNanos(absl::Now()));
+  metrics_.registry().AddCollector([this] { CollectMetrics(); });
   reaper_ = std::thread([this] { ReaperLoop(); });
 }
 
@@ -86,6 +87,8 @@ void Coordinator::ReaperLoop() {
       }
       for (int id : silent) {
         const std::string session = workers_[id]->session;
+        metrics_.HeartbeatTimeout();
+        metrics_.HeartbeatsMissed(MissedIntervals(now - workers_[id]->last_heartbeat));
         DropWorkerLocked(id, absl::StrCat("is not responding (no heartbeat for ",
                                           ShortDuration(now - workers_[id]->last_heartbeat),
                                           ", over --heartbeat_timeout_ms=",
@@ -99,6 +102,11 @@ void Coordinator::ReaperLoop() {
     }
     for (auto& s : to_release) ReleaseSession(s);
   }
+}
+
+int64_t Coordinator::MissedIntervals(absl::Duration gap) const {
+  if (options_.heartbeat_interval <= absl::ZeroDuration()) return 0;
+  return std::max<int64_t>(0, gap / options_.heartbeat_interval - 1);
 }
 
 void Coordinator::DropWorkerLocked(int id, const std::string& why) {
@@ -223,7 +231,11 @@ absl::StatusOr<v1::HeartbeatResponse> Coordinator::Heartbeat(const v1::Heartbeat
     response.set_reregister(true);
   } else {
     WorkerEntry& w = *it->second;
-    w.last_heartbeat = absl::Now();
+    const absl::Time now = absl::Now();
+    // A gap of k intervals means k - 1 heartbeats did not come (the reaper counts the misses of a
+    // worker it drops).
+    metrics_.HeartbeatsMissed(MissedIntervals(now - w.last_heartbeat));
+    w.last_heartbeat = now;
     w.draining = request.draining();
     w.activity.reset();
     for (const v1::WorkerActivity& a : request.activities()) {
@@ -687,6 +699,7 @@ absl::StatusOr<TensorMap> Coordinator::RunStep(const std::string& id, TensorMap 
                                                int64_t trace_last,
                                                std::vector<v1::StepTrace>* traces) {
   ScopedLogContext log_session(id);
+  const absl::Time started = absl::Now();
   ASSIGN_OR_RETURN(std::shared_ptr<Session> session, FindSession(id));
   absl::MutexLock step_lock(&session->step_mu);
   RETURN_IF_ERROR(CheckUsable(session.get()));
@@ -887,6 +900,7 @@ absl::StatusOr<TensorMap> Coordinator::RunStep(const std::string& id, TensorMap 
     }
   }
   if (failed) {
+    metrics_.StepFailed();
     if (!expired) {
       LogError("coordinator: ", session->failed.message());
       errors_.Add(id, std::string(session->failed.message()));
@@ -898,6 +912,8 @@ absl::StatusOr<TensorMap> Coordinator::RunStep(const std::string& id, TensorMap 
 
   const absl::Time finished = absl::Now();
   progress.Finish(finished, &session->durations);
+  metrics_.StepsDone(id, num_steps, finished - started,
+                     CoordinatorMetrics::TokensPerStep(session->graph));
   for (int p = 0; p < n; ++p) {
     for (const auto& [f, target] : worker_fetches[p]) {
       if (!target.filled) {
@@ -935,6 +951,7 @@ absl::Status Coordinator::CloseSession(const std::string& id) {
     sessions_.erase(it);
   }
   ReleaseSession(session);  // a no-op for an expired session: it was released when it expired
+  metrics_.SessionEnded(id);
   LogInfo("coordinator: session ", id, " closed");
   return absl::OkStatus();
 }

@@ -44,6 +44,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "coordinator/cluster_snapshot.h"
+#include "coordinator/coordinator_metrics.h"
 #include "coordinator/memory_limit.h"
 #include "core/cost_model.h"
 #include "core/planner.h"
@@ -135,6 +136,9 @@ class Coordinator {
   // the worker and `request.reason()`. NotFound when the id and incarnation name no live worker.
   absl::Status DeregisterWorker(const v1::DeregisterWorkerRequest& request);
   InMemoryKeyValueStore& kv() { return kv_; }
+  // Its Prometheus metrics (coordinator/coordinator_metrics.h); `metrics().registry()` renders
+  // them (the gauges of workers and sessions are read from this Coordinator at every render).
+  CoordinatorMetrics& metrics() { return metrics_; }
   // The workers, the sessions and the waiting CreateSession calls. A client sees only its own
   // sessions: other sessions' ids are left out (a worker busy in one shows session "(another
   // client's)"). Operators see everything.
@@ -246,6 +250,17 @@ class Coordinator {
   struct Session;
 
   void ReaperLoop();
+  // The heartbeats a worker silent for `gap` missed: whole intervals in it, less the one it may
+  // still be in.
+  int64_t MissedIntervals(absl::Duration gap) const;
+  // Sets the metrics' gauges from the registry and the sessions (coordinator_metrics.cc).
+  void CollectMetrics();
+  // SaveCheckpoint and RestoreCheckpoint, without counting them in metrics_.
+  absl::StatusOr<v1::SaveCheckpointResponse> SaveCheckpointUncounted(const std::string& session,
+                                                                     const std::string& name,
+                                                                     int keep);
+  absl::StatusOr<v1::RestoreCheckpointResponse> RestoreCheckpointUncounted(
+      const std::string& session, const std::string& name, bool partial);
   // Expires the sessions whose lease ran out (collecting them into `expired` for ReleaseSession)
   // and forgets expired ones past expired_session_retention. Requires mu_.
   void ExpireLeasesLocked(absl::Time now, std::vector<std::shared_ptr<Session>>* expired)
@@ -283,6 +298,7 @@ class Coordinator {
   std::string incarnation_;  // random per process; set once in the constructor
   WorkerClientFactory* const factory_;
   InMemoryKeyValueStore kv_;
+  CoordinatorMetrics metrics_;
 
   absl::Mutex profile_mu_;
   HardwareProfile profile_ ABSL_GUARDED_BY(profile_mu_);  // the planner's (PlannerProfile)

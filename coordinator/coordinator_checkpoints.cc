@@ -44,6 +44,22 @@ absl::Status JoinFailures(const std::string& what, const std::vector<absl::Statu
 
 absl::StatusOr<v1::SaveCheckpointResponse> Coordinator::SaveCheckpoint(
     const std::string& id, const std::string& name, int keep) {
+  const absl::Time started = absl::Now();
+  absl::StatusOr<v1::SaveCheckpointResponse> saved = SaveCheckpointUncounted(id, name, keep);
+  metrics_.CheckpointSaved(saved.ok(), absl::Now() - started);
+  return saved;
+}
+
+absl::StatusOr<v1::RestoreCheckpointResponse> Coordinator::RestoreCheckpoint(
+    const std::string& id, const std::string& name, bool partial) {
+  absl::StatusOr<v1::RestoreCheckpointResponse> restored =
+      RestoreCheckpointUncounted(id, name, partial);
+  metrics_.CheckpointRestored(restored.ok());
+  return restored;
+}
+
+absl::StatusOr<v1::SaveCheckpointResponse> Coordinator::SaveCheckpointUncounted(
+    const std::string& id, const std::string& name, int keep) {
   ScopedLogContext log_session(id);
   const std::string what = absl::StrCat("saving a checkpoint of session ", id, " as '", name, "'");
   if (keep < 1 || keep > kMaxCheckpointVersionsKept) {
@@ -107,7 +123,7 @@ absl::StatusOr<v1::SaveCheckpointResponse> Coordinator::SaveCheckpoint(
   return response;
 }
 
-absl::StatusOr<v1::RestoreCheckpointResponse> Coordinator::RestoreCheckpoint(
+absl::StatusOr<v1::RestoreCheckpointResponse> Coordinator::RestoreCheckpointUncounted(
     const std::string& id, const std::string& name, bool partial) {
   ASSIGN_OR_RETURN(const CheckpointRoot root, CheckpointRoot::Open(options_.checkpoint_root));
   ASSIGN_OR_RETURN(std::shared_ptr<Session> session, FindSession(id));

@@ -55,7 +55,10 @@ void Coordinator::ExpireLeasesLocked(absl::Time now,
     errors_.Add(id, why, now);
     expired->push_back(s);
   }
-  for (const std::string& id : forget) sessions_.erase(id);
+  for (const std::string& id : forget) {
+    sessions_.erase(id);
+    metrics_.SessionEnded(id);
+  }
 }
 
 v1::KeepAliveResponse Coordinator::KeepAlive(const std::vector<std::string>& sessions,

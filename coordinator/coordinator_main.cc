@@ -19,6 +19,8 @@
 #include "core/limits.h"
 #include "core/logging.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "monitoring/metrics.h"
+#include "monitoring/process_metrics.h"
 #include "rpc/auth.h"
 #include "rpc/grpc_util.h"
 #include "rpc/http_server.h"
@@ -299,6 +301,15 @@ int CoordinatorMain(int argc, char** argv) {
   }
   // The HTTP side door (rpc/http_server.h): operators' tokens and --metrics_token_file's.
   HttpServer http;
+  // Prometheus metrics (coordinator/coordinator_metrics.h and the process's).
+  MetricsRegistry& metrics = coordinator.metrics().registry();
+  AddProcessMetrics(&metrics);
+  http.Handle("/metrics", [&metrics](const HttpRequest&) {
+    HttpResponse response;
+    response.content_type = MetricsRegistry::kContentType;
+    response.body = metrics.Render();
+    return response;
+  });
   if (http_flags.port != 0) {
     std::vector<std::string> operator_tokens;
     for (const Credential& c : auth->operators) operator_tokens.push_back(c.token);

@@ -35,18 +35,24 @@ std::shared_ptr<const Authenticator> GrpcCoordinatorService::auth() const {
 
 template <typename Fn>
 grpc::Status GrpcCoordinatorService::Member(const char* rpc, grpc::ServerContext* ctx, Fn&& fn) {
-  return GuardRpc(rpc, [&]() -> grpc::Status {
+  return Counted(rpc, GuardRpc(rpc, [&]() -> grpc::Status {
     if (absl::Status denied = auth()->CheckMember(AuthorizationOf(*ctx)); !denied.ok()) {
       return ToGrpcStatus(denied);
     }
     return fn();
-  });
+  }));
+}
+
+grpc::Status GrpcCoordinatorService::Counted(const char* rpc, grpc::Status status) {
+  // gRPC's and Abseil's codes have the same numbers.
+  coordinator_->metrics().RpcDone(rpc, static_cast<absl::StatusCode>(status.error_code()));
+  return status;
 }
 
 template <typename Fn>
 grpc::Status GrpcCoordinatorService::Client(const char* rpc, grpc::ServerContext* ctx,
                                             const std::string* session, Fn&& fn) {
-  return GuardRpc(rpc, [&]() -> grpc::Status {
+  return Counted(rpc, GuardRpc(rpc, [&]() -> grpc::Status {
     absl::StatusOr<Caller> caller = auth()->CheckClient(AuthorizationOf(*ctx));
     if (!caller.ok()) return ToGrpcStatus(caller.status());
     if (session != nullptr) {
@@ -55,7 +61,7 @@ grpc::Status GrpcCoordinatorService::Client(const char* rpc, grpc::ServerContext
       }
     }
     return fn(*caller);
-  });
+  }));
 }
 
 grpc::Status GrpcCoordinatorService::RegisterWorker(grpc::ServerContext* ctx,

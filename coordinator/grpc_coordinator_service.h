@@ -62,6 +62,9 @@ class GrpcCoordinatorService final : public v1::Coordinator::Service {
                       Fn&& fn);
 
   std::shared_ptr<const Authenticator> auth() const;
+  // Counts `status` in the coordinator's metrics (meshrt_coordinator_rpc_errors_total) as the
+  // answer to `rpc`, and returns it.
+  grpc::Status Counted(const char* rpc, grpc::Status status);
 
   Coordinator* coordinator_;
   mutable absl::Mutex mu_;

@@ -164,6 +164,9 @@ class Executor {
   // each instruction stored its output and before its dead inputs were freed, as the memory model
   // takes its peak. Storage the buffer pool keeps for reuse is not counted. 0 otherwise.
   int64_t peak_live_bytes() const { return peak_live_bytes_; }
+  // The storage the buffer pool keeps for reuse now (BufferPool::pooled_bytes). Thread-safe: a
+  // metrics scrape reads it while Run runs.
+  int64_t pooled_bytes() const { return pool_.pooled_bytes(); }
   // Replaces variable `name`'s slice (e.g. from a checkpoint). NotFound for a name that is not a
   // program variable; InvalidArgument (naming the variable, both shapes) for a wrong slice.
   absl::Status SetVariable(const std::string& name, Tensor slice);

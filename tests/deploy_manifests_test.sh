@@ -94,12 +94,21 @@ for overlay in "${overlays[@]}"; do
     [ "$(count "$r" "$flag")" -eq 1 ] || fail "$overlay: $flag belongs to the coordinator alone"
   done
   if grep -q -- '--insecure' "$r"; then fail "$overlay: no daemon may run with --insecure"; fi
+  # Prometheus metrics: both daemons serve them behind the metrics token, announced for scraping.
+  for flag in --metrics_port=9090 --metrics_token_file=/etc/meshrt/metrics/metrics.token; do
+    [ "$(count "$r" "$flag")" -eq 2 ] || fail "$overlay: both daemons need $flag"
+  done
+  for annotation in 'prometheus.io/scrape: "true"' 'prometheus.io/port: "9090"' \
+    'prometheus.io/path: /metrics'; do
+    [ "$(grep -cF -- "$annotation" "$r")" -eq 2 ] ||
+      fail "$overlay: both daemons' pods need the annotation $annotation"
+  done
   node "$pod_js" "$r" StatefulSet meshrt-worker --mounts >"$out/$overlay-worker.mounts"
   node "$pod_js" "$r" Deployment meshrt-coordinator --mounts >"$out/$overlay-coordinator.mounts"
   if grep -E 'secret/meshrt-(client|operator)' "$out/$overlay-worker.mounts"; then
     fail "$overlay: workers must not mount the client or operator tokens (above)"
   fi
-  for secret in meshrt-client-tokens meshrt-operator-token meshrt-cluster-token; do
+  for secret in meshrt-client-tokens meshrt-operator-token meshrt-cluster-token meshrt-metrics-token; do
     grep -q " secret/$secret\$" "$out/$overlay-coordinator.mounts" ||
       fail "$overlay: the coordinator does not mount Secret $secret"
   done
@@ -206,9 +215,13 @@ for overlay in "${overlays[@]}"; do
           files=$((files + 1)) ;;
       esac
     done <"$out/argv"
-    # Three tokens (coordinator) or one (worker, training client), and with TLS three TLS files
-    # each.
-    want=$([ "$name" = meshrt-coordinator ] && echo 3 || echo 1)
+    # Four tokens (coordinator: client, operator, cluster, metrics), two (worker: cluster,
+    # metrics) or one (training client), and with TLS three TLS files each.
+    case "$name" in
+      meshrt-coordinator) want=4 ;;
+      meshrt-worker) want=2 ;;
+      *) want=1 ;;
+    esac
     is_tls "$overlay" && want=$((want + 3))
     [ "$files" -eq "$want" ] || fail "$overlay: $name has $files file flags, expected $want"
   done

@@ -320,6 +320,27 @@ probe "${ips[0]}" Deployment meshrt-coordinator
 for ((i = 0; i < replicas; i++)); do probe "${ips[$((i + 1))]}" StatefulSet meshrt-worker; done
 echo "ready and live: the coordinator and $replicas workers"
 
+echo "== /metrics on the port the pods' scrape annotations name, with the metrics token"
+metrics_token=$(cat "$work/credentials/metrics.token")
+metrics() {  # metrics IP [CURL_FLAGS...]: that pod's /metrics, fetched from the client host
+  local ip=$1
+  shift
+  ip netns exec "$(ns_of client)" curl -sS --max-time 10 "$@" "http://$ip:9090/metrics"
+}
+out=$(metrics "${ips[0]}" -H "Authorization: Bearer $metrics_token") ||
+  fail "the coordinator's /metrics is unreachable"
+grep -q "^meshrt_coordinator_workers_alive $replicas\$" <<<"$out" ||
+  fail "the coordinator's metrics should count $replicas live workers: $(grep workers <<<"$out")"
+for ((i = 0; i < replicas; i++)); do
+  out=$(metrics "${ips[$((i + 1))]}" -H "Authorization: Bearer $metrics_token") ||
+    fail "worker $i's /metrics is unreachable"
+  grep -q "^# TYPE meshrt_worker_steps_total counter$" <<<"$out" ||
+    fail "worker $i's /metrics lacks meshrt_worker_steps_total: $(head -5 <<<"$out")"
+done
+code=$(metrics "${ips[0]}" -o /dev/null -w '%{http_code}') || true
+[ "$code" = 401 ] || fail "the coordinator's /metrics without a token answered $code, not 401"
+echo "metrics: served by the coordinator and $replicas workers, 401 without the token"
+
 if [ "$mode" = training ]; then
   # shellcheck source-path=SCRIPTDIR source=launch_training.sh
   source "$(src_of tests/launch_training.sh)"

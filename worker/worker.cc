@@ -35,6 +35,7 @@ struct Worker::SessionState {
   // Slices of a prepared restore, installed by its COMMIT. Guarded by step_mu.
   std::optional<std::map<std::string, Tensor>> restore;
   bool restore_partial = false;  // it holds only some variables (the others keep their values)
+  WorkerMetrics* metrics = nullptr;  // the Worker's when it was loaded; borrowed
 };
 
 std::vector<std::vector<int>> CollectiveGroups(const v1::Program& program) {
@@ -121,6 +122,11 @@ absl::Status Worker::LoadSession(const v1::SessionSpec& spec) {
   {
     absl::MutexLock lock(&mu_);
     executor_options.overlap_comm = overlap_comm_;
+    state->metrics = metrics_;
+  }
+  if (state->metrics != nullptr) {
+    state->communicator = std::make_unique<MeteredCommunicator>(std::move(state->communicator),
+                                                                state->metrics);
   }
   state->executor = std::make_unique<Executor>(state->spec.program(), coord, kernels_,
                                                state->communicator.get(), context,
@@ -169,6 +175,7 @@ absl::StatusOr<TensorMap> Worker::RunStep(const std::string& session, int64_t st
       break;
     }
     state->activity.BeginStep(step + done);
+    const absl::Time started = absl::Now();
     const bool traced = traces != nullptr && done + 1 >= trace_first && done + 1 <= trace_last;
     if (traced) {
       state->trace.Begin(step + done);
@@ -178,6 +185,9 @@ absl::StatusOr<TensorMap> Worker::RunStep(const std::string& session, int64_t st
     // The last repetition needs the feeds no more: moved in, not copied.
     status = done + 1 == repetitions ? state->executor->Run(std::move(feeds), run_fetches)
                                      : state->executor->Run(feeds, run_fetches);
+    if (state->metrics != nullptr) {
+      state->metrics->StepDone(status.ok(), absl::Now() - started, state->activity.Read().step_cpu);
+    }
     state->activity.EndStep();
     if (traced) {
       state->executor->set_trace(nullptr);
@@ -362,6 +372,25 @@ void Worker::SetDebugSpin(int64_t step, int instruction, absl::Duration duration
   spin_step_ = step;
   spin_instruction_ = instruction;
   spin_duration_ = duration;
+}
+
+void Worker::SetMetrics(WorkerMetrics* metrics) {
+  {
+    absl::MutexLock lock(&mu_);
+    metrics_ = metrics;
+  }
+  if (metrics == nullptr) return;
+  metrics->registry()->AddCollector([this, metrics] {
+    std::vector<std::shared_ptr<SessionState>> states;
+    {
+      absl::MutexLock lock(&mu_);
+      for (const auto& [id, s] : sessions_) states.push_back(s);
+    }
+    int64_t pooled = 0;
+    for (const auto& s : states) pooled += s->executor->pooled_bytes();
+    metrics->sessions->Set(static_cast<double>(states.size()));
+    metrics->buffer_pool_bytes->Set(static_cast<double>(pooled));
+  });
 }
 
 void Worker::SetOverlapComm(bool on) {

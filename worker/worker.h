@@ -22,6 +22,7 @@
 #include "proto/checkpoint.pb.h"
 #include "proto/session.pb.h"
 #include "runtime/communicator.h"
+#include "worker/worker_metrics.h"
 
 namespace meshrt {
 
@@ -115,6 +116,11 @@ class Worker {
   // Whether the executors of sessions loaded from now on overlap collectives with compute
   // (ExecutorOptions::overlap_comm; the daemon's --overlap_comm). On by default.
   void SetOverlapComm(bool on);
+  // Counts the steps and collectives of sessions loaded from now on in `metrics` (borrowed; null =
+  // none), and reports the loaded sessions and their buffer pools at every scrape of its registry
+  // (a collector that reads this Worker: the registry must not be rendered after the Worker is
+  // gone). Call once, before the first LoadSession.
+  void SetMetrics(WorkerMetrics* metrics);
 
  private:
   struct SessionState;
@@ -133,6 +139,7 @@ class Worker {
   int spin_instruction_ ABSL_GUARDED_BY(mu_) = -1;
   absl::Duration spin_duration_ ABSL_GUARDED_BY(mu_);
   bool overlap_comm_ ABSL_GUARDED_BY(mu_) = true;
+  WorkerMetrics* metrics_ ABSL_GUARDED_BY(mu_) = nullptr;
 };
 
 }  // namespace meshrt

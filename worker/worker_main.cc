@@ -23,6 +23,8 @@
 #include "core/logging.h"
 #include "kernels/blas.h"
 #include "kernels/cpu_kernels.h"
+#include "monitoring/metrics.h"
+#include "monitoring/process_metrics.h"
 #include "rpc/auth.h"
 #include "rpc/grpc_util.h"
 #include "rpc/http_server.h"
@@ -325,7 +327,12 @@ int WorkerMain(int argc, char** argv) {
   WorkerFileAccess files;
   files.data = &*data_policy;
   files.checkpoints = &*checkpoint_policy;
+  // Prometheus metrics (worker/worker_metrics.h), counted only when served (--metrics_port).
+  MetricsRegistry metrics_registry;
+  AddProcessMetrics(&metrics_registry);
+  WorkerMetrics worker_metrics(&metrics_registry);
   Worker worker(&CpuKernels(), &communicators, files);
+  if (http_flags.port != 0) worker.SetMetrics(&worker_metrics);
   worker.SetOverlapComm(overlap_comm);
   if (!overlap_comm) {
     LogInfo("meshrt-worker: --overlap_comm=false: every collective blocks the step thread");
@@ -371,6 +378,12 @@ int WorkerMain(int argc, char** argv) {
   }
   // The HTTP side door (rpc/http_server.h): --metrics_token_file's tokens and the cluster token.
   HttpServer http;
+  http.Handle("/metrics", [&metrics_registry](const HttpRequest&) {
+    HttpResponse response;
+    response.content_type = MetricsRegistry::kContentType;
+    response.body = metrics_registry.Render();
+    return response;
+  });
   if (http_flags.port != 0) {
     absl::StatusOr<HttpServerOptions> http_options =
         HttpAccessFor(http_flags, host, {*first_token}, insecure);

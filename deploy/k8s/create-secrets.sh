@@ -9,6 +9,8 @@
 # generated (64 hex digits from /dev/urandom, mode 0600):
 #   cluster.token       the daemons' member credential      -> Secret meshrt-cluster-token
 #   operator.token      may list and close every session    -> Secret meshrt-operator-token
+#   metrics.token       what Prometheus presents on the      -> Secret meshrt-metrics-token
+#                       daemons' /metrics (--metrics_port)
 #   client.tokens       "NAME TOKEN" per client (--clients,  -> Secret meshrt-client-tokens
 #                       default "client")                       (the coordinator's list)
 #   client-NAME.token   that client's own line, to give it  -> Secret meshrt-client-NAME
@@ -63,7 +65,7 @@ umask 077
 mkdir -p "$dir"
 chmod 700 "$dir"
 new_token() { od -An -N32 -tx1 /dev/urandom | tr -d ' \n'; }
-for file in cluster.token operator.token; do
+for file in cluster.token operator.token metrics.token; do
   [ -s "$dir/$file" ] || { new_token; echo; } >"$dir/$file"
 done
 if [ ! -s "$dir/client.tokens" ]; then
@@ -91,6 +93,7 @@ trap 'rm -f "$out"' EXIT
 {
   secret meshrt-cluster-token --from-file=cluster.token="$dir/cluster.token"
   secret meshrt-operator-token --from-file=operator.token="$dir/operator.token"
+  secret meshrt-metrics-token --from-file=metrics.token="$dir/metrics.token"
   secret meshrt-client-tokens --from-file=client.tokens="$dir/client.tokens"
   # Each client's own line (the CLI's --auth_token_file reads the first token of a file). A NAME
   # on several lines (a token being rotated) gets its last one.
