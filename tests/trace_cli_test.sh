@@ -118,4 +118,26 @@ $meshrt run $graph --mesh rows:2,cols:2 --layout batch:rows,hidden:cols --local 
   --trace "$tmp/run2.json" --trace_steps 2:3 > "$tmp/run2.out" 2>&1 || { cat "$tmp/run2.out"; exit 1; }
 grep -q "^y \[batch:8, d_out:8\]" "$tmp/run2.out"
 /usr/bin/python3 "$tmp/check.py" "$tmp/run2.json" 4 2,3 0
+
+# tools/trace_svg.py draws the train trace: a row per track, a bar per complete event, each
+# rank's name; a file that is not a trace is refused with exit 2.
+/usr/bin/python3 tools/trace_svg.py "$tmp/train.json" --out "$tmp/train.svg" 2> "$tmp/svg.err"
+/usr/bin/python3 - "$tmp/train.json" "$tmp/train.svg" <<'PY'
+import json, sys, xml.etree.ElementTree as ET
+events = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e.get("ph") == "X"]
+svg = ET.parse(sys.argv[2]).getroot()
+ns = "{http://www.w3.org/2000/svg}"
+bars = [r for r in svg.iter(ns + "rect") if r.find(ns + "title") is not None]
+assert len(bars) == len(events), (len(bars), len(events))
+texts = " ".join(t.text or "" for t in svg.iter(ns + "text"))
+for r in range(4):
+    assert f"rank {r} (" in texts, r
+print(f"trace_svg: {len(bars)} bars for {len(events)} events")
+PY
+echo '{"traceEvents": 3}' > "$tmp/bad.json"
+set +e
+/usr/bin/python3 tools/trace_svg.py "$tmp/bad.json" > /dev/null 2> "$tmp/bad_svg.err"
+code=$?
+set -e
+test "$code" -eq 2 && grep -q "no traceEvents" "$tmp/bad_svg.err" || { cat "$tmp/bad_svg.err"; exit 1; }
 echo PASS

@@ -55,7 +55,7 @@ def render(events, width=1400, title=""):
         raise ValueError("the trace has no complete (X) events")
     t0 = min(e["ts"] for e in spans)
     t1 = max(e["ts"] + e.get("dur", 0) for e in spans)
-    label_w, row_h, top = 260, 22, 40 if title else 20
+    label_w, row_h, top = 300, 22, 40 if title else 20
     scale = (width - label_w - 20) / max(t1 - t0, 1e-9)
     # Events of one track that overlap (a step span around its ops) go on sub-rows by depth.
     rows, y = {}, top
@@ -85,7 +85,7 @@ def render(events, width=1400, title=""):
     if title:
         out.append(f'<text x="10" y="24" font-size="15">{html.escape(title)}</text>')
     for key, y0, placed in layout:
-        out.append(f'<text x="6" y="{y0 + 15}">{html.escape(names[key][:40])}</text>')
+        out.append(f'<text x="6" y="{y0 + 15}">{html.escape(names[key][:48])}</text>')
         for depth, e in placed:
             x = label_w + (e["ts"] - t0) * scale
             w = max(e.get("dur", 0) * scale, 0.5)
