@@ -14,6 +14,7 @@
 #include "core/builder.h"
 #include "core/interpreter.h"
 #include "core/test_util.h"
+#include "coordinator/test_graphs.h"
 #include "core/training_spec.h"
 #include "gtest/gtest.h"
 
@@ -225,27 +226,6 @@ TEST_F(CoordinatorTest, AutoLayoutPlansTheMeshAndRulesAndRunsEqualToTheReference
   EXPECT_TRUE(StatusIs(coordinator_.CreateSession(tiny).status(), absl::StatusCode::kNotFound,
                        {"auto_layout: no layout", "over the limit"}));
   EXPECT_EQ(FreeWorkers(), 4);
-}
-
-// A regression graph with state and a scalar loss, as a client in any language would send it
-// (no gradients): loss = mean((relu(x . w1) . w2 - t)^2), x and t fixed.
-Graph RegressionGraph() {
-  GraphBuilder b;
-  auto init = [](int64_t seed) {
-    Initializer i;
-    i.kind = "normal";
-    i.stddev = 0.5f;
-    i.seed = seed;
-    return i;
-  };
-  TensorRef x = b.Variable("x", Shape({{"batch", 8}, {"d_in", 6}}), init(1));
-  TensorRef t = b.Variable("t", Shape({{"batch", 8}, {"d_out", 4}}), init(2));
-  TensorRef w1 = b.Variable("w1", Shape({{"d_in", 6}, {"hidden", 8}}), init(3));
-  TensorRef w2 = b.Variable("w2", Shape({{"hidden", 8}, {"d_out", 4}}), init(4));
-  TensorRef h = b.Relu(b.Einsum({x, w1}, Shape({{"batch", 8}, {"hidden", 8}})), "h");
-  TensorRef d = b.Sub(b.Einsum({h, w2}, Shape({{"batch", 8}, {"d_out", 4}})), t, "d");
-  b.MarkOutput(b.ReduceMean(b.Mul(d, d), {}, "loss"));
-  return b.Build().value();
 }
 
 // Training is a request: CreateSession's TrainingSpec adds the gradients and Adam's updates on the

@@ -9,6 +9,7 @@
 #include "coordinator/in_process_workers.h"
 #include "core/builder.h"
 #include "core/test_util.h"
+#include "coordinator/test_graphs.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
@@ -19,26 +20,6 @@ namespace {
 
 using google::protobuf::Struct;
 using google::protobuf::Value;
-
-// A regression whose loss falls under training (as coordinator_test's).
-Graph RegressionGraph() {
-  GraphBuilder b;
-  auto init = [](int64_t seed) {
-    Initializer i;
-    i.kind = "normal";
-    i.stddev = 0.5f;
-    i.seed = seed;
-    return i;
-  };
-  TensorRef x = b.Variable("x", Shape({{"batch", 8}, {"d_in", 6}}), init(1));
-  TensorRef t = b.Variable("t", Shape({{"batch", 8}, {"d_out", 4}}), init(2));
-  TensorRef w1 = b.Variable("w1", Shape({{"d_in", 6}, {"hidden", 8}}), init(3));
-  TensorRef w2 = b.Variable("w2", Shape({{"hidden", 8}, {"d_out", 4}}), init(4));
-  TensorRef h = b.Relu(b.Einsum({x, w1}, Shape({{"batch", 8}, {"hidden", 8}})), "h");
-  TensorRef d = b.Sub(b.Einsum({h, w2}, Shape({{"batch", 8}, {"d_out", 4}})), t, "d");
-  b.MarkOutput(b.ReduceMean(b.Mul(d, d), {}, "loss"));
-  return b.Build().value();
-}
 
 v1::CreateSessionRequest TrainingRequest() {
   v1::CreateSessionRequest r;
