@@ -494,6 +494,7 @@ absl::StatusOr<v1::CreateSessionResponse> Coordinator::CreateSession(
   for (const v1::ProgramTensor& t : session->program.outputs()) session->outputs[t.name()] = t;
   session->plan_text = plan_text;
   session->loss_tensor = request.has_training() ? training.loss() : "";
+  session->tokens_per_step = CoordinatorMetrics::TokensPerStep(session->graph);
   const Mesh& mesh = session->mesh;
   const int n = mesh.num_processors();
   // The memory limits known before any worker is picked: the flag's and the request's.
@@ -913,7 +914,7 @@ absl::StatusOr<TensorMap> Coordinator::RunStep(const std::string& id, TensorMap 
   const absl::Time finished = absl::Now();
   progress.Finish(finished, &session->durations);
   metrics_.StepsDone(id, num_steps, finished - started,
-                     CoordinatorMetrics::TokensPerStep(session->graph));
+                     session->tokens_per_step);
   for (int p = 0; p < n; ++p) {
     for (const auto& [f, target] : worker_fetches[p]) {
       if (!target.filled) {

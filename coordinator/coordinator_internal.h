@@ -71,6 +71,8 @@ struct Coordinator::Session {
   std::string plan_text;
   double planned_step_seconds = 0;
   std::string loss_tensor;
+  // Tokens a step reads (CoordinatorMetrics::TokensPerStep), counted once at creation.
+  int64_t tokens_per_step = 0;
   StepHistory history;  // its completed steps and losses (locks of its own)
   // The cost model's JSON report, computed at the first dashboard request for it.
   absl::Mutex explain_mu;

@@ -20,6 +20,7 @@
 #include "core/logging.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "monitoring/metrics.h"
+#include "monitoring/metrics_http.h"
 #include "monitoring/process_metrics.h"
 #include "rpc/auth.h"
 #include "rpc/grpc_util.h"
@@ -304,22 +305,16 @@ int CoordinatorMain(int argc, char** argv) {
   // Prometheus metrics (coordinator/coordinator_metrics.h and the process's).
   MetricsRegistry& metrics = coordinator.metrics().registry();
   AddProcessMetrics(&metrics);
-  http.Handle("/metrics", [&metrics](const HttpRequest&) {
-    HttpResponse response;
-    response.content_type = MetricsRegistry::kContentType;
-    response.body = metrics.Render();
-    return response;
-  });
+  ServeMetrics(&http, &metrics);
+  RegisterDashboard(&coordinator, &http);  // coordinator/dashboard.h: / and /api/*
   if (http_flags.port != 0) {
     std::vector<std::string> operator_tokens;
     for (const Credential& c : auth->operators) operator_tokens.push_back(c.token);
-    absl::StatusOr<HttpServerOptions> http_options =
-        HttpAccessFor(http_flags, host, std::move(operator_tokens), credentials.insecure);
-    RegisterDashboard(&coordinator, &http);  // coordinator/dashboard.h: / and /api/*
-    absl::Status started = http_options.ok() ? http.Start(*http_options) : http_options.status();
-    if (started.ok()) started = WriteHttpPortFile(http_flags, http.port());
-    if (!started.ok()) {
-      std::fprintf(stderr, "meshrt-coordinator: %s\n", std::string(started.message()).c_str());
+    absl::StatusOr<HttpServerOptions> http_options = StartFromFlags(
+        &http, http_flags, host, std::move(operator_tokens), credentials.insecure);
+    if (!http_options.ok()) {
+      std::fprintf(stderr, "meshrt-coordinator: %s\n",
+                   std::string(http_options.status().message()).c_str());
       server->Shutdown(std::chrono::system_clock::now());
       return 2;
     }

@@ -189,6 +189,18 @@ absl::StatusOr<HttpServerOptions> HttpAccessFor(const HttpFlags& flags,
   return options;
 }
 
+absl::StatusOr<HttpServerOptions> StartFromFlags(HttpServer* server, const HttpFlags& flags,
+                                                 const std::string& daemon_host,
+                                                 std::vector<std::string> daemon_tokens,
+                                                 bool insecure) {
+  absl::StatusOr<HttpServerOptions> options =
+      HttpAccessFor(flags, daemon_host, std::move(daemon_tokens), insecure);
+  if (!options.ok()) return options.status();
+  if (absl::Status s = server->Start(*options); !s.ok()) return s;
+  if (absl::Status s = WriteHttpPortFile(flags, server->port()); !s.ok()) return s;
+  return options;
+}
+
 absl::Status WriteHttpPortFile(const HttpFlags& flags, int port) {
   if (flags.port_file.empty()) return absl::OkStatus();
   const std::string tmp = flags.port_file + ".tmp";

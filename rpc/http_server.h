@@ -109,6 +109,14 @@ absl::StatusOr<HttpServerOptions> HttpAccessFor(const HttpFlags& flags,
                                                 std::vector<std::string> daemon_tokens,
                                                 bool insecure);
 
+// A daemon's server from its flags: HttpAccessFor, then `server`->Start, then WriteHttpPortFile.
+// Returns the options it serves with (host, tokens; the bound port is server->port()). Handlers
+// must be registered before.
+absl::StatusOr<HttpServerOptions> StartFromFlags(HttpServer* server, const HttpFlags& flags,
+                                                 const std::string& daemon_host,
+                                                 std::vector<std::string> daemon_tokens,
+                                                 bool insecure);
+
 // Writes `port` and a newline to flags.port_file (via a temporary and a rename), when one is
 // given. Internal naming the file when it cannot be written.
 absl::Status WriteHttpPortFile(const HttpFlags& flags, int port);

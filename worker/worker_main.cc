@@ -24,6 +24,7 @@
 #include "kernels/blas.h"
 #include "kernels/cpu_kernels.h"
 #include "monitoring/metrics.h"
+#include "monitoring/metrics_http.h"
 #include "monitoring/process_metrics.h"
 #include "rpc/auth.h"
 #include "rpc/grpc_util.h"
@@ -378,19 +379,13 @@ int WorkerMain(int argc, char** argv) {
   }
   // The HTTP side door (rpc/http_server.h): --metrics_token_file's tokens and the cluster token.
   HttpServer http;
-  http.Handle("/metrics", [&metrics_registry](const HttpRequest&) {
-    HttpResponse response;
-    response.content_type = MetricsRegistry::kContentType;
-    response.body = metrics_registry.Render();
-    return response;
-  });
+  ServeMetrics(&http, &metrics_registry);
   if (http_flags.port != 0) {
     absl::StatusOr<HttpServerOptions> http_options =
-        HttpAccessFor(http_flags, host, {*first_token}, insecure);
-    absl::Status started = http_options.ok() ? http.Start(*http_options) : http_options.status();
-    if (started.ok()) started = WriteHttpPortFile(http_flags, http.port());
-    if (!started.ok()) {
-      std::fprintf(stderr, "meshrt-worker: %s\n", std::string(started.message()).c_str());
+        StartFromFlags(&http, http_flags, host, {*first_token}, insecure);
+    if (!http_options.ok()) {
+      std::fprintf(stderr, "meshrt-worker: %s\n",
+                   std::string(http_options.status().message()).c_str());
       server->Shutdown();
       return 2;
     }
