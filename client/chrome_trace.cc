@@ -13,36 +13,13 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "core/logging.h"
 
 namespace meshrt {
 namespace {
 
-std::string Quote(const std::string& s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (c < 0x20) {
-          out += absl::StrFormat("\\u%04x", c);
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-  }
-  return out + "\"";
-}
+// A JSON string literal (core/logging.h; invalid UTF-8 becomes U+FFFD, so the file stays JSON).
+std::string Quote(absl::string_view s) { return JsonQuoted(s); }
 
 // "rank 1 (rows=0,cols=1) worker 5", from the mesh text "rows:2,cols:2".
 std::string RankName(const v1::StepTrace& t) {
