@@ -10,7 +10,9 @@
 //   - Empty keys are InvalidArgument.
 //
 // Implementations: InMemoryKeyValueStore below (tests, and the coordinator serves its KV RPCs from
-// it); a gRPC client of the coordinator's store comes later.
+// it); GrpcCoordinatorClient (worker/coordinator_client.h), the workers' client of the
+// coordinator's store; FileKeyValueStore (worker/gloo_file_kv_store.h), files in one directory, for
+// tests and benchmarks.
 #ifndef MESHRT_RUNTIME_KV_STORE_H_
 #define MESHRT_RUNTIME_KV_STORE_H_
 
