@@ -119,7 +119,7 @@ absl::Status Executor::Run(std::map<std::string, Tensor>&& input_slices,
 }
 
 absl::Status Executor::RunPlan(const std::map<std::string, Tensor>& input_slices,
-                               const Plan& plan) {
+                               const StepPlan& plan) {
   state_buffers_.clear();
   step_thread_ = std::this_thread::get_id();
   RETURN_IF_ERROR(Prepare(input_slices));
@@ -132,7 +132,6 @@ absl::Status Executor::RunPlan(const std::map<std::string, Tensor>& input_slices
   absl::Status s = LoadVariables();
   NoteLiveBytes();
   std::vector<int> pending;  // deferred allreduces
-  std::vector<int> reads, writes;
   const int count = program_.instructions_size();
   int next_due = count + 1;  // the earliest due position among `pending`
   int64_t pending_bytes = 0;
@@ -170,9 +169,9 @@ absl::Status Executor::RunPlan(const std::map<std::string, Tensor>& input_slices
         NoteLiveBytes();
         s = Enter(i);
         if (!s.ok()) break;
-        ForEachRead(plan, i, [&](int b) {
+        for (int b : plan.reads[i]) {
           if (Dead(b, i) && b != guarded.output()) RecycleWhenUnread(b);
-        });
+        }
         continue;
       }
     }
@@ -193,19 +192,11 @@ absl::Status Executor::RunPlan(const std::map<std::string, Tensor>& input_slices
       continue;
     }
     // Wait for the collectives whose results this reads, or whose buffers it overwrites.
-    reads.clear();
-    writes.assign({instr.output()});
-    ForEachRead(plan, i, [&](int b) { reads.push_back(b); });
-    auto fused = plan.fused.find(i);
-    if (fused != plan.fused.end()) {
-      for (int op : fused->second.ops()) {
-        if (op >= 0) writes.push_back(program_.instructions(op).output());
-      }
-    }
-    s = WaitForBuffers(i, reads, writes);
+    s = WaitForBuffers(i, plan.reads[i], plan.writes[i]);
     if (!s.ok()) break;
     const int64_t op_start = trace_ != nullptr ? trace_->Now() : 0;
     Tensor out;
+    auto fused = plan.fused.find(i);
     if (fused == plan.fused.end()) {
       s = RunInstruction(instr, &out, i);
       if (!s.ok()) s = InstructionError(i, s);
@@ -217,9 +208,9 @@ absl::Status Executor::RunPlan(const std::map<std::string, Tensor>& input_slices
     if (trace_ != nullptr) trace_->AddSpan(v1::TraceEvent::OP, v1::TraceEvent::STEP, i, op_start);
     NoteLiveBytes();
     // Free internal buffers nothing reads any more (fetchable tensors, inputs and variables stay).
-    ForEachRead(plan, i, [&](int b) {
+    for (int b : plan.reads[i]) {
       if (Dead(b, i) && b != instr.output()) RecycleWhenUnread(b);
-    });
+    }
   }
   // Every collective issued precedes (in program order) whatever failed here: its error wins.
   absl::Status comm = DrainComm();
@@ -272,93 +263,12 @@ void Executor::Recycle(int b) {
   buffers_[b].reset();
 }
 
-const Executor::Plan& Executor::PlanFor(const std::vector<std::string>* fetches) {
-  std::vector<std::string> key = {"\x01all"};
-  if (fetches != nullptr) {
-    key = *fetches;
-    std::sort(key.begin(), key.end());
-    key.erase(std::unique(key.begin(), key.end()), key.end());
-  }
+const StepPlan& Executor::PlanFor(const std::vector<std::string>* fetches) {
+  std::vector<std::string> key = StepPlanKey(fetches);
   auto cached = plans_.find(key);
   if (cached != plans_.end()) return cached->second;
-
-  const int n = std::max(program_.num_buffers(), 0);
-  const int count = program_.instructions_size();
-  auto valid = [&](int b) { return b >= 0 && b < n; };
-  Plan plan;
-  std::vector<bool> needed(n, false);  // buffers the step must produce
-  auto need = [&](int b) {
-    if (valid(b)) needed[b] = true;
-  };
-  for (const v1::ProgramTensor& t : program_.inputs()) need(t.buffer());
-  for (const v1::ProgramTensor& t : program_.outputs()) {
-    if (fetches == nullptr || std::binary_search(key.begin(), key.end(), t.name())) need(t.buffer());
-  }
-  for (const v1::ProgramVariable& v : program_.variables()) need(v.update_buffer());
-  // Backwards: an instruction runs when a later running one (or the step's result) needs what it
-  // writes. Conservative for a buffer written twice: every writer of a needed buffer runs.
-  plan.runs.assign(count, fetches == nullptr);
-  plan.due.assign(count, -1);
-  plan.deferred_bytes.assign(count, 0);
-  if (fetches != nullptr) {
-    for (int i = count - 1; i >= 0; --i) {
-      const v1::Instruction& instr = program_.instructions(i);
-      if (!valid(instr.output()) || !needed[instr.output()]) continue;
-      plan.runs[i] = true;
-      for (int b : instr.inputs()) {
-        if (valid(b)) needed[b] = true;
-      }
-      if (instr.has_predicate()) need(instr.predicate());
-    }
-  }
-  // Never freed early (and never fused away): core/step_fusion.h's set, which the cost model
-  // derives the same way.
-  plan.pinned = StepPinnedBuffers(program_, fetches == nullptr ? nullptr : &key, plan.runs);
-  // Guarded instructions (proto Instruction.predicate) may be skipped unless a fetched output
-  // depends on them: then they run, so that every fetched value is exact.
-  plan.guarded.assign(count, false);
-  if (fetches != nullptr) {
-    std::vector<bool> fetched(n, false);
-    for (const v1::ProgramTensor& t : program_.outputs()) {
-      if (valid(t.buffer()) && std::binary_search(key.begin(), key.end(), t.name())) {
-        fetched[t.buffer()] = true;
-      }
-    }
-    for (int i = count - 1; i >= 0; --i) {
-      const v1::Instruction& instr = program_.instructions(i);
-      if (!plan.runs[i] || !valid(instr.output())) continue;
-      if (!fetched[instr.output()]) {
-        plan.guarded[i] = instr.has_predicate();
-        continue;
-      }
-      for (int b : instr.inputs()) {
-        if (valid(b)) fetched[b] = true;
-      }
-    }
-  }
-  if (fetches != nullptr) plan.fused = FindFusions(program_, plan.pinned, &plan.runs);
-  plan.last_reader.assign(n, -1);
-  std::vector<int> first_reader(n, count);  // of each buffer, among running instructions
-  for (int i = 0; i < count; ++i) {
-    if (!plan.runs[i]) continue;
-    ForEachRead(plan, i, [&](int b) {
-      if (valid(b)) plan.last_reader[b] = i;
-      if (valid(b) && first_reader[b] == count) first_reader[b] = i;
-    });
-  }
-  // Deferrable: small SUM/MAX/... allreduces of one valid input (malformed ones run in place
-  // and report their error there).
-  for (int i = 0; i < count; ++i) {
-    const v1::Instruction& instr = program_.instructions(i);
-    const int64_t bytes = plan.runs[i] ? DeferredAllReduceBytes(instr, n) : 0;
-    if (bytes == 0) continue;
-    plan.due[i] = first_reader[instr.output()];
-    plan.deferred_bytes[i] = bytes;
-    plan.pinned[instr.inputs(0)] = true;  // read when the group runs, maybe after its last reader
-  }
-  return plans_.emplace(std::move(key), std::move(plan)).first->second;
+  return plans_.emplace(std::move(key), PlanStep(program_, fetches)).first->second;
 }
-
 
 const Tensor* Executor::WrittenBuffer(int b) const {
   return b >= 0 && b < static_cast<int>(buffers_.size()) && buffers_[b].has_value() ? &*buffers_[b]
@@ -498,8 +408,7 @@ absl::Status Executor::RunFusedUpdate(int s_index, const FusedUpdate& f, Tensor*
 }
 
 bool Executor::Dead(int buffer, int instruction) const {
-  return plan_ != nullptr && buffer >= 0 && buffer < static_cast<int>(plan_->last_reader.size()) &&
-         !plan_->pinned[buffer] && plan_->last_reader[buffer] == instruction;
+  return plan_ != nullptr && plan_->Dead(buffer, instruction);
 }
 
 absl::Status Executor::LoadVariables() {

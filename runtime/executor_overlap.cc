@@ -49,15 +49,15 @@ absl::Status Executor::RunCollectiveInstruction(int index, bool queued) {
   if (trace_ != nullptr) {
     trace_->AddSpan(v1::TraceEvent::COLLECTIVE, TraceThread(), index, start, bytes, 1);
   }
-  ForEachRead(*plan_, index, [&](int b) {
-    if (!Dead(b, index) || b == instr.output()) return;
+  for (int b : plan_->reads[index]) {
+    if (!Dead(b, index) || b == instr.output()) continue;
     // Queued work runs after every earlier item; here, an earlier one may still read b.
     if (queued) {
       Recycle(b);
     } else {
       RecycleWhenUnread(b);
     }
-  });
+  }
   return absl::OkStatus();
 }
 
