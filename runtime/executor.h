@@ -76,6 +76,7 @@
 #include "proto/program.pb.h"
 #include "runtime/buffer_pool.h"
 #include "runtime/communicator.h"
+#include "runtime/decoded_instruction.h"
 #include "core/step_fusion.h"
 #include "runtime/step_activity.h"
 #include "runtime/step_plan.h"
@@ -182,22 +183,29 @@ class Executor {
  private:
   // Checks the program's structure and the feeds; fills buffers_ with the feeds.
   absl::Status Prepare(const std::map<std::string, Tensor>& input_slices);
-  // `index`: the instruction's position in the program (-1 for a variable's initializer).
-  absl::Status RunInstruction(const v1::Instruction& instr, Tensor* out, int index);
-  // Guarded instruction `index` (StepPlan::guarded): when its predicate is zero, writes zeros of its
-  // slice shape to its output and returns true (the caller skips it); false when it runs.
+  // `index`: the instruction's position in the program (-1 for a variable's initializer); `d`:
+  // `instr` decoded. Runs it on decoded data only (no proto parsing, no op registry lookup).
+  absl::Status RunInstruction(const v1::Instruction& instr, const DecodedInstruction& d,
+                              Tensor* out, int index);
+  // Instruction `index` of the program with its decoded_ entry.
+  absl::Status RunInstructionAt(int index, Tensor* out);
+  // Guarded instruction `index` (StepPlan::guarded): when its predicate is zero, writes zeros of
+  // its slice shape to its output and returns true (the caller skips it); false when it runs.
   // InvalidArgument when the predicate buffer is out of range, unwritten or not a scalar.
   absl::StatusOr<bool> SkipGuarded(int index);
   // Runs update S with its fused einsum and mul into `out`.
   absl::Status RunFusedUpdate(int s_index, const FusedUpdate& f, Tensor* out);
   // The plain case (f.einsum == -1): true and *out written when the operands fit.
-  bool RunScaledUpdate(const v1::Instruction& si, const FusedUpdate& f, Tensor* out);
+  bool RunScaledUpdate(const v1::Instruction& si, const DecodedInstruction& ds,
+                       const FusedUpdate& f, Tensor* out);
   // Buffer b's tensor, or null when b is out of range or not written.
   const Tensor* WrittenBuffer(int b) const;
   // A masked product (f.mask >= 0): true and *out written when the operands fit.
-  bool RunMaskedProduct(const v1::Instruction& si, const FusedUpdate& f, Tensor* out);
+  bool RunMaskedProduct(const v1::Instruction& si, const DecodedInstruction& ds,
+                        const FusedUpdate& f, Tensor* out);
   // An add + softmax (f.add >= 0): true and *out written when the kernel runner computed it.
-  bool RunAddSoftmax(const v1::Instruction& si, const FusedUpdate& f, Tensor* out);
+  bool RunAddSoftmax(const v1::Instruction& si, const DecodedInstruction& ds,
+                     const FusedUpdate& f, Tensor* out);
   // The fused instructions of f (the einsum, mul, mask or add), then S, one by one as the program
   // says.
   absl::Status RunUnfused(int s_index, const FusedUpdate& f, Tensor* out);
@@ -283,8 +291,8 @@ class Executor {
   // `stealable`: `in` itself, when nothing reads it afterwards (allreduce, broadcast and a group
   // of one then work in place). Outputs and scratch buffers come from pool_; where the chunks
   // along the split or concat axis are contiguous the communicator works on `in` / `out` directly.
-  absl::Status RunCollective(const v1::Collective& c, const Tensor& in, Tensor* out,
-                             Tensor* stealable);
+  absl::Status RunCollective(const v1::Collective& c, const DecodedInstruction& d,
+                             const Tensor& in, Tensor* out, Tensor* stealable);
 
   const v1::Program& program_;
   const std::vector<int64_t> coordinate_;
@@ -302,6 +310,9 @@ class Executor {
   }
 
   Mesh mesh_;  // parsed from the program by Run
+  // Every instruction decoded for this processor, by each Run once its mesh and coordinate are
+  // checked (RunPlan).
+  std::vector<DecodedInstruction> decoded_;
   std::vector<std::optional<Tensor>> buffers_;
   int64_t peak_live_bytes_ = 0;  // ExecutorOptions::track_live_bytes
   void NoteLiveBytes();
