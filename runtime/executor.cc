@@ -119,10 +119,16 @@ absl::Status Executor::Run(std::map<std::string, Tensor>&& input_slices,
 }
 
 absl::Status Executor::RunPlan(const std::map<std::string, Tensor>& input_slices,
-                               const Plan& plan) {
+                               const StepPlan& plan) {
   state_buffers_.clear();
   step_thread_ = std::this_thread::get_id();
   RETURN_IF_ERROR(Prepare(input_slices));
+  // Once per step, not per instruction run: the mesh and coordinate are valid now. Not once per
+  // executor: the borrowed program may change between Runs (executor_test does so).
+  decoded_.clear();
+  for (const v1::Instruction& instr : program_.instructions()) {
+    decoded_.push_back(DecodeInstruction(instr, mesh_, coordinate_));
+  }
   plan_ = &plan;
   last_write_.assign(buffers_.size(), -1);
   last_read_.assign(buffers_.size(), -1);
@@ -132,7 +138,6 @@ absl::Status Executor::RunPlan(const std::map<std::string, Tensor>& input_slices
   absl::Status s = LoadVariables();
   NoteLiveBytes();
   std::vector<int> pending;  // deferred allreduces
-  std::vector<int> reads, writes;
   const int count = program_.instructions_size();
   int next_due = count + 1;  // the earliest due position among `pending`
   int64_t pending_bytes = 0;
@@ -170,9 +175,9 @@ absl::Status Executor::RunPlan(const std::map<std::string, Tensor>& input_slices
         NoteLiveBytes();
         s = Enter(i);
         if (!s.ok()) break;
-        ForEachRead(plan, i, [&](int b) {
+        for (int b : plan.reads[i]) {
           if (Dead(b, i) && b != guarded.output()) RecycleWhenUnread(b);
-        });
+        }
         continue;
       }
     }
@@ -193,21 +198,13 @@ absl::Status Executor::RunPlan(const std::map<std::string, Tensor>& input_slices
       continue;
     }
     // Wait for the collectives whose results this reads, or whose buffers it overwrites.
-    reads.clear();
-    writes.assign({instr.output()});
-    ForEachRead(plan, i, [&](int b) { reads.push_back(b); });
-    auto fused = plan.fused.find(i);
-    if (fused != plan.fused.end()) {
-      for (int op : fused->second.ops()) {
-        if (op >= 0) writes.push_back(program_.instructions(op).output());
-      }
-    }
-    s = WaitForBuffers(i, reads, writes);
+    s = WaitForBuffers(i, plan.reads[i], plan.writes[i]);
     if (!s.ok()) break;
     const int64_t op_start = trace_ != nullptr ? trace_->Now() : 0;
     Tensor out;
+    auto fused = plan.fused.find(i);
     if (fused == plan.fused.end()) {
-      s = RunInstruction(instr, &out, i);
+      s = RunInstructionAt(i, &out);
       if (!s.ok()) s = InstructionError(i, s);
     } else {
       s = RunFusedUpdate(i, fused->second, &out);  // names the failing instruction itself
@@ -217,9 +214,9 @@ absl::Status Executor::RunPlan(const std::map<std::string, Tensor>& input_slices
     if (trace_ != nullptr) trace_->AddSpan(v1::TraceEvent::OP, v1::TraceEvent::STEP, i, op_start);
     NoteLiveBytes();
     // Free internal buffers nothing reads any more (fetchable tensors, inputs and variables stay).
-    ForEachRead(plan, i, [&](int b) {
+    for (int b : plan.reads[i]) {
       if (Dead(b, i) && b != instr.output()) RecycleWhenUnread(b);
-    });
+    }
   }
   // Every collective issued precedes (in program order) whatever failed here: its error wins.
   absl::Status comm = DrainComm();
@@ -243,15 +240,14 @@ absl::StatusOr<bool> Executor::SkipGuarded(int index) {
   const bool zero =
       value.dtype() == DType::kFloat32 ? value.f32()[0] == 0.0f : value.i32()[0] == 0;
   if (!zero) return false;
-  auto dtype = DTypeFromProto(instr.dtype());
-  if (!dtype.ok()) return Invalid(std::string(dtype.status().message()));
-  ASSIGN_OR_RETURN(const Shape shape, Shape::FromProto(instr.slice_shape(), "slice_shape"));
+  const DecodedInstruction& d = decoded_[index];
+  RETURN_IF_ERROR(d.parse_status);
   if (instr.output() < 0 || instr.output() >= program_.num_buffers()) {
     return Invalid(absl::StrCat("writes buffer ", instr.output(), " but the program has ",
                                 program_.num_buffers()));
   }
   // Zeros in recycled storage: a fresh allocation of a whole gradient would page-fault every step.
-  Tensor zeros = pool_.Take(*dtype, shape);
+  Tensor zeros = pool_.Take(d.dtype, d.slice_shape);
   std::memset(TensorData(&zeros), 0, static_cast<size_t>(TensorBytes(zeros)));
   buffers_[instr.output()] = std::move(zeros);
   return true;
@@ -272,100 +268,20 @@ void Executor::Recycle(int b) {
   buffers_[b].reset();
 }
 
-const Executor::Plan& Executor::PlanFor(const std::vector<std::string>* fetches) {
-  std::vector<std::string> key = {"\x01all"};
-  if (fetches != nullptr) {
-    key = *fetches;
-    std::sort(key.begin(), key.end());
-    key.erase(std::unique(key.begin(), key.end()), key.end());
-  }
+const StepPlan& Executor::PlanFor(const std::vector<std::string>* fetches) {
+  std::vector<std::string> key = StepPlanKey(fetches);
   auto cached = plans_.find(key);
   if (cached != plans_.end()) return cached->second;
-
-  const int n = std::max(program_.num_buffers(), 0);
-  const int count = program_.instructions_size();
-  auto valid = [&](int b) { return b >= 0 && b < n; };
-  Plan plan;
-  std::vector<bool> needed(n, false);  // buffers the step must produce
-  auto need = [&](int b) {
-    if (valid(b)) needed[b] = true;
-  };
-  for (const v1::ProgramTensor& t : program_.inputs()) need(t.buffer());
-  for (const v1::ProgramTensor& t : program_.outputs()) {
-    if (fetches == nullptr || std::binary_search(key.begin(), key.end(), t.name())) need(t.buffer());
-  }
-  for (const v1::ProgramVariable& v : program_.variables()) need(v.update_buffer());
-  // Backwards: an instruction runs when a later running one (or the step's result) needs what it
-  // writes. Conservative for a buffer written twice: every writer of a needed buffer runs.
-  plan.runs.assign(count, fetches == nullptr);
-  plan.due.assign(count, -1);
-  plan.deferred_bytes.assign(count, 0);
-  if (fetches != nullptr) {
-    for (int i = count - 1; i >= 0; --i) {
-      const v1::Instruction& instr = program_.instructions(i);
-      if (!valid(instr.output()) || !needed[instr.output()]) continue;
-      plan.runs[i] = true;
-      for (int b : instr.inputs()) {
-        if (valid(b)) needed[b] = true;
-      }
-      if (instr.has_predicate()) need(instr.predicate());
-    }
-  }
-  // Never freed early (and never fused away): core/step_fusion.h's set, which the cost model
-  // derives the same way.
-  plan.pinned = StepPinnedBuffers(program_, fetches == nullptr ? nullptr : &key, plan.runs);
-  // Guarded instructions (proto Instruction.predicate) may be skipped unless a fetched output
-  // depends on them: then they run, so that every fetched value is exact.
-  plan.guarded.assign(count, false);
-  if (fetches != nullptr) {
-    std::vector<bool> fetched(n, false);
-    for (const v1::ProgramTensor& t : program_.outputs()) {
-      if (valid(t.buffer()) && std::binary_search(key.begin(), key.end(), t.name())) {
-        fetched[t.buffer()] = true;
-      }
-    }
-    for (int i = count - 1; i >= 0; --i) {
-      const v1::Instruction& instr = program_.instructions(i);
-      if (!plan.runs[i] || !valid(instr.output())) continue;
-      if (!fetched[instr.output()]) {
-        plan.guarded[i] = instr.has_predicate();
-        continue;
-      }
-      for (int b : instr.inputs()) {
-        if (valid(b)) fetched[b] = true;
-      }
-    }
-  }
-  if (fetches != nullptr) plan.fused = FindFusions(program_, plan.pinned, &plan.runs);
-  plan.last_reader.assign(n, -1);
-  std::vector<int> first_reader(n, count);  // of each buffer, among running instructions
-  for (int i = 0; i < count; ++i) {
-    if (!plan.runs[i]) continue;
-    ForEachRead(plan, i, [&](int b) {
-      if (valid(b)) plan.last_reader[b] = i;
-      if (valid(b) && first_reader[b] == count) first_reader[b] = i;
-    });
-  }
-  // Deferrable: small SUM/MAX/... allreduces of one valid input (malformed ones run in place
-  // and report their error there).
-  for (int i = 0; i < count; ++i) {
-    const v1::Instruction& instr = program_.instructions(i);
-    const int64_t bytes = plan.runs[i] ? DeferredAllReduceBytes(instr, n) : 0;
-    if (bytes == 0) continue;
-    plan.due[i] = first_reader[instr.output()];
-    plan.deferred_bytes[i] = bytes;
-    plan.pinned[instr.inputs(0)] = true;  // read when the group runs, maybe after its last reader
-  }
-  return plans_.emplace(std::move(key), std::move(plan)).first->second;
+  return plans_.emplace(std::move(key), PlanStep(program_, fetches)).first->second;
 }
-
 
 const Tensor* Executor::WrittenBuffer(int b) const {
   return b >= 0 && b < static_cast<int>(buffers_.size()) && buffers_[b].has_value() ? &*buffers_[b]
                                                                                     : nullptr;
 }
 
-bool Executor::RunScaledUpdate(const v1::Instruction& si, const FusedUpdate& f, Tensor* out) {
+bool Executor::RunScaledUpdate(const v1::Instruction& si, const DecodedInstruction& ds,
+                               const FusedUpdate& f, Tensor* out) {
   const v1::Instruction& mi = program_.instructions(f.mul);
   const Tensor* x = WrittenBuffer(si.inputs(1 - f.mul_input));
   const Tensor* m0 = WrittenBuffer(mi.inputs(0));
@@ -373,8 +289,8 @@ bool Executor::RunScaledUpdate(const v1::Instruction& si, const FusedUpdate& f, 
   if (x == nullptr || m0 == nullptr || m1 == nullptr) return false;
   const Tensor* scalar = m1->shape().rank() == 0 ? m1 : m0;
   const Tensor* y = scalar == m1 ? m0 : m1;
-  auto shape = Shape::FromProto(si.slice_shape(), "slice_shape");
-  if (!shape.ok() || si.dtype() != v1::DT_FLOAT32 || mi.dtype() != v1::DT_FLOAT32 ||
+  const Shape* shape = ds.parse_status.ok() ? &ds.slice_shape : nullptr;
+  if (shape == nullptr || si.dtype() != v1::DT_FLOAT32 || mi.dtype() != v1::DT_FLOAT32 ||
       scalar->shape().rank() != 0 || x->dtype() != DType::kFloat32 ||
       y->dtype() != DType::kFloat32 || scalar->dtype() != DType::kFloat32 ||
       x->shape() != *shape || y->shape() != *shape) {
@@ -388,12 +304,13 @@ bool Executor::RunScaledUpdate(const v1::Instruction& si, const FusedUpdate& f, 
   return true;
 }
 
-bool Executor::RunMaskedProduct(const v1::Instruction& si, const FusedUpdate& f, Tensor* out) {
+bool Executor::RunMaskedProduct(const v1::Instruction& si, const DecodedInstruction& ds,
+                                const FusedUpdate& f, Tensor* out) {
   const v1::Instruction& gi = program_.instructions(f.mask);
   const Tensor* dy = WrittenBuffer(si.inputs(1 - f.mul_input));
   const Tensor* x = WrittenBuffer(gi.inputs(0));
-  auto shape = Shape::FromProto(si.slice_shape(), "slice_shape");
-  if (dy == nullptr || x == nullptr || !shape.ok() || si.dtype() != v1::DT_FLOAT32 ||
+  const Shape* shape = ds.parse_status.ok() ? &ds.slice_shape : nullptr;
+  if (dy == nullptr || x == nullptr || shape == nullptr || si.dtype() != v1::DT_FLOAT32 ||
       gi.dtype() != v1::DT_FLOAT32 || dy->dtype() != DType::kFloat32 ||
       x->dtype() != DType::kFloat32 || dy->shape() != *shape || x->shape() != *shape) {
     return false;
@@ -414,12 +331,13 @@ bool Executor::RunMaskedProduct(const v1::Instruction& si, const FusedUpdate& f,
   return true;
 }
 
-bool Executor::RunAddSoftmax(const v1::Instruction& si, const FusedUpdate& f, Tensor* out) {
+bool Executor::RunAddSoftmax(const v1::Instruction& si, const DecodedInstruction& ds,
+                             const FusedUpdate& f, Tensor* out) {
   const v1::Instruction& ai = program_.instructions(f.add);
   const Tensor* a = WrittenBuffer(ai.inputs(0));
   const Tensor* b = WrittenBuffer(ai.inputs(1));
-  auto shape = Shape::FromProto(si.slice_shape(), "slice_shape");  // the add's too (plan)
-  if (kernels_ == nullptr || a == nullptr || b == nullptr || !shape.ok() ||
+  const Shape* shape = ds.parse_status.ok() ? &ds.slice_shape : nullptr;  // the add's too (plan)
+  if (kernels_ == nullptr || a == nullptr || b == nullptr || shape == nullptr ||
       si.dtype() != v1::DT_FLOAT32 || ai.dtype() != v1::DT_FLOAT32) {
     return false;
   }
@@ -442,11 +360,11 @@ absl::Status Executor::RunUnfused(int s_index, const FusedUpdate& f, Tensor* out
     if (i < 0) continue;
     const v1::Instruction& instr = program_.instructions(i);
     Tensor t;
-    absl::Status st = RunInstruction(instr, &t, i);
+    absl::Status st = RunInstructionAt(i, &t);
     if (!st.ok()) return InstructionError(i, st);
     buffers_[instr.output()] = std::move(t);
   }
-  absl::Status st = RunInstruction(program_.instructions(s_index), out, s_index);
+  absl::Status st = RunInstructionAt(s_index, out);
   for (int i : f.ops()) {
     if (i >= 0) Recycle(program_.instructions(i).output());
   }
@@ -456,16 +374,16 @@ absl::Status Executor::RunUnfused(int s_index, const FusedUpdate& f, Tensor* out
 absl::Status Executor::RunFusedUpdate(int s_index, const FusedUpdate& f, Tensor* out) {
   const v1::Instruction& si = program_.instructions(s_index);
   if (f.add >= 0) {
-    if (RunAddSoftmax(si, f, out)) return absl::OkStatus();
+    if (RunAddSoftmax(si, decoded_[s_index], f, out)) return absl::OkStatus();
     return RunUnfused(s_index, f, out);
   }
   if (f.mask >= 0) {
-    if (RunMaskedProduct(si, f, out)) return absl::OkStatus();
+    if (RunMaskedProduct(si, decoded_[s_index], f, out)) return absl::OkStatus();
     return RunUnfused(s_index, f, out);
   }
   const v1::Instruction& mi = program_.instructions(f.mul);
   if (f.einsum < 0) {
-    if (RunScaledUpdate(si, f, out)) return absl::OkStatus();
+    if (RunScaledUpdate(si, decoded_[s_index], f, out)) return absl::OkStatus();
     return RunUnfused(s_index, f, out);
   }
   const v1::Instruction& ei = program_.instructions(f.einsum);
@@ -479,8 +397,9 @@ absl::Status Executor::RunFusedUpdate(int s_index, const FusedUpdate& f, Tensor*
     inputs.push_back(WrittenBuffer(b));
     fits = fits && inputs.back() != nullptr && inputs.back()->dtype() == DType::kFloat32;
   }
-  auto shape = Shape::FromProto(si.slice_shape(), "slice_shape");  // the einsum's too (plan)
-  fits = fits && shape.ok() && x->shape() == *shape;
+  const DecodedInstruction& ds = decoded_[s_index];  // the einsum's slice shape too (plan)
+  const Shape* shape = ds.parse_status.ok() ? &ds.slice_shape : nullptr;
+  fits = fits && shape != nullptr && x->shape() == *shape;
   if (fits) {
     const float s = scalar->f32()[0];
     const bool sub = si.local().type() == "sub";
@@ -498,8 +417,7 @@ absl::Status Executor::RunFusedUpdate(int s_index, const FusedUpdate& f, Tensor*
 }
 
 bool Executor::Dead(int buffer, int instruction) const {
-  return plan_ != nullptr && buffer >= 0 && buffer < static_cast<int>(plan_->last_reader.size()) &&
-         !plan_->pinned[buffer] && plan_->last_reader[buffer] == instruction;
+  return plan_ != nullptr && plan_->Dead(buffer, instruction);
 }
 
 absl::Status Executor::LoadVariables() {
@@ -517,7 +435,10 @@ absl::Status Executor::LoadVariables() {
       continue;
     }
     Tensor init;
-    absl::Status s = RunInstruction(var.initializer(), &init, /*index=*/-1);
+    // Once per variable, not per step: decoded here.
+    absl::Status s = RunInstruction(var.initializer(),
+                                    DecodeInstruction(var.initializer(), mesh_, coordinate_),
+                                    &init, /*index=*/-1);
     if (!s.ok()) {
       return absl::Status(s.code(), absl::StrCat("initializing variable '", var.name(),
                                                  "' at processor ", CoordinateString(coordinate_),
@@ -632,7 +553,12 @@ absl::Status Executor::Prepare(const std::map<std::string, Tensor>& input_slices
   return absl::OkStatus();
 }
 
-absl::Status Executor::RunInstruction(const v1::Instruction& instr, Tensor* out, int index) {
+absl::Status Executor::RunInstructionAt(int index, Tensor* out) {
+  return RunInstruction(program_.instructions(index), decoded_[index], out, index);
+}
+
+absl::Status Executor::RunInstruction(const v1::Instruction& instr, const DecodedInstruction& d,
+                                      Tensor* out, int index) {
   if (instr.output() < 0 || instr.output() >= program_.num_buffers()) {
     return Invalid(absl::StrCat("writes buffer ", instr.output(), " but the program has ",
                                 program_.num_buffers()));
@@ -646,40 +572,24 @@ absl::Status Executor::RunInstruction(const v1::Instruction& instr, Tensor* out,
     }
     inputs.push_back(&*buffers_[b]);
   }
-  auto dtype = DTypeFromProto(instr.dtype());
-  if (!dtype.ok()) return Invalid(std::string(dtype.status().message()));
-  ASSIGN_OR_RETURN(const Shape shape, Shape::FromProto(instr.slice_shape(), "slice_shape"));
+  RETURN_IF_ERROR(d.parse_status);
+  const DType dtype = d.dtype;
+  const Shape& shape = d.slice_shape;
 
   if (instr.kind_case() == v1::Instruction::kLocal) {
     if (kernels_ == nullptr) return absl::FailedPreconditionError("the executor has no kernels");
-    *out = pool_.Take(*dtype, shape);  // uninitialized: the kernel writes every element
-    const OpInfo* info = FindOp(instr.local().type());
-    if (info != nullptr && info->needs_slice_begin && instr.has_global_shape()) {
-      // The kernel computes values from global positions (e.g. random numbers by global index):
-      // tell it where this slice sits in the whole tensor.
-      v1::Op op = instr.local();
-      ASSIGN_OR_RETURN(const Shape global, Shape::FromProto(instr.global_shape(), "global_shape"));
-      const TensorLayout layout = TensorLayout::FromProto(instr.layout());
-      if (static_cast<int>(layout.mesh_axis.size()) != global.rank()) {
-        return Invalid("the instruction's layout does not match its global shape");
-      }
-      v1::IntList* begin = (*op.mutable_attrs())["_slice_begin"].mutable_ints();
-      for (int64_t b : SliceBegin(global, layout, mesh_, coordinate_)) begin->add_values(b);
-      v1::IntList* sizes = (*op.mutable_attrs())["_global_sizes"].mutable_ints();
-      for (const Dim& d : global.dims()) sizes->add_values(d.size);
-      RETURN_IF_ERROR(kernels_->Run(op, inputs, out, context_));
-    } else {
-      RETURN_IF_ERROR(kernels_->Run(instr.local(), inputs, out, context_));
-    }
+    *out = pool_.Take(dtype, shape);  // uninitialized: the kernel writes every element
+    RETURN_IF_ERROR(d.prepared_status);  // a needs_slice_begin op's global shape or layout
+    RETURN_IF_ERROR(kernels_->Run(d.op(instr), inputs, out, context_));
   } else if (instr.kind_case() == v1::Instruction::KIND_NOT_SET) {
     return Invalid("the instruction has no kind");
   } else {
     if (inputs.size() != 1) {
       return Invalid(absl::StrCat("takes one input buffer, not ", inputs.size()));
     }
-    if (inputs[0]->dtype() != *dtype) {
+    if (inputs[0]->dtype() != dtype) {
       return Invalid(absl::StrCat("input is ", DTypeName(inputs[0]->dtype()),
-                                  " but the instruction is ", DTypeName(*dtype)));
+                                  " but the instruction is ", DTypeName(dtype)));
     }
     if (instr.kind_case() == v1::Instruction::kLocalSlice) {
       RETURN_IF_ERROR(RunLocalSlice(instr.local_slice(), *inputs[0], out));
@@ -687,12 +597,12 @@ absl::Status Executor::RunInstruction(const v1::Instruction& instr, Tensor* out,
       // An input read for the last time may be reduced in place instead of copied first.
       const int b = instr.inputs(0);
       Tensor* stealable = index >= 0 && Dead(b, index) ? &*buffers_[b] : nullptr;
-      RETURN_IF_ERROR(RunCollective(instr.collective(), *inputs[0], out, stealable));
+      RETURN_IF_ERROR(RunCollective(instr.collective(), d, *inputs[0], out, stealable));
     }
   }
-  if (out->dtype() != *dtype || out->shape() != shape) {
+  if (out->dtype() != dtype || out->shape() != shape) {
     return Invalid(absl::StrCat("produced ", DTypeName(out->dtype()), " ", out->shape().ToString(),
-                                " but the program declares ", DTypeName(*dtype), " ",
+                                " but the program declares ", DTypeName(dtype), " ",
                                 shape.ToString()));
   }
   return absl::OkStatus();
@@ -718,12 +628,11 @@ Tensor Executor::PooledCopy(const Tensor& t) {
   return copy;
 }
 
-absl::Status Executor::RunCollective(const v1::Collective& c, const Tensor& in, Tensor* out,
-                                     Tensor* stealable) {
-  std::vector<int> axes;
-  RETURN_IF_ERROR(
-      NormalizeMeshAxes(mesh_, "collective", {c.mesh_axes().begin(), c.mesh_axes().end()}, &axes));
-  const int g = mesh_.GroupSize(axes);
+absl::Status Executor::RunCollective(const v1::Collective& c, const DecodedInstruction& d,
+                                     const Tensor& in, Tensor* out, Tensor* stealable) {
+  RETURN_IF_ERROR(d.axes_status);
+  const std::vector<int>& axes = d.axes;
+  const int g = static_cast<int>(d.group_size);
   const bool reduces =
       c.kind() == v1::Collective::ALLREDUCE || c.kind() == v1::Collective::REDUCE_SCATTER;
   if (reduces && !IsReduceOp(c.reduce_op())) {
@@ -828,12 +737,9 @@ absl::Status Executor::FlushAllReduces(std::vector<int>* pending) {
   std::vector<AllReduceGroup> groups;
   for (int i : *pending) {
     const v1::Instruction& instr = program_.instructions(i);
-    std::vector<int> axes;
-    absl::Status valid = NormalizeMeshAxes(
-        mesh_, "collective",
-        {instr.collective().mesh_axes().begin(), instr.collective().mesh_axes().end()}, &axes);
-    if (!valid.ok()) axes = {-1 - i};  // a group of its own: RunInstruction reports it
-    std::sort(axes.begin(), axes.end());
+    // Sorted already; a malformed group is one of its own: RunInstruction reports it.
+    const std::vector<int> axes =
+        decoded_[i].axes_status.ok() ? decoded_[i].axes : std::vector<int>{-1 - i};
     auto g = std::find_if(groups.begin(), groups.end(), [&](const AllReduceGroup& x) {
       return x.axes == axes && x.op == instr.collective().reduce_op() &&
              x.dtype == instr.dtype();
@@ -888,7 +794,7 @@ absl::Status Executor::RunAllReduceGroupUntraced(const AllReduceGroup& g) {
   if (g.members.size() == 1) {  // nothing to fuse: the plain path
     const v1::Instruction& instr = program_.instructions(first);
     Tensor out;
-    absl::Status s = RunInstruction(instr, &out, first);
+    absl::Status s = RunInstructionAt(first, &out);
     if (!s.ok()) return fail(s);
     buffers_[instr.output()] = std::move(out);
     return absl::OkStatus();
@@ -902,10 +808,9 @@ absl::Status Executor::RunAllReduceGroupUntraced(const AllReduceGroup& g) {
     if (!buffers_[b].has_value()) {
       return fail(Invalid(absl::StrCat("reads buffer ", b, ", which is not written yet")));
     }
-    auto dtype = DTypeFromProto(instr.dtype());
-    auto shape = Shape::FromProto(instr.slice_shape(), "slice_shape");
-    if (!dtype.ok() || !shape.ok() || buffers_[b]->dtype() != *dtype ||
-        buffers_[b]->shape() != *shape) {
+    const DecodedInstruction& d = decoded_[i];
+    if (!d.parse_status.ok() || buffers_[b]->dtype() != d.dtype ||
+        buffers_[b]->shape() != d.slice_shape) {
       return fail(Invalid(absl::StrCat("instruction ", i, " (source_op '", instr.source_op(),
                                        "') reads ", buffers_[b]->shape().ToString(),
                                        " but declares another slice shape or dtype")));

@@ -76,8 +76,10 @@
 #include "proto/program.pb.h"
 #include "runtime/buffer_pool.h"
 #include "runtime/communicator.h"
+#include "runtime/decoded_instruction.h"
 #include "core/step_fusion.h"
 #include "runtime/step_activity.h"
+#include "runtime/step_plan.h"
 #include "runtime/step_trace.h"
 
 namespace meshrt {
@@ -181,63 +183,40 @@ class Executor {
  private:
   // Checks the program's structure and the feeds; fills buffers_ with the feeds.
   absl::Status Prepare(const std::map<std::string, Tensor>& input_slices);
-  // `index`: the instruction's position in the program (-1 for a variable's initializer).
-  absl::Status RunInstruction(const v1::Instruction& instr, Tensor* out, int index);
-  // Which instructions run and when their buffers die, for one set of fetches.
-  //
-  // Small allreduces are deferred and fused (as DDP buckets gradients): an ALLREDUCE that
-  // core/step_fusion.h DeferredAllReduceBytes picks (at most kDeferredAllReduceBytes) waits until the first running instruction that reads its result (or the end of
-  // the step), or until the waiting ones hold kBucketBytes (a full bucket: issued right after the
-  // allreduce that filled it), and when one is due every waiting allreduce runs with it, those
-  // over the same mesh axes, op and dtype packed into one collective. The data-parallel gradient
-  // allreduces of a backward pass go out in buckets while it goes on (with overlap, the bucket
-  // runs during the rest of the backward pass), the last ones at the optimizer. Every processor
-  // derives the same plan from the same program and fetches, so all make the same calls, with
-  // overlap on or off.
-  //
-  // Instruction groups run fused (core/step_fusion.h: scaled updates, masked products, add +
-  // softmax) when a step has fetches: `fused` maps each S to the instructions it runs with.
-  struct Plan {
-    std::vector<bool> runs;         // instruction -> part of the step
-    std::vector<int> due;           // instruction -> -1, or (deferred) the position it must
-                                    // run before (instructions_size(): the end of the step)
-    std::vector<int64_t> deferred_bytes;  // instruction -> its slice's bytes when deferred
-    std::vector<int> last_reader;   // buffer -> last running instruction reading it (-1: none)
-    std::vector<bool> pinned;       // inputs, fetched outputs, variables, deferred allreduces'
-                                    // inputs: never freed early
-    std::map<int, FusedUpdate> fused;  // S -> the instructions it runs with (FindFusions)
-    std::vector<bool> guarded;      // instruction -> skipped (zeros written) when its predicate
-                                    // is 0: has one, and no fetched output depends on it
-  };
-  // Guarded instruction `index` (Plan::guarded): when its predicate is zero, writes zeros of its
-  // slice shape to its output and returns true (the caller skips it); false when it runs.
+  // `index`: the instruction's position in the program (-1 for a variable's initializer); `d`:
+  // `instr` decoded. Runs it on decoded data only (no proto parsing, no op registry lookup).
+  absl::Status RunInstruction(const v1::Instruction& instr, const DecodedInstruction& d,
+                              Tensor* out, int index);
+  // Instruction `index` of the program with its decoded_ entry.
+  absl::Status RunInstructionAt(int index, Tensor* out);
+  // Guarded instruction `index` (StepPlan::guarded): when its predicate is zero, writes zeros of
+  // its slice shape to its output and returns true (the caller skips it); false when it runs.
   // InvalidArgument when the predicate buffer is out of range, unwritten or not a scalar.
   absl::StatusOr<bool> SkipGuarded(int index);
-  // Calls f(buffer) for each buffer instruction `i` reads under `plan`, including those of the ops
-  // fused into it (once per read, in order).
-  template <typename F>
-  void ForEachRead(const Plan& plan, int i, F f) const {
-    for (int b : program_.instructions(i).inputs()) f(b);
-    auto fused = plan.fused.find(i);
-    if (fused == plan.fused.end()) return;
-    for (int op : fused->second.ops()) {
-      if (op < 0) continue;
-      for (int b : program_.instructions(op).inputs()) f(b);
-    }
-  }
   // Runs update S with its fused einsum and mul into `out`.
   absl::Status RunFusedUpdate(int s_index, const FusedUpdate& f, Tensor* out);
   // The plain case (f.einsum == -1): true and *out written when the operands fit.
-  bool RunScaledUpdate(const v1::Instruction& si, const FusedUpdate& f, Tensor* out);
+  bool RunScaledUpdate(const v1::Instruction& si, const DecodedInstruction& ds,
+                       const FusedUpdate& f, Tensor* out);
   // Buffer b's tensor, or null when b is out of range or not written.
   const Tensor* WrittenBuffer(int b) const;
   // A masked product (f.mask >= 0): true and *out written when the operands fit.
-  bool RunMaskedProduct(const v1::Instruction& si, const FusedUpdate& f, Tensor* out);
+  bool RunMaskedProduct(const v1::Instruction& si, const DecodedInstruction& ds,
+                        const FusedUpdate& f, Tensor* out);
   // An add + softmax (f.add >= 0): true and *out written when the kernel runner computed it.
-  bool RunAddSoftmax(const v1::Instruction& si, const FusedUpdate& f, Tensor* out);
+  bool RunAddSoftmax(const v1::Instruction& si, const DecodedInstruction& ds,
+                     const FusedUpdate& f, Tensor* out);
   // The fused instructions of f (the einsum, mul, mask or add), then S, one by one as the program
   // says.
   absl::Status RunUnfused(int s_index, const FusedUpdate& f, Tensor* out);
+  // Small allreduces are deferred and fused (as DDP buckets gradients): a deferred ALLREDUCE
+  // (StepPlan::due) waits until its due position, or until the waiting ones hold kBucketBytes (a
+  // full bucket: issued right after the allreduce that filled it), and when one is due every
+  // waiting allreduce runs with it, those over the same mesh axes, op and dtype packed into one
+  // collective. The data-parallel gradient allreduces of a backward pass go out in buckets while it
+  // goes on (with overlap, the bucket runs during the rest of the backward pass), the last ones at
+  // the optimizer. Every processor derives the same plan from the same program and fetches, so all
+  // make the same calls, with overlap on or off.
   static constexpr int64_t kBucketBytes = 1 << 20;
   // Deferred allreduces that run as one collective: same sorted mesh axes, op and dtype.
   struct AllReduceGroup {
@@ -296,9 +275,9 @@ class Executor {
   // `s` prefixed with instruction `index`, its source op and kind (plus `note`) and the processor.
   absl::Status InstructionError(int index, const absl::Status& s,
                                 const std::string& note = "") const;
-  // The plan for `fetches` (null: every instruction, every output pinned), made once and cached.
-  const Plan& PlanFor(const std::vector<std::string>* fetches);
-  absl::Status RunPlan(const std::map<std::string, Tensor>& input_slices, const Plan& plan);
+  // The plan for `fetches` (runtime/step_plan.h PlanStep), made once per fetch key and cached.
+  const StepPlan& PlanFor(const std::vector<std::string>* fetches);
+  absl::Status RunPlan(const std::map<std::string, Tensor>& input_slices, const StepPlan& plan);
   // Gives buffer `b`'s storage (if any) to pool_ and empties it.
   void Recycle(int b);
   // True when instruction `instruction` is the last reader of internal buffer `buffer`.
@@ -312,8 +291,8 @@ class Executor {
   // `stealable`: `in` itself, when nothing reads it afterwards (allreduce, broadcast and a group
   // of one then work in place). Outputs and scratch buffers come from pool_; where the chunks
   // along the split or concat axis are contiguous the communicator works on `in` / `out` directly.
-  absl::Status RunCollective(const v1::Collective& c, const Tensor& in, Tensor* out,
-                             Tensor* stealable);
+  absl::Status RunCollective(const v1::Collective& c, const DecodedInstruction& d,
+                             const Tensor& in, Tensor* out, Tensor* stealable);
 
   const v1::Program& program_;
   const std::vector<int64_t> coordinate_;
@@ -331,6 +310,9 @@ class Executor {
   }
 
   Mesh mesh_;  // parsed from the program by Run
+  // Every instruction decoded for this processor, by each Run once its mesh and coordinate are
+  // checked (RunPlan).
+  std::vector<DecodedInstruction> decoded_;
   std::vector<std::optional<Tensor>> buffers_;
   int64_t peak_live_bytes_ = 0;  // ExecutorOptions::track_live_bytes
   void NoteLiveBytes();
@@ -343,8 +325,8 @@ class Executor {
   std::map<std::string, Tensor>* movable_feeds_ = nullptr;
   int64_t fused_updates_ = 0;
   int64_t fused_softmaxes_ = 0;
-  std::map<std::vector<std::string>, Plan> plans_;  // by sorted fetches; {"\x01all"}: Run(feeds)
-  const Plan* plan_ = nullptr;                      // the running step's
+  std::map<std::vector<std::string>, StepPlan> plans_;  // by StepPlanKey
+  const StepPlan* plan_ = nullptr;                      // the running step's
 
   // Overlap state. The calling thread's: which work item last wrote / read each buffer (-1: none),
   // how many were issued (their numbers: 0, 1, ...; never reset) and a lower bound of comm_done_.

@@ -43,21 +43,21 @@ absl::Status Executor::RunCollectiveInstruction(int index, bool queued) {
     }
   }
   Tensor out;
-  absl::Status s = RunInstruction(instr, &out, index);
+  absl::Status s = RunInstructionAt(index, &out);
   if (!s.ok()) return InstructionError(index, s);
   buffers_[instr.output()] = std::move(out);
   if (trace_ != nullptr) {
     trace_->AddSpan(v1::TraceEvent::COLLECTIVE, TraceThread(), index, start, bytes, 1);
   }
-  ForEachRead(*plan_, index, [&](int b) {
-    if (!Dead(b, index) || b == instr.output()) return;
+  for (int b : plan_->reads[index]) {
+    if (!Dead(b, index) || b == instr.output()) continue;
     // Queued work runs after every earlier item; here, an earlier one may still read b.
     if (queued) {
       Recycle(b);
     } else {
       RecycleWhenUnread(b);
     }
-  });
+  }
   return absl::OkStatus();
 }
 
@@ -69,15 +69,9 @@ absl::Status Executor::IssueCollective(int index) {
     if (Dead(b, index)) writes.push_back(b);  // an allreduce may take it over (RunCollective)
   }
   // A group of one calls no communicator (a Permute still does): a copy, here.
-  std::vector<int> axes;
-  const bool local =
-      instr.collective().kind() != v1::Collective::PERMUTE &&
-      NormalizeMeshAxes(mesh_, "collective",
-                        {instr.collective().mesh_axes().begin(),
-                         instr.collective().mesh_axes().end()},
-                        &axes)
-          .ok() &&
-      mesh_.GroupSize(axes) == 1;
+  const DecodedInstruction& d = decoded_[index];
+  const bool local = instr.collective().kind() != v1::Collective::PERMUTE &&
+                     d.axes_status.ok() && d.group_size == 1;
   if (local || !options_.overlap_comm) {
     RETURN_IF_ERROR(WaitForBuffers(index, reads, writes));
     return RunCollectiveInstruction(index, /*queued=*/false);
