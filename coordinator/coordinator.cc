@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <map>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -18,6 +17,7 @@
 #include "core/status_macros.h"
 #include "core/training_spec.h"
 #include "rpc/auth.h"
+#include "rpc/error_origin.h"
 #include "rpc/tensor_chunks.h"
 #include "rpc/tensor_region.h"
 #include "rpc/wire_buffers.h"
@@ -31,12 +31,12 @@ using coordinator_internal::ParallelFor;
 
 namespace {
 
-// A worker that returned an error itself prefixes it with the step (worker/worker.cc); an
-// Unavailable without that prefix came from the transport: the process is gone or unreachable.
+// A worker marks the errors it reports itself (rpc/error_origin.h); an Unavailable or
+// DeadlineExceeded without the mark came from the transport: the process is gone or unreachable.
 bool IsTransportFailure(const absl::Status& s) {
   return (s.code() == absl::StatusCode::kUnavailable ||
           s.code() == absl::StatusCode::kDeadlineExceeded) &&
-         !absl::StartsWith(s.message(), "step ");
+         !IsWorkerReported(s);
 }
 
 KeyValueStoreOptions CoordinatorKvOptions(KeyValueStoreOptions kv) {

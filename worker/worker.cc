@@ -11,6 +11,7 @@
 #include "core/logging.h"
 #include "core/slicing.h"
 #include "core/status_macros.h"
+#include "rpc/error_origin.h"
 #include "rpc/wire_buffers.h"
 #include "runtime/checkpoint.h"
 #include "runtime/executor.h"
@@ -213,7 +214,10 @@ absl::StatusOr<TensorMap> Worker::RunStep(const std::string& session, int64_t st
   }
   state->step_mu.Unlock();
   if (!status.ok()) {
-    status = absl::Status(status.code(), absl::StrCat("step ", step, ": ", status.message()));
+    // Marked as this worker's own error (rpc/error_origin.h): the coordinator tells it from a
+    // transport failure by the mark; "step N:" is for the reader.
+    status = MarkWorkerReported(
+        absl::Status(status.code(), absl::StrCat("step ", step, ": ", status.message())));
     if (state->closed.load() || state->activity.aborted()) {
       // Whether it stopped here or in a collective whose peer had stopped first: say so once.
       LogWarning("worker: session ", session, " was closed while step ", step,
