@@ -68,13 +68,9 @@ grpc::Status GrpcWorkerService::RunStepFrames(grpc::ServerContext* ctx,
                        ": this worker is shutting down (SIGTERM) and starts no new steps"))));
     }
     const Admitted admitted{this};  // Done() however the handler ends
-    std::vector<std::string> fetches(header.fetches().begin(), header.fetches().end());
-    std::vector<std::string> step_fetches(header.step_fetches().begin(),
-                                          header.step_fetches().end());
     std::vector<v1::StepTrace> traces;
-    absl::StatusOr<TensorMap> out = worker_->RunStep(
-        header.session(), header.step(), *std::move(fed), fetches, header.num_steps(),
-        step_fetches, header.trace_first(), header.trace_last(), &traces);
+    absl::StatusOr<TensorMap> out =
+        worker_->RunStep(StepRequestOf(header), *std::move(fed), &traces);
     grpc::Status status =
         out.ok() ? ToGrpcStatus(WriteStepResult(stream, *std::move(out), header.step(),
                                                 std::move(traces)))

@@ -150,13 +150,15 @@ absl::StatusOr<std::shared_ptr<Worker::SessionState>> Worker::FindSession(
   return it->second;
 }
 
-absl::StatusOr<TensorMap> Worker::RunStep(const std::string& session, int64_t step,
-                                          TensorMap feeds,
-                                          const std::vector<std::string>& fetches,
-                                          int64_t num_steps,
-                                          const std::vector<std::string>& step_fetches,
-                                          int64_t trace_first, int64_t trace_last,
+absl::StatusOr<TensorMap> Worker::RunStep(const StepRequest& request, TensorMap feeds,
                                           std::vector<v1::StepTrace>* traces) {
+  const std::string& session = request.session;
+  const int64_t step = request.step;
+  const int64_t num_steps = request.num_steps;
+  const std::vector<std::string>& fetches = request.fetches;
+  const std::vector<std::string>& step_fetches = request.step_fetches;
+  const int64_t trace_first = request.trace_first;
+  const int64_t trace_last = request.trace_last;
   ScopedLogContext log_step(session, step);
   ASSIGN_OR_RETURN(std::shared_ptr<SessionState> state, FindSession(session));
   if (!state->step_mu.TryLock()) {
