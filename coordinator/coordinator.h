@@ -294,6 +294,38 @@ class Coordinator {
   // FailedPrecondition for a session that failed or expired, saying why.
   absl::Status CheckUsable(Session* session);
 
+  // RunStep's steps (coordinator_step.cc), in order; each runs under the session's step lock.
+  struct StepCalls;
+  struct StepFailure;
+  // InvalidArgument naming a bad fetch, feed, num_steps or trace range, before anything runs.
+  static absl::Status CheckStepRequest(const Session& session, const TensorMap& feeds,
+                                       const StepRequest& request);
+  // The whole tensors `fetches` name, uninitialised, for the workers' slices to fill.
+  static absl::StatusOr<TensorMap> AllocateFetches(const Session& session,
+                                                   const std::vector<std::string>& fetches);
+  // Runs `request` on every worker of the session at once (processor p with feeds[p], its slices
+  // into (*fetches)[p], its timelines into (*traces)[p] when traces is not null), waits for them
+  // (WaitForWorkers), cancels the stragglers; returns each processor's status.
+  std::vector<absl::Status> FanOut(Session* session, const StepRequest& request,
+                                   const std::vector<FeedSlices>& feeds,
+                                   std::vector<FetchTargets>* fetches,
+                                   std::vector<std::vector<v1::StepTrace>>* traces,
+                                   StepProgress* progress);
+  // Until every call returned, or one failed and the others had their grace period, or the
+  // watchdog found the step stuck (then the session fails).
+  void WaitForWorkers(Session* session, StepProgress* progress, StepCalls* calls);
+  // OK when the step succeeded; else fails the session with its errors ranked (causes first),
+  // drops the workers found dead, releases the session and returns why it failed.
+  absl::Status FailStep(const std::shared_ptr<Session>& session, int64_t step,
+                        const std::vector<absl::Status>& results);
+  // The step's errors, causes before effects (outside failure, dead workers, workers' own
+  // errors, peers' Unavailable); Cancelled ones left out. Requires mu_.
+  StepFailure RankFailuresLocked(const Session& session, const std::vector<absl::Status>& results)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Internal naming the worker that did not return one of its slices.
+  static absl::Status CheckFetchesFilled(const Session& session,
+                                         const std::vector<FetchTargets>& fetches);
+
   const CoordinatorOptions options_;
   std::string incarnation_;  // random per process; set once in the constructor
   WorkerClientFactory* const factory_;

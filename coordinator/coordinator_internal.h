@@ -1,5 +1,5 @@
 // Internal to //coordinator:coordinator: the coordinator's per-worker and per-session records and
-// small helpers shared by coordinator.cc (registry, sessions, steps) and
+// small helpers shared by coordinator.cc (registry, sessions), coordinator_step.cc (RunStep) and
 // coordinator_checkpoints.cc (SaveCheckpoint, RestoreCheckpoint).
 #ifndef MESHRT_COORDINATOR_COORDINATOR_INTERNAL_H_
 #define MESHRT_COORDINATOR_COORDINATOR_INTERNAL_H_
@@ -18,6 +18,7 @@
 #include "core/graph.h"
 #include "core/mesh.h"
 #include "proto/program.pb.h"
+#include "rpc/error_origin.h"
 
 namespace meshrt {
 
@@ -84,6 +85,14 @@ namespace coordinator_internal {
 
 inline std::string CoordString(const std::vector<int64_t>& c) {
   return absl::StrCat("(", absl::StrJoin(c, ","), ")");
+}
+
+// A worker marks the errors it reports itself (rpc/error_origin.h); an Unavailable or
+// DeadlineExceeded without the mark came from the transport: the process is gone or unreachable.
+inline bool IsTransportFailure(const absl::Status& s) {
+  return (s.code() == absl::StatusCode::kUnavailable ||
+          s.code() == absl::StatusCode::kDeadlineExceeded) &&
+         !IsWorkerReported(s);
 }
 
 // Runs fn(i) for i in [0, n) on n threads and waits for all.

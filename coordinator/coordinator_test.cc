@@ -17,6 +17,7 @@
 #include "coordinator/test_graphs.h"
 #include "core/training_spec.h"
 #include "gtest/gtest.h"
+#include "rpc/error_origin.h"
 
 namespace meshrt {
 namespace {
@@ -381,6 +382,35 @@ TEST_F(CoordinatorTest, DeadWorkerFailsItsSessionOnlyAndCanBeReplaced) {
   ASSERT_OK_AND_ASSIGN(TensorMap want, Interpret(g, feeds, {"s"}));
   EXPECT_LE(MaxRelativeError(got.at("s"), want.at("s")), 1e-5);
   ASSERT_OK(coordinator_.CloseSession(s.session()));
+}
+
+// The origin travels as a status payload (rpc/error_origin.h): a worker's own Unavailable (here a
+// peer's connection closed under its collective) fails the step but leaves the worker registered;
+// the same code without the mark is a transport failure and drops the worker.
+TEST_F(CoordinatorTest, WorkerReportedUnavailableIsNotATransportFailure) {
+  Register(4);
+  const Graph g = Graph::Build(MlpGraph()).value();
+  const TensorMap feeds = RandomFeeds(g, 3);
+  ASSERT_OK_AND_ASSIGN(
+      v1::CreateSessionResponse s,
+      coordinator_.CreateSession(Request("rows:2,cols:2", "batch:rows,hidden:cols")));
+  workers_.Break("w2", MarkWorkerReported(absl::UnavailableError("step 1: peer 0 closed")));
+  const absl::Status reported = coordinator_.RunStep(s.session(), feeds, {}).status();
+  EXPECT_TRUE(StatusIs(reported, absl::StatusCode::kUnavailable,
+                       {"worker 2 (w2, mesh coordinate (1,0)): step 1: peer 0 closed"}));
+  EXPECT_FALSE(absl::StrContains(reported.message(), "unreachable")) << reported;
+  EXPECT_EQ(coordinator_.ListWorkers().workers_size(), 4);
+  workers_.Break("w2", absl::OkStatus());
+  ASSERT_OK(coordinator_.CloseSession(s.session()));
+
+  ASSERT_OK_AND_ASSIGN(
+      v1::CreateSessionResponse s2,
+      coordinator_.CreateSession(Request("rows:2,cols:2", "batch:rows,hidden:cols")));
+  workers_.Break("w2", absl::UnavailableError("step 1: peer 0 closed"));  // the text alone: gone
+  EXPECT_TRUE(StatusIs(coordinator_.RunStep(s2.session(), feeds, {}).status(),
+                       absl::StatusCode::kUnavailable,
+                       {"worker 2 (w2, mesh coordinate (1,0)) is unreachable"}));
+  EXPECT_EQ(coordinator_.ListWorkers().workers_size(), 3);
 }
 
 TEST_F(CoordinatorTest, WorkerErrorNamesTheWorkerAndStep) {

@@ -28,16 +28,14 @@ class GrpcWorkerClient : public WorkerClient {
     return FromGrpcStatus(stub_->LoadSession(&ctx, spec, &response));
   }
 
-  absl::Status RunStep(const std::string& session, int64_t step, const FeedSlices& feeds,
-                       FetchTargets* fetches, const std::vector<std::string>& step_fetches,
-                       int64_t num_steps, absl::Duration timeout, Cancellation* cancel,
-                       StepTracing* trace) override {
+  absl::Status RunStep(const StepRequest& request, const FeedSlices& feeds,
+                       FetchTargets* fetches, absl::Duration timeout, Cancellation* cancel,
+                       std::vector<v1::StepTrace>* traces) override {
     grpc::ClientContext ctx;
     SetTimeout(&ctx, timeout);
     AttachToken(&ctx, security_);
     int id = cancel != nullptr ? cancel->Register([&ctx] { ctx.TryCancel(); }) : -1;
-    absl::Status result =
-        RunStepOn(&ctx, session, step, feeds, fetches, step_fetches, num_steps, trace);
+    absl::Status result = RunStepOn(&ctx, request, feeds, fetches, traces);
     if (cancel != nullptr) cancel->Unregister(id);
     return result;
   }
@@ -78,23 +76,13 @@ class GrpcWorkerClient : public WorkerClient {
         stub_(v1::Worker::NewStub(channel)),
         run_step_(kWorkerRunStep, channel) {}
 
-  absl::Status RunStepOn(grpc::ClientContext* ctx, const std::string& session, int64_t step,
+  absl::Status RunStepOn(grpc::ClientContext* ctx, const StepRequest& request,
                          const FeedSlices& feeds, FetchTargets* fetches,
-                         const std::vector<std::string>& step_fetches, int64_t num_steps,
-                         StepTracing* trace) {
+                         std::vector<v1::StepTrace>* traces) {
     // Send the call's metadata with the header message: one write less per step.
     ctx->set_initial_metadata_corked(true);
     auto stream = run_step_.Open(ctx);
-    v1::RunStepRequest header;
-    header.set_session(session);
-    header.set_step(step);
-    header.set_num_steps(num_steps);
-    for (const auto& [name, target] : *fetches) header.add_fetches(name);
-    for (const std::string& f : step_fetches) header.add_step_fetches(f);
-    if (trace != nullptr) {
-      header.set_trace_first(trace->first);
-      header.set_trace_last(trace->last);
-    }
+    const v1::RunStepRequest header = StepHeader(request);
     // The slices go from the whole feeds onto the wire, and from the wire into the whole fetches.
     FrameSources sources;
     for (const auto& [name, slice] : feeds) {
@@ -105,8 +93,7 @@ class GrpcWorkerClient : public WorkerClient {
     for (const auto& [name, target] : *fetches) {
       fetched.PlaceInto(name, target.whole, target.region);
     }
-    RETURN_IF_ERROR(CallStep(stream.get(), header, sources, &fetched,
-                             trace != nullptr ? &trace->traces : nullptr));
+    RETURN_IF_ERROR(CallStep(stream.get(), header, sources, &fetched, traces));
     for (auto& [name, target] : *fetches) target.filled = fetched.Complete(name);
     return fetched.Finish().status();
   }

@@ -23,16 +23,15 @@ class InProcessWorkers::Client : public WorkerClient {
     return w->LoadSession(spec);
   }
 
-  absl::Status RunStep(const std::string& session, int64_t step, const FeedSlices& feeds,
-                       FetchTargets* fetches, const std::vector<std::string>& step_fetches,
-                       int64_t num_steps, absl::Duration, Cancellation* cancel,
-                       StepTracing* trace) override {
+  absl::Status RunStep(const StepRequest& request, const FeedSlices& feeds,
+                       FetchTargets* fetches, absl::Duration, Cancellation* cancel,
+                       std::vector<v1::StepTrace>* traces) override {
     Worker* w;
     LocalCollectiveHub* hub = nullptr;
     {
       absl::MutexLock lock(&owner_->mu_);
       Entry& e = owner_->workers_.at(address_);
-      auto h = owner_->hubs_.find(session);
+      auto h = owner_->hubs_.find(request.session);
       if (h != owner_->hubs_.end()) hub = h->second.get();
       if (!e.broken.ok()) {
         // A dead worker: its peers' collectives must not wait for it.
@@ -48,12 +47,7 @@ class InProcessWorkers::Client : public WorkerClient {
     for (const auto& [name, slice] : feeds) {
       slices.emplace(name, slice.region.Extract(*slice.whole));
     }
-    std::vector<std::string> names;
-    for (const auto& [name, target] : *fetches) names.push_back(name);
-    absl::StatusOr<TensorMap> result =
-        w->RunStep(session, step, std::move(slices), names, num_steps, step_fetches,
-                   trace != nullptr ? trace->first : 0, trace != nullptr ? trace->last : 0,
-                   trace != nullptr ? &trace->traces : nullptr);
+    absl::StatusOr<TensorMap> result = w->RunStep(request, std::move(slices), traces);
     cancel->Unregister(id);
     if (!result.ok()) return result.status();
     // What the gRPC path does on receipt (TensorAssembler::PlaceInto).

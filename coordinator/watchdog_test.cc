@@ -54,18 +54,16 @@ class HeldWorkers : public WorkerClientFactory {
     absl::Status LoadSession(const v1::SessionSpec& spec, absl::Duration timeout) override {
       return inner_->LoadSession(spec, timeout);
     }
-    absl::Status RunStep(const std::string& session, int64_t step, const FeedSlices& feeds,
-                         FetchTargets* fetches, const std::vector<std::string>& step_fetches,
-                         int64_t num_steps, absl::Duration timeout, Cancellation* cancel,
-                         StepTracing* trace) override {
+    absl::Status RunStep(const StepRequest& request, const FeedSlices& feeds,
+                         FetchTargets* fetches, absl::Duration timeout, Cancellation* cancel,
+                         std::vector<v1::StepTrace>* traces) override {
       if (owner_->hold) {
         for (int i = 0; i < 3000 && !cancel->cancelled(); ++i)
           absl::SleepFor(absl::Milliseconds(10));
         return absl::CancelledError("held step cancelled");
       }
-      absl::SleepFor(absl::Milliseconds(owner_->step_time_ms * num_steps));
-      return inner_->RunStep(session, step, feeds, fetches, step_fetches, num_steps, timeout,
-                             cancel, trace);
+      absl::SleepFor(absl::Milliseconds(owner_->step_time_ms * request.num_steps));
+      return inner_->RunStep(request, feeds, fetches, timeout, cancel, traces);
     }
     absl::Status CloseSession(const std::string& session, absl::Duration timeout) override {
       ++owner_->closes;

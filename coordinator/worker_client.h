@@ -18,6 +18,7 @@
 #include "proto/checkpoint.pb.h"
 #include "proto/session.pb.h"
 #include "rpc/tensor_region.h"
+#include "runtime/step_request.h"
 
 namespace meshrt {
 
@@ -57,29 +58,20 @@ struct FetchTarget {
 };
 using FetchTargets = std::map<std::string, FetchTarget>;
 
-// A step's timeline request and result (runtime/step_trace.h): repetitions first..last of a
-// RunStep (1-based, inclusive; 0: none) are traced, their timelines appended to `traces`.
-struct StepTracing {
-  int64_t first = 0;
-  int64_t last = 0;
-  std::vector<v1::StepTrace> traces;  // written by RunStep
-};
-
 // Thread-safe.
 class WorkerClient {
  public:
   virtual ~WorkerClient() = default;
   virtual absl::Status LoadSession(const v1::SessionSpec& spec, absl::Duration timeout) = 0;
-  // Sends this worker's feed slices, runs `num_steps` steps (Worker::RunStep) computing what
-  // `step_fetches` (the step's whole fetch list, the same for every worker) and the variable
-  // updates need, and writes the slice of each tensor of `*fetches` into its target. A returned
-  // slice whose dtype or shape is not its target's is an error. Returns soon with Cancelled once
-  // `cancel` (borrowed, may be null) is cancelled. `trace` (borrowed, may be null): the
-  // repetitions to trace and where their timelines go.
-  virtual absl::Status RunStep(const std::string& session, int64_t step, const FeedSlices& feeds,
-                               FetchTargets* fetches, const std::vector<std::string>& step_fetches,
-                               int64_t num_steps, absl::Duration timeout, Cancellation* cancel,
-                               StepTracing* trace) = 0;
+  // Sends this worker's feed slices, runs `request` on it (Worker::RunStep) and writes the
+  // slice of each tensor of `request.fetches` into its target in `*fetches` (which holds one for
+  // each of them). A returned slice whose dtype or shape is not its target's is an error. Returns
+  // soon with Cancelled once `cancel` (borrowed, may be null) is cancelled. `traces` (borrowed,
+  // may be null): where the timelines of the repetitions request.trace_first..trace_last go.
+  // The worker's own errors carry its mark (rpc/error_origin.h); transport errors do not.
+  virtual absl::Status RunStep(const StepRequest& request, const FeedSlices& feeds,
+                               FetchTargets* fetches, absl::Duration timeout, Cancellation* cancel,
+                               std::vector<v1::StepTrace>* traces) = 0;
   virtual absl::Status CloseSession(const std::string& session, absl::Duration timeout) = 0;
   // Checkpoints (Worker::SaveCheckpoint / Worker::RestoreCheckpoint).
   virtual absl::StatusOr<v1::WorkerSaveCheckpointResponse> SaveCheckpoint(

@@ -55,6 +55,15 @@ class WorkerFileAccessTest : public ::testing::Test {
   InProcessWorkers communicators_;  // as the CommunicatorFactory only
 };
 
+// Step 1 of `session`, fetching "x".
+StepRequest StepOf(const std::string& session) {
+  StepRequest request;
+  request.session = session;
+  request.step = 1;
+  request.fetches = {"x"};
+  return request;
+}
+
 TEST_F(WorkerFileAccessTest, OpsReadOnlyUnderTheDataDirectories) {
   ASSERT_OK_AND_ASSIGN(const FileAccessPolicy data,
                        FileAccessPolicy::Under({data_}, "--data_dir"));
@@ -63,23 +72,23 @@ TEST_F(WorkerFileAccessTest, OpsReadOnlyUnderTheDataDirectories) {
   Worker worker(&CpuKernels(), &communicators_, files);
 
   ASSERT_OK(worker.LoadSession(Spec("outside", "/etc/passwd")));
-  const absl::Status refused = worker.RunStep("outside", 1, StepFeed(), {"x"}).status();
+  const absl::Status refused = worker.RunStep(StepOf("outside"), StepFeed()).status();
   EXPECT_TRUE(StatusIs(refused, absl::StatusCode::kPermissionDenied,
                        {"'/etc/passwd'", "--data_dir", data_, "text_windows"}));
 
   // ".." out of the data directory and a symlink out of it are refused too.
   ASSERT_OK(worker.LoadSession(Spec("dotdot", data_ + "/../../../../../../etc/passwd")));
-  EXPECT_TRUE(StatusIs(worker.RunStep("dotdot", 1, StepFeed(), {"x"}).status(),
+  EXPECT_TRUE(StatusIs(worker.RunStep(StepOf("dotdot"), StepFeed()).status(),
                        absl::StatusCode::kPermissionDenied, {"--data_dir"}));
   ASSERT_EQ(symlink("/etc/passwd", (data_ + "/passwd").c_str()), 0);
   ASSERT_OK(worker.LoadSession(Spec("symlink", data_ + "/passwd")));
-  EXPECT_TRUE(StatusIs(worker.RunStep("symlink", 1, StepFeed(), {"x"}).status(),
+  EXPECT_TRUE(StatusIs(worker.RunStep(StepOf("symlink"), StepFeed()).status(),
                        absl::StatusCode::kPermissionDenied,
                        {data_ + "/passwd", "resolves to '/etc/passwd'", "--data_dir"}));
 
   // Inside: step 0's rows start at bytes 0 and 4 (n = 26 - 5 = 21).
   ASSERT_OK(worker.LoadSession(Spec("inside", data_ + "/text.txt")));
-  ASSERT_OK_AND_ASSIGN(TensorMap out, worker.RunStep("inside", 1, StepFeed(), {"x"}));
+  ASSERT_OK_AND_ASSIGN(TensorMap out, worker.RunStep(StepOf("inside"), StepFeed()));
   const Tensor& x = out.at("x");
   ASSERT_EQ(x.num_elements(), 8);
   const std::string want = "abcdefgh";
@@ -92,7 +101,7 @@ TEST_F(WorkerFileAccessTest, NoDataDirectoriesMeansNoFileIsRead) {
   files.data = &none;
   Worker worker(&CpuKernels(), &communicators_, files);
   ASSERT_OK(worker.LoadSession(Spec("s", data_ + "/text.txt")));
-  EXPECT_TRUE(StatusIs(worker.RunStep("s", 1, StepFeed(), {"x"}).status(),
+  EXPECT_TRUE(StatusIs(worker.RunStep(StepOf("s"), StepFeed()).status(),
                        absl::StatusCode::kPermissionDenied,
                        {data_ + "/text.txt", "without --data_dir"}));
 }

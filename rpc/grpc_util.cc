@@ -12,7 +12,10 @@
 #include "absl/synchronization/mutex.h"
 #include "core/logging.h"
 #include "core/status_macros.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "google/protobuf/stubs/common.h"
+#include "google/protobuf/wire_format_lite.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/health_check_service_interface.h"
@@ -32,6 +35,105 @@ std::string* log_name ABSL_GUARDED_BY(log_name_mu) = nullptr;  // SetDaemonLogNa
 std::string DaemonLogName() {
   absl::MutexLock lock(&log_name_mu);
   return log_name != nullptr ? *log_name : "the log of the daemon that answered";
+}
+
+// `message` as sent on the wire: over kMaxWireMessageBytes it is cut, keeping its head (what
+// failed) and its tail (usually why), and logged whole first.
+std::string WireMessage(absl::string_view message) {
+  if (message.size() <= kMaxWireMessageBytes) return std::string(message);
+  LogError("error too long for the wire (", message.size(), " bytes), in full: ", message);
+  const std::string note = absl::StrCat(" ... [cut from ", message.size(),
+                                        " bytes; the whole text is in ", DaemonLogName(), "] ... ");
+  const size_t tail = 512;
+  const size_t head = kMaxWireMessageBytes - note.size() - tail;
+  return absl::StrCat(message.substr(0, head), note, message.substr(message.size() - tail));
+}
+
+// google.rpc.Status field and google.protobuf.Any field numbers: the binary error details are a
+// google.rpc.Status (what every gRPC library expects there), written by hand so that meshrt needs
+// no googleapis protos.
+constexpr int kStatusCodeField = 1;
+constexpr int kStatusMessageField = 2;
+constexpr int kStatusDetailsField = 3;
+constexpr int kAnyTypeUrlField = 1;
+constexpr int kAnyValueField = 2;
+// Payloads ride in trailing metadata (8 KiB by default, kMaxWireMessageBytes of it the message):
+// larger ones stay behind rather than turn the error into a transport failure.
+constexpr size_t kMaxWirePayloadBytes = 1024;
+
+void WriteBytesField(int field, absl::string_view bytes,
+                     google::protobuf::io::CodedOutputStream* out) {
+  out->WriteTag(google::protobuf::internal::WireFormatLite::MakeTag(
+      field, google::protobuf::internal::WireFormatLite::WIRETYPE_LENGTH_DELIMITED));
+  out->WriteVarint32(static_cast<uint32_t>(bytes.size()));
+  out->WriteRaw(bytes.data(), static_cast<int>(bytes.size()));
+}
+
+// `status`'s payloads as a serialized google.rpc.Status with `message`; "" when it has none.
+std::string EncodeStatusDetails(const absl::Status& status, absl::string_view message) {
+  std::string details, any;
+  size_t payload_bytes = 0;
+  {
+    google::protobuf::io::StringOutputStream sink(&details);
+    google::protobuf::io::CodedOutputStream out(&sink);
+    status.ForEachPayload([&](absl::string_view type_url, const absl::Cord& value) {
+      payload_bytes += type_url.size() + value.size();
+      if (payload_bytes > kMaxWirePayloadBytes) return;
+      any.clear();
+      {
+        google::protobuf::io::StringOutputStream any_sink(&any);
+        google::protobuf::io::CodedOutputStream any_out(&any_sink);
+        WriteBytesField(kAnyTypeUrlField, type_url, &any_out);
+        WriteBytesField(kAnyValueField, std::string(value), &any_out);
+      }
+      WriteBytesField(kStatusDetailsField, any, &out);
+    });
+    if (out.ByteCount() == 0) return "";
+    out.WriteTag(google::protobuf::internal::WireFormatLite::MakeTag(
+        kStatusCodeField, google::protobuf::internal::WireFormatLite::WIRETYPE_VARINT));
+    out.WriteVarint32(static_cast<uint32_t>(status.code()));
+    WriteBytesField(kStatusMessageField, message, &out);
+  }
+  return details;
+}
+
+// Reads one google.protobuf.Any; false when `bytes` is not one.
+bool ReadAny(const std::string& bytes, std::string* type_url, std::string* value) {
+  google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(bytes.data()),
+                                            static_cast<int>(bytes.size()));
+  while (const uint32_t tag = in.ReadTag()) {
+    const int field = google::protobuf::internal::WireFormatLite::GetTagFieldNumber(tag);
+    std::string* into = field == kAnyTypeUrlField ? type_url
+                        : field == kAnyValueField ? value
+                                                  : nullptr;
+    if (into == nullptr) {
+      if (!google::protobuf::internal::WireFormatLite::SkipField(&in, tag)) return false;
+    } else if (!google::protobuf::internal::WireFormatLite::ReadString(&in, into)) {
+      return false;
+    }
+  }
+  return in.ConsumedEntireMessage();
+}
+
+// Sets on `status` the payloads of the serialized google.rpc.Status `details` (EncodeStatusDetails);
+// details that do not parse are ignored (a peer may send what it likes there).
+void RestorePayloads(const std::string& details, absl::Status* status) {
+  google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(details.data()),
+                                            static_cast<int>(details.size()));
+  std::vector<std::pair<std::string, std::string>> payloads;
+  while (const uint32_t tag = in.ReadTag()) {
+    std::string any, type_url, value;
+    if (google::protobuf::internal::WireFormatLite::GetTagFieldNumber(tag) != kStatusDetailsField) {
+      if (!google::protobuf::internal::WireFormatLite::SkipField(&in, tag)) return;
+    } else if (!google::protobuf::internal::WireFormatLite::ReadString(&in, &any) ||
+               !ReadAny(any, &type_url, &value)) {
+      return;
+    } else {
+      payloads.emplace_back(std::move(type_url), std::move(value));
+    }
+  }
+  if (!in.ConsumedEntireMessage()) return;
+  for (auto& [type_url, value] : payloads) status->SetPayload(type_url, absl::Cord(value));
 }
 
 }  // namespace
@@ -79,24 +181,17 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
   if (status.ok()) return grpc::Status::OK;
   // absl and gRPC share the canonical code numbering.
   const auto code = static_cast<grpc::StatusCode>(status.code());
-  if (status.message().size() <= kMaxWireMessageBytes) {
-    return grpc::Status(code, std::string(status.message()));
-  }
-  LogError("error too long for the wire (", status.message().size(), " bytes), in full: ",
-           status.message());
-  // The head names what failed, the tail usually says why: keep both.
-  const absl::string_view message = status.message();
-  const std::string note = absl::StrCat(" ... [cut from ", message.size(),
-                                        " bytes; the whole text is in ", DaemonLogName(), "] ... ");
-  const size_t tail = 512;
-  const size_t head = kMaxWireMessageBytes - note.size() - tail;
-  return grpc::Status(code, absl::StrCat(message.substr(0, head), note,
-                                         message.substr(message.size() - tail)));
+  const std::string message = WireMessage(status.message());
+  const std::string details = EncodeStatusDetails(status, message);
+  return details.empty() ? grpc::Status(code, message) : grpc::Status(code, message, details);
 }
 
 absl::Status FromGrpcStatus(const grpc::Status& status) {
   if (status.ok()) return absl::OkStatus();
-  return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
+  absl::Status converted(static_cast<absl::StatusCode>(status.error_code()),
+                         status.error_message());
+  RestorePayloads(status.error_details(), &converted);
+  return converted;
 }
 
 std::string Security::Describe() const {

@@ -27,7 +27,9 @@ inline constexpr int kMaxMessageBytes = 64 << 20;
 inline constexpr size_t kMaxWireMessageBytes = 4096;
 
 // A message over kMaxWireMessageBytes is cut (saying so, and where the whole text is: see
-// SetDaemonLogName) and logged whole at ERROR first.
+// SetDaemonLogName) and logged whole at ERROR first. The status's payloads (e.g. the error's
+// origin, rpc/error_origin.h) travel as its binary error details, a google.rpc.Status (up to
+// 1 KiB of them; the rest stay behind).
 grpc::Status ToGrpcStatus(const absl::Status& status);
 
 // Names this process's log in the messages ToGrpcStatus cuts: "the <daemon> log <path>" when
@@ -48,6 +50,9 @@ std::optional<int> HandleVersionAndLogFormat(const FlagSet& flags, absl::string_
 
 // What `PROGRAM --version` prints: "meshrt-worker 0.1.0 (gRPC 1.51.1, protobuf 3.21.12)\n".
 std::string VersionText(absl::string_view program);
+
+// The code and message of `status`, with the payloads ToGrpcStatus put in its error details
+// (details that are not a google.rpc.Status are ignored).
 absl::Status FromGrpcStatus(const grpc::Status& status);
 
 // Transport security of one process, as given by its flags (AddSecurityFlags). Every field empty

@@ -12,6 +12,7 @@
 
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
+#include "rpc/error_origin.h"
 
 namespace meshrt {
 namespace {
@@ -148,6 +149,52 @@ TEST(ToGrpcStatusTest, ACutMessageNamesTheDaemonsLogFile) {
   const grpc::Status piped = ToGrpcStatus(absl::InternalError(std::string(9000, 'x')));
   EXPECT_TRUE(absl::StrContains(piped.error_message(), "the coordinator log (its stderr)"))
       << piped.error_message();
+}
+
+TEST(ErrorOriginTest, MarksOnlyErrors) {
+  EXPECT_TRUE(IsWorkerReported(MarkWorkerReported(absl::UnavailableError("peer died"))));
+  EXPECT_FALSE(IsWorkerReported(absl::UnavailableError("step 1: peer died")));
+  EXPECT_TRUE(MarkWorkerReported(absl::OkStatus()).ok());
+  EXPECT_FALSE(IsWorkerReported(MarkWorkerReported(absl::OkStatus())));
+}
+
+TEST(StatusConversionTest, PayloadsSurviveTheRoundTrip) {
+  absl::Status sent = MarkWorkerReported(absl::UnavailableError("step 3: peer 2 closed"));
+  sent.SetPayload("type.meshrt.dev/Other", absl::Cord(std::string("a\0b", 3)));
+  const grpc::Status wire = ToGrpcStatus(sent);
+  EXPECT_EQ(wire.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(wire.error_message(), "step 3: peer 2 closed");
+  EXPECT_FALSE(wire.error_details().empty());
+  const absl::Status got = FromGrpcStatus(wire);
+  EXPECT_EQ(got.code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(got.message(), "step 3: peer 2 closed");
+  EXPECT_TRUE(IsWorkerReported(got));
+  EXPECT_EQ(got.GetPayload("type.meshrt.dev/Other"), absl::Cord(std::string("a\0b", 3)));
+  EXPECT_EQ(got, sent);
+}
+
+TEST(StatusConversionTest, AnUnmarkedErrorArrivesUnmarked) {
+  const grpc::Status wire = ToGrpcStatus(absl::DeadlineExceededError("step 3: too slow"));
+  EXPECT_TRUE(wire.error_details().empty());
+  const absl::Status got = FromGrpcStatus(wire);
+  EXPECT_EQ(got, absl::DeadlineExceededError("step 3: too slow"));
+  EXPECT_FALSE(IsWorkerReported(got));
+}
+
+TEST(StatusConversionTest, ACutMessageKeepsItsMark) {
+  const absl::Status got =
+      FromGrpcStatus(ToGrpcStatus(MarkWorkerReported(absl::InternalError(std::string(9000, 'x')))));
+  EXPECT_EQ(got.code(), absl::StatusCode::kInternal);
+  EXPECT_LE(got.message().size(), kMaxWireMessageBytes);
+  EXPECT_TRUE(IsWorkerReported(got));
+}
+
+TEST(StatusConversionTest, DetailsThatDoNotParseAreIgnored) {
+  for (const std::string& details : {std::string("\xff\xff\xff"), std::string("\x1a\x05" "ab")}) {
+    const absl::Status got =
+        FromGrpcStatus(grpc::Status(grpc::StatusCode::UNAVAILABLE, "gone", details));
+    EXPECT_EQ(got, absl::UnavailableError("gone"));
+  }
 }
 
 }  // namespace

@@ -37,6 +37,30 @@ FrameSources SharedSources(const std::shared_ptr<const TensorMap>& tensors) {
   return sources;
 }
 
+v1::RunStepRequest StepHeader(const StepRequest& request) {
+  v1::RunStepRequest header;
+  header.set_session(request.session);
+  header.set_step(request.step);
+  header.set_num_steps(request.num_steps);
+  for (const std::string& f : request.fetches) header.add_fetches(f);
+  for (const std::string& f : request.step_fetches) header.add_step_fetches(f);
+  header.set_trace_first(request.trace_first);
+  header.set_trace_last(request.trace_last);
+  return header;
+}
+
+StepRequest StepRequestOf(const v1::RunStepRequest& header) {
+  StepRequest request;
+  request.session = header.session();
+  request.step = header.step();
+  request.num_steps = header.num_steps();
+  request.fetches.assign(header.fetches().begin(), header.fetches().end());
+  request.step_fetches.assign(header.step_fetches().begin(), header.step_fetches().end());
+  request.trace_first = header.trace_first();
+  request.trace_last = header.trace_last();
+  return request;
+}
+
 absl::Status CallStep(StepClientStream* stream, const v1::RunStepRequest& header,
                       const FrameSources& feeds, TensorAssembler* fetched,
                       std::vector<v1::StepTrace>* traces) {

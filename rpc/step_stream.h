@@ -25,6 +25,7 @@
 #include "proto/session.pb.h"
 #include "rpc/chunk_frames.h"
 #include "rpc/tensor_chunks.h"
+#include "runtime/step_request.h"
 
 namespace meshrt {
 
@@ -55,6 +56,10 @@ using FrameSources = std::map<std::string, FrameSource>;
 FrameSources BorrowedSources(const TensorMap& tensors);
 // The whole of each tensor of `tensors`, shared with the wire (frames reference its storage).
 FrameSources SharedSources(const std::shared_ptr<const TensorMap>& tensors);
+
+// A worker's step request as the wire's header and back (both directions carry every field).
+v1::RunStepRequest StepHeader(const StepRequest& request);
+StepRequest StepRequestOf(const v1::RunStepRequest& header);
 
 // Client side: sends `header` and `feeds`, half-closes, reads the fetched tensors into `*fetched`
 // (into their places where PlaceInto gave one), finishes the call. Returns the call's status, or

@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "rpc/auth.h"
+#include "rpc/error_origin.h"
 #include "rpc/grpc_util.h"
 #include "rpc/step_stream.h"
 
@@ -59,22 +60,17 @@ grpc::Status GrpcWorkerService::RunStepFrames(grpc::ServerContext* ctx,
     v1::RunStepRequest header;
     absl::StatusOr<TensorMap> fed = ReadStep(stream, &header);
     if (!fed.ok()) return ToGrpcStatus(fed.status());
-    // The "step N:" prefix marks an error this worker reports itself (coordinator.cc), not a
-    // transport failure.
+    // Marked as this worker's own error (rpc/error_origin.h): the coordinator must not take it
+    // for a transport failure.
     if (!Admit()) {
-      return grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                          absl::StrCat("step ", header.step(),
-                                       ": this worker is shutting down (SIGTERM) and starts no new "
-                                       "steps"));
+      return ToGrpcStatus(MarkWorkerReported(absl::UnavailableError(
+          absl::StrCat("step ", header.step(),
+                       ": this worker is shutting down (SIGTERM) and starts no new steps"))));
     }
     const Admitted admitted{this};  // Done() however the handler ends
-    std::vector<std::string> fetches(header.fetches().begin(), header.fetches().end());
-    std::vector<std::string> step_fetches(header.step_fetches().begin(),
-                                          header.step_fetches().end());
     std::vector<v1::StepTrace> traces;
-    absl::StatusOr<TensorMap> out = worker_->RunStep(
-        header.session(), header.step(), *std::move(fed), fetches, header.num_steps(),
-        step_fetches, header.trace_first(), header.trace_last(), &traces);
+    absl::StatusOr<TensorMap> out =
+        worker_->RunStep(StepRequestOf(header), *std::move(fed), &traces);
     grpc::Status status =
         out.ok() ? ToGrpcStatus(WriteStepResult(stream, *std::move(out), header.step(),
                                                 std::move(traces)))

@@ -11,6 +11,7 @@
 #include "core/logging.h"
 #include "core/slicing.h"
 #include "core/status_macros.h"
+#include "rpc/error_origin.h"
 #include "rpc/wire_buffers.h"
 #include "runtime/checkpoint.h"
 #include "runtime/executor.h"
@@ -149,13 +150,15 @@ absl::StatusOr<std::shared_ptr<Worker::SessionState>> Worker::FindSession(
   return it->second;
 }
 
-absl::StatusOr<TensorMap> Worker::RunStep(const std::string& session, int64_t step,
-                                          TensorMap feeds,
-                                          const std::vector<std::string>& fetches,
-                                          int64_t num_steps,
-                                          const std::vector<std::string>& step_fetches,
-                                          int64_t trace_first, int64_t trace_last,
+absl::StatusOr<TensorMap> Worker::RunStep(const StepRequest& request, TensorMap feeds,
                                           std::vector<v1::StepTrace>* traces) {
+  const std::string& session = request.session;
+  const int64_t step = request.step;
+  const int64_t num_steps = request.num_steps;
+  const std::vector<std::string>& fetches = request.fetches;
+  const std::vector<std::string>& step_fetches = request.step_fetches;
+  const int64_t trace_first = request.trace_first;
+  const int64_t trace_last = request.trace_last;
   ScopedLogContext log_step(session, step);
   ASSIGN_OR_RETURN(std::shared_ptr<SessionState> state, FindSession(session));
   if (!state->step_mu.TryLock()) {
@@ -213,7 +216,10 @@ absl::StatusOr<TensorMap> Worker::RunStep(const std::string& session, int64_t st
   }
   state->step_mu.Unlock();
   if (!status.ok()) {
-    status = absl::Status(status.code(), absl::StrCat("step ", step, ": ", status.message()));
+    // Marked as this worker's own error (rpc/error_origin.h): the coordinator tells it from a
+    // transport failure by the mark; "step N:" is for the reader.
+    status = MarkWorkerReported(
+        absl::Status(status.code(), absl::StrCat("step ", step, ": ", status.message())));
     if (state->closed.load() || state->activity.aborted()) {
       // Whether it stopped here or in a collective whose peer had stopped first: say so once.
       LogWarning("worker: session ", session, " was closed while step ", step,

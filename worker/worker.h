@@ -22,6 +22,7 @@
 #include "proto/checkpoint.pb.h"
 #include "proto/session.pb.h"
 #include "runtime/communicator.h"
+#include "runtime/step_request.h"
 #include "worker/worker_metrics.h"
 
 namespace meshrt {
@@ -62,20 +63,16 @@ class Worker {
   // communicator (e.g. DeadlineExceeded when peers never join).
   absl::Status LoadSession(const v1::SessionSpec& spec);
 
-  // Runs `num_steps` steps (at least one) with this worker's feed slices; returns the slices of
-  // `fetches` after the last. Each step runs only what `step_fetches` (the step's whole fetch
-  // list, the same on every worker; empty: `fetches`) and the variable updates need
-  // (Executor::Run). Variables keep their slices between steps and calls. NotFound for an
-  // unknown session; the executor's errors (naming the instruction, op and collective) prefixed
-  // with the step. `feeds` is taken by value: the last step moves it into the executor (pass an
-  // rvalue to avoid a copy). With `traces`, repetitions trace_first..trace_last (1-based,
-  // inclusive; 0: none) record their timelines (runtime/step_trace.h), appended to *traces in
-  // order, also those that ran before a failure.
-  absl::StatusOr<TensorMap> RunStep(const std::string& session, int64_t step,
-                                    TensorMap feeds, const std::vector<std::string>& fetches,
-                                    int64_t num_steps = 1,
-                                    const std::vector<std::string>& step_fetches = {},
-                                    int64_t trace_first = 0, int64_t trace_last = 0,
+  // Runs `request.num_steps` steps (at least one) of `request.session` with this worker's feed
+  // slices; returns the slices of `request.fetches` after the last. Each step runs only what
+  // `request.step_fetches` and the variable updates need (Executor::Run). Variables keep their
+  // slices between steps and calls. NotFound for an unknown session; the executor's errors
+  // (naming the instruction, op and collective) prefixed with the step and marked as this
+  // worker's own (rpc/error_origin.h). `feeds` is taken by value: the last step moves it into the
+  // executor (pass an rvalue to avoid a copy). With `traces`, the repetitions
+  // request.trace_first..trace_last record their timelines (runtime/step_trace.h), appended to
+  // *traces in order, also those that ran before a failure.
+  absl::StatusOr<TensorMap> RunStep(const StepRequest& request, TensorMap feeds,
                                     std::vector<v1::StepTrace>* traces = nullptr);
 
   // Checkpoints (runtime/checkpoint.h; the directory is on a filesystem shared with the
