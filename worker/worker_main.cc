@@ -30,6 +30,7 @@
 #include "rpc/auth.h"
 #include "rpc/grpc_util.h"
 #include "rpc/http_server.h"
+#include "util/file.h"
 #include "util/flags.h"
 #include "worker/coordinator_client.h"
 #include "worker/gloo_communicator.h"
@@ -95,14 +96,8 @@ std::string NewIncarnation() {
 
 // /proc/meminfo's MemAvailable, or 0 when it cannot be read.
 int64_t ReadMemAvailable() {
-  std::FILE* f = std::fopen("/proc/meminfo", "r");
-  if (f == nullptr) return 0;
-  std::string text;
-  char buf[4096];
-  size_t got;
-  while ((got = std::fread(buf, 1, sizeof(buf), f)) > 0) text.append(buf, got);
-  std::fclose(f);
-  return MemAvailableBytes(text);
+  absl::StatusOr<std::string> text = ReadFile("/proc/meminfo");
+  return text.ok() ? MemAvailableBytes(*text) : 0;
 }
 
 }  // namespace
