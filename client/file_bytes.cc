@@ -4,25 +4,18 @@
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
+#include "util/file.h"
 
 namespace meshrt {
 
 absl::StatusOr<std::string> ReadFileBytes(const std::string& path, absl::string_view what) {
-  const std::string named = what.empty() ? path : absl::StrCat(what, " ", path);
-  FILE* f = std::fopen(path.c_str(), "rb");
-  if (f == nullptr) {
-    const int err = errno;
-    return absl::ErrnoToStatus(err, absl::StrCat("cannot open ", named));
-  }
-  std::string bytes;
-  char buffer[1 << 16];
-  size_t n;
-  while ((n = std::fread(buffer, 1, sizeof(buffer), f)) > 0) bytes.append(buffer, n);
-  const bool failed = std::ferror(f) != 0;
-  const int err = errno;
-  std::fclose(f);
-  if (failed) return absl::ErrnoToStatus(err, absl::StrCat("cannot read ", named));
-  return bytes;
+  absl::StatusOr<std::string> bytes = ReadFile(path);
+  if (bytes.ok() || what.empty()) return bytes;
+  // "cannot open x.pb: ..." -> "cannot open graph file x.pb: ...".
+  std::string message(bytes.status().message());
+  const size_t at = message.find(path);
+  if (at != std::string::npos) message.insert(at, absl::StrCat(what, " "));
+  return absl::Status(bytes.status().code(), message);
 }
 
 absl::Status WriteFileBytes(const std::string& path, absl::string_view bytes) {

@@ -8,8 +8,6 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -17,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "util/file.h"
 
 namespace meshrt {
 namespace {
@@ -137,17 +136,15 @@ absl::StatusOr<std::vector<Credential>> ParseTokenFile(absl::string_view text,
 
 absl::StatusOr<std::string> ReadFlagFile(const std::string& path, absl::string_view flag,
                                          bool allow_empty) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
+  absl::StatusOr<std::string> text = ReadFile(path);
+  if (!text.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("--", flag, "=", path, ": cannot read the file"));
   }
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (!allow_empty && text.str().empty()) {
+  if (!allow_empty && text->empty()) {
     return absl::InvalidArgumentError(absl::StrCat("--", flag, "=", path, ": the file is empty"));
   }
-  return text.str();
+  return text;
 }
 
 absl::StatusOr<std::vector<Credential>> ReadTokenFile(const std::string& path,

@@ -21,6 +21,7 @@
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "google/protobuf/text_format.h"
+#include "util/file.h"
 #include "xxhash.h"
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
@@ -58,34 +59,6 @@ absl::Status CheckDirectory(const std::string& dir) {
     return absl::FailedPreconditionError(absl::StrCat("checkpoint path ", dir, " is not a directory"));
   }
   return absl::OkStatus();
-}
-
-absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
-  Fd f;
-  f.fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (f.fd < 0) {
-    const int err = errno;
-    return ErrnoError(err, absl::StrCat("cannot open ", path));
-  }
-  struct stat st;
-  if (fstat(f.fd, &st) != 0) {
-    const int err = errno;
-    return ErrnoError(err, absl::StrCat("cannot stat ", path));
-  }
-  std::string data(static_cast<size_t>(st.st_size), '\0');
-  size_t done = 0;
-  while (done < data.size()) {
-    ssize_t r = pread(f.fd, data.data() + done, data.size() - done, static_cast<off_t>(done));
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0) {
-      const int err = errno;
-      return ErrnoError(err, absl::StrCat("reading ", path));
-    }
-    if (r == 0) break;
-    done += static_cast<size_t>(r);
-  }
-  data.resize(done);
-  return data;
 }
 
 // The processor at `coord` writes the slice when it sits at 0 on every mesh axis the layout does
@@ -325,7 +298,7 @@ absl::StatusOr<Tensor> LoadSlice(const v1::CheckpointManifest& manifest,
       const std::string path = JoinPath(directory, s.file());
       const std::string what =
           absl::StrCat("shard file '", s.file(), "' of variable '", name, "' in ", directory);
-      absl::StatusOr<std::string> data = ReadWholeFile(path);
+      absl::StatusOr<std::string> data = ReadFile(path);
       if (!data.ok()) {
         if (data.status().code() == absl::StatusCode::kNotFound) {
           return absl::NotFoundError(absl::StrCat(what, " is missing"));
@@ -547,7 +520,7 @@ absl::Status WriteManifest(const std::string& directory, const v1::CheckpointMan
 absl::StatusOr<v1::CheckpointManifest> ReadManifest(const std::string& directory) {
   RETURN_IF_ERROR(CheckDirectory(directory));
   const std::string path = JoinPath(directory, kCheckpointManifestFile);
-  absl::StatusOr<std::string> text = ReadWholeFile(path);
+  absl::StatusOr<std::string> text = ReadFile(path);
   if (!text.ok()) {
     if (text.status().code() == absl::StatusCode::kNotFound) {
       return absl::NotFoundError(absl::StrCat(

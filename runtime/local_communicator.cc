@@ -9,6 +9,7 @@
 #include "core/logging.h"
 #include "core/slicing.h"
 #include "core/status_macros.h"
+#include "runtime/communicator_checks.h"
 
 namespace meshrt {
 
@@ -26,7 +27,7 @@ class LocalCommunicator : public Communicator {
                          void* data, int64_t count) override {
     Call call;
     RETURN_IF_ERROR(Begin("AllReduce", mesh_axes, count, data, &call));
-    RETURN_IF_ERROR(CheckReduceOp(call, op));
+    RETURN_IF_ERROR(CheckReduceOp(call.context, op));
     const int64_t bytes = count * DTypeSize(dtype);
     if (call.g == 1) return absl::OkStatus();
     ASSIGN_OR_RETURN(auto round, Exchange(call, Signature(op, dtype, bytes, 0), data, bytes));
@@ -73,7 +74,7 @@ class LocalCommunicator : public Communicator {
                              const void* in, int64_t count_per_rank, void* out) override {
     Call call;
     RETURN_IF_ERROR(Begin("ReduceScatter", mesh_axes, count_per_rank, out, &call));
-    RETURN_IF_ERROR(CheckReduceOp(call, op));
+    RETURN_IF_ERROR(CheckReduceOp(call.context, op));
     const int64_t chunk = count_per_rank * DTypeSize(dtype);
     if (call.g == 1) {
       std::memcpy(out, in, chunk);
@@ -93,10 +94,7 @@ class LocalCommunicator : public Communicator {
                          int64_t bytes) override {
     Call call;
     RETURN_IF_ERROR(Begin("Broadcast", mesh_axes, bytes, data, &call));
-    if (root_rank < 0 || root_rank >= call.g) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(call.context, ": root rank ", root_rank, " is not in a group of ", call.g));
-    }
+    RETURN_IF_ERROR(CheckRoot(call.context, root_rank, call.g));
     if (call.g == 1) return absl::OkStatus();
     const bool root = call.rank == root_rank;
     ASSIGN_OR_RETURN(auto round, Exchange(call, Signature(bytes, root_rank), root ? data : nullptr,
@@ -109,9 +107,7 @@ class LocalCommunicator : public Communicator {
                        int64_t bytes) override {
     Call call;
     RETURN_IF_ERROR(Begin("Permute", {mesh_axis}, bytes, out, &call));
-    if (bytes > 0 && in == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat(call.context, ": input buffer is null"));
-    }
+    RETURN_IF_ERROR(CheckInput(call.context, bytes, in));
     const int src = PermuteSource(call.rank, call.g, shift, wrap);
     const int dst = PermuteTarget(call.rank, call.g, shift, wrap);
     if (call.g > 1) {
@@ -163,25 +159,13 @@ class LocalCommunicator : public Communicator {
                      const void* buffer, Call* call) {
     call->kind = kind;
     RETURN_IF_ERROR(NormalizeMeshAxes(mesh(), kind, mesh_axes, &call->axes));
-    call->context = absl::StrCat(kind, " over mesh axes ", MeshAxesString(mesh(), call->axes),
-                                 " at processor ", CoordinateString(coord_));
-    if (size < 0 || (size > 0 && buffer == nullptr)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(call->context, ": invalid buffer (size ", size, ")"));
-    }
+    call->context = CollectiveContext(mesh(), kind, call->axes, coord_);
+    RETURN_IF_ERROR(CheckBuffer(call->context, size, buffer));
     call->g = mesh().GroupSize(call->axes);
     call->rank = mesh().RankInGroup(call->axes, coord_);
     return absl::OkStatus();
   }
 
-  static absl::Status CheckReduceOp(const Call& call, v1::ReduceOp op) {
-    if (op == v1::REDUCE_SUM || op == v1::REDUCE_MAX || op == v1::REDUCE_MIN ||
-        op == v1::REDUCE_PROD) {
-      return absl::OkStatus();
-    }
-    return absl::InvalidArgumentError(
-        absl::StrCat(call.context, ": invalid reduce op ", static_cast<int>(op)));
-  }
 
   absl::StatusOr<std::shared_ptr<const LocalCollectiveHub::Round>> Exchange(
       const Call& call, const std::string& signature, const void* data, int64_t bytes) {

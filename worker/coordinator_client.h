@@ -15,25 +15,40 @@
 
 namespace meshrt {
 
+// The membership calls a worker makes (WorkerAgent, worker/worker_agent.h): each returns within
+// `timeout`. Implementations are thread-safe.
+class CoordinatorClient {
+ public:
+  virtual ~CoordinatorClient() = default;
+  virtual absl::StatusOr<v1::RegisterWorkerResponse> Register(
+      const v1::RegisterWorkerRequest& request, absl::Duration timeout) = 0;
+  virtual absl::StatusOr<v1::HeartbeatResponse> Heartbeat(const v1::HeartbeatRequest& request,
+                                                          absl::Duration timeout) = 0;
+  virtual absl::Status Deregister(const v1::DeregisterWorkerRequest& request,
+                                  absl::Duration timeout) = 0;
+  // Replaces the bearer token of later calls (a generated token that appeared after start).
+  virtual void set_token(const std::string& token) = 0;
+};
+
 // Thread-safe (gRPC stubs are).
-class GrpcCoordinatorClient : public KeyValueStore {
+class GrpcCoordinatorClient : public CoordinatorClient, public KeyValueStore {
  public:
   // Calls use `security`'s TLS settings and bearer token (the cluster token).
   explicit GrpcCoordinatorClient(const std::string& address, const Security& security = Security());
 
   absl::StatusOr<v1::RegisterWorkerResponse> Register(const v1::RegisterWorkerRequest& request,
-                                                      absl::Duration timeout);
+                                                      absl::Duration timeout) override;
   absl::StatusOr<v1::HeartbeatResponse> Heartbeat(const v1::HeartbeatRequest& request,
-                                                  absl::Duration timeout);
-  absl::Status Deregister(const v1::DeregisterWorkerRequest& request, absl::Duration timeout);
+                                                  absl::Duration timeout) override;
+  absl::Status Deregister(const v1::DeregisterWorkerRequest& request,
+                          absl::Duration timeout) override;
 
   // KeyValueStore over the coordinator's KvSet / KvGet (Get blocks on the coordinator).
   absl::Status Set(const std::string& key, const std::string& value) override;
   absl::StatusOr<std::string> Get(const std::string& key, absl::Duration timeout) override;
 
   const std::string& address() const { return address_; }
-  // Replaces the bearer token of later calls (a generated token that appeared after start).
-  void set_token(const std::string& token);
+  void set_token(const std::string& token) override;
 
  private:
   void Attach(grpc::ClientContext* ctx) const;

@@ -32,6 +32,7 @@
 #include "gloo/transport/unbound_buffer.h"
 #include "gloo/types.h"
 #include "runtime/blocked_chunks.h"
+#include "runtime/communicator_checks.h"
 #include "worker/gloo_blocked.h"
 #include "worker/gloo_pairwise.h"
 #include "worker/gloo_reduce.h"
@@ -222,8 +223,7 @@ absl::Status GlooCommunicator::Begin(const char* kind, const std::vector<int>& m
                                      int64_t size, const void* buffer, Call* call) const {
   std::vector<int> sorted;
   RETURN_IF_ERROR(NormalizeMeshAxes(mesh(), kind, mesh_axes, &sorted));
-  call->context = absl::StrCat(kind, " over mesh axes ", MeshAxesString(mesh(), sorted),
-                               " at processor ", CoordinateString(coordinate()));
+  call->context = CollectiveContext(mesh(), kind, sorted, coordinate());
   {
     absl::MutexLock lock(&mu_);
     if (shut_down_) {
@@ -231,10 +231,7 @@ absl::Status GlooCommunicator::Begin(const char* kind, const std::vector<int>& m
           absl::StrCat(call->context, ": the communicator was shut down"));
     }
   }
-  if (size < 0 || (size > 0 && buffer == nullptr)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(call->context, ": invalid buffer (size ", size, ")"));
-  }
+  RETURN_IF_ERROR(CheckBuffer(call->context, size, buffer));
   call->axes.clear();
   for (int a : sorted) {
     if (mesh().size(a) > 1) call->axes.push_back(a);
@@ -423,10 +420,7 @@ absl::Status GlooCommunicator::AllReduce(const std::vector<int>& mesh_axes, v1::
   Call call;
   RETURN_IF_ERROR(Begin("AllReduce", mesh_axes, count, data, &call));
   const gloo::AllreduceOptions::Func reduce = GlooReduceFunction(op, dtype);
-  if (reduce == nullptr) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(call.context, ": invalid reduce op ", static_cast<int>(op)));
-  }
+  if (reduce == nullptr) return InvalidReduceOp(call.context, op);
   if (call.g == 1 || count == 0) return absl::OkStatus();
   return RunOnGroup(call, [&](Group* group) {
     const std::shared_ptr<gloo::Context>& context = group->context;
@@ -465,13 +459,8 @@ absl::Status GlooCommunicator::AllReduceInto(const std::vector<int>& mesh_axes, 
   Call call;
   RETURN_IF_ERROR(Begin("AllReduceInto", mesh_axes, count, out, &call));
   const gloo::AllreduceOptions::Func reduce = GlooReduceFunction(op, dtype);
-  if (reduce == nullptr) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(call.context, ": invalid reduce op ", static_cast<int>(op)));
-  }
-  if (count > 0 && in == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat(call.context, ": input buffer is null"));
-  }
+  if (reduce == nullptr) return InvalidReduceOp(call.context, op);
+  RETURN_IF_ERROR(CheckInput(call.context, count, in));
   if (count == 0) return absl::OkStatus();
   if (call.g == 1) {
     std::memcpy(out, in, count * DTypeSize(dtype));
@@ -563,10 +552,7 @@ absl::Status GlooCommunicator::ReduceScatter(const std::vector<int>& mesh_axes, 
                                              void* out) {
   Call call;
   RETURN_IF_ERROR(Begin("ReduceScatter", mesh_axes, count_per_rank, out, &call));
-  if (GlooReduceFunction(op, dtype) == nullptr) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(call.context, ": invalid reduce op ", static_cast<int>(op)));
-  }
+  if (GlooReduceFunction(op, dtype) == nullptr) return InvalidReduceOp(call.context, op);
   const int64_t chunk = count_per_rank * DTypeSize(dtype);
   if (call.g == 1) {
     if (chunk > 0) std::memcpy(out, in, chunk);
@@ -654,10 +640,7 @@ absl::Status GlooCommunicator::ReduceScatterBlocked(const std::vector<int>& mesh
   RETURN_IF_ERROR(Begin("ReduceScatterBlocked", mesh_axes, count_per_rank, out, &call));
   RETURN_IF_ERROR(CheckBlocks(call.context, "the input", in_blocks, count_per_rank, "elements"));
   const gloo::AllreduceOptions::Func reduce = GlooReduceFunction(op, dtype);
-  if (reduce == nullptr) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(call.context, ": invalid reduce op ", static_cast<int>(op)));
-  }
+  if (reduce == nullptr) return InvalidReduceOp(call.context, op);
   const int64_t chunk = count_per_rank * DTypeSize(dtype);
   if (chunk == 0) return absl::OkStatus();
   if (call.g == 1) {
@@ -689,10 +672,7 @@ absl::Status GlooCommunicator::Broadcast(const std::vector<int>& mesh_axes, int 
                                          void* data, int64_t bytes) {
   Call call;
   RETURN_IF_ERROR(Begin("Broadcast", mesh_axes, bytes, data, &call));
-  if (root_rank < 0 || root_rank >= call.g) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(call.context, ": root rank ", root_rank, " is not in a group of ", call.g));
-  }
+  RETURN_IF_ERROR(CheckRoot(call.context, root_rank, call.g));
   if (call.g == 1 || bytes == 0) return absl::OkStatus();
   return RunOnGroup(call, [&](Group* group) {
     const std::shared_ptr<gloo::Context>& context = group->context;
@@ -712,9 +692,7 @@ absl::Status GlooCommunicator::Permute(int mesh_axis, int shift, bool wrap, cons
                                        void* out, int64_t bytes) {
   Call call;
   RETURN_IF_ERROR(Begin("Permute", {mesh_axis}, bytes, out, &call));
-  if (bytes > 0 && in == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat(call.context, ": input buffer is null"));
-  }
+  RETURN_IF_ERROR(CheckInput(call.context, bytes, in));
   const int src = PermuteSource(call.rank, call.g, shift, wrap);
   const int dst = PermuteTarget(call.rank, call.g, shift, wrap);
   if (src < 0 && bytes > 0) std::memset(out, 0, bytes);

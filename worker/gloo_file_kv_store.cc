@@ -10,16 +10,15 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "util/file.h"
 
 namespace meshrt {
 namespace {
 
 bool ReadFile(const std::string& path, std::string* value) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in.good()) return false;
-  std::stringstream s;
-  s << in.rdbuf();
-  *value = s.str();
+  absl::StatusOr<std::string> bytes = meshrt::ReadFile(path);
+  if (!bytes.ok()) return false;
+  *value = std::move(*bytes);
   return true;
 }
 

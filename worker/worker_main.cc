@@ -1,4 +1,5 @@
-// The worker daemon: flags -> options -> gRPC server, registration and heartbeats.
+// The worker daemon: flags -> options -> gRPC server, then a WorkerAgent (worker_agent.h) for
+// registration, heartbeats and the drain on SIGTERM.
 #include "worker/worker_main.h"
 
 #include <malloc.h>
@@ -29,11 +30,13 @@
 #include "rpc/auth.h"
 #include "rpc/grpc_util.h"
 #include "rpc/http_server.h"
+#include "util/file.h"
 #include "util/flags.h"
 #include "worker/coordinator_client.h"
 #include "worker/gloo_communicator.h"
 #include "worker/grpc_worker_service.h"
 #include "worker/worker.h"
+#include "worker/worker_agent.h"
 
 namespace meshrt {
 namespace {
@@ -86,12 +89,6 @@ absl::StatusOr<std::optional<int>> ParseRank(const std::string& text) {
   return std::optional<int>(rank);
 }
 
-// The coordinator refused this worker's credential (rather than being unreachable).
-bool IsCredentialRefusal(const absl::Status& s) {
-  return s.code() == absl::StatusCode::kUnauthenticated ||
-         s.code() == absl::StatusCode::kPermissionDenied;
-}
-
 std::string NewIncarnation() {
   std::random_device rd;
   return absl::StrFormat("%08x%08x-%d", rd(), rd(), getpid());
@@ -99,14 +96,8 @@ std::string NewIncarnation() {
 
 // /proc/meminfo's MemAvailable, or 0 when it cannot be read.
 int64_t ReadMemAvailable() {
-  std::FILE* f = std::fopen("/proc/meminfo", "r");
-  if (f == nullptr) return 0;
-  std::string text;
-  char buf[4096];
-  size_t got;
-  while ((got = std::fread(buf, 1, sizeof(buf), f)) > 0) text.append(buf, got);
-  std::fclose(f);
-  return MemAvailableBytes(text);
+  absl::StatusOr<std::string> text = ReadFile("/proc/meminfo");
+  return text.ok() ? MemAvailableBytes(*text) : 0;
 }
 
 }  // namespace
@@ -398,123 +389,39 @@ int WorkerMain(int argc, char** argv) {
   SetHealth({server.get(), health.get()}, "meshrt.v1.Worker", false);
   const std::string address = absl::StrCat(advertise, ":", bound_port);
 
-  v1::RegisterWorkerRequest reg;
+  WorkerAgentOptions agent_options;
+  agent_options.coordinator = coordinator;
+  agent_options.register_timeout = absl::Seconds(register_timeout_s);
+  agent_options.drain_timeout = absl::Seconds(drain_timeout_s);
+  v1::RegisterWorkerRequest& reg = agent_options.registration;
   reg.set_address(address);
   reg.set_gloo_address(gloo_address);
   reg.set_incarnation(NewIncarnation());
   reg.set_secret(*secret);
   reg.set_available_memory_bytes(ReadMemAvailable());
   if (rank->has_value()) reg.set_rank(**rank);
-  // Any start order works: retry the coordinator with backoff until it answers.
-  auto register_once = [&]() -> absl::StatusOr<v1::RegisterWorkerResponse> {
-    absl::Time deadline = absl::Now() + absl::Seconds(register_timeout_s);
-    absl::Duration backoff = absl::Milliseconds(100);
-    while (true) {
-      if (absl::StatusOr<std::string> token = cluster_token(); token.ok()) {
-        client.set_token(*token);
-      }
-      auto r = client.Register(reg, absl::Seconds(5));
-      if (r.ok() || g_stop.load() || absl::Now() > deadline) return r;
-      LogWarning("meshrt-worker: coordinator ", coordinator,
-                 IsCredentialRefusal(r.status()) ? " refused this worker's credential (" : " not reachable yet (",
-                 r.status().message(), "); retrying in ", absl::FormatDuration(backoff));
-      absl::SleepFor(backoff);
-      backoff = std::min(backoff * 2, absl::Seconds(2));
-    }
+  WorkerAgentHooks hooks;
+  hooks.cluster_token = cluster_token;
+  hooks.set_ready = [&](bool ready) {
+    SetHealth({server.get(), health.get()}, "meshrt.v1.Worker", ready);
   };
-  auto registered = register_once();
-  if (!registered.ok()) {
+  hooks.drain_calls = [&](absl::Duration timeout) { return service.Drain(timeout); };
+  hooks.interrupt = &g_stop;
+  WorkerAgent agent(std::move(agent_options), &client, &worker, std::move(hooks));
+  if (absl::Status registered = agent.Start(); !registered.ok()) {
     std::fprintf(stderr, "meshrt-worker: cannot register with coordinator %s: %s\n",
-                 coordinator.c_str(), std::string(registered.status().message()).c_str());
+                 coordinator.c_str(), std::string(registered.message()).c_str());
     server->Shutdown();
     return 1;
   }
-  int worker_id = registered->worker_id();
-  std::string coordinator_incarnation = registered->coordinator_incarnation();
-  // After registering again, drop the sessions held from before (`held`): a restarted coordinator
-  // (another incarnation) will never run or close its predecessor's, and the same coordinator
-  // asks a worker to register again only after dropping it (e.g. it stopped responding), which
-  // failed the session it served. Sessions loaded after the registration are kept.
-  auto adopt = [&](const v1::RegisterWorkerResponse& r, const std::vector<std::string>& held) {
-    worker_id = r.worker_id();
-    const bool restarted = r.coordinator_incarnation() != coordinator_incarnation;
-    for (const std::string& id : held) {
-      if (restarted) {
-        LogWarning("meshrt-worker: dropped session ", id,
-                   " of an earlier coordinator incarnation (", coordinator_incarnation, "; now ",
-                   r.coordinator_incarnation(), ")");
-      } else {
-        LogWarning("meshrt-worker: dropped session ", id,
-                   ": the coordinator had dropped this "
-                   "worker (and failed the session)");
-      }
-      worker.CloseSession(id).IgnoreError();
-    }
-    coordinator_incarnation = r.coordinator_incarnation();
-  };
-  absl::Duration interval =
-      absl::Milliseconds(std::max<int64_t>(registered->heartbeat_interval_ms(), 100));
-  SetHealth({server.get(), health.get()}, "meshrt.v1.Worker", true);
-  LogInfo("meshrt-worker: serving at ", address, " as worker ", worker_id,
+  LogInfo("meshrt-worker: serving at ", address, " as worker ", agent.worker_id(),
           rank->has_value() ? absl::StrCat(" (rank ", **rank, ")") : "", " of coordinator ",
           coordinator, "; ", security->Describe(), "; data dirs: ",
           data_dirs.empty() ? "none (--data_dir)" : absl::StrJoin(data_policy->roots(), ", "),
           "; checkpoint root: ",
           checkpoint_root.empty() ? "none (--checkpoint_root)" : checkpoint_policy->roots()[0]);
-
-  while (!g_stop.load()) {
-    absl::Time next = absl::Now() + interval;
-    v1::HeartbeatRequest hb;
-    hb.set_worker_id(worker_id);
-    hb.set_incarnation(reg.incarnation());
-    for (v1::WorkerActivity& a : worker.Activities()) *hb.add_activities() = std::move(a);
-    auto r = client.Heartbeat(hb, interval * 2);
-    // Register again when the coordinator no longer knows us (it restarted) or no longer takes
-    // our token (it restarted with a new cluster token: register_once reads it afresh).
-    const bool refused = !r.ok() && IsCredentialRefusal(r.status());
-    if (refused) {
-      LogWarning("meshrt-worker: heartbeat refused (", r.status().message(),
-                 "); registering again with the current cluster token");
-    } else if (!r.ok()) {
-      LogWarning("meshrt-worker: heartbeat failed: ", r.status().message());
-    }
-    if (refused || (r.ok() && r->reregister())) {
-      const std::vector<std::string> held = worker.Sessions();
-      auto again = register_once();
-      if (again.ok()) {
-        adopt(*again, held);
-        LogInfo("meshrt-worker: re-registered as worker ", worker_id);
-      }
-    }
-    while (!g_stop.load() && absl::Now() < next) absl::SleepFor(absl::Milliseconds(20));
-  }
-  // Graceful shutdown (SIGTERM, e.g. Kubernetes deleting the pod): not ready any more, no new
-  // sessions or steps, the step in flight finishes (or is aborted after --drain_timeout_s), the
-  // coordinator is told at once (so the session that used this worker fails now, with the
-  // reason, rather than after missed heartbeats), then exit.
-  LogInfo("meshrt-worker: stopping: draining for up to ", drain_timeout_s, " s");
-  SetHealth({server.get(), health.get()}, "meshrt.v1.Worker", false);
-  {
-    // One last heartbeat saying so: the coordinator shows this worker as draining meanwhile.
-    v1::HeartbeatRequest hb;
-    hb.set_worker_id(worker_id);
-    hb.set_incarnation(reg.incarnation());
-    hb.set_draining(true);
-    for (v1::WorkerActivity& a : worker.Activities()) *hb.add_activities() = std::move(a);
-    client.Heartbeat(hb, absl::Seconds(2)).IgnoreError();
-  }
-  const bool idle = service.Drain(absl::Seconds(drain_timeout_s));
-  v1::DeregisterWorkerRequest leave;
-  leave.set_worker_id(worker_id);
-  leave.set_incarnation(reg.incarnation());
-  leave.set_reason(idle ? "shutting down (SIGTERM)"
-                        : absl::StrCat("shutting down (SIGTERM); its step in flight did not finish "
-                                       "within --drain_timeout_s=",
-                                       drain_timeout_s, " and was aborted"));
-  absl::Status left = client.Deregister(leave, absl::Seconds(5));
-  if (!left.ok()) LogWarning("meshrt-worker: deregistering: ", left.message());
-  LogInfo("meshrt-worker: ", idle ? "drained" : "aborting the step in flight",
-          "; deregistered; exiting");
+  while (!g_stop.load()) absl::SleepFor(absl::Milliseconds(20));
+  agent.Drain();
   // A step stuck in a collective would hold Shutdown until the collective's timeout; exiting
   // closes this worker's Gloo connections, so its peers fail fast instead.
   absl::Notification shut_down;
