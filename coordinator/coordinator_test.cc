@@ -11,11 +11,11 @@
 #include "absl/strings/match.h"
 #include "client/random_feeds.h"
 #include "coordinator/in_process_workers.h"
-#include "core/builder.h"
-#include "core/interpreter.h"
-#include "core/test_util.h"
+#include "core/ops/builder.h"
+#include "core/reference/interpreter.h"
+#include "core/testing/test_util.h"
 #include "coordinator/test_graphs.h"
-#include "core/training_spec.h"
+#include "core/train/training_spec.h"
 #include "gtest/gtest.h"
 
 namespace meshrt {

@@ -6,9 +6,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "core/ops.h"
-#include "core/slicing.h"
-#include "core/status_macros.h"
+#include "core/ops/ops.h"
+#include "core/ir/slicing.h"
+#include "util/status_macros.h"
 #include "kernels/scaled_add.h"
 #include "runtime/blocked_chunks.h"
 
@@ -311,7 +311,7 @@ const Executor::Plan& Executor::PlanFor(const std::vector<std::string>* fetches)
       if (instr.has_predicate()) need(instr.predicate());
     }
   }
-  // Never freed early (and never fused away): core/step_fusion.h's set, which the cost model
+  // Never freed early (and never fused away): core/ir/step_fusion.h's set, which the cost model
   // derives the same way.
   plan.pinned = StepPinnedBuffers(program_, fetches == nullptr ? nullptr : &key, plan.runs);
   // Guarded instructions (proto Instruction.predicate) may be skipped unless a fetched output
@@ -423,7 +423,7 @@ bool Executor::RunAddSoftmax(const v1::Instruction& si, const FusedUpdate& f, Te
       si.dtype() != v1::DT_FLOAT32 || ai.dtype() != v1::DT_FLOAT32) {
     return false;
   }
-  // The runner's one-pass op (core/step_fusion.h); any failure (a runner without it, operands
+  // The runner's one-pass op (core/ir/step_fusion.h); any failure (a runner without it, operands
   // that do not fit) leaves it to the two ops, which report their own errors.
   v1::Op op = si.local();
   op.set_type(absl::StrCat("_add_", si.local().type()));
