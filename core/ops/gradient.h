@@ -5,7 +5,7 @@
 // gradients from dy (the gradient of sum(loss) with respect to the op's output), and hands each to
 // Backward::Grad. It is called once per op on a path from a variable to the loss, in reverse
 // topological order, only with a float32 output (core/train/autodiff.cc). Rules live by family in
-// core/gradients_<family>.cc and attach to the ops' records with RegisterGradients (core/ops/ops.h).
+// core/ops/gradients_<family>.cc and attach to the ops' records with RegisterGradients (core/ops/ops.h).
 // The ops a rule emits, and their order, are the gradient graph: keep them stable (float sums are
 // not associative).
 //

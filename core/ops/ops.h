@@ -104,7 +104,7 @@ struct OpInfo {
   // Its cost per slice; null: the family default (core/ops/op_cost.h lists the defaults and the
   // per-element constants of the overrides).
   CostFn cost = nullptr;
-  // The gradient facet, attached by RegisterGradients (rules: core/gradients_<family>.cc).
+  // The gradient facet, attached by RegisterGradients (rules: core/ops/gradients_<family>.cc).
   // `differentiable` says the op has a `gradient`; a `zero_gradient` op is piecewise constant in
   // its inputs (comparisons, sign, argmax, ...): it passes back nothing and is not differentiable.
   // An op with neither stops autodiff (Unimplemented) when it lies on a path to the loss.
@@ -118,7 +118,7 @@ struct OpInfo {
 bool RegisterOps(std::vector<OpInfo> ops);
 
 // Attaches gradient facets to ops' records; call from a static initializer in a
-// core/gradients_<family>.cc file:
+// core/ops/gradients_<family>.cc file:
 //   const bool kRegistered = RegisterGradients({{"add", &AddGradient}, ...});
 // Any order against RegisterOps works (a facet waits for its op). CHECK-fails when a type gets a
 // second facet. A type that never gets registered is reported by CheckGradientFacets. Returns true.

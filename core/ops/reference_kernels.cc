@@ -221,7 +221,7 @@ absl::Status RunOp(const v1::Op& op, absl::Span<const Tensor* const> inputs, Ten
     if (out->num_elements() > 0) std::memcpy(dst, from, out->num_elements() * 4);
     return absl::OkStatus();
   }
-  // Every other op's reference kernel is registered by its family (core/ops_*.cc, linked with
+  // Every other op's reference kernel is registered by its family (core/ops/ops_*.cc, linked with
   // //core): a program linking only this target knows the built-in ops above.
   return absl::UnimplementedError("no reference kernel for this op type");
 }

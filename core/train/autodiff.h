@@ -4,7 +4,7 @@
 // data-parallel gradient synchronisation, with nothing special-cased.
 //
 // Every op the registry marks differentiable has a rule: its record's gradient facet
-// (OpInfo::gradient, core/ops/gradient.h; the rules are in core/gradients_<family>.cc), written with
+// (OpInfo::gradient, core/ops/gradient.h; the rules are in core/ops/gradients_<family>.cc), written with
 // existing ops so it lowers like any op:
 //   elementwise  add sub mul div pow maximum minimum (broadcast by name; every scalar-operand form,
 //                scalar_first too; maximum/minimum ties go to x), neg scale relu abs exp log sqrt

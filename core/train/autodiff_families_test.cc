@@ -596,7 +596,7 @@ TEST(AutodiffFamiliesTest, GradientFacetsAgreeWithDifferentiable) {
     rules += op.gradient != nullptr;
     zeros += op.zero_gradient;
   }
-  // The families' rules (core/gradients_*.cc) and the piecewise-constant ops.
+  // The families' rules (core/ops/gradients_*.cc) and the piecewise-constant ops.
   EXPECT_EQ(rules, 53);
   EXPECT_EQ(zeros, 11);
   EXPECT_NE(FindOp("add")->gradient, nullptr);
