@@ -13,7 +13,7 @@
 #include "absl/time/clock.h"
 #include "client/client.h"
 #include "client/local_cluster.h"
-#include "core/builder.h"
+#include "core/ops/builder.h"
 #include "util/flags.h"
 
 namespace meshrt {

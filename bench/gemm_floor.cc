@@ -6,11 +6,11 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "core/explain.h"
-#include "core/lowering.h"
-#include "core/mesh.h"
-#include "core/shape.h"
-#include "core/status_macros.h"
+#include "core/planning/explain.h"
+#include "core/lowering/lowering.h"
+#include "core/ir/mesh.h"
+#include "core/ir/shape.h"
+#include "util/status_macros.h"
 #include "kernels/blas.h"
 
 namespace meshrt {

@@ -7,7 +7,7 @@
 // overlap can reach: a goal that needs a step shorter than the floor is unreachable here with
 // this library, and the bench says so instead of leaving the gap unexplained.
 //
-// The products are read from the lowered program (core/lowering.h) of one processor: every local
+// The products are read from the lowered program (core/lowering/lowering.h) of one processor: every local
 // einsum with two operands becomes batch x (m x k)(k x n), where batch = the dims of both
 // operands and the output, m (n) = the first (second) operand's dims kept in the output, and
 // k = the dims of both operands summed over. Dims of one operand that the output lacks are summed
@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "core/graph.h"
+#include "core/ops/graph.h"
 #include "proto/program.pb.h"
 
 namespace meshrt {

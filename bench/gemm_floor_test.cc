@@ -3,10 +3,10 @@
 #include <utility>
 
 #include "bench/train_flops.h"
-#include "core/lowering.h"
-#include "core/mesh.h"
-#include "core/status_macros.h"
-#include "core/test_util.h"
+#include "core/lowering/lowering.h"
+#include "core/ir/mesh.h"
+#include "util/status_macros.h"
+#include "core/testing/test_util.h"
 #include "gtest/gtest.h"
 #include "bench/sgd_for_tests.h"
 #include "models/train.h"

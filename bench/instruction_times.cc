@@ -6,11 +6,11 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
-#include "core/explain.h"
-#include "core/mesh.h"
-#include "core/shape.h"
-#include "core/status_macros.h"
-#include "core/tensor.h"
+#include "core/planning/explain.h"
+#include "core/ir/mesh.h"
+#include "core/ir/shape.h"
+#include "util/status_macros.h"
+#include "core/ir/tensor.h"
 #include "kernels/cpu_kernels.h"
 
 namespace meshrt {

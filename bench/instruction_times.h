@@ -1,9 +1,9 @@
 // Per-instruction compute times of a lowered program, measured in this process: every local op
-// one processor runs in a step (core/explain.h StepInstructions), run alone through the workers'
+// one processor runs in a step (core/planning/explain.h StepInstructions), run alone through the workers'
 // kernels (kernels/cpu_kernels.h) on slices of its shapes filled with small values (floats in
 // [-1, 1], int32 in [0, 4)). A diagnostic for the cost model (plan_bench --per_instruction): it
 // says which local instructions the model gets wrong, apart from communication, the step's
-// overhead and overlap. Not the executor: no fusions (core/step_fusion.h), no buffer pool,
+// overhead and overlap. Not the executor: no fusions (core/ir/step_fusion.h), no buffer pool,
 // caches warm from the same inputs.
 //
 // Thread-safety: call from one thread (the kernels' OpenBLAS runs on it).

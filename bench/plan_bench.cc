@@ -1,13 +1,13 @@
 // The planner's time model checked against reality (issue 15 item 6): for (model, mesh, layout)
 // cases — the MLP and the Transformer LM at two sizes under data parallel, model parallel, both
-// on 2x2, fully replicated and odd layouts — the step time core/cost_model.h predicts under a
+// on 2x2, fully replicated and odd layouts — the step time core/planning/cost_model.h predicts under a
 // profile calibrated on this machine (client/calibrate.h, once per worker count) against the
 // step time measured on a fresh local cluster of worker processes (bench/train_runs.h RunOurs:
 // the median of --steps timed steps of one request each, after --warmup; in --passes passes over
 // every case, the median over passes). Prints a Markdown table
 // (predicted compute / communication / step overhead, measured, error, predicted peak memory per
 // worker), then the goals (bench/plan_stats.h) as met / MISSED, never asserted. Last, per model,
-// the planner's layout on x:2 (core/planner.h under the same profile) is measured the same way,
+// the planner's layout on x:2 (core/planning/planner.h under the same profile) is measured the same way,
 // and for the goal it and the best hand layout of the passes are measured again in turn on one
 // cluster (--rounds; bench/train_runs.h RunOursAlternating), the auto within 5% of the hand.
 //
@@ -39,12 +39,12 @@
 #include "client/calibrate.h"
 #include "client/client.h"
 #include "client/local_cluster.h"
-#include "core/cost_model.h"
-#include "core/explain.h"
-#include "core/lowering.h"
-#include "core/memory_model.h"
-#include "core/mesh.h"
-#include "core/planner.h"
+#include "core/planning/cost_model.h"
+#include "core/planning/explain.h"
+#include "core/lowering/lowering.h"
+#include "core/planning/memory_model.h"
+#include "core/ir/mesh.h"
+#include "core/planning/planner.h"
 #include "models/train.h"
 #include "util/flags.h"
 

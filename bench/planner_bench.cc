@@ -1,4 +1,4 @@
-// How long the planner (core/planner.h) takes to choose a layout, and what it chooses, for the
+// How long the planner (core/planning/planner.h) takes to choose a layout, and what it chooses, for the
 // Transformer LM's training graph at the size issue 15 names: 24 layers on a 64-processor mesh.
 //
 //   bazel run -c opt //bench:planner_bench [-- --layers 24 --mesh rows:8,cols:8 | --mesh auto:64
@@ -15,11 +15,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "bench/train_flops.h"
-#include "core/cost_model.h"
-#include "core/layout_search.h"
-#include "core/lowering.h"
-#include "core/memory_model.h"
-#include "core/planner.h"
+#include "core/planning/cost_model.h"
+#include "core/planning/layout_search.h"
+#include "core/lowering/lowering.h"
+#include "core/planning/memory_model.h"
+#include "core/planning/planner.h"
 #include "models/train.h"
 #include "models/transformer.h"
 #include "util/flags.h"

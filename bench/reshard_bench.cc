@@ -25,7 +25,7 @@
 //   raw      raw Gloo on contexts of its own (FileStore rendezvous, TCP loopback): gloo::allgather,
 //            gloo::alltoall, gloo::allreduce (ring), and gloo::ReduceScatterHalvingDoubling (Gloo's
 //            only reduce-scatter: the class API, in place); none for local-slice.
-// Bytes = what each worker sends for the program per core/explain.h CostOf (summed over its
+// Bytes = what each worker sends for the program per core/planning/explain.h CostOf (summed over its
 // instructions); GB/s = those bytes / median time, for all three (same bytes, so the ratio
 // reshard/raw is raw time / reshard time). Before timing, each kind's output is checked on every
 // rank against the slice of the expected global tensor.
@@ -62,12 +62,12 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "bench/bench_util.h"
-#include "core/explain.h"
-#include "core/mesh.h"
-#include "core/program_builder.h"
-#include "core/shape.h"
-#include "core/slicing.h"
-#include "core/tensor.h"
+#include "core/planning/explain.h"
+#include "core/ir/mesh.h"
+#include "core/ir/program_builder.h"
+#include "core/ir/shape.h"
+#include "core/ir/slicing.h"
+#include "core/ir/tensor.h"
 #include "gloo/allgather.h"
 #include "gloo/allreduce.h"
 #include "gloo/alltoall.h"
@@ -392,7 +392,7 @@ int Main(int argc, char** argv) {
 
   printf(
       "# Reshard on a 1-D mesh x:W, one process per worker, float32 [a: MiB*256, b: 1024].\n"
-      "# sent = bytes each worker sends (core/explain.h CostOf); GB/s = sent / median time of the\n"
+      "# sent = bytes each worker sends (core/planning/explain.h CostOf); GB/s = sent / median time of the\n"
       "# slowest rank (%d timed iterations after %d warmup; reshard, comm and raw interleaved).\n"
       "# reshard = Executor::Run (GlooCommunicator, same_host_copy=%s); comm = the communicator\n"
       "# call alone; raw = raw Gloo over TCP on the same bytes (reduce-scatter: Gloo's\n"

@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "core/graph.h"
+#include "core/ops/graph.h"
 #include "models/mlp.h"
 #include "models/transformer.h"
 

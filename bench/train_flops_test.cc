@@ -1,6 +1,6 @@
 #include "bench/train_flops.h"
 
-#include "core/test_util.h"
+#include "core/testing/test_util.h"
 #include "gtest/gtest.h"
 #include "bench/sgd_for_tests.h"
 #include "models/train.h"

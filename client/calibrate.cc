@@ -8,11 +8,11 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
-#include "core/builder.h"
-#include "core/explain.h"
-#include "core/lowering.h"
-#include "core/op_cost.h"
-#include "core/status_macros.h"
+#include "core/ops/builder.h"
+#include "core/planning/explain.h"
+#include "core/lowering/lowering.h"
+#include "core/ops/op_cost.h"
+#include "util/status_macros.h"
 #include "rpc/auth.h"
 
 namespace meshrt {

@@ -16,14 +16,14 @@
 //                       attention-shaped ones (16 x 16 x [128 x 32] x [32 x 128])
 //   memory bandwidth    elementwise negations of a 16 MiB slice: bytes read and written
 //   elementwise rate    softmaxes over rows of 1024 of an 8 MiB slice (per worker): their FLOPs as
-//                       core/op_cost.h counts them (kSoftmaxFlops per element). The kernels of the
+//                       core/ops/op_cost.h counts them (kSoftmaxFlops per element). The kernels of the
 //                       norms, softmaxes and transcendentals run at several times the negation's
 //                       FLOP rate, which is memory-bound; a rate from the negation made them 10x
 //                       too slow.
 //   collectives         allreduce (a sum over the split dim), allgather (a rename of a split dim to
 //                       a replicated one) and alltoall (a reshape moving the split to the other
 //                       dim), each at two sizes: alpha (s) and beta (bytes/s) fitted to
-//                       t - overhead = alpha + bytes_sent / beta, bytes_sent as core/explain.h
+//                       t - overhead = alpha + bytes_sent / beta, bytes_sent as core/planning/explain.h
 //                       CostOf counts them
 // Each graph's program is checked to contain exactly the collective it is meant to measure (and
 // no other), so a change in the lowering cannot silently measure something else.
@@ -38,9 +38,9 @@
 
 #include "absl/status/statusor.h"
 #include "client/client.h"
-#include "core/cost_model.h"
-#include "core/graph.h"
-#include "core/mesh.h"
+#include "core/planning/cost_model.h"
+#include "core/ops/graph.h"
+#include "core/ir/mesh.h"
 
 namespace meshrt {
 
@@ -96,7 +96,7 @@ absl::StatusOr<CalibrationGraph> MakeCalibrationGraph(const std::string& kind, i
 // Checks that `graph` lowered on x:W (r:R,x:W with `replicas` R > 1) under its layout sends what
 // `kind` says: for a collective
 // kind exactly one collective instruction of that kind runs per step; for the others none.
-// Returns the bytes each worker sends (core/explain.h CostOf) — FailedPrecondition naming the
+// Returns the bytes each worker sends (core/planning/explain.h CostOf) — FailedPrecondition naming the
 // kind and what the program does instead.
 // With `groups_outer` the mesh is x:W,r:R instead: each group takes every R-th processor.
 absl::StatusOr<int64_t> CheckCalibrationProgram(const std::string& kind, const CalibrationGraph& g,
@@ -107,14 +107,14 @@ absl::StatusOr<int64_t> CheckCalibrationProgram(const std::string& kind, const C
 // workers) and fits the figures.
 absl::StatusOr<Calibration> Calibrate(Client& client, const CalibrateOptions& options);
 
-// The calibration as the cost model's hardware profile (core/cost_model.h): large / small GEMM
+// The calibration as the cost model's hardware profile (core/planning/cost_model.h): large / small GEMM
 // FLOP/s, memory bytes/s, the elementwise FLOP rate (the softmax graph's; without it the memory
 // graph's negation's), the step
 // overhead, and the fitted alpha/beta per collective kind (within a host, and `cross_host` across
 // hosts), marked measured when either was.
 HardwareProfile ToHardwareProfile(const Calibration& c, const std::string& source);
 
-// The profile file `meshrt explain --profile` reads (core/cost_model.h FormatHardwareProfile),
+// The profile file `meshrt explain --profile` reads (core/planning/cost_model.h FormatHardwareProfile),
 // preceded by comment lines with `header` and the figures the profile has no key for (workers,
 // the collectives' group size; the step overhead is repeated there).
 std::string FormatCalibration(const Calibration& c, const std::string& header);

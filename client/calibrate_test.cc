@@ -6,9 +6,9 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "core/lowering.h"
-#include "core/mesh.h"
-#include "core/test_util.h"
+#include "core/lowering/lowering.h"
+#include "core/ir/mesh.h"
+#include "core/testing/test_util.h"
 #include "gtest/gtest.h"
 
 namespace meshrt {

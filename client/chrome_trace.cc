@@ -12,12 +12,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "core/logging.h"
+#include "util/logging.h"
 
 namespace meshrt {
 namespace {
 
-// A JSON string literal (core/logging.h; invalid UTF-8 becomes U+FFFD, so the file stays JSON).
+// A JSON string literal (util/logging.h; invalid UTF-8 becomes U+FFFD, so the file stays JSON).
 std::string Quote(absl::string_view s) { return JsonQuoted(s); }
 
 // "rank 1 (rows=0,cols=1) worker 5", from the mesh text "rows:2,cols:2".

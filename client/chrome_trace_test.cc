@@ -7,7 +7,7 @@
 #include <sstream>
 #include <string>
 
-#include "core/test_util.h"
+#include "core/testing/test_util.h"
 #include "gtest/gtest.h"
 
 namespace meshrt {

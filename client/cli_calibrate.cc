@@ -7,7 +7,7 @@
 #include "client/calibrate.h"
 #include "client/cli_commands.h"
 #include "client/local_cluster.h"
-#include "core/status_macros.h"
+#include "util/status_macros.h"
 #include "runtime/checkpoint.h"
 #include "util/flags.h"
 

@@ -12,14 +12,14 @@
 #include "absl/strings/str_split.h"
 #include "client/graph_io.h"
 #include "client/hardware_probe.h"
-#include "core/autodiff.h"
-#include "core/explain.h"
-#include "core/layout_names.h"
-#include "core/layout_search.h"
-#include "core/lowering.h"
-#include "core/memory_model.h"
-#include "core/ops.h"
-#include "core/status_macros.h"
+#include "core/train/autodiff.h"
+#include "core/planning/explain.h"
+#include "core/ops/layout_names.h"
+#include "core/planning/layout_search.h"
+#include "core/lowering/lowering.h"
+#include "core/planning/memory_model.h"
+#include "core/ops/ops.h"
+#include "util/status_macros.h"
 #include "kernels/fast_kernels.h"
 #include "util/flags.h"
 
@@ -117,7 +117,7 @@ absl::Status ExplainCommand(const std::vector<std::string>& args, CliIo io) {
       "Lowers GRAPH for the mesh and layout rules and prints the report: every tensor's layout\n"
       "and per-worker slice shape, every communication step with its mesh dims and bytes, the\n"
       "total bytes each worker sends, per op and in total the FLOPs, bytes moved and the\n"
-      "predicted step time split into compute and communication (core/cost_model.h), with\n"
+      "predicted step time split into compute and communication (core/planning/cost_model.h), with\n"
       "warnings (e.g. an einsum whose compute a mesh dim duplicates), then the memory each\n"
       "worker holds in a step that fetches the graph's outputs (by category, the peak, the\n"
       "tensors live at it). Nothing runs.\n"
@@ -134,7 +134,7 @@ absl::Status ExplainCommand(const std::vector<std::string>& args, CliIo io) {
                "layout rules TENSOR_DIM:MESH_DIM,..., e.g. batch:rows,hidden:cols "
                "(default: empty, every dim replicated)");
   flags.String("profile", &profile_path,
-               "hardware profile file (`key value` lines, core/cost_model.h) for the predicted "
+               "hardware profile file (`key value` lines, core/planning/cost_model.h) for the predicted "
                "time (default: measured now in this process, with placeholder collective costs)");
   flags.String("hosts", &hosts_text,
                "the host of each processor in mesh order (one name per processor, e.g. "

@@ -12,10 +12,10 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "client/client.h"
-#include "core/cost_model.h"
-#include "core/graph.h"
-#include "core/interpreter.h"
-#include "core/mesh.h"
+#include "core/planning/cost_model.h"
+#include "core/ops/graph.h"
+#include "core/reference/interpreter.h"
+#include "core/ir/mesh.h"
 #include "rpc/grpc_util.h"
 #include "util/flags.h"
 
@@ -53,7 +53,7 @@ struct MeshAndRules {
 absl::StatusOr<MeshAndRules> ParseMeshAndRules(absl::string_view mesh_text,
                                                absl::string_view layout_text);
 
-// The hardware profile of --profile PATH (core/cost_model.h), or, for "", the one measured in this
+// The hardware profile of --profile PATH (core/planning/cost_model.h), or, for "", the one measured in this
 // process (client/hardware_probe.h). Errors name --profile.
 absl::StatusOr<HardwareProfile> ProfileFromFlag(const std::string& path);
 
@@ -69,7 +69,7 @@ struct PlanFlags {
 };
 // Whether --mesh / --layout ask the planner: --layout auto, or --mesh auto:N.
 bool WantsPlanner(absl::string_view mesh_text, absl::string_view layout_text);
-// --mesh / --layout, with the planner (core/planner.h) where they ask for it: `--layout auto`
+// --mesh / --layout, with the planner (core/planning/planner.h) where they ask for it: `--layout auto`
 // chooses the rules for the given mesh, and with `--mesh auto:N` also the mesh among N's shapes,
 // that minimise the predicted step time within the memory limit; the plan (the choice, the next
 // candidates, their predicted time and memory) goes to `report`. Otherwise ParseMeshAndRules.

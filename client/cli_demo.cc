@@ -7,7 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "client/cli_commands.h"
 #include "client/cli_train.h"
-#include "core/status_macros.h"
+#include "util/status_macros.h"
 #include "kernels/blas.h"
 
 namespace meshrt {

@@ -1,13 +1,13 @@
-// --mesh / --layout with the planner (core/planner.h): `--layout auto` and `--mesh auto:N`.
+// --mesh / --layout with the planner (core/planning/planner.h): `--layout auto` and `--mesh auto:N`.
 #include <ostream>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "client/cli_commands.h"
 #include "client/hardware_probe.h"
-#include "core/layout_search.h"
-#include "core/planner.h"
-#include "core/status_macros.h"
+#include "core/planning/layout_search.h"
+#include "core/planning/planner.h"
+#include "util/status_macros.h"
 
 namespace meshrt {
 

@@ -20,9 +20,9 @@
 #include "client/cli_commands.h"
 #include "client/npy.h"
 #include "client/random_feeds.h"
-#include "core/layout_names.h"
-#include "core/lowering.h"
-#include "core/status_macros.h"
+#include "core/ops/layout_names.h"
+#include "core/lowering/lowering.h"
+#include "util/status_macros.h"
 #include "util/flags.h"
 
 namespace meshrt {

@@ -18,10 +18,10 @@
 #include "client/graph_io.h"
 #include "client/npy.h"
 #include "client/random_feeds.h"
-#include "core/graph.h"
-#include "core/interpreter.h"
-#include "core/ops.h"
-#include "core/test_util.h"
+#include "core/ops/graph.h"
+#include "core/reference/interpreter.h"
+#include "core/ops/ops.h"
+#include "core/testing/test_util.h"
 #include "gtest/gtest.h"
 
 namespace meshrt {
@@ -405,7 +405,7 @@ TEST(CliTest, OpsListsEveryOpWithItsCollectives) {
   EXPECT_TRUE(absl::StrContains(rows["reduce_mean"], "allreduce(sum)"));
   EXPECT_TRUE(absl::StrContains(rows["reshape"], "allgather / alltoall / local slice"));
   EXPECT_TRUE(absl::StrContains(rows["add"], " none "));
-  EXPECT_TRUE(absl::StrContains(rows["add"], " yes "));        // core/autodiff.cc has its rule
+  EXPECT_TRUE(absl::StrContains(rows["add"], " yes "));        // core/train/autodiff.cc has its rule
   EXPECT_TRUE(absl::StrContains(rows["layer_norm"], " yes "));
   // Every differentiable op has a gradient rule; the state ops are not differentiable.
   EXPECT_FALSE(absl::StrContains(r.out, "not yet")) << r.out;

@@ -10,8 +10,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "client/cli_commands.h"
-#include "core/builder.h"
-#include "core/status_macros.h"
+#include "core/ops/builder.h"
+#include "util/status_macros.h"
 #include "kernels/cpu_kernels.h"
 
 namespace meshrt {

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "core/interpreter.h"
+#include "core/reference/interpreter.h"
 #include "models/transformer.h"
 
 namespace meshrt {

@@ -15,7 +15,7 @@
 #include "client/cli_train.h"
 #include "client/npy.h"
 #include "client/npz.h"
-#include "core/status_macros.h"
+#include "util/status_macros.h"
 #include "runtime/checkpoint_store.h"
 #include "runtime/checkpoint_tensors.h"
 #include "util/flags.h"

@@ -8,7 +8,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "core/logging.h"
+#include "util/logging.h"
 #include "proto/coordinator.grpc.pb.h"
 #include "rpc/auth.h"
 #include "rpc/grpc_util.h"

@@ -26,8 +26,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "core/interpreter.h"
-#include "core/mesh.h"
+#include "core/reference/interpreter.h"
+#include "core/ir/mesh.h"
 #include "proto/coordinator.pb.h"
 #include "proto/graph.pb.h"
 #include "rpc/grpc_util.h"
@@ -65,9 +65,9 @@ class Session {
   Session& operator=(const Session&) = delete;
 
   const std::string& id() const { return id_; }
-  // The coordinator's layout report for this session (core/explain.h).
+  // The coordinator's layout report for this session (core/planning/explain.h).
   const std::string& explain() const { return explain_; }
-  // The planner's report when the session was created with auto_layout (core/planner.h
+  // The planner's report when the session was created with auto_layout (core/planning/planner.h
   // ExplainPlan), else "".
   const std::string& plan() const { return plan_; }
   // The gRPC address (host:port) of the worker serving each processor, in processor order.

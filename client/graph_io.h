@@ -2,7 +2,7 @@
 //
 // The format follows the extension: `.pbtxt` or `.txt` is protobuf text format (what people write
 // by hand, see examples/graphs/), `.pb` is the binary wire format. These functions only parse and
-// print; Graph::Build (core/graph.h) validates what they return. Thread-safe.
+// print; Graph::Build (core/ops/graph.h) validates what they return. Thread-safe.
 #ifndef MESHRT_CLIENT_GRAPH_IO_H_
 #define MESHRT_CLIENT_GRAPH_IO_H_
 

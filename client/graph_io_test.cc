@@ -2,8 +2,8 @@
 
 #include <fstream>
 
-#include "core/graph.h"
-#include "core/test_util.h"
+#include "core/ops/graph.h"
+#include "core/testing/test_util.h"
 #include "gtest/gtest.h"
 
 namespace meshrt {

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
-#include "core/logging.h"
+#include "util/logging.h"
 #include "kernels/blas.h"
 
 namespace meshrt {

@@ -15,8 +15,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "client/client.h"
-#include "core/logging.h"
-#include "core/status_macros.h"
+#include "util/logging.h"
+#include "util/status_macros.h"
 #include "rpc/auth.h"
 
 namespace meshrt {

@@ -6,8 +6,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/file_bytes.h"
-#include "core/npy_header.h"
-#include "core/status_macros.h"
+#include "util/npy_header.h"
+#include "util/status_macros.h"
 
 namespace meshrt {
 namespace {

@@ -1,5 +1,5 @@
 // Reading and writing NumPy `.npy` files (format versions 1.0 and 2.0), the exchange format of the
-// `meshrt` CLI's feeds and fetches. The header is parsed by core/npy_header.h.
+// `meshrt` CLI's feeds and fetches. The header is parsed by util/npy_header.h.
 //
 // Supported: little-endian float32 (`<f4`) and int32 (`<i4`) arrays in C (row-major) order, of any
 // rank including 0 (a scalar, shape `()`). Fortran-order arrays and every other dtype are refused
@@ -19,9 +19,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "core/npy_header.h"  // NpyShapeString
-#include "core/shape.h"
-#include "core/tensor.h"
+#include "util/npy_header.h"  // NpyShapeString
+#include "core/ir/shape.h"
+#include "core/ir/tensor.h"
 
 namespace meshrt {
 

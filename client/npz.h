@@ -25,7 +25,7 @@
 #include "absl/strings/string_view.h"
 #include "client/file_bytes.h"
 #include "client/npy.h"
-#include "core/tensor.h"
+#include "core/ir/tensor.h"
 
 namespace meshrt {
 

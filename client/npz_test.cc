@@ -8,7 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/file_bytes.h"
-#include "core/test_util.h"
+#include "core/testing/test_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

@@ -4,8 +4,8 @@
 #include <set>
 #include <vector>
 
-#include "core/builder.h"
-#include "core/test_util.h"
+#include "core/ops/builder.h"
+#include "core/testing/test_util.h"
 #include "gtest/gtest.h"
 
 namespace meshrt {

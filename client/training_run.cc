@@ -8,12 +8,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
-#include "core/explain.h"
-#include "core/layout_names.h"
-#include "core/logging.h"
-#include "core/lowering.h"
-#include "core/status_macros.h"
-#include "core/training_spec.h"
+#include "core/planning/explain.h"
+#include "core/ops/layout_names.h"
+#include "util/logging.h"
+#include "core/lowering/lowering.h"
+#include "util/status_macros.h"
+#include "core/train/training_spec.h"
 
 namespace meshrt {
 namespace {

@@ -28,8 +28,8 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "client/client.h"
-#include "core/graph.h"
-#include "core/mesh.h"
+#include "core/ops/graph.h"
+#include "core/ir/mesh.h"
 #include "proto/graph.pb.h"
 
 namespace meshrt {
@@ -38,7 +38,7 @@ struct TrainingRunOptions {
   ClientOptions client;
   // A training graph: each run of it is one step. With `training` (a spec naming a loss): the
   // model's graph before training, which the coordinator trains as the spec says (CreateSession's
-  // TrainingSpec, core/training_spec.h: the graph models/train.h builds, op for op).
+  // TrainingSpec, core/train/training_spec.h: the graph models/train.h builds, op for op).
   v1::Graph graph;
   v1::TrainingSpec training;
   Mesh mesh;         // the requested mesh
@@ -149,7 +149,7 @@ bool IsRecoverable(const absl::Status& s);
 // The mesh to continue on with `free` workers: the requested mesh's dims (same names and order)
 // with sizes no larger than requested and at most `free` processors in all, on which `rules`
 // (read by dim name) are valid for every tensor of `graph`; the most processors first, then the
-// fewest bytes sent per worker per step (core/explain.h), then the mesh string. NotFound when no
+// fewest bytes sent per worker per step (core/planning/explain.h), then the mesh string. NotFound when no
 // mesh fits (naming the requested mesh and `free`).
 absl::StatusOr<Mesh> ChooseSmallerMesh(const Graph& graph, const Mesh& requested,
                                        const LayoutRules& rules, int free);

@@ -14,10 +14,10 @@
 #include "absl/strings/str_cat.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/in_process_workers.h"
-#include "core/autodiff.h"
-#include "core/builder.h"
-#include "core/optimizers.h"
-#include "core/test_util.h"
+#include "core/train/autodiff.h"
+#include "core/ops/builder.h"
+#include "core/train/optimizers.h"
+#include "core/testing/test_util.h"
 #include "gtest/gtest.h"
 
 namespace meshrt {
@@ -66,7 +66,7 @@ inline v1::Graph TrainGraph(bool with_w2 = true) {
 }
 
 // The same regression trained by Minimize with 4 microbatches: on a mesh splitting the batch the
-// "<var>/acc" accumulators are partial sums on the workers (core/lower_accumulate.cc).
+// "<var>/acc" accumulators are partial sums on the workers (core/lowering/lower_accumulate.cc).
 inline v1::Graph MicrobatchTrainGraph() {
   GraphBuilder b;
   const auto [w1, w2, loss] = AddRegression(b);

@@ -61,12 +61,12 @@ struct SessionDetail {
   std::vector<LossPoint> loss;
   // The layout report of CreateSessionResponse.explain (tensors, slices, collectives, memory).
   std::string explain_text;
-  // core/explain.h ExplainProgramJson under the coordinator's profile: tensors, their slices,
+  // core/planning/explain.h ExplainProgramJson under the coordinator's profile: tensors, their slices,
   // collectives with their bytes, per-op predictions and the predicted step time. "" when the
   // cost model refused the program (explain_error says why).
   std::string explain_json;
   std::string explain_error;
-  // An auto_layout session: the planner's report (core/planner.h ExplainPlan) and its predicted
+  // An auto_layout session: the planner's report (core/planning/planner.h ExplainPlan) and its predicted
   // step time for the chosen candidate; else "" and 0.
   std::string plan_text;
   double planned_step_seconds = 0;

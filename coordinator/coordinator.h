@@ -46,13 +46,13 @@
 #include "coordinator/cluster_snapshot.h"
 #include "coordinator/coordinator_metrics.h"
 #include "coordinator/memory_limit.h"
-#include "core/cost_model.h"
-#include "core/planner.h"
+#include "core/planning/cost_model.h"
+#include "core/planning/planner.h"
 #include "coordinator/step_history.h"
 #include "coordinator/stuck_step.h"
 #include "coordinator/worker_client.h"
-#include "core/interpreter.h"
-#include "core/limits.h"
+#include "core/reference/interpreter.h"
+#include "core/ir/limits.h"
 #include "proto/coordinator.pb.h"
 #include "rpc/auth.h"
 #include "runtime/kv_store.h"
@@ -84,7 +84,7 @@ struct CoordinatorOptions {
   // --checkpoint_root: the directory (on the filesystem shared with every worker) that checkpoint
   // names are relative to and that checkpoints never leave. Empty: checkpoints are refused.
   std::string checkpoint_root;
-  // Caps on one CreateSession request (core/limits.h), checked before the graph is built.
+  // Caps on one CreateSession request (core/ir/limits.h), checked before the graph is built.
   RequestLimits limits;
   // Caps of the whole KV store (runtime/kv_store.h). The coordinator always sets its
   // require_prefix: only keys under a live session's kv_prefix are accepted.
@@ -107,7 +107,7 @@ struct CoordinatorOptions {
   int64_t memory_limit = kMemoryLimitAuto;
   // Re-lowerings CreateSession may spend looking for a layout that fits when it refuses one.
   int memory_suggestion_lowerings = 20;
-  // --profile: the hardware profile (core/cost_model.h; `meshrt calibrate --out` writes one) the
+  // --profile: the hardware profile (core/planning/cost_model.h; `meshrt calibrate --out` writes one) the
   // planner predicts step times with for CreateSession's auto_layout. Default: the built-in
   // figures with placeholder collective costs.
   HardwareProfile profile = [] {
@@ -241,7 +241,7 @@ class Coordinator {
   // The auto_layout / auto_mesh_processors fields of `request` are consistent with its mesh and
   // rules: InvalidArgument naming the conflict otherwise (also for an empty mesh without them).
   static absl::Status CheckAutoLayoutRequest(const v1::CreateSessionRequest& request);
-  // The planner's choice for an auto_layout request (core/planner.h) within the tightest memory
+  // The planner's choice for an auto_layout request (core/planning/planner.h) within the tightest memory
   // limit CreateSession will check. Errors are the planner's, prefixed "auto_layout: ".
   absl::StatusOr<Plan> PlanSession(const Graph& graph, const v1::CreateSessionRequest& request);
   // options_.profile, first re-read from options_.profile_path when there is one.

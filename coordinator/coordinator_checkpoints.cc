@@ -7,8 +7,8 @@
 #include "absl/strings/str_join.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/coordinator_internal.h"
-#include "core/logging.h"
-#include "core/status_macros.h"
+#include "util/logging.h"
+#include "util/status_macros.h"
 #include "runtime/checkpoint.h"
 #include "runtime/checkpoint_store.h"
 

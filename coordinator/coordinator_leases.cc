@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/coordinator_internal.h"
-#include "core/logging.h"
+#include "util/logging.h"
 
 namespace meshrt {
 namespace {

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "coordinator/coordinator_internal.h"
-#include "core/ops.h"
+#include "core/ops/ops.h"
 
 namespace meshrt {
 

@@ -22,7 +22,7 @@
 //   and the process metrics (monitoring/process_metrics.h; the daemon adds them).
 //
 // Tokens: a step's tokens are the elements of the training inputs its graph reads with
-// `text_windows` ops (core/ops_dataset.h) that are not targets (attr offset 0) and not the eval
+// `text_windows` ops (core/ops/ops_dataset.h) that are not targets (attr offset 0) and not the eval
 // split: batch × length of the Transformer LM's input window per step. A session fed from
 // placeholders (the MLP, `meshrt run`) has no token count: its `meshrt_tokens_total` series is
 // never created.
@@ -45,7 +45,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "core/graph.h"
+#include "core/ops/graph.h"
 #include "monitoring/metrics.h"
 
 namespace meshrt {

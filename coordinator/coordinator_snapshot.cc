@@ -4,7 +4,7 @@
 #include "absl/strings/str_cat.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/coordinator_internal.h"
-#include "core/explain.h"
+#include "core/planning/explain.h"
 
 namespace meshrt {
 

@@ -8,9 +8,9 @@
 #include "coordinator/coordinator.h"
 #include "coordinator/coordinator_internal.h"
 #include "coordinator/step_traces.h"
-#include "core/logging.h"
-#include "core/slicing.h"
-#include "core/status_macros.h"
+#include "util/logging.h"
+#include "core/ir/slicing.h"
+#include "util/status_macros.h"
 #include "rpc/tensor_region.h"
 #include "rpc/wire_buffers.h"
 

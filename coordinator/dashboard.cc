@@ -7,7 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "coordinator/dashboard_page.h"
-#include "core/logging.h"
+#include "util/logging.h"
 
 namespace meshrt {
 namespace {
@@ -161,7 +161,7 @@ std::string SessionJson(const SessionDetail& detail) {
 }
 
 std::string ExplainJson(const SessionDetail& detail) {
-  // explain_json is core/explain.h's own JSON (protobuf's printer escapes it); embedded as is.
+  // explain_json is core/planning/explain.h's own JSON (protobuf's printer escapes it); embedded as is.
   return absl::StrCat("{\"id\":", DashboardQuoted(detail.session.id),
                       ",\"text\":", DashboardQuoted(detail.explain_text),
                       ",\"cost\":", detail.explain_json.empty() ? "null" : detail.explain_json,

@@ -1,7 +1,7 @@
 #include "coordinator/grpc_worker_client.h"
 
-#include "core/slicing.h"
-#include "core/status_macros.h"
+#include "core/ir/slicing.h"
+#include "util/status_macros.h"
 #include "proto/worker.grpc.pb.h"
 #include "rpc/grpc_util.h"
 #include "rpc/step_stream.h"

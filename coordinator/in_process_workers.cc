@@ -1,7 +1,7 @@
 #include "coordinator/in_process_workers.h"
 
 #include "absl/strings/str_cat.h"
-#include "core/slicing.h"
+#include "core/ir/slicing.h"
 #include "kernels/cpu_kernels.h"
 
 namespace meshrt {

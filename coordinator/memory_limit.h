@@ -1,6 +1,6 @@
 // The coordinator's per-worker memory limit (--memory_limit), checked by CreateSession after the
 // program is lowered and before any worker is asked to load it: a program whose peak per worker
-// (core/memory_model.h, for a step fetching the graph's outputs) exceeds the limit is refused with
+// (core/planning/memory_model.h, for a step fetching the graph's outputs) exceeds the limit is refused with
 // ResourceExhausted, naming the peak, the limit, the worker, the tensors that dominate the peak
 // and, when a bounded search finds one, a layout that would fit.
 #ifndef MESHRT_COORDINATOR_MEMORY_LIMIT_H_
@@ -11,9 +11,9 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "core/graph.h"
-#include "core/memory_model.h"
-#include "core/mesh.h"
+#include "core/ops/graph.h"
+#include "core/planning/memory_model.h"
+#include "core/ir/mesh.h"
 #include "proto/program.pb.h"
 
 namespace meshrt {
@@ -25,7 +25,7 @@ inline constexpr int64_t kMemoryLimitAuto = -1;
 inline constexpr int64_t kMemoryLimitNone = 0;
 
 // Parses the --memory_limit flag: "auto" (kMemoryLimitAuto), "none" (kMemoryLimitNone) or a byte
-// count >= 1 such as 8G or 512M (core/memory_model.h ParseByteSize). InvalidArgument naming the
+// count >= 1 such as 8G or 512M (core/planning/memory_model.h ParseByteSize). InvalidArgument naming the
 // flag and the accepted forms otherwise.
 absl::StatusOr<int64_t> ParseMemoryLimitFlag(const std::string& text);
 

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "core/mesh.h"
+#include "core/ir/mesh.h"
 #include "proto/program.pb.h"
 #include "proto/session.pb.h"
 

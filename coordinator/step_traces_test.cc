@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "core/logging.h"
-#include "core/test_util.h"
+#include "util/logging.h"
+#include "core/testing/test_util.h"
 #include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
 

@@ -4,7 +4,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "core/test_util.h"
+#include "core/testing/test_util.h"
 #include "gtest/gtest.h"
 
 namespace meshrt {

@@ -2,8 +2,8 @@
 #ifndef MESHRT_COORDINATOR_TEST_GRAPHS_H_
 #define MESHRT_COORDINATOR_TEST_GRAPHS_H_
 
-#include "core/builder.h"
-#include "core/graph.h"
+#include "core/ops/builder.h"
+#include "core/ops/graph.h"
 
 namespace meshrt {
 

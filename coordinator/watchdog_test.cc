@@ -12,8 +12,8 @@
 #include "client/random_feeds.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/in_process_workers.h"
-#include "core/builder.h"
-#include "core/test_util.h"
+#include "core/ops/builder.h"
+#include "core/testing/test_util.h"
 #include "gtest/gtest.h"
 
 namespace meshrt {

@@ -14,7 +14,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "core/interpreter.h"
+#include "core/reference/interpreter.h"
 #include "proto/checkpoint.pb.h"
 #include "proto/session.pb.h"
 #include "rpc/tensor_region.h"

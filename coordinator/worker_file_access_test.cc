@@ -9,10 +9,10 @@
 #include <fstream>
 
 #include "coordinator/in_process_workers.h"
-#include "core/builder.h"
-#include "core/file_access.h"
-#include "core/lowering.h"
-#include "core/test_util.h"
+#include "core/ops/builder.h"
+#include "util/file_access.h"
+#include "core/lowering/lowering.h"
+#include "core/testing/test_util.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu_kernels.h"
 #include "worker/worker.h"

@@ -17,11 +17,11 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "core/explain.h"
-#include "core/graph.h"
-#include "core/lowering.h"
-#include "core/mesh.h"
-#include "core/limits.h"
+#include "core/planning/explain.h"
+#include "core/ops/graph.h"
+#include "core/lowering/lowering.h"
+#include "core/ir/mesh.h"
+#include "core/ir/limits.h"
 #include "fuzz/request_mutator.h"
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/stubs/logging.h"
@@ -62,7 +62,7 @@ std::string Encode(uint8_t flag, const v1::CreateSessionRequest& request) {
   return out + request.SerializeAsString();
 }
 
-// The coordinator's request caps (core/limits.h), tightened so that valid but big requests stay
+// The coordinator's request caps (core/ir/limits.h), tightened so that valid but big requests stay
 // fast to lower: the fuzzer exercises the caps themselves, not a guard of its own.
 const RequestLimits& FuzzLimits() {
   static const RequestLimits limits = [] {

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "core/ops.h"
+#include "core/ops/ops.h"
 
 namespace meshrt {
 namespace fuzz {

@@ -10,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "core/logging.h"
+#include "util/logging.h"
 #include "kernels/blas_probe.h"
 
 namespace meshrt {

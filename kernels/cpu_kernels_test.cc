@@ -11,7 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "core/kernel_runner.h"
+#include "core/ops/kernel_runner.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

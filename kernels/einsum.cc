@@ -10,9 +10,9 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "core/logging.h"
-#include "core/reference_kernels.h"
-#include "core/status_macros.h"
+#include "util/logging.h"
+#include "core/ops/reference_kernels.h"
+#include "util/status_macros.h"
 #include "kernels/blas.h"
 #include "kernels/reduce.h"
 #include "kernels/transpose.h"

@@ -22,8 +22,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "core/shape.h"
-#include "core/tensor.h"
+#include "core/ir/shape.h"
+#include "core/ir/tensor.h"
 
 namespace meshrt {
 namespace kernels {
@@ -57,7 +57,7 @@ struct EinsumPlan {
 // and result already have, picks the one that copies the fewest elements.
 absl::StatusOr<EinsumPlan> PlanContraction(const Shape& a, const Shape& b, const Shape& c);
 
-// *out = einsum(inputs), semantics as in core/reference_kernels.h. Inputs and output float32
+// *out = einsum(inputs), semantics as in core/ops/reference_kernels.h. Inputs and output float32
 // (Unimplemented otherwise); at least one input; one size per dim name (InvalidArgument naming
 // the dim otherwise). `stats` (optional, borrowed) accumulates what the call did.
 absl::Status Einsum(absl::Span<const Tensor* const> inputs, Tensor* out,

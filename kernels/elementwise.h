@@ -1,14 +1,14 @@
 // Fast elementwise kernels: binary ops and `where` with broadcasting by dim name, and unary ops.
 // The hot loops are contiguous (or a contiguous operand against a broadcast scalar) with no index
 // arithmetic per element; identical shapes take a single flat loop. Semantics match the reference
-// kernels (core/ops_math.h), which compute in double: results agree to float rounding.
+// kernels (core/ops/ops_math.h), which compute in double: results agree to float rounding.
 //
 // Pure functions; thread-safe for disjoint outputs.
 #ifndef MESHRT_KERNELS_ELEMENTWISE_H_
 #define MESHRT_KERNELS_ELEMENTWISE_H_
 
 #include "absl/status/status.h"
-#include "core/tensor.h"
+#include "core/ir/tensor.h"
 
 namespace meshrt {
 namespace kernels {

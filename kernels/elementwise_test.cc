@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "core/kernel_runner.h"
-#include "core/test_util.h"
+#include "core/ops/kernel_runner.h"
+#include "core/testing/test_util.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu_kernels.h"
 

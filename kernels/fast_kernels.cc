@@ -4,7 +4,7 @@
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
-#include "core/logging.h"
+#include "util/logging.h"
 #include "kernels/einsum.h"
 #include "kernels/elementwise.h"
 #include "kernels/norm_grad.h"
@@ -52,7 +52,7 @@ Result Einsum(const v1::Op&, Inputs inputs, Tensor* out) {
 }
 
 // Binary ops and where: the inputs, or the inputs plus attrs.scalar as a 0-d tensor (see
-// core/ops_math.h).
+// core/ops/ops_math.h).
 Result BinaryOrWhere(const v1::Op& op, Inputs inputs, Tensor* out,
                      std::optional<kernels::BinaryOp> binary) {
   const size_t arity = binary ? 2 : 3;
@@ -114,7 +114,7 @@ Result Softmax(const v1::Op& op, Inputs inputs, Tensor* out) {
   return kernels::Softmax(*inputs[0], Dims(op), kLog, out);
 }
 
-// The executor's fused add + softmax (core/step_fusion.h): softmax(inputs[0] + inputs[1]).
+// The executor's fused add + softmax (core/ir/step_fusion.h): softmax(inputs[0] + inputs[1]).
 template <bool kLog>
 Result AddSoftmax(const v1::Op& op, Inputs inputs, Tensor* out) {
   if (inputs.size() != 2) return std::nullopt;

@@ -1,7 +1,7 @@
 // The fast-kernel table: one record per op type that CpuKernels() (cpu_kernels.h) runs on this
 // package's kernels instead of the reference kernel, the way TensorFlow registers kernels apart
 // from ops. The op itself (shape inference, gradient, lowering, reference kernel, cost) is its
-// OpInfo in //core (core/ops.h); this table is the only place that knows which ops are fast.
+// OpInfo in //core (core/ops/ops.h); this table is the only place that knows which ops are fast.
 //
 // Adding a fast kernel: write a FastKernelFn in fast_kernels.cc and add its record to the table
 // there (kernels/README.md). A FastKernelFn only sees float32 inputs and output; it returns nullopt
@@ -9,7 +9,7 @@
 // reference kernels own those error messages), else the kernel's status (unlabelled; CpuKernels()
 // names the op).
 //
-// Types starting with '_' are the executor's fused ops (core/step_fusion.h), which are not
+// Types starting with '_' are the executor's fused ops (core/ir/step_fusion.h), which are not
 // registered ops. Thread-safe: the table is immutable.
 #ifndef MESHRT_KERNELS_FAST_KERNELS_H_
 #define MESHRT_KERNELS_FAST_KERNELS_H_
@@ -21,7 +21,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
-#include "core/tensor.h"
+#include "core/ir/tensor.h"
 #include "proto/graph.pb.h"
 
 namespace meshrt {

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "core/kernel_runner.h"
-#include "core/ops.h"
+#include "core/ops/kernel_runner.h"
+#include "core/ops/ops.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu_kernels.h"
 

@@ -6,8 +6,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "core/reference_kernels.h"
-#include "core/status_macros.h"
+#include "core/ops/reference_kernels.h"
+#include "util/status_macros.h"
 #include "kernels/fast_math.h"
 #include "kernels/transpose.h"
 

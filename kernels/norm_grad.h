@@ -1,5 +1,5 @@
 // Fast float32 kernel of the fused normalisation gradients layer_norm_grad and rms_norm_grad
-// (core/ops_math.h): the gradient w.r.t. x of layer_norm / rms_norm in one op, which autodiff emits
+// (core/ops/ops_math.h): the gradient w.r.t. x of layer_norm / rms_norm in one op, which autodiff emits
 // instead of ~15 primitive ops. Per row (one index of the kept dims) it makes a few passes over
 // the row, which stays in cache, so x and dy are read from memory once and dx written once.
 //
@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "core/tensor.h"
+#include "core/ir/tensor.h"
 
 namespace meshrt {
 namespace kernels {

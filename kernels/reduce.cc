@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "core/reference_kernels.h"
-#include "core/status_macros.h"
+#include "core/ops/reference_kernels.h"
+#include "util/status_macros.h"
 #include "kernels/elementwise.h"
 #include "kernels/fast_math.h"
 #include "kernels/transpose.h"

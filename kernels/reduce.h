@@ -3,7 +3,7 @@
 // Inner loops are contiguous: each folds one contiguous input row into a scalar or accumulates a
 // contiguous input row into a contiguous output row; per-row statistics are broadcast back with
 // PermuteCopy so the elementwise passes are flat loops. Dims are matched by name. Semantics match
-// the reference kernels (core/ops_math.h).
+// the reference kernels (core/ops/ops_math.h).
 //
 // Pure functions over caller-owned buffers; thread-safe for disjoint outputs.
 #ifndef MESHRT_KERNELS_REDUCE_H_
@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "core/shape.h"
-#include "core/tensor.h"
+#include "core/ir/shape.h"
+#include "core/ir/tensor.h"
 
 namespace meshrt {
 namespace kernels {

@@ -15,8 +15,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "core/kernel_runner.h"
-#include "core/test_util.h"
+#include "core/ops/kernel_runner.h"
+#include "core/testing/test_util.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu_kernels.h"
 #include "kernels/elementwise.h"

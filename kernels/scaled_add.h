@@ -1,6 +1,6 @@
 // o = x + y * s over float arrays, the product rounded to float before the add (as a mul op then an
 // add op compute it: never one fused multiply-add). The executor's fused SGD-style update
-// (core/step_fusion.h) runs it over whole variable slices.
+// (core/ir/step_fusion.h) runs it over whole variable slices.
 //
 // Large outputs (>= kStreamingBytes) are written with non-temporal (streaming) stores: the update
 // is read again only at the next step, long after it has left the caches, so writing around them

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "core/reference_kernels.h"
+#include "core/ops/reference_kernels.h"
 
 namespace meshrt {
 namespace kernels {

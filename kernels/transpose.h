@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/shape.h"
+#include "core/ir/shape.h"
 
 namespace meshrt {
 namespace kernels {

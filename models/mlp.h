@@ -22,7 +22,7 @@
 #include <cstdint>
 
 #include "absl/status/statusor.h"
-#include "core/builder.h"
+#include "core/ops/builder.h"
 #include "models/model.h"
 
 namespace meshrt {

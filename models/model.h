@@ -1,21 +1,21 @@
 // What every model in //models adds to a GraphBuilder, and small op helpers the models share.
 //
 // A model is a function `absl::StatusOr<ModelOutputs> BuildX(GraphBuilder& b, const XOptions&)`
-// that adds its forward pass and loss to `b`: variables (core/ops_state.h), the worker-side data
-// source (core/ops_dataset.h: text_windows, or random ops keyed by a step) and a scalar loss. It
-// adds no optimizer: models/train.h puts a model and core/optimizers.h's Minimize together.
+// that adds its forward pass and loss to `b`: variables (core/ops/ops_state.h), the worker-side data
+// source (core/ops/ops_dataset.h: text_windows, or random ops keyed by a step) and a scalar loss. It
+// adds no optimizer: models/train.h puts a model and core/train/optimizers.h's Minimize together.
 //
 // The data stream position is the model's own variable "data_step" (float32 scalar, +1 per step by
 // assign_add), so it is saved in checkpoints and a resumed run continues the stream where it was;
-// every read in a step sees its value at the start of the step (core/ops_state.h).
+// every read in a step sees its value at the start of the step (core/ops/ops_state.h).
 #ifndef MESHRT_MODELS_MODEL_H_
 #define MESHRT_MODELS_MODEL_H_
 
 #include <string>
 #include <vector>
 
-#include "core/builder.h"
-#include "core/shape.h"
+#include "core/ops/builder.h"
+#include "core/ir/shape.h"
 
 namespace meshrt {
 namespace models {

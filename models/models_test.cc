@@ -14,13 +14,13 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "core/builder.h"
-#include "core/interpreter.h"
-#include "core/limits.h"
-#include "core/lowering.h"
-#include "core/mesh.h"
-#include "core/test_util.h"
-#include "core/training_spec.h"
+#include "core/ops/builder.h"
+#include "core/reference/interpreter.h"
+#include "core/ir/limits.h"
+#include "core/lowering/lowering.h"
+#include "core/ir/mesh.h"
+#include "core/testing/test_util.h"
+#include "core/train/training_spec.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu_kernels.h"
@@ -260,7 +260,7 @@ absl::StatusOr<v1::Program> LowerLayout(const Graph& g, const Layout& l) {
   return Lower(g, *mesh, *rules);
 }
 
-// Training as a request (core/training_spec.h): the model's graph before training plus its spec,
+// Training as a request (core/train/training_spec.h): the model's graph before training plus its spec,
 // trained by the coordinator's AddTraining, is the training graph the client builds, op for op —
 // with a kept input gradient, Adam's hyper-parameters, clipping, microbatches and a schedule.
 TEST(TrainGraphTest, TheRequestsSpecMakesTheSameGraphOnTheCoordinator) {
@@ -425,7 +425,7 @@ void CountOps(const v1::Graph& graph, int64_t* ops, int64_t* longest_name, int64
   }
 }
 
-// A 48-layer Transformer training graph with Adam passes the default RequestLimits (core/limits.h)
+// A 48-layer Transformer training graph with Adam passes the default RequestLimits (core/ir/limits.h)
 // with room to spare; the defaults' documented figures are this test's output.
 TEST(TransformerTest, Transformer48LayersPassesTheDefaultLimits) {
   TransformerOptions o;

@@ -2,7 +2,7 @@
 #ifndef MESHRT_MODELS_TEST_UTIL_H_
 #define MESHRT_MODELS_TEST_UTIL_H_
 
-#include "core/optimizers.h"
+#include "core/train/optimizers.h"
 #include "models/transformer.h"
 
 namespace meshrt {

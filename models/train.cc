@@ -1,6 +1,6 @@
 #include "models/train.h"
 
-#include "core/training_spec.h"
+#include "core/train/training_spec.h"
 
 namespace meshrt {
 namespace models {

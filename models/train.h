@@ -1,7 +1,7 @@
-// Training graphs: a model (models/mlp.h, models/transformer.h) plus core/optimizers.h's Minimize
+// Training graphs: a model (models/mlp.h, models/transformer.h) plus core/train/optimizers.h's Minimize
 // (gradients and every variable's update, run on the workers under the model's layout rules).
 //
-//   TrainOptions opt;                     // core/optimizers.h: sgd, adam, ... and the schedule
+//   TrainOptions opt;                     // core/train/optimizers.h: sgd, adam, ... and the schedule
 //   opt.learning_rate.base = 0.1f;
 //   absl::StatusOr<TrainGraph> t = BuildTransformerTrainGraph(TransformerOptions{}, opt);
 //   // lower t->graph under "batch:rows,heads:cols,d_ff:cols,vocab:cols" on rows:2,cols:2, run
@@ -17,9 +17,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "core/builder.h"
-#include "core/graph.h"
-#include "core/optimizers.h"
+#include "core/ops/builder.h"
+#include "core/ops/graph.h"
+#include "core/train/optimizers.h"
 #include "proto/session.pb.h"
 #include "models/mlp.h"
 #include "models/model.h"
@@ -31,7 +31,7 @@ namespace models {
 struct TrainGraph {
   Graph graph;
   // The same training as a request: the model's graph before training, and the spec with which
-  // the coordinator makes `graph` from it (core/training_spec.h AddTraining; op for op equal).
+  // the coordinator makes `graph` from it (core/train/training_spec.h AddTraining; op for op equal).
   v1::Graph forward;
   v1::TrainingSpec spec;
   std::string loss;                    // scalar
@@ -48,7 +48,7 @@ struct TrainGraph {
 
 // Adds a model with `build`, then Minimize(loss, its variables, `train`), keeps the gradients of
 // the model's keep_gradients in variables "<name>/grad", marks loss, learning rate, global step
-// and global norm as graph outputs (core/training_spec.h AddTrainingOps), and builds the graph. Errors: the model's, Minimize's
+// and global norm as graph outputs (core/train/training_spec.h AddTrainingOps), and builds the graph. Errors: the model's, Minimize's
 // (e.g. Unimplemented naming an op without a gradient), Graph::Build's.
 absl::StatusOr<TrainGraph> BuildTrainGraph(
     const std::function<absl::StatusOr<ModelOutputs>(GraphBuilder&)>& build,

@@ -129,7 +129,7 @@ TensorRef Logits(GraphBuilder& b, const TransformerOptions& o, const Weights& w,
   return b.Einsum({h, w.output}, Concat(p, {vocab}), scope + "logits");
 }
 
-// text_windows of the options' data file (core/ops_dataset.h). The attrs beyond path and offset
+// text_windows of the options' data file (core/ops/ops_dataset.h). The attrs beyond path and offset
 // are set only when they differ from the op's defaults, so a byte model without eval is the graph
 // it always was.
 TensorRef TextWindows(GraphBuilder& b, const TensorRef& step, const Shape& shape,

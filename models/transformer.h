@@ -33,7 +33,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "core/builder.h"
+#include "core/ops/builder.h"
 #include "models/model.h"
 
 namespace meshrt {
@@ -53,7 +53,7 @@ struct TransformerOptions {
   std::string norm = "layer";  // layer | rms
   float epsilon = 1e-5f;       // of the norms
   std::string data_path;       // the data file read by text_windows; empty: synthetic ids
-  // How data_path holds its tokens (core/ops_dataset.h text_windows format): "bytes" (a text file,
+  // How data_path holds its tokens (core/ops/ops_dataset.h text_windows format): "bytes" (a text file,
   // vocab >= 256), "npy" (1-D int32 or uint16 .npy) or "uint16" (raw, nanoGPT's .bin); ids of
   // npy/uint16 must be in [0, vocab).
   std::string data_format = "bytes";

@@ -8,7 +8,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "core/logging.h"
+#include "util/logging.h"
 
 namespace meshrt {
 namespace {

@@ -4,8 +4,8 @@
 #include <string>
 #include <vector>
 
-#include "core/slicing.h"
-#include "core/test_util.h"
+#include "core/ir/slicing.h"
+#include "core/testing/test_util.h"
 #include "gtest/gtest.h"
 #include "rpc/test_tensors.h"
 #include "rpc/tensor_chunks.h"

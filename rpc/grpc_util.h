@@ -37,7 +37,7 @@ grpc::Status ToGrpcStatus(const absl::Status& status);
 // once at startup; until then the note says "the log of the daemon that answered".
 void SetDaemonLogName(const std::string& daemon);
 
-// --log_format text|json (core/logging.h), shared by the daemons and `meshrt local`.
+// --log_format text|json (util/logging.h), shared by the daemons and `meshrt local`.
 void AddLogFormatFlag(FlagSet* flags, std::string* log_format);
 // Sets this process's log format and its JSON "program" field; InvalidArgument naming the flag
 // and the value when it is neither text nor json.

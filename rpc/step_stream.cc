@@ -1,8 +1,8 @@
 #include "rpc/step_stream.h"
 
 #include "absl/strings/str_cat.h"
-#include "core/logging.h"
-#include "core/slicing.h"
+#include "util/logging.h"
+#include "core/ir/slicing.h"
 #include "google/protobuf/descriptor.h"
 #include "rpc/grpc_util.h"
 

@@ -5,8 +5,8 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "core/slicing.h"
-#include "core/status_macros.h"
+#include "core/ir/slicing.h"
+#include "util/status_macros.h"
 
 namespace meshrt {
 

@@ -2,8 +2,8 @@
 
 #include <vector>
 
-#include "core/slicing.h"
-#include "core/test_util.h"
+#include "core/ir/slicing.h"
+#include "core/testing/test_util.h"
 #include "gtest/gtest.h"
 
 namespace meshrt {

@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "core/mesh.h"
-#include "core/shape.h"
-#include "core/tensor.h"
+#include "core/ir/mesh.h"
+#include "core/ir/shape.h"
+#include "core/ir/tensor.h"
 
 namespace meshrt {
 

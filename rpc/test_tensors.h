@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "core/tensor.h"
+#include "core/ir/tensor.h"
 
 namespace meshrt {
 

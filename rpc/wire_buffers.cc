@@ -4,7 +4,7 @@
 
 #include <utility>
 
-#include "core/slicing.h"
+#include "core/ir/slicing.h"
 
 namespace meshrt {
 namespace {

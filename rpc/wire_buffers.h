@@ -15,8 +15,8 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
-#include "core/shape.h"
-#include "core/tensor.h"
+#include "core/ir/shape.h"
+#include "core/ir/tensor.h"
 
 namespace meshrt {
 

@@ -1,7 +1,7 @@
 #include "rpc/wire_buffers.h"
 
-#include "core/slicing.h"
-#include "core/test_util.h"
+#include "core/ir/slicing.h"
+#include "core/testing/test_util.h"
 #include "gtest/gtest.h"
 
 namespace meshrt {

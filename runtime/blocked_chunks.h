@@ -5,7 +5,7 @@
 // [blocks, parts, run] array of bytes: chunk k is the `blocks` runs [o, k, :], o = 0 .. blocks-1,
 // in that order (run = chunk bytes / blocks). Cutting a tensor of shape `s` into `parts` pieces
 // along axis `a` lays the pieces out exactly so, with blocks = BlocksBefore(s, a), the product of
-// the dims before `a`; blocks == 1 means the chunks lie one after another (core/slicing.h
+// the dims before `a`; blocks == 1 means the chunks lie one after another (core/ir/slicing.h
 // ChunksAreContiguous). Read run after run, chunk k is piece k in row-major order of its own shape,
 // so a chunk moves between buffers of different blockings as one byte stream: a collective can read
 // its pieces out of a tensor, or write them into one, in place (communicator.h "Blocked").
@@ -21,7 +21,7 @@
 
 #include <cstdint>
 
-#include "core/shape.h"
+#include "core/ir/shape.h"
 
 namespace meshrt {
 

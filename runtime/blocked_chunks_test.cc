@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "core/slicing.h"
-#include "core/tensor.h"
+#include "core/ir/slicing.h"
+#include "core/ir/tensor.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "runtime/communicator.h"

@@ -30,7 +30,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
-#include "core/tensor.h"
+#include "core/ir/tensor.h"
 
 namespace meshrt {
 

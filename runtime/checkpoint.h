@@ -42,7 +42,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "core/tensor.h"
+#include "core/ir/tensor.h"
 #include "proto/checkpoint.pb.h"
 #include "util/hash.h"
 #include "proto/program.pb.h"

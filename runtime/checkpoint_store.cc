@@ -18,8 +18,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
-#include "core/logging.h"
-#include "core/status_macros.h"
+#include "util/logging.h"
+#include "util/status_macros.h"
 #include "runtime/checkpoint.h"
 
 namespace meshrt {

@@ -35,7 +35,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "core/file_access.h"
+#include "util/file_access.h"
 #include "proto/checkpoint.pb.h"
 
 namespace meshrt {

@@ -11,9 +11,9 @@
 #include <fstream>
 #include <sstream>
 
-#include "core/builder.h"
-#include "core/lowering.h"
-#include "core/test_util.h"
+#include "core/ops/builder.h"
+#include "core/lowering/lowering.h"
+#include "core/testing/test_util.h"
 #include "gtest/gtest.h"
 #include "runtime/checkpoint.h"
 

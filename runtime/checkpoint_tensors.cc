@@ -4,8 +4,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "core/mesh.h"
-#include "core/status_macros.h"
+#include "core/ir/mesh.h"
+#include "util/status_macros.h"
 #include "runtime/checkpoint.h"
 #include "runtime/checkpoint_store.h"
 

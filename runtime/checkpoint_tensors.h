@@ -15,7 +15,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "core/tensor.h"
+#include "core/ir/tensor.h"
 #include "proto/program.pb.h"
 
 namespace meshrt {

@@ -4,7 +4,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "core/test_util.h"
+#include "core/testing/test_util.h"
 #include "gtest/gtest.h"
 #include "runtime/checkpoint_store.h"
 

@@ -13,10 +13,10 @@
 #include <fstream>
 #include <functional>
 
-#include "core/builder.h"
-#include "core/lowering.h"
-#include "core/slicing.h"
-#include "core/test_util.h"
+#include "core/ops/builder.h"
+#include "core/lowering/lowering.h"
+#include "core/ir/slicing.h"
+#include "core/testing/test_util.h"
 #include "gtest/gtest.h"
 #include "xxhash.h"
 

@@ -6,8 +6,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "core/slicing.h"
-#include "core/status_macros.h"
+#include "core/ir/slicing.h"
+#include "util/status_macros.h"
 #include "runtime/blocked_chunks.h"
 
 namespace meshrt {

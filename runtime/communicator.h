@@ -36,8 +36,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
-#include "core/mesh.h"
-#include "core/tensor.h"
+#include "core/ir/mesh.h"
+#include "core/ir/tensor.h"
 #include "proto/program.pb.h"
 
 namespace meshrt {

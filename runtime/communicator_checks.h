@@ -11,7 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
-#include "core/mesh.h"
+#include "core/ir/mesh.h"
 #include "proto/program.pb.h"
 
 namespace meshrt {

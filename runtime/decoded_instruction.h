@@ -17,10 +17,10 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "core/mesh.h"
-#include "core/ops.h"
-#include "core/shape.h"
-#include "core/tensor.h"
+#include "core/ir/mesh.h"
+#include "core/ops/ops.h"
+#include "core/ir/shape.h"
+#include "core/ir/tensor.h"
 #include "proto/program.pb.h"
 
 namespace meshrt {

@@ -6,9 +6,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "core/ops.h"
-#include "core/slicing.h"
-#include "core/status_macros.h"
+#include "core/ops/ops.h"
+#include "core/ir/slicing.h"
+#include "util/status_macros.h"
 #include "kernels/scaled_add.h"
 #include "runtime/blocked_chunks.h"
 
@@ -341,7 +341,7 @@ bool Executor::RunAddSoftmax(const v1::Instruction& si, const DecodedInstruction
       si.dtype() != v1::DT_FLOAT32 || ai.dtype() != v1::DT_FLOAT32) {
     return false;
   }
-  // The runner's one-pass op (core/step_fusion.h); any failure (a runner without it, operands
+  // The runner's one-pass op (core/ir/step_fusion.h); any failure (a runner without it, operands
   // that do not fit) leaves it to the two ops, which report their own errors.
   v1::Op op = si.local();
   op.set_type(absl::StrCat("_add_", si.local().type()));

@@ -69,15 +69,15 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "core/kernel_runner.h"
-#include "core/mesh.h"
-#include "core/shape.h"
-#include "core/tensor.h"
+#include "core/ops/kernel_runner.h"
+#include "core/ir/mesh.h"
+#include "core/ir/shape.h"
+#include "core/ir/tensor.h"
 #include "proto/program.pb.h"
 #include "runtime/buffer_pool.h"
 #include "runtime/communicator.h"
 #include "runtime/decoded_instruction.h"
-#include "core/step_fusion.h"
+#include "core/ir/step_fusion.h"
 #include "runtime/step_activity.h"
 #include "runtime/step_plan.h"
 #include "runtime/step_trace.h"
@@ -90,7 +90,7 @@ struct ExecutorOptions {
   // place in the program (for comparison and diagnosis; results are the same bits).
   bool overlap_comm = true;
   // Count the bytes the executor holds during a step (Executor::peak_live_bytes), for checking the
-  // memory model (core/memory_model.h) against what runs. Only with overlap_comm off (the
+  // memory model (core/planning/memory_model.h) against what runs. Only with overlap_comm off (the
   // communication thread would write buffers while they are counted); a pass over the buffers
   // after every instruction.
   bool track_live_bytes = false;
@@ -158,7 +158,7 @@ class Executor {
   // Where Run records its timeline (borrowed; null = nowhere, the default). Not while Run runs.
   void set_trace(StepTraceRecorder* trace) { trace_ = trace; }
 
-  // Variables (proto ProgramVariable, core/ops_state.h): this processor's slices, kept between
+  // Variables (proto ProgramVariable, core/ops/ops_state.h): this processor's slices, kept between
   // runs. A variable without a slice is initialised by the next Run; a failed Run changes none.
   const std::map<std::string, Tensor>& variables() const { return variables_; }
   // With ExecutorOptions::track_live_bytes (and overlap off): the largest number of bytes the last
@@ -175,7 +175,7 @@ class Executor {
   // Forgets every slice: the next Run initialises them again.
   void ResetVariables() { variables_.clear(); }
 
-  // How many times a scaled update or masked product ran fused (core/step_fusion.h).
+  // How many times a scaled update or masked product ran fused (core/ir/step_fusion.h).
   int64_t fused_updates() const { return fused_updates_; }
   // How many times a softmax (or log_softmax) of add(a, b) ran as one pass over a + b.
   int64_t fused_softmaxes() const { return fused_softmaxes_; }

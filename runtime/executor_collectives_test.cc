@@ -1,5 +1,5 @@
 // The executor's collectives on odd shapes along every tensor axis, for every kind, against the
-// slices of the global tensor (core/slicing.h): both the in-place paths (the split or concat axis
+// slices of the global tensor (core/ir/slicing.h): both the in-place paths (the split or concat axis
 // has only size-1 dims before it, so the communicator reads the input or writes the output
 // directly) and the packed ones, float32 and int32, groups of 2 and 3. Each program runs twice, so
 // the second run reads recycled (poisoned, under bazel test) pool buffers: an element a path
@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "core/slicing.h"
-#include "core/test_util.h"
+#include "core/ir/slicing.h"
+#include "core/testing/test_util.h"
 #include "gtest/gtest.h"
 #include "runtime/executor.h"
 #include "runtime/local_communicator.h"

@@ -3,10 +3,10 @@
 #include <string>
 #include <vector>
 
-#include "core/builder.h"
-#include "core/graph.h"
-#include "core/lowering.h"
-#include "core/test_util.h"
+#include "core/ops/builder.h"
+#include "core/ops/graph.h"
+#include "core/lowering/lowering.h"
+#include "core/testing/test_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu_kernels.h"

@@ -1,7 +1,7 @@
 // The add + softmax fusion: which programs FindFusions fuses (and which it must not), and that the
 // executor's one pass gives the bits of the two ops, with overlap on and off, for the values a
 // causal mask meets (-1e9, -inf, NaN) and the dims orders the Transformer has.
-#include "core/step_fusion.h"
+#include "core/ir/step_fusion.h"
 
 #include <cmath>
 #include <cstring>
@@ -14,8 +14,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "core/reference_kernels.h"
-#include "core/test_util.h"
+#include "core/ops/reference_kernels.h"
+#include "core/testing/test_util.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu_kernels.h"
 #include "runtime/executor.h"

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "absl/strings/str_replace.h"
-#include "core/test_util.h"
+#include "core/testing/test_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu_kernels.h"

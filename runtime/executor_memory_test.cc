@@ -1,4 +1,4 @@
-// The memory model (core/memory_model.h) against what the executor holds: on training steps of the
+// The memory model (core/planning/memory_model.h) against what the executor holds: on training steps of the
 // MLP and the Transformer (Adam: parameters, slots, gradients) under several meshes and layouts,
 // the bytes an executor's buffers hold at its peak (ExecutorOptions::track_live_bytes), on every
 // processor and step, are at most the model's peak and within 10% of it (equal on one processor).
@@ -7,10 +7,10 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "core/lowering.h"
-#include "core/memory_model.h"
-#include "core/status_macros.h"
-#include "core/test_util.h"
+#include "core/lowering/lowering.h"
+#include "core/planning/memory_model.h"
+#include "util/status_macros.h"
+#include "core/testing/test_util.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu_kernels.h"
 #include "models/train.h"

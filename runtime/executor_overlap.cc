@@ -18,8 +18,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "core/slicing.h"
-#include "core/status_macros.h"
+#include "core/ir/slicing.h"
+#include "util/status_macros.h"
 #include "runtime/executor.h"
 
 namespace meshrt {

@@ -9,10 +9,10 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "core/logging.h"
-#include "core/lowering.h"
-#include "core/status_macros.h"
-#include "core/test_util.h"
+#include "util/logging.h"
+#include "core/lowering/lowering.h"
+#include "util/status_macros.h"
+#include "core/testing/test_util.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu_kernels.h"
 #include "models/train.h"

@@ -6,9 +6,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "core/logging.h"
-#include "core/slicing.h"
-#include "core/status_macros.h"
+#include "util/logging.h"
+#include "core/ir/slicing.h"
+#include "util/status_macros.h"
 #include "runtime/communicator_checks.h"
 
 namespace meshrt {

@@ -36,7 +36,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "core/mesh.h"
+#include "core/ir/mesh.h"
 #include "runtime/communicator.h"
 
 namespace meshrt {

@@ -10,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
-#include "core/status_macros.h"
+#include "util/status_macros.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

@@ -11,9 +11,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
-#include "core/mesh.h"
-#include "core/slicing.h"
-#include "core/status_macros.h"
+#include "core/ir/mesh.h"
+#include "core/ir/slicing.h"
+#include "util/status_macros.h"
 #include "runtime/executor.h"
 #include "runtime/local_communicator.h"
 

@@ -12,9 +12,9 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "core/kernel_runner.h"
-#include "core/mesh.h"
-#include "core/tensor.h"
+#include "core/ops/kernel_runner.h"
+#include "core/ir/mesh.h"
+#include "core/ir/tensor.h"
 #include "proto/program.pb.h"
 #include "runtime/executor.h"
 #include "runtime/local_communicator.h"
@@ -54,7 +54,7 @@ absl::StatusOr<std::map<std::string, Tensor>> RunOnSimulatedMesh(
     const v1::Program& program, const std::map<std::string, Tensor>& whole_feeds,
     const SimulatedMeshOptions& options);
 
-// A simulated mesh that lives across steps, so variables (core/ops_state.h) keep their slices on
+// A simulated mesh that lives across steps, so variables (core/ops/ops_state.h) keep their slices on
 // its processors between them. Step's errors are RunOnSimulatedMesh's. Not thread-safe.
 class SimulatedMesh {
  public:

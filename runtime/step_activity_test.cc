@@ -5,7 +5,7 @@
 #include <thread>
 
 #include "absl/synchronization/notification.h"
-#include "core/test_util.h"
+#include "core/testing/test_util.h"
 #include "gtest/gtest.h"
 #include "runtime/executor.h"
 #include "runtime/local_communicator.h"

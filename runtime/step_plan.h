@@ -8,11 +8,11 @@
 //     fetch list (null) every instruction runs and every output is fetched.
 //   - Guarded instructions (proto Instruction.predicate): a running one that no fetched output
 //     depends on may be skipped when its predicate is zero. Only with a fetch list.
-//   - Pinned buffers (core/step_fusion.h StepPinnedBuffers) are never freed early, nor are the
+//   - Pinned buffers (core/ir/step_fusion.h StepPinnedBuffers) are never freed early, nor are the
 //     inputs of deferred allreduces (read when their bucket runs).
-//   - Fusions (core/step_fusion.h FindFusions), only with a fetch list: each S with the
+//   - Fusions (core/ir/step_fusion.h FindFusions), only with a fetch list: each S with the
 //     instructions it runs; those no longer run at their own positions.
-//   - Deferred allreduces (core/step_fusion.h DeferredAllReduceBytes): small running ALLREDUCEs
+//   - Deferred allreduces (core/ir/step_fusion.h DeferredAllReduceBytes): small running ALLREDUCEs
 //     wait until the first running instruction that reads their result (their `due` position;
 //     instructions_size() when none does: the end of the step).
 //
@@ -30,7 +30,7 @@
 #include <string>
 #include <vector>
 
-#include "core/step_fusion.h"
+#include "core/ir/step_fusion.h"
 #include "proto/program.pb.h"
 
 namespace meshrt {

@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "core/lowering.h"
-#include "core/test_util.h"
+#include "core/lowering/lowering.h"
+#include "core/testing/test_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "runtime/test_kernels.h"

@@ -2,7 +2,7 @@
 // `meshrt train --trace` (client/chrome_trace.h turns it into a Chrome trace-event file).
 //
 // The executor (executor.h set_trace) records, while a recorder is set:
-//   - OP: each local op and local slice the step thread runs (fused groups of core/step_fusion.h
+//   - OP: each local op and local slice the step thread runs (fused groups of core/ir/step_fusion.h
 //     as one event named by the instruction that runs them; a skipped guarded instruction with
 //     `skipped`), from just before its kernel to just after its output is stored.
 //   - COLLECTIVE: each collective (a fused group of deferred allreduces as one event with `fused`

@@ -10,9 +10,9 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "core/kernel_runner.h"
-#include "core/logging.h"
-#include "core/tensor.h"
+#include "core/ops/kernel_runner.h"
+#include "util/logging.h"
+#include "core/ir/tensor.h"
 #include "google/protobuf/text_format.h"
 #include "proto/program.pb.h"
 

@@ -4,7 +4,7 @@
 #define MESHRT_RUNTIME_TEST_TRAINING_GRAPHS_H_
 
 #include "absl/status/statusor.h"
-#include "core/optimizers.h"
+#include "core/train/optimizers.h"
 #include "models/train.h"
 
 namespace meshrt {

@@ -9,7 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/npy.h"
-#include "core/test_util.h"
+#include "core/testing/test_util.h"
 #include "gtest/gtest.h"
 
 namespace meshrt {

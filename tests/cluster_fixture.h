@@ -9,7 +9,7 @@
 
 #include "client/client.h"
 #include "client/local_cluster.h"
-#include "core/test_util.h"
+#include "core/testing/test_util.h"
 #include "gtest/gtest.h"
 
 namespace meshrt {

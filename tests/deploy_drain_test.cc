@@ -16,8 +16,8 @@
 #include "client/client.h"
 #include "client/local_cluster.h"
 #include "client/random_feeds.h"
-#include "core/builder.h"
-#include "core/test_util.h"
+#include "core/ops/builder.h"
+#include "core/testing/test_util.h"
 #include "gtest/gtest.h"
 
 namespace meshrt {

@@ -19,8 +19,8 @@
 #include "client/graph_io.h"
 #include "client/local_cluster.h"
 #include "client/npy.h"
-#include "core/graph.h"
-#include "core/test_util.h"
+#include "core/ops/graph.h"
+#include "core/testing/test_util.h"
 #include "gtest/gtest.h"
 
 namespace meshrt {

@@ -7,10 +7,10 @@
 #include <sstream>
 
 #include "client/random_feeds.h"
-#include "core/graph.h"
-#include "core/interpreter.h"
-#include "core/lowering.h"
-#include "core/test_util.h"
+#include "core/ops/graph.h"
+#include "core/reference/interpreter.h"
+#include "core/lowering/lowering.h"
+#include "core/testing/test_util.h"
 #include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
 #include "runtime/simulated_mesh.h"

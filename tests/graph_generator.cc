@@ -8,8 +8,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "client/random_feeds.h"
-#include "core/builder.h"
-#include "core/ops.h"
+#include "core/ops/builder.h"
+#include "core/ops/ops.h"
 #include "google/protobuf/text_format.h"
 
 namespace meshrt {

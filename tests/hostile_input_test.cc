@@ -22,8 +22,8 @@
 #include "client/client.h"
 #include "client/local_cluster.h"
 #include "client/random_feeds.h"
-#include "core/builder.h"
-#include "core/test_util.h"
+#include "core/ops/builder.h"
+#include "core/testing/test_util.h"
 #include "google/protobuf/text_format.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "gtest/gtest.h"
@@ -547,7 +547,7 @@ TEST_F(HostileInputTest, EveryCaseIsRefusedByNameAndEveryDaemonSurvives) {
     step("huge num_steps", huge, good, kInvalid, {"num_steps"});
   }
 
-  // 7. Request caps (core/limits.h), checked before anything is built.
+  // 7. Request caps (core/ir/limits.h), checked before anything is built.
   {
     v1::CreateSessionRequest many = Request(mlp, "rows:2", "batch:rows");
     for (int i = 0; i < 250000; ++i) {

@@ -1,4 +1,4 @@
-// Lazy partial sums (core/lower_partial.cc): the collectives a step emits, that every graph tensor
+// Lazy partial sums (core/lowering/lower_partial.cc): the collectives a step emits, that every graph tensor
 // stays fetchable and equal to the reference interpreter on several meshes and layouts, and that a
 // step pruned to its fetches runs exactly the collectives `explain` counts for it.
 #include <algorithm>
@@ -8,12 +8,12 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "client/random_feeds.h"
-#include "core/builder.h"
-#include "core/explain.h"
-#include "core/interpreter.h"
-#include "core/lowering.h"
-#include "core/optimizers.h"
-#include "core/test_util.h"
+#include "core/ops/builder.h"
+#include "core/planning/explain.h"
+#include "core/reference/interpreter.h"
+#include "core/lowering/lowering.h"
+#include "core/train/optimizers.h"
+#include "core/testing/test_util.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu_kernels.h"
 #include "models/test_util.h"
@@ -34,7 +34,7 @@ v1::Program LowerOrDie(const Graph& g, const std::string& mesh, const std::strin
 }
 
 // "allreduce(m) by OP [slice]" for each collective a step fetching `fetches` runs (null: the
-// default step of core/explain.h).
+// default step of core/planning/explain.h).
 std::vector<std::string> StepCollectives(const v1::Program& p,
                                          const std::vector<std::string>* fetches = nullptr) {
   const std::vector<bool> runs = StepInstructions(p, fetches);

@@ -1,4 +1,4 @@
-// Microbatch accumulators reduced once per K (core/lower_accumulate.cc): in data parallelism the
+// Microbatch accumulators reduced once per K (core/lowering/lower_accumulate.cc): in data parallelism the
 // "<var>/acc" variables are partial sums on the workers and the accumulated gradient's allreduce
 // is guarded by train/apply, so it runs once per cycle; the collectives a step runs (counted on
 // the communicator), equality with the reference interpreter on several meshes (fetched values
@@ -10,13 +10,13 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "core/explain.h"
-#include "core/interpreter.h"
-#include "core/lowering.h"
-#include "core/optimizers.h"
-#include "core/slicing.h"
-#include "core/status_macros.h"
-#include "core/test_util.h"
+#include "core/planning/explain.h"
+#include "core/reference/interpreter.h"
+#include "core/lowering/lowering.h"
+#include "core/train/optimizers.h"
+#include "core/ir/slicing.h"
+#include "util/status_macros.h"
+#include "core/testing/test_util.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu_kernels.h"
 #include "models/mlp.h"

@@ -8,7 +8,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "core/lowering.h"
+#include "core/lowering/lowering.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu_kernels.h"
 #include "runtime/simulated_mesh.h"

@@ -49,7 +49,7 @@ grep -q "greedy sample" "$out"
 grep -q "final loss" "$out"
 
 # Microbatches (4 per update): the accumulators are partial sums over rows on the workers and
-# their allreduce runs once per update (core/lower_accumulate.cc); the losses are the reference's,
+# their allreduce runs once per update (core/lowering/lower_accumulate.cc); the losses are the reference's,
 # and a checkpoint saved mid-cycle (after 6 steps) continues on one processor with them too.
 micro=("${small[@]}" --steps 12 --microbatches 4)
 $meshrt train "${micro[@]}" --reference --loss_csv "$tmp/micro_ref.csv" > /dev/null

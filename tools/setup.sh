@@ -39,7 +39,7 @@ PACKAGES=(
   libclang-rt-14-dev
   # Training data: plain English text (fortune cookies, one file per theme, under
   # /usr/share/games/fortunes/). The Transformer trains on /usr/share/games/fortunes/cookie
-  # (245,093 bytes of ASCII), read by the text_windows op (core/ops_dataset.h) on the workers.
+  # (245,093 bytes of ASCII), read by the text_windows op (core/ops/ops_dataset.h) on the workers.
   fortunes
   # The Python package (python/meshrt, issue 16): gRPC, protobuf and numpy for /usr/bin/python3,
   # pytest for its tests, pybind11 and the Python headers for its C++ core (//python:_core.so).

@@ -5,10 +5,10 @@
 //                checkpoints saved before XXH3, runtime/checkpoint.h). Slow for bulk data (~1 GB/s).
 //   SplitMix64   the SplitMix64 finaliser (Steele, Lea, Flood 2014): a bijective 64-bit mixer, so
 //                distinct inputs give distinct outputs; with kSplitMix64Gamma steps it is the
-//                SplitMix64 sequence. The counter-based generators (core/ops_random.h,
+//                SplitMix64 sequence. The counter-based generators (core/ops/ops_random.h,
 //                client/random_feeds.h) are built from it.
 // Changing any of these changes checkpoints' checksums and every seeded random value: they are
-// pinned by tests (core/random_ops_test.cc, runtime/checkpoint_test.cc).
+// pinned by tests (core/ops/random_ops_test.cc, runtime/checkpoint_test.cc).
 #ifndef MESHRT_UTIL_HASH_H_
 #define MESHRT_UTIL_HASH_H_
 

@@ -14,9 +14,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "core/slicing.h"
-#include "core/status_macros.h"
-#include "core/tensor.h"
+#include "core/ir/slicing.h"
+#include "util/status_macros.h"
+#include "core/ir/tensor.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "runtime/blocked_chunks.h"

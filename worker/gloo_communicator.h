@@ -81,7 +81,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "core/mesh.h"
+#include "core/ir/mesh.h"
 #include "runtime/communicator.h"
 #include "runtime/kv_store.h"
 

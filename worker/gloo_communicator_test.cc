@@ -19,7 +19,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "core/status_macros.h"
+#include "util/status_macros.h"
 #include "gloo/transport/tcp/address.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

@@ -13,7 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "core/mesh.h"
+#include "core/ir/mesh.h"
 #include "gtest/gtest.h"
 #include "worker/gloo_communicator.h"
 #include "worker/gloo_file_kv_store.h"

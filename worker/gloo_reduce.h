@@ -4,7 +4,7 @@
 #ifndef MESHRT_WORKER_GLOO_REDUCE_H_
 #define MESHRT_WORKER_GLOO_REDUCE_H_
 
-#include "core/tensor.h"
+#include "core/ir/tensor.h"
 #include "gloo/allreduce.h"
 #include "proto/program.pb.h"
 

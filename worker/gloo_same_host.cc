@@ -24,7 +24,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "core/status_macros.h"
+#include "util/status_macros.h"
 #include "runtime/blocked_chunks.h"
 
 namespace meshrt {

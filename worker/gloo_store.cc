@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "core/logging.h"
+#include "util/logging.h"
 
 namespace meshrt {
 

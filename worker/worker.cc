@@ -8,9 +8,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "core/logging.h"
-#include "core/slicing.h"
-#include "core/status_macros.h"
+#include "util/logging.h"
+#include "core/ir/slicing.h"
+#include "util/status_macros.h"
 #include "rpc/error_origin.h"
 #include "rpc/wire_buffers.h"
 #include "runtime/checkpoint.h"

@@ -16,9 +16,9 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "core/file_access.h"
-#include "core/interpreter.h"
-#include "core/kernel_runner.h"
+#include "util/file_access.h"
+#include "core/reference/interpreter.h"
+#include "core/ops/kernel_runner.h"
 #include "proto/checkpoint.pb.h"
 #include "proto/session.pb.h"
 #include "runtime/communicator.h"
@@ -41,7 +41,7 @@ class CommunicatorFactory {
 // whole mesh (used for the barrier at session end).
 std::vector<std::vector<int>> CollectiveGroups(const v1::Program& program);
 
-// What the sessions of a Worker may touch on its host (core/file_access.h). Both policies are
+// What the sessions of a Worker may touch on its host (util/file_access.h). Both policies are
 // borrowed and must outlive the Worker. The defaults allow everything (in-process test workers);
 // the worker daemon passes its flags' policies, which allow nothing when the flag is not given.
 struct WorkerFileAccess {

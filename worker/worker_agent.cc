@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "core/logging.h"
+#include "util/logging.h"
 
 namespace meshrt {
 namespace {

@@ -3,7 +3,7 @@
 #include <chrono>
 
 #include "absl/strings/str_join.h"
-#include "core/slicing.h"
+#include "core/ir/slicing.h"
 
 namespace meshrt {
 namespace {

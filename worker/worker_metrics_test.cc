@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
-#include "core/test_util.h"
+#include "core/testing/test_util.h"
 #include "gtest/gtest.h"
 #include "monitoring/metrics.h"
 #include "runtime/local_communicator.h"

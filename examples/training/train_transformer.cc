@@ -12,7 +12,7 @@
 
 #include "client/client.h"
 #include "client/local_cluster.h"
-#include "core/optimizers.h"
+#include "core/train/optimizers.h"
 #include "models/train.h"
 
 namespace {

@@ -280,7 +280,7 @@ class Session:
 
     def explain(self):
         """The coordinator's layout report: every tensor's layout and slice shape, each op's
-        collectives and bytes, and the per-worker memory (core/explain.h)."""
+        collectives and bytes, and the per-worker memory (core/planning/explain.h)."""
         return self._explain
 
     def plan(self):

@@ -1,4 +1,4 @@
-"""How variables start (core/ops_state.h). Random initializers are keyed on (seed, the variable's
+"""How variables start (core/ops/ops_state.h). Random initializers are keyed on (seed, the variable's
 name, the element's global index): a variable starts bitwise equal on every mesh and layout and in
 the reference interpreter."""
 

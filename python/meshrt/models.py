@@ -41,7 +41,7 @@ def data_step(g):
 
 def text_windows(g, step, shape, path, offset, name, data_format="bytes", vocab=256, split="all",
                  eval_fraction=0.0):
-    """Rows of token ids of the file ``path`` read on the workers (core/ops_dataset.h): its bytes,
+    """Rows of token ids of the file ``path`` read on the workers (core/ops/ops_dataset.h): its bytes,
     or with ``data_format`` "npy"/"uint16" the ids of a .npy / raw uint16 file, in [0, vocab);
     with ``eval_fraction`` > 0, only ``split`` "train" (the first part) or "eval" (the last
     eval_fraction of the tokens). The attrs beyond path and offset are set only when they differ

@@ -1,7 +1,7 @@
 """Optimizers and learning-rate schedules, as a training request (proto TrainingSpec).
 
 The coordinator adds the gradients (autodiff) and the optimizer's updates to the graph before it
-lowers it — the same code as the C++ builder's Minimize (core/optimizers.h says what each
+lowers it — the same code as the C++ builder's Minimize (core/train/optimizers.h says what each
 hyper-parameter means and which values are refused)::
 
     session = cluster.session(g, mesh="x:2", layout="batch:x", loss=loss,
@@ -27,7 +27,7 @@ class Optimizer:
     ``learning_rate``: the base rate (0 = the default 0.01); ``schedule``: constant, linear_warmup
     or rsqrt_decay with ``warmup_steps``; ``clip_global_norm`` > 0 scales the gradients to that
     global norm at most; ``microbatches`` > 1 accumulates that many steps' gradients per update.
-    Unset hyper-parameters keep core/optimizers.h's defaults.
+    Unset hyper-parameters keep core/train/optimizers.h's defaults.
     """
 
     def __init__(self, kind, learning_rate=0.0, schedule="constant", warmup_steps=0,
@@ -79,7 +79,7 @@ def sgd(learning_rate=0.01, **options):
 
 
 def momentum(learning_rate=0.01, momentum=None, **options):
-    """SGD with momentum (``momentum``, default core/optimizers.h's)."""
+    """SGD with momentum (``momentum``, default core/train/optimizers.h's)."""
     return Optimizer("momentum", learning_rate, momentum=momentum, **options)
 
 

@@ -1,0 +1,388 @@
+#include "core/train/optimizers.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "core/train/autodiff.h"
+#include "core/ops/ops_state.h"
+#include "util/status_macros.h"
+
+namespace meshrt {
+namespace {
+
+absl::Status Bad(const std::string& field, const std::string& msg) {
+  return absl::InvalidArgumentError(absl::StrCat("TrainOptions.", field, ": ", msg));
+}
+
+// [0, 1), NaN refused.
+absl::Status CheckUnitInterval(const std::string& field, float x) {
+  if (!(x >= 0.0f && x < 1.0f)) return Bad(field, absl::StrCat(x, " must be in [0, 1)"));
+  return absl::OkStatus();
+}
+
+absl::Status CheckNonNegative(const std::string& field, float x) {
+  if (!(x >= 0.0f) || std::isinf(x)) {
+    return Bad(field, absl::StrCat(x, " must be finite and >= 0"));
+  }
+  return absl::OkStatus();
+}
+
+const std::set<std::string>& Optimizers() {
+  static const auto* names =
+      new std::set<std::string>{"sgd", "momentum", "adam", "adamw", "adafactor"};
+  return *names;
+}
+
+absl::Status CheckOptions(const TrainOptions& o) {
+  if (!Optimizers().count(o.optimizer)) {
+    return Bad("optimizer", absl::StrCat("unknown optimizer '", o.optimizer,
+                                         "' (sgd, momentum, adam, adamw, adafactor)"));
+  }
+  const LearningRate& lr = o.learning_rate;
+  if (lr.kind != "constant" && lr.kind != "linear_warmup" && lr.kind != "rsqrt_decay") {
+    return Bad("learning_rate.kind", absl::StrCat("unknown schedule '", lr.kind,
+                                                  "' (constant, linear_warmup, rsqrt_decay)"));
+  }
+  if (!(lr.base > 0.0f) || std::isinf(lr.base)) {
+    return Bad("learning_rate.base", absl::StrCat(lr.base, " must be finite and > 0"));
+  }
+  if (lr.kind != "constant" && lr.warmup_steps < 0) {
+    return Bad("learning_rate.warmup_steps",
+               absl::StrCat(lr.warmup_steps, " must be >= 0 for schedule '", lr.kind, "'"));
+  }
+  if (o.optimizer == "momentum") RETURN_IF_ERROR(CheckUnitInterval("momentum", o.momentum));
+  if (o.optimizer == "adam" || o.optimizer == "adamw") {
+    RETURN_IF_ERROR(CheckUnitInterval("beta1", o.beta1));
+    RETURN_IF_ERROR(CheckUnitInterval("beta2", o.beta2));
+    RETURN_IF_ERROR(CheckNonNegative("epsilon", o.epsilon));
+  }
+  if (o.optimizer == "adamw") {
+    RETURN_IF_ERROR(CheckNonNegative("weight_decay", o.weight_decay));
+  } else if (o.weight_decay != 0.0f) {
+    return Bad("weight_decay", absl::StrCat(o.weight_decay, " is set but only adamw applies it "
+                                                            "(optimizer '",
+                                            o.optimizer, "')"));
+  }
+  if (o.optimizer == "adafactor") {
+    if (!(o.adafactor_decay > 0.0f && o.adafactor_decay <= 1.0f)) {
+      return Bad("adafactor_decay", absl::StrCat(o.adafactor_decay, " must be in (0, 1]"));
+    }
+    RETURN_IF_ERROR(CheckNonNegative("adafactor_epsilon", o.adafactor_epsilon));
+    RETURN_IF_ERROR(CheckNonNegative("adafactor_clip", o.adafactor_clip));
+  }
+  RETURN_IF_ERROR(CheckNonNegative("clip_global_norm", o.clip_global_norm));
+  if (o.microbatches < 1) {
+    return Bad("microbatches", absl::StrCat(o.microbatches, " must be >= 1"));
+  }
+  return absl::OkStatus();
+}
+
+const v1::Op* FindOpIn(const v1::Graph& g, const std::string& name) {
+  for (const v1::Op& op : g.ops()) {
+    if (op.name() == name) return &op;
+  }
+  return nullptr;
+}
+
+// Ops with a scalar operand (core/ops/ops_math.h): type(x) {scalar: s [, scalar_first]}.
+class Ops {
+ public:
+  explicit Ops(GraphBuilder& b) : b_(b) {}
+
+  TensorRef WithScalar(const std::string& type, const TensorRef& x, float s,
+                       bool scalar_first = false, const std::string& name = "") {
+    v1::Op op;
+    op.set_type(type);
+    (*op.mutable_attrs())["scalar"].set_f(s);
+    if (scalar_first) (*op.mutable_attrs())["scalar_first"].set_b(true);
+    return b_.Apply(std::move(op), {x}, name);
+  }
+  TensorRef Unary(const std::string& type, const TensorRef& x, const std::string& name = "") {
+    v1::Op op;
+    op.set_type(type);
+    return b_.Apply(std::move(op), {x}, name);
+  }
+  TensorRef Binary(const std::string& type, const TensorRef& x, const TensorRef& y,
+                   const std::string& name = "") {
+    v1::Op op;
+    op.set_type(type);
+    return b_.Apply(std::move(op), {x, y}, name);
+  }
+  TensorRef Ones(const Shape& shape) {
+    v1::Op op;
+    op.set_type("ones");
+    *op.mutable_shape() = shape.ToProto();
+    return b_.Apply(std::move(op), {});
+  }
+  // where(cond, x, y)
+  TensorRef Where(const TensorRef& cond, const TensorRef& x, const TensorRef& y,
+                  const std::string& name = "") {
+    v1::Op op;
+    op.set_type("where");
+    return b_.Apply(std::move(op), {cond, x, y}, name);
+  }
+  // where(cond, x, s)
+  TensorRef WhereScalar(const TensorRef& cond, const TensorRef& x, float s) {
+    v1::Op op;
+    op.set_type("where");
+    (*op.mutable_attrs())["scalar"].set_f(s);
+    return b_.Apply(std::move(op), {cond, x});
+  }
+
+ private:
+  GraphBuilder& b_;
+};
+
+// The float32 scalar variable `name`: the builder's if it has one (e.g. a "global_step" the model
+// already reads for text_windows), else a new one starting at 0.
+absl::StatusOr<TensorRef> CounterVariable(GraphBuilder& b, const std::string& name) {
+  const v1::Op* op = FindOpIn(b.proto(), name);
+  if (op == nullptr) return b.Variable(name, Shape({}));
+  if (op->type() != "variable") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the optimizer's step counter '", name, "' exists as a ", op->type(), " op, not a variable"));
+  }
+  TensorRef ref{name, Shape({}), DType::kFloat32};
+  auto shape = Shape::FromProto(op->shape());
+  if (!shape.ok() || shape->rank() != 0 ||
+      (op->dtype() != v1::DT_INVALID && op->dtype() != DTypeToProto(DType::kFloat32))) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the optimizer's step counter variable '", name, "' must be a float32 scalar"));
+  }
+  return ref;
+}
+
+// A zero-initialised float32 variable marked as a microbatch accumulator used where `apply` is
+// nonzero (core/ops/ops_state.h): the lowering may then keep it as a partial sum and resolve the
+// accumulated gradient once per cycle instead of every microbatch (core/lowering/lower_accumulate.cc).
+TensorRef Accumulator(GraphBuilder& b, const std::string& name, const Shape& shape,
+                      const std::string& apply) {
+  v1::Op op;
+  op.set_type("variable");
+  *op.mutable_shape() = shape.ToProto();
+  op.set_dtype(DTypeToProto(DType::kFloat32));
+  (*op.mutable_attrs())["initializer"].set_s("zeros");
+  (*op.mutable_attrs())[kAccumulatorApplyAttr].set_s(apply);
+  return b.Apply(std::move(op), {}, name);
+}
+
+// The learning rate at update t (a scalar tensor, t counting from 1).
+TensorRef Schedule(GraphBuilder& b, Ops& ops, const LearningRate& lr, const TensorRef& t) {
+  const std::string name = "train/learning_rate";
+  if (lr.kind == "constant") return b.Scale(ops.Ones(Shape({})), lr.base, name);
+  // warmup_steps 0 behaves as 1: t >= 1, so min(1, t / 1) = 1 and max(t, 1) / 1 = t.
+  const float w = static_cast<float>(std::max<int64_t>(lr.warmup_steps, 1));
+  TensorRef warm = ops.WithScalar("minimum", ops.WithScalar("div", t, w), 1.0f);
+  if (lr.kind == "linear_warmup") return b.Scale(warm, lr.base, name);
+  TensorRef decay = ops.Unary("rsqrt", ops.WithScalar("div", ops.WithScalar("maximum", t, w), w));
+  return b.Scale(b.Mul(warm, decay), lr.base, name);
+}
+
+// Shape without dim i.
+Shape Drop(const Shape& s, int i) {
+  std::vector<Dim> dims = s.dims();
+  dims.erase(dims.begin() + i);
+  return Shape(std::move(dims));
+}
+
+}  // namespace
+
+absl::StatusOr<TrainOps> Minimize(GraphBuilder& b, const TensorRef& loss,
+                                  const std::vector<TensorRef>& variables,
+                                  const TrainOptions& options,
+                                  const std::vector<TensorRef>& also) {
+  RETURN_IF_ERROR(CheckOptions(options));
+  RETURN_IF_ERROR(b.status());
+  const TrainOptions& o = options;
+  if (loss.shape.rank() != 0 || loss.dtype != DType::kFloat32) {
+    return absl::InvalidArgumentError(absl::StrCat("loss '", loss.name, "' must be a float32 "
+                                                   "scalar, not ",
+                                                   loss.shape.ToString()));
+  }
+  if (variables.empty()) return absl::InvalidArgumentError("variables: none to train");
+  std::set<std::string> seen;
+  for (size_t i = 0; i < variables.size(); ++i) {
+    const TensorRef& v = variables[i];
+    const v1::Op* op = FindOpIn(b.proto(), v.name);
+    const std::string what = absl::StrCat("variables[", i, "] '", v.name, "'");
+    if (op == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(what, " is not an op of this builder"));
+    }
+    if (op->type() != "variable") {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, " is a ", op->type(), " op, not a variable"));
+    }
+    if (v.dtype != DType::kFloat32) {
+      return absl::InvalidArgumentError(absl::StrCat(what, " is not float32"));
+    }
+    if (v.name == "global_step" || v.name == "micro_step") {
+      return absl::InvalidArgumentError(absl::StrCat(what, " is the optimizer's step counter"));
+    }
+    if (!seen.insert(v.name).second) {
+      return absl::InvalidArgumentError(absl::StrCat(what, " is listed twice"));
+    }
+  }
+
+  for (size_t i = 0; i < also.size(); ++i) {
+    if (also[i].dtype != DType::kFloat32 || FindOpIn(b.proto(), also[i].name) == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "also[", i, "] '", also[i].name, "' is not a float32 tensor of this builder"));
+    }
+  }
+  std::vector<TensorRef> wrt = variables;
+  wrt.insert(wrt.end(), also.begin(), also.end());
+  ASSIGN_OR_RETURN(std::vector<TensorRef> grads, Gradients(b, loss, wrt));
+  std::vector<TensorRef> other_gradients(grads.begin() + variables.size(), grads.end());
+  grads.resize(variables.size());
+  Ops ops(b);
+  const int k = o.microbatches;
+
+  // Counters. global_step counts steps run (microbatches included); it is read at the step's start.
+  ASSIGN_OR_RETURN(TensorRef global_step, CounterVariable(b, "global_step"));
+  b.AssignAdd(global_step, ops.Ones(Shape({})), "train/update/global_step");
+
+  // t: the number of the update applied by this step, counting from 1. With K microbatches an
+  // update is applied at the steps where micro_step == K - 1, i.e. global_step = K*n + K - 1 for the
+  // (n+1)-th update: t = (global_step - micro_step) / K + 1 = floor(global_step / K) + 1, exact in
+  // float32 (a whole multiple of K divided by K). On the other steps t is that of the coming update.
+  TensorRef t, apply, accumulating;
+  if (k == 1) {
+    t = ops.WithScalar("add", global_step, 1.0f, false, "train/t");
+  } else {
+    ASSIGN_OR_RETURN(TensorRef micro, CounterVariable(b, "micro_step"));
+    apply = ops.WithScalar("equal", micro, static_cast<float>(k - 1), false, "train/apply");
+    accumulating = ops.WithScalar("less", micro, static_cast<float>(k - 1));
+    b.Assign(micro, ops.WhereScalar(accumulating, ops.WithScalar("add", micro, 1.0f), 0.0f),
+             "train/update/micro_step");
+    t = ops.WithScalar("add",
+                       ops.WithScalar("div", b.Sub(global_step, micro), static_cast<float>(k)),
+                       1.0f, false, "train/t");
+    // Accumulate: acc holds the sum of this cycle's earlier gradients; the applied gradient is the
+    // mean of the K (with loss = a mean over each equal-sized microbatch, that is the gradient of
+    // the mean loss over the K microbatches together).
+    // Every sum before the first mean: distributed, each sum's allreduce (once per cycle) then
+    // waits for the first mean, and the small ones fuse into one (runtime/executor.h).
+    std::vector<TensorRef> sums;
+    for (size_t i = 0; i < variables.size(); ++i) {
+      const TensorRef& v = variables[i];
+      TensorRef acc = Accumulator(b, v.name + "/acc", v.shape, apply.name);
+      sums.push_back(b.Add(acc, grads[i]));
+      b.Assign(acc, ops.WhereScalar(accumulating, sums.back(), 0.0f), "train/update/" + acc.name);
+    }
+    for (size_t i = 0; i < variables.size(); ++i) {
+      grads[i] = ops.WithScalar("div", sums[i], static_cast<float>(k));
+    }
+  }
+
+  // Global norm (always computed, reported in TrainOps) and clipping.
+  TensorRef total;
+  for (size_t i = 0; i < grads.size(); ++i) {
+    TensorRef sq = b.ReduceSum(ops.Unary("square", grads[i]), {});
+    total = i == 0 ? sq : b.Add(total, sq);
+  }
+  TensorRef global_norm = ops.Unary("sqrt", total, "train/global_norm");
+  if (o.clip_global_norm > 0.0f) {
+    const float c = o.clip_global_norm;
+    TensorRef factor = ops.WithScalar("div", ops.WithScalar("maximum", global_norm, c), c,
+                                      /*scalar_first=*/true, "train/clip_factor");
+    for (TensorRef& g : grads) g = b.Mul(g, factor);
+  }
+
+  TensorRef lr = Schedule(b, ops, o.learning_rate, t);
+
+  // Assigns `value` to `var`, or keeps `var` on the steps that only accumulate.
+  auto update = [&](const TensorRef& var, const TensorRef& value) {
+    const std::string name = "train/update/" + var.name;
+    if (k == 1) {
+      b.Assign(var, value, name);
+    } else {
+      b.Assign(var, ops.Where(apply, value, var), name);
+    }
+  };
+
+  // Scalars shared by every variable.
+  TensorRef bias1, bias2, beta2_t, rho;
+  if (o.optimizer == "adam" || o.optimizer == "adamw") {
+    // 1 - beta^t
+    bias1 = ops.WithScalar("sub", ops.WithScalar("pow", t, o.beta1, true), 1.0f, true,
+                           "train/bias_correction1");
+    bias2 = ops.WithScalar("sub", ops.WithScalar("pow", t, o.beta2, true), 1.0f, true,
+                           "train/bias_correction2");
+  }
+  if (o.optimizer == "adafactor") {
+    rho = ops.WithScalar("pow", t, -o.adafactor_decay, false, "train/adafactor_rho");  // 1 - beta2_t
+    beta2_t = ops.WithScalar("sub", rho, 1.0f, true, "train/adafactor_beta2");
+  }
+
+  for (size_t i = 0; i < variables.size(); ++i) {
+    const TensorRef& w = variables[i];
+    const TensorRef& g = grads[i];
+    TensorRef step;  // w_new = w - lr * step
+    if (o.optimizer == "sgd") {
+      step = g;
+    } else if (o.optimizer == "momentum") {
+      TensorRef m = b.Variable(w.name + "/m", w.shape);
+      step = b.Add(b.Scale(m, o.momentum), g);
+      update(m, step);
+    } else if (o.optimizer == "adam" || o.optimizer == "adamw") {
+      TensorRef m = b.Variable(w.name + "/m", w.shape);
+      TensorRef v = b.Variable(w.name + "/v", w.shape);
+      TensorRef m_new = b.Add(b.Scale(m, o.beta1), b.Scale(g, 1.0f - o.beta1));
+      TensorRef v_new =
+          b.Add(b.Scale(v, o.beta2), b.Scale(ops.Unary("square", g), 1.0f - o.beta2));
+      update(m, m_new);
+      update(v, v_new);
+      TensorRef m_hat = b.Div(m_new, bias1);
+      TensorRef v_hat = b.Div(v_new, bias2);
+      step = b.Div(m_hat, ops.WithScalar("add", ops.Unary("sqrt", v_hat), o.epsilon));
+      if (o.optimizer == "adamw" && o.weight_decay > 0.0f) {
+        step = b.Add(step, b.Scale(w, o.weight_decay));  // decoupled: lr * wd * w
+      }
+    } else {  // adafactor
+      TensorRef g2 = ops.WithScalar("add", ops.Unary("square", g), o.adafactor_epsilon);
+      TensorRef x;
+      const int r = w.shape.rank();
+      if (r >= 2) {
+        const std::string row = w.shape.dim(r - 2).name, col = w.shape.dim(r - 1).name;
+        TensorRef vr = b.Variable(w.name + "/vr", Drop(w.shape, r - 1));
+        TensorRef vc = b.Variable(w.name + "/vc", Drop(w.shape, r - 2));
+        TensorRef vr_new = b.Add(b.Mul(vr, beta2_t), b.Mul(b.ReduceMean(g2, {col}), rho));
+        TensorRef vc_new = b.Add(b.Mul(vc, beta2_t), b.Mul(b.ReduceMean(g2, {row}), rho));
+        update(vr, vr_new);
+        update(vc, vc_new);
+        // v_hat = vr (x) vc / mean(vr over rows); x = g / sqrt(v_hat).
+        TensorRef row_factor = ops.Unary("rsqrt", b.Div(vr_new, b.ReduceMean(vr_new, {row})));
+        x = b.Mul(b.Mul(g, row_factor), ops.Unary("rsqrt", vc_new));
+      } else {
+        TensorRef v = b.Variable(w.name + "/v", w.shape);
+        TensorRef v_new = b.Add(b.Mul(v, beta2_t), b.Mul(g2, rho));
+        update(v, v_new);
+        x = b.Mul(g, ops.Unary("rsqrt", v_new));
+      }
+      if (o.adafactor_clip > 0.0f) {
+        // x / max(1, rms(x) / clip)
+        TensorRef rms = ops.Unary("sqrt", b.ReduceMean(ops.Unary("square", x), {}));
+        x = b.Div(x, ops.WithScalar("maximum",
+                                    ops.WithScalar("div", rms, o.adafactor_clip), 1.0f));
+      }
+      step = x;
+    }
+    update(w, b.Sub(w, b.Mul(step, lr)));
+  }
+  RETURN_IF_ERROR(b.status());
+
+  TrainOps out;
+  out.loss = loss;
+  out.gradients = grads;
+  out.global_norm = global_norm;
+  out.other_gradients = other_gradients;
+  out.learning_rate = lr;
+  out.global_step = global_step;
+  return out;
+}
+
+}  // namespace meshrt
