@@ -10,9 +10,11 @@ setup:
 build: setup
 	$(BAZEL) build $(BAZEL_FLAGS) //...
 
-# Then a bounded run of the graph fuzzer (fuzz/README.md): its regressions, and ~30 s of fuzzing.
+# Then the layering check (core/README.md: no library depends on a higher layer), and a bounded
+# run of the graph fuzzer (fuzz/README.md): its regressions, and ~30 s of fuzzing.
 test: setup
 	$(BAZEL) test $(BAZEL_FLAGS) //...
+	@bash tools/check_layers.sh
 	@bash fuzz/run.sh bounded
 
 # The graph fuzzer for FUZZ_SECONDS (default 600), growing out/fuzz/corpus across runs.

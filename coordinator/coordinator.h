@@ -56,6 +56,7 @@
 #include "proto/coordinator.pb.h"
 #include "rpc/auth.h"
 #include "runtime/kv_store.h"
+#include "runtime/step_request.h"
 
 namespace meshrt {
 
@@ -181,6 +182,11 @@ class Coordinator {
   // 0: none; InvalidArgument before anything runs otherwise) are traced on every worker and their
   // timelines, completed by step_traces.h (names, mesh coordinates, waits), appended to *traces
   // after a successful step, ordered by step and processor.
+  // `request` names the session, the fetches (request.fetches), num_steps and the trace range;
+  // request.step and step_fetches are the coordinator's to set (ignored here).
+  absl::StatusOr<TensorMap> RunStep(const StepRequest& request, TensorMap feeds,
+                                    std::vector<v1::StepTrace>* traces = nullptr);
+  // The same with the request's fields as arguments.
   absl::StatusOr<TensorMap> RunStep(const std::string& session, TensorMap feeds,
                                     const std::vector<std::string>& fetches,
                                     int64_t num_steps = 1, int64_t trace_first = 0,
@@ -293,6 +299,38 @@ class Coordinator {
   absl::StatusOr<std::shared_ptr<Session>> FindSession(const std::string& id);
   // FailedPrecondition for a session that failed or expired, saying why.
   absl::Status CheckUsable(Session* session);
+
+  // CreateSession's steps (coordinator_session.cc), in order.
+  struct SessionBuild;
+  // InvalidArgument for an empty graph, conflicting layout fields, or a request over the caps
+  // (options_.limits), before anything in proportion to the request is allocated.
+  absl::Status CheckSessionRequest(const v1::CreateSessionRequest& request) const;
+  // Fills `session` (its id and owner set, not yet listed): the graph with its training, the mesh
+  // and rules (the planner's with auto_layout), the program, its memory report and explain text.
+  // The graph's, planner's and lowering's errors. Takes no lock of the coordinator.
+  absl::StatusOr<SessionBuild> BuildSession(const v1::CreateSessionRequest& request,
+                                            std::shared_ptr<Session> session);
+  // ResourceExhausted for a program over `limit` (whose limit: `whose`), with the layouts that fit
+  // (coordinator/memory_limit.h).
+  absl::Status RefuseMemory(const SessionBuild& build, int64_t limit,
+                            const std::string& whose) const;
+  // The flag's and the request's memory limits, before any worker is picked.
+  absl::Status CheckMemoryLimits(const SessionBuild& build,
+                                 const v1::CreateSessionRequest& request) const;
+  // Waits up to `wait` for enough free workers and gives them to the session, which is then
+  // listed; InvalidArgument (too few registered) or Unavailable (too few free) naming the workers
+  // at the deadline; with --memory_limit=auto, refuses (no worker taken) a program over the
+  // memory one of them has.
+  absl::Status TakeWorkers(const SessionBuild& build, absl::Duration wait);
+  // Registers the session's rendezvous prefix and quota; on failure the session is failed,
+  // unlisted and released.
+  absl::Status RegisterRendezvous(const std::shared_ptr<Session>& session);
+  // Every worker loads its processor's program at once; on failure, the first worker to fail is
+  // named first (the others after it), the session is failed, unlisted and released, and the first
+  // worker is dropped when the transport failed (not when it reported the error itself).
+  absl::Status LoadOnWorkers(const std::shared_ptr<Session>& session);
+  v1::CreateSessionResponse SessionResponse(const SessionBuild& build,
+                                            const v1::CreateSessionRequest& request) const;
 
   // RunStep's steps (coordinator_step.cc), in order; each runs under the session's step lock.
   struct StepCalls;

@@ -115,10 +115,24 @@ std::optional<float> FetchedLoss(const TensorMap& out, const std::string& loss_t
 }  // namespace
 
 absl::StatusOr<TensorMap> Coordinator::RunStep(const std::string& id, TensorMap feeds,
-                                               const std::vector<std::string>& requested,
+                                               const std::vector<std::string>& fetches,
                                                int64_t num_steps, int64_t trace_first,
                                                int64_t trace_last,
                                                std::vector<v1::StepTrace>* traces) {
+  StepRequest request;
+  request.session = id;
+  request.fetches = fetches;
+  request.num_steps = num_steps;
+  request.trace_first = trace_first;
+  request.trace_last = trace_last;
+  return RunStep(request, std::move(feeds), traces);
+}
+
+absl::StatusOr<TensorMap> Coordinator::RunStep(const StepRequest& asked, TensorMap feeds,
+                                               std::vector<v1::StepTrace>* traces) {
+  const std::string& id = asked.session;
+  const std::vector<std::string>& requested = asked.fetches;
+  const int64_t num_steps = asked.num_steps;
   ScopedLogContext log_session(id);
   const absl::Time started = absl::Now();
   ASSIGN_OR_RETURN(std::shared_ptr<Session> session, FindSession(id));
@@ -128,7 +142,7 @@ absl::StatusOr<TensorMap> Coordinator::RunStep(const std::string& id, TensorMap 
   request.session = id;
   request.num_steps = num_steps;
   request.step_fetches = requested.empty() ? session->graph.Outputs() : requested;
-  if (traces != nullptr) request.trace_first = trace_first, request.trace_last = trace_last;
+  if (traces != nullptr) request.trace_first = asked.trace_first, request.trace_last = asked.trace_last;
   RETURN_IF_ERROR(CheckStepRequest(*session, feeds, request));
   const bool tracing = request.trace_first != 0 || request.trace_last != 0;
   // The whole fetched tensors, which the workers' slices fill in place.

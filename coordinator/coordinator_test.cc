@@ -413,6 +413,24 @@ TEST_F(CoordinatorTest, WorkerReportedUnavailableIsNotATransportFailure) {
   EXPECT_EQ(coordinator_.ListWorkers().workers_size(), 3);
 }
 
+// The same while loading: a worker's own DeadlineExceeded (its peers never joined) fails the
+// session but keeps the worker; the transport's drops every worker it failed on.
+TEST_F(CoordinatorTest, WorkerReportedLoadFailureKeepsTheWorker) {
+  Register(4);
+  workers_.Break("w1", MarkWorkerReported(absl::DeadlineExceededError("peers never joined")));
+  EXPECT_TRUE(StatusIs(
+      coordinator_.CreateSession(Request("rows:2,cols:2", "batch:rows")).status(),
+      absl::StatusCode::kDeadlineExceeded,
+      {"loading session", "worker 1 (w1, mesh coordinate (0,1)): peers never joined"}));
+  EXPECT_EQ(coordinator_.ListWorkers().workers_size(), 4);
+
+  workers_.Break("w1", absl::UnavailableError("connection refused"));
+  workers_.Break("w3", absl::UnavailableError("connection refused"));
+  EXPECT_TRUE(StatusIs(coordinator_.CreateSession(Request("rows:2,cols:2", "batch:rows")).status(),
+                       absl::StatusCode::kUnavailable, {"loading session", "connection refused"}));
+  EXPECT_EQ(coordinator_.ListWorkers().workers_size(), 2);
+}
+
 TEST_F(CoordinatorTest, WorkerErrorNamesTheWorkerAndStep) {
   Register(2);
   ASSERT_OK_AND_ASSIGN(v1::CreateSessionResponse s,

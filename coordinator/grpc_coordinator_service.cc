@@ -135,11 +135,9 @@ grpc::Status GrpcCoordinatorService::RunStepFrames(grpc::ServerContext* ctx,
     if (absl::Status s = coordinator_->CheckSessionAccess(header.session(), caller); !s.ok()) {
       return ToGrpcStatus(s);
     }
-    std::vector<std::string> fetches(header.fetches().begin(), header.fetches().end());
     std::vector<v1::StepTrace> traces;
     absl::StatusOr<TensorMap> out =
-        coordinator_->RunStep(header.session(), *std::move(fed), fetches, header.num_steps(),
-                              header.trace_first(), header.trace_last(), &traces);
+        coordinator_->RunStep(StepRequestOf(header), *std::move(fed), &traces);
     if (!out.ok()) return ToGrpcStatus(out.status());
     return ToGrpcStatus(WriteStepResult(stream, *std::move(out), 0, std::move(traces)));
   });

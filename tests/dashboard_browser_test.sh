@@ -26,12 +26,7 @@ printf '%s\n' "$operator" >"$work/operator.token"
 printf '%s\n' 00112233445566778899aabbccddeeff >"$work/cluster.token"
 chmod 600 "$work"/*.token
 
-text=/usr/share/games/fortunes/cookie
-if [[ ! -r $text ]]; then
-  echo "NOTE: $text is missing (tools/setup.sh installs Debian's fortunes package); using a generated text"
-  text=$work/text
-  for i in $(seq 1 400); do echo "The quick brown fox $i jumps over the lazy dog."; done >"$text"
-fi
+source "$PWD/tests/training_text.sh" "$work"
 
 "$coordinator_bin" --port=0 --port_file="$work/port" --metrics_port=-1 \
   --metrics_port_file="$work/http_port" --auth_token_file="$work/clients.token" \

@@ -10,12 +10,7 @@ set -euo pipefail
 meshrt=$PWD/client/meshrt
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-text=/usr/share/games/fortunes/cookie
-if [[ ! -r $text ]]; then
-  echo "NOTE: $text is missing; using a generated text"
-  text="$tmp/text"
-  for i in $(seq 1 400); do echo "The quick brown fox $i jumps over the lazy dog." ; done > "$text"
-fi
+source "$PWD/tests/training_text.sh" "$tmp"
 small=(--model transformer --steps 5 --seed 3 --optimizer sgd --lr 0.1 --batch 8 --length 16
        --d_model 32 --heads 4 --d_ff 64 --layers 1 --data "$text"
        --mesh rows:2,cols:2 --layout batch:rows,heads:cols,d_ff:cols,vocab:cols)

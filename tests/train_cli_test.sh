@@ -8,13 +8,7 @@ set -euo pipefail
 meshrt=$PWD/client/meshrt
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-text=/usr/share/games/fortunes/cookie
-if [[ ! -r $text ]]; then
-  echo "NOTE: $text is missing (tools/setup.sh installs Debian's fortunes package); using a generated text"
-  text="$tmp/text"
-  # Never silently pass: without the package the test still runs, on a generated English-ish text.
-  for i in $(seq 1 400); do echo "The quick brown fox $i jumps over the lazy dog." ; done > "$text"
-fi
+source "$PWD/tests/training_text.sh" "$tmp"
 small=(--model transformer --steps 20 --seed 3 --optimizer sgd --lr 0.1 --batch 8 --length 16
        --d_model 32 --heads 4 --d_ff 64 --layers 1 --data "$text")
 

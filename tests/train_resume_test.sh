@@ -9,12 +9,7 @@ meshrt=$PWD/client/meshrt
 tmp=$(mktemp -d)
 pid=
 trap '[[ -n $pid ]] && kill -9 $pid 2>/dev/null; rm -rf "$tmp"' EXIT
-text=/usr/share/games/fortunes/cookie
-if [[ ! -r $text ]]; then
-  echo "NOTE: $text is missing (tools/setup.sh installs Debian's fortunes package); using a generated text"
-  text="$tmp/text"
-  for i in $(seq 1 400); do echo "The quick brown fox $i jumps over the lazy dog." ; done > "$text"
-fi
+source "$PWD/tests/training_text.sh" "$tmp"
 run=(--model transformer --steps 30 --seed 3 --optimizer adam --lr 0.01 --schedule linear_warmup
      --warmup 10 --batch 8 --length 16 --d_model 32 --heads 4 --d_ff 64 --layers 1 --data "$text"
      --checkpoint_dir ck --save_every 5)

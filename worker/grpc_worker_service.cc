@@ -42,14 +42,14 @@ grpc::Status GrpcWorkerService::LoadSession(grpc::ServerContext* ctx,
                                             v1::LoadSessionResponse*) {
   return GuardRpc("LoadSession", [&]() -> grpc::Status {
     if (grpc::Status auth = CheckCaller(*ctx); !auth.ok()) return auth;
+    // Marked as this worker's own error (rpc/error_origin.h), as Worker::LoadSession's are.
     if (!Admit()) {
-      return grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                          absl::StrCat("loading session ", request->session(),
-                                       ": this worker is shutting down (SIGTERM)"));
+      return ToGrpcStatus(MarkWorkerReported(absl::UnavailableError(
+          absl::StrCat("loading session ", request->session(),
+                       ": this worker is shutting down (SIGTERM)"))));
     }
     const Admitted admitted{this};  // Done() however the handler ends
-    grpc::Status status = ToGrpcStatus(worker_->LoadSession(*request));
-    return status;
+    return ToGrpcStatus(worker_->LoadSession(*request));
   });
 }
 

@@ -84,6 +84,10 @@ absl::StatusOr<std::string> CheckpointDirectory(const FileAccessPolicy& checkpoi
 Worker::~Worker() = default;
 
 absl::Status Worker::LoadSession(const v1::SessionSpec& spec) {
+  return MarkWorkerReported(Load(spec));
+}
+
+absl::Status Worker::Load(const v1::SessionSpec& spec) {
   if (spec.session().empty()) return absl::InvalidArgumentError("session spec without a session id");
   ScopedLogContext log_session(spec.session());
   {

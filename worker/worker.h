@@ -60,7 +60,8 @@ class Worker {
 
   // Keeps the program and connects the session's communicator. InvalidArgument for a malformed
   // spec (bad mesh, coordinate outside it); AlreadyExists if the session is loaded; errors of the
-  // communicator (e.g. DeadlineExceeded when peers never join).
+  // communicator (e.g. DeadlineExceeded when peers never join). Every error is marked as this
+  // worker's own (rpc/error_origin.h): the coordinator must not take it for a lost worker.
   absl::Status LoadSession(const v1::SessionSpec& spec);
 
   // Runs `request.num_steps` steps (at least one) of `request.session` with this worker's feed
@@ -121,6 +122,9 @@ class Worker {
 
  private:
   struct SessionState;
+
+  // LoadSession before its errors are marked.
+  absl::Status Load(const v1::SessionSpec& spec);
 
   // The loaded session `session`, or NotFound.
   absl::StatusOr<std::shared_ptr<SessionState>> FindSession(const std::string& session) const;
