@@ -1,11 +1,11 @@
 // The cost model's FLOPs (core/planning/cost_model.h) of the real training graphs, summed over processors,
 // equal train_flops.h's formulas: what `meshrt explain` predicts is the work the step does.
+#include "bench/sgd_for_tests.h"
 #include "bench/train_flops.h"
-#include "core/planning/cost_model.h"
 #include "core/lowering/lowering.h"
+#include "core/planning/cost_model.h"
 #include "core/testing/test_util.h"
 #include "gtest/gtest.h"
-#include "bench/sgd_for_tests.h"
 #include "models/train.h"
 
 namespace meshrt {

@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "absl/strings/numbers.h"
-#include "core/ops/kernel_runner.h"
 #include "core/ir/tensor.h"
+#include "core/ops/kernel_runner.h"
 #include "kernels/blas.h"
 #include "kernels/cpu_kernels.h"
 #include "kernels/einsum.h"

@@ -6,12 +6,12 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "core/planning/explain.h"
-#include "core/lowering/lowering.h"
 #include "core/ir/mesh.h"
 #include "core/ir/shape.h"
-#include "util/status_macros.h"
+#include "core/lowering/lowering.h"
+#include "core/planning/explain.h"
 #include "kernels/blas.h"
+#include "util/status_macros.h"
 
 namespace meshrt {
 namespace bench {

@@ -2,14 +2,14 @@
 
 #include <utility>
 
+#include "bench/sgd_for_tests.h"
 #include "bench/train_flops.h"
-#include "core/lowering/lowering.h"
 #include "core/ir/mesh.h"
-#include "util/status_macros.h"
+#include "core/lowering/lowering.h"
 #include "core/testing/test_util.h"
 #include "gtest/gtest.h"
-#include "bench/sgd_for_tests.h"
 #include "models/train.h"
+#include "util/status_macros.h"
 
 namespace meshrt {
 namespace bench {

@@ -6,12 +6,12 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
-#include "core/planning/explain.h"
 #include "core/ir/mesh.h"
 #include "core/ir/shape.h"
-#include "util/status_macros.h"
 #include "core/ir/tensor.h"
+#include "core/planning/explain.h"
 #include "kernels/cpu_kernels.h"
+#include "util/status_macros.h"
 
 namespace meshrt {
 namespace bench {

@@ -17,11 +17,11 @@
 #include "absl/time/clock.h"
 #include "client/local_cluster.h"
 #include "client/training_run.h"
-#include "util/logging.h"
-#include "util/status_macros.h"
 #include "kernels/blas_probe.h"
 #include "models/train.h"
 #include "util/flags.h"
+#include "util/logging.h"
+#include "util/status_macros.h"
 
 namespace meshrt {
 namespace {

@@ -1,8 +1,8 @@
 #include "bench/train_flops.h"
 
+#include "bench/sgd_for_tests.h"
 #include "core/testing/test_util.h"
 #include "gtest/gtest.h"
-#include "bench/sgd_for_tests.h"
 #include "models/train.h"
 
 namespace meshrt {

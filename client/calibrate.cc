@@ -8,12 +8,12 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
-#include "core/ops/builder.h"
-#include "core/planning/explain.h"
 #include "core/lowering/lowering.h"
+#include "core/ops/builder.h"
 #include "core/ops/op_cost.h"
-#include "util/status_macros.h"
+#include "core/planning/explain.h"
 #include "rpc/auth.h"
+#include "util/status_macros.h"
 
 namespace meshrt {
 namespace {

@@ -38,9 +38,9 @@
 
 #include "absl/status/statusor.h"
 #include "client/client.h"
-#include "core/planning/cost_model.h"
-#include "core/ops/graph.h"
 #include "core/ir/mesh.h"
+#include "core/ops/graph.h"
+#include "core/planning/cost_model.h"
 
 namespace meshrt {
 

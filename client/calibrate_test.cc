@@ -6,8 +6,8 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "core/lowering/lowering.h"
 #include "core/ir/mesh.h"
+#include "core/lowering/lowering.h"
 #include "core/testing/test_util.h"
 #include "gtest/gtest.h"
 

@@ -7,9 +7,9 @@
 #include "client/calibrate.h"
 #include "client/cli_commands.h"
 #include "client/local_cluster.h"
-#include "util/status_macros.h"
 #include "runtime/checkpoint.h"
 #include "util/flags.h"
+#include "util/status_macros.h"
 
 namespace meshrt {
 

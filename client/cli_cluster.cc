@@ -22,11 +22,11 @@
 #include "client/cli_commands.h"
 #include "client/client.h"
 #include "client/local_cluster.h"
-#include "util/logging.h"
-#include "util/status_macros.h"
 #include "rpc/auth.h"
 #include "rpc/grpc_util.h"
 #include "util/flags.h"
+#include "util/logging.h"
+#include "util/status_macros.h"
 
 namespace meshrt {
 namespace {

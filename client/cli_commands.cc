@@ -12,16 +12,16 @@
 #include "absl/strings/str_split.h"
 #include "client/graph_io.h"
 #include "client/hardware_probe.h"
-#include "core/train/autodiff.h"
-#include "core/planning/explain.h"
-#include "core/ops/layout_names.h"
-#include "core/planning/layout_search.h"
 #include "core/lowering/lowering.h"
-#include "core/planning/memory_model.h"
+#include "core/ops/layout_names.h"
 #include "core/ops/ops.h"
-#include "util/status_macros.h"
+#include "core/planning/explain.h"
+#include "core/planning/layout_search.h"
+#include "core/planning/memory_model.h"
+#include "core/train/autodiff.h"
 #include "kernels/fast_kernels.h"
 #include "util/flags.h"
+#include "util/status_macros.h"
 
 namespace meshrt {
 namespace {

@@ -12,10 +12,10 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "client/client.h"
-#include "core/planning/cost_model.h"
-#include "core/ops/graph.h"
-#include "core/reference/interpreter.h"
 #include "core/ir/mesh.h"
+#include "core/ops/graph.h"
+#include "core/planning/cost_model.h"
+#include "core/reference/interpreter.h"
 #include "rpc/grpc_util.h"
 #include "util/flags.h"
 

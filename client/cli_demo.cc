@@ -7,8 +7,8 @@
 #include "absl/strings/str_format.h"
 #include "client/cli_commands.h"
 #include "client/cli_train.h"
-#include "util/status_macros.h"
 #include "kernels/blas.h"
+#include "util/status_macros.h"
 
 namespace meshrt {
 

@@ -20,10 +20,10 @@
 #include "client/cli_commands.h"
 #include "client/npy.h"
 #include "client/random_feeds.h"
-#include "core/ops/layout_names.h"
 #include "core/lowering/lowering.h"
-#include "util/status_macros.h"
+#include "core/ops/layout_names.h"
 #include "util/flags.h"
+#include "util/status_macros.h"
 
 namespace meshrt {
 namespace {

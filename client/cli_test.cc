@@ -19,8 +19,8 @@
 #include "client/npy.h"
 #include "client/random_feeds.h"
 #include "core/ops/graph.h"
-#include "core/reference/interpreter.h"
 #include "core/ops/ops.h"
+#include "core/reference/interpreter.h"
 #include "core/testing/test_util.h"
 #include "gtest/gtest.h"
 

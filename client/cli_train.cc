@@ -26,18 +26,18 @@
 #include "client/graph_io.h"
 #include "client/local_cluster.h"
 #include "client/training_run.h"
-#include "util/file_access.h"
-#include "core/reference/interpreter.h"
-#include "core/ops/layout_names.h"
-#include "util/logging.h"
 #include "core/lowering/lowering.h"
-#include "util/status_macros.h"
+#include "core/ops/layout_names.h"
+#include "core/reference/interpreter.h"
 #include "kernels/cpu_kernels.h"
 #include "models/train.h"
 #include "runtime/checkpoint.h"
 #include "runtime/checkpoint_store.h"
 #include "runtime/checkpoint_tensors.h"
+#include "util/file_access.h"
 #include "util/flags.h"
+#include "util/logging.h"
+#include "util/status_macros.h"
 
 namespace meshrt {
 namespace {

@@ -11,8 +11,8 @@
 #include "absl/strings/str_split.h"
 #include "client/cli_commands.h"
 #include "core/ops/builder.h"
-#include "util/status_macros.h"
 #include "kernels/cpu_kernels.h"
+#include "util/status_macros.h"
 
 namespace meshrt {
 namespace {

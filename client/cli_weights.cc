@@ -15,10 +15,10 @@
 #include "client/cli_train.h"
 #include "client/npy.h"
 #include "client/npz.h"
-#include "util/status_macros.h"
 #include "runtime/checkpoint_store.h"
 #include "runtime/checkpoint_tensors.h"
 #include "util/flags.h"
+#include "util/status_macros.h"
 
 namespace meshrt {
 

@@ -8,11 +8,11 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "util/logging.h"
 #include "proto/coordinator.grpc.pb.h"
 #include "rpc/auth.h"
 #include "rpc/grpc_util.h"
 #include "rpc/step_stream.h"
+#include "util/logging.h"
 
 namespace meshrt {
 

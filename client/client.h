@@ -26,8 +26,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "core/reference/interpreter.h"
 #include "core/ir/mesh.h"
+#include "core/reference/interpreter.h"
 #include "proto/coordinator.pb.h"
 #include "proto/graph.pb.h"
 #include "rpc/grpc_util.h"

@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
-#include "util/logging.h"
 #include "kernels/blas.h"
+#include "util/logging.h"
 
 namespace meshrt {
 namespace {

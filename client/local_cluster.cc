@@ -15,9 +15,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "client/client.h"
+#include "rpc/auth.h"
 #include "util/logging.h"
 #include "util/status_macros.h"
-#include "rpc/auth.h"
 
 namespace meshrt {
 namespace {

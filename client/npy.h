@@ -19,9 +19,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "util/npy_header.h"  // NpyShapeString
 #include "core/ir/shape.h"
 #include "core/ir/tensor.h"
+#include "util/npy_header.h"  // NpyShapeString
 
 namespace meshrt {
 

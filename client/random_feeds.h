@@ -15,9 +15,9 @@
 #include <cstdint>
 
 #include "absl/strings/string_view.h"
+#include "core/ir/tensor.h"
 #include "core/ops/graph.h"
 #include "core/reference/interpreter.h"
-#include "core/ir/tensor.h"
 
 namespace meshrt {
 

@@ -8,12 +8,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
-#include "core/planning/explain.h"
-#include "core/ops/layout_names.h"
-#include "util/logging.h"
 #include "core/lowering/lowering.h"
-#include "util/status_macros.h"
+#include "core/ops/layout_names.h"
+#include "core/planning/explain.h"
 #include "core/train/training_spec.h"
+#include "util/logging.h"
+#include "util/status_macros.h"
 
 namespace meshrt {
 namespace {

@@ -28,8 +28,8 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "client/client.h"
-#include "core/ops/graph.h"
 #include "core/ir/mesh.h"
+#include "core/ops/graph.h"
 #include "proto/graph.pb.h"
 
 namespace meshrt {

@@ -17,10 +17,10 @@
 
 #include "absl/strings/match.h"
 #include "coordinator/checkpoint_test_fixture.h"
-#include "core/train/autodiff.h"
 #include "core/ops/builder.h"
-#include "core/train/optimizers.h"
 #include "core/testing/test_util.h"
+#include "core/train/autodiff.h"
+#include "core/train/optimizers.h"
 #include "gtest/gtest.h"
 
 namespace meshrt {

@@ -14,10 +14,10 @@
 #include "absl/strings/str_cat.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/in_process_workers.h"
-#include "core/train/autodiff.h"
 #include "core/ops/builder.h"
-#include "core/train/optimizers.h"
 #include "core/testing/test_util.h"
+#include "core/train/autodiff.h"
+#include "core/train/optimizers.h"
 #include "gtest/gtest.h"
 
 namespace meshrt {

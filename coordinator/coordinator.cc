@@ -8,13 +8,11 @@
 #include "absl/strings/str_join.h"
 #include "coordinator/coordinator_internal.h"
 #include "coordinator/step_traces.h"
-#include "core/planning/explain.h"
+#include "core/ir/slicing.h"
+#include "core/lowering/lowering.h"
 #include "core/ops/graph.h"
 #include "core/ops/layout_names.h"
-#include "util/logging.h"
-#include "core/lowering/lowering.h"
-#include "core/ir/slicing.h"
-#include "util/status_macros.h"
+#include "core/planning/explain.h"
 #include "core/train/training_spec.h"
 #include "rpc/auth.h"
 #include "rpc/tensor_chunks.h"
@@ -22,6 +20,8 @@
 #include "rpc/wire_buffers.h"
 #include "runtime/checkpoint.h"
 #include "runtime/checkpoint_store.h"
+#include "util/logging.h"
+#include "util/status_macros.h"
 
 namespace meshrt {
 

@@ -7,10 +7,10 @@
 #include "absl/strings/str_join.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/coordinator_internal.h"
-#include "util/logging.h"
-#include "util/status_macros.h"
 #include "runtime/checkpoint.h"
 #include "runtime/checkpoint_store.h"
+#include "util/logging.h"
+#include "util/status_macros.h"
 
 namespace meshrt {
 

@@ -15,8 +15,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "coordinator/coordinator.h"
-#include "core/ops/graph.h"
 #include "core/ir/mesh.h"
+#include "core/ops/graph.h"
 #include "proto/program.pb.h"
 #include "rpc/error_origin.h"
 

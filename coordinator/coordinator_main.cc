@@ -17,7 +17,6 @@
 #include "coordinator/grpc_coordinator_service.h"
 #include "coordinator/grpc_worker_client.h"
 #include "core/ir/limits.h"
-#include "util/logging.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "monitoring/metrics.h"
 #include "monitoring/metrics_http.h"
@@ -27,6 +26,7 @@
 #include "rpc/http_server.h"
 #include "runtime/checkpoint_store.h"
 #include "util/flags.h"
+#include "util/logging.h"
 
 namespace meshrt {
 namespace {

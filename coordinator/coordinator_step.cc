@@ -8,11 +8,11 @@
 #include "coordinator/coordinator.h"
 #include "coordinator/coordinator_internal.h"
 #include "coordinator/step_traces.h"
-#include "util/logging.h"
 #include "core/ir/slicing.h"
-#include "util/status_macros.h"
 #include "rpc/tensor_region.h"
 #include "rpc/wire_buffers.h"
+#include "util/logging.h"
+#include "util/status_macros.h"
 
 namespace meshrt {
 

@@ -9,9 +9,9 @@
 #include "coordinator/coordinator.h"
 #include "coordinator/in_process_workers.h"
 #include "core/ops/builder.h"
-#include "util/logging.h"
 #include "core/testing/test_util.h"
 #include "gtest/gtest.h"
+#include "util/logging.h"
 
 namespace meshrt {
 namespace {

@@ -1,10 +1,10 @@
 #include "coordinator/grpc_worker_client.h"
 
 #include "core/ir/slicing.h"
-#include "util/status_macros.h"
 #include "proto/worker.grpc.pb.h"
 #include "rpc/grpc_util.h"
 #include "rpc/step_stream.h"
+#include "util/status_macros.h"
 
 namespace meshrt {
 namespace {

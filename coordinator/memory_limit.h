@@ -11,9 +11,9 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "core/ir/mesh.h"
 #include "core/ops/graph.h"
 #include "core/planning/memory_model.h"
-#include "core/ir/mesh.h"
 #include "proto/program.pb.h"
 
 namespace meshrt {

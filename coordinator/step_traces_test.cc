@@ -5,10 +5,10 @@
 #include <string>
 #include <vector>
 
-#include "util/logging.h"
 #include "core/testing/test_util.h"
 #include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
+#include "util/logging.h"
 
 namespace meshrt {
 namespace {

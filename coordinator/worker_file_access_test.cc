@@ -9,12 +9,12 @@
 #include <fstream>
 
 #include "coordinator/in_process_workers.h"
-#include "core/ops/builder.h"
-#include "util/file_access.h"
 #include "core/lowering/lowering.h"
+#include "core/ops/builder.h"
 #include "core/testing/test_util.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu_kernels.h"
+#include "util/file_access.h"
 #include "worker/worker.h"
 
 namespace meshrt {

@@ -17,11 +17,11 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "core/planning/explain.h"
-#include "core/ops/graph.h"
-#include "core/lowering/lowering.h"
-#include "core/ir/mesh.h"
 #include "core/ir/limits.h"
+#include "core/ir/mesh.h"
+#include "core/lowering/lowering.h"
+#include "core/ops/graph.h"
+#include "core/planning/explain.h"
 #include "fuzz/request_mutator.h"
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/stubs/logging.h"

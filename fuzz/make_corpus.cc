@@ -23,18 +23,18 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "core/ir/mesh.h"
+#include "core/lowering/lowering.h"
 #include "core/ops/builder.h"
 #include "core/ops/graph.h"
-#include "core/lowering/lowering.h"
-#include "core/ir/mesh.h"
 #include "core/ops/ops.h"
-#include "util/status_macros.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "google/protobuf/text_format.h"
 #include "models/train.h"
 #include "models/transformer.h"
 #include "proto/session.pb.h"
+#include "util/status_macros.h"
 
 namespace meshrt {
 namespace {

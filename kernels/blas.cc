@@ -10,8 +10,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "util/logging.h"
 #include "kernels/blas_probe.h"
+#include "util/logging.h"
 
 namespace meshrt {
 namespace kernels {

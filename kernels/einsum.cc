@@ -10,12 +10,12 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "util/logging.h"
 #include "core/ops/reference_kernels.h"
-#include "util/status_macros.h"
 #include "kernels/blas.h"
 #include "kernels/reduce.h"
 #include "kernels/transpose.h"
+#include "util/logging.h"
+#include "util/status_macros.h"
 
 namespace meshrt {
 namespace kernels {

@@ -4,11 +4,11 @@
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
-#include "util/logging.h"
 #include "kernels/einsum.h"
 #include "kernels/elementwise.h"
 #include "kernels/norm_grad.h"
 #include "kernels/reduce.h"
+#include "util/logging.h"
 
 namespace meshrt {
 namespace {

@@ -7,9 +7,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/ops/reference_kernels.h"
-#include "util/status_macros.h"
 #include "kernels/fast_math.h"
 #include "kernels/transpose.h"
+#include "util/status_macros.h"
 
 namespace meshrt {
 namespace kernels {

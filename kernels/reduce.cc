@@ -8,10 +8,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/ops/reference_kernels.h"
-#include "util/status_macros.h"
 #include "kernels/elementwise.h"
 #include "kernels/fast_math.h"
 #include "kernels/transpose.h"
+#include "util/status_macros.h"
 
 namespace meshrt {
 namespace kernels {

@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "core/ops/builder.h"
 #include "core/ir/shape.h"
+#include "core/ops/builder.h"
 
 namespace meshrt {
 namespace models {

@@ -20,10 +20,10 @@
 #include "core/ops/builder.h"
 #include "core/ops/graph.h"
 #include "core/train/optimizers.h"
-#include "proto/session.pb.h"
 #include "models/mlp.h"
 #include "models/model.h"
 #include "models/transformer.h"
+#include "proto/session.pb.h"
 
 namespace meshrt {
 namespace models {

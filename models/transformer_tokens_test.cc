@@ -11,9 +11,9 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "core/reference/interpreter.h"
-#include "core/lowering/lowering.h"
 #include "core/ir/mesh.h"
+#include "core/lowering/lowering.h"
+#include "core/reference/interpreter.h"
 #include "core/testing/test_util.h"
 #include "core/train/training_spec.h"
 #include "google/protobuf/util/message_differencer.h"

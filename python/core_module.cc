@@ -16,11 +16,11 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "core/ir/tensor.h"
 #include "core/ops/builder.h"
 #include "core/ops/graph.h"
-#include "core/reference/interpreter.h"
 #include "core/ops/ops.h"
-#include "core/ir/tensor.h"
+#include "core/reference/interpreter.h"
 #include "models/mlp.h"
 #include "models/transformer.h"
 #include "proto/graph.pb.h"

@@ -7,8 +7,8 @@
 #include "core/ir/slicing.h"
 #include "core/testing/test_util.h"
 #include "gtest/gtest.h"
-#include "rpc/test_tensors.h"
 #include "rpc/tensor_chunks.h"
+#include "rpc/test_tensors.h"
 
 namespace meshrt {
 namespace {

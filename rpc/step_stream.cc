@@ -1,10 +1,10 @@
 #include "rpc/step_stream.h"
 
 #include "absl/strings/str_cat.h"
-#include "util/logging.h"
 #include "core/ir/slicing.h"
 #include "google/protobuf/descriptor.h"
 #include "rpc/grpc_util.h"
+#include "util/logging.h"
 
 namespace meshrt {
 

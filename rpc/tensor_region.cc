@@ -3,8 +3,8 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "util/logging.h"
 #include "core/ir/slicing.h"
+#include "util/logging.h"
 
 namespace meshrt {
 

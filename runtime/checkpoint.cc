@@ -17,11 +17,11 @@
 #include "core/ir/mesh.h"
 #include "core/ir/shape.h"
 #include "core/ir/slicing.h"
-#include "util/status_macros.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "google/protobuf/text_format.h"
 #include "util/file.h"
+#include "util/status_macros.h"
 #include "xxhash.h"
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,

@@ -44,8 +44,8 @@
 #include "absl/strings/string_view.h"
 #include "core/ir/tensor.h"
 #include "proto/checkpoint.pb.h"
-#include "util/hash.h"
 #include "proto/program.pb.h"
+#include "util/hash.h"
 
 namespace meshrt {
 

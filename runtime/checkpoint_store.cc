@@ -18,9 +18,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "runtime/checkpoint.h"
 #include "util/logging.h"
 #include "util/status_macros.h"
-#include "runtime/checkpoint.h"
 
 namespace meshrt {
 namespace {

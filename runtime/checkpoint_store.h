@@ -35,8 +35,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "util/file_access.h"
 #include "proto/checkpoint.pb.h"
+#include "util/file_access.h"
 
 namespace meshrt {
 

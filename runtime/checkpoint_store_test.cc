@@ -11,8 +11,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "core/ops/builder.h"
 #include "core/lowering/lowering.h"
+#include "core/ops/builder.h"
 #include "core/testing/test_util.h"
 #include "gtest/gtest.h"
 #include "runtime/checkpoint.h"

@@ -5,9 +5,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/ir/mesh.h"
-#include "util/status_macros.h"
 #include "runtime/checkpoint.h"
 #include "runtime/checkpoint_store.h"
+#include "util/status_macros.h"
 
 namespace meshrt {
 namespace {

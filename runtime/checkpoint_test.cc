@@ -13,9 +13,9 @@
 #include <fstream>
 #include <functional>
 
-#include "core/ops/builder.h"
-#include "core/lowering/lowering.h"
 #include "core/ir/slicing.h"
+#include "core/lowering/lowering.h"
+#include "core/ops/builder.h"
 #include "core/testing/test_util.h"
 #include "gtest/gtest.h"
 #include "xxhash.h"

@@ -7,8 +7,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/ir/slicing.h"
-#include "util/status_macros.h"
 #include "runtime/blocked_chunks.h"
+#include "util/status_macros.h"
 
 namespace meshrt {
 namespace {

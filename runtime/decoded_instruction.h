@@ -18,9 +18,9 @@
 
 #include "absl/status/status.h"
 #include "core/ir/mesh.h"
-#include "core/ops/ops.h"
 #include "core/ir/shape.h"
 #include "core/ir/tensor.h"
+#include "core/ops/ops.h"
 #include "proto/program.pb.h"
 
 namespace meshrt {

@@ -6,11 +6,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "core/ops/ops.h"
 #include "core/ir/slicing.h"
-#include "util/status_macros.h"
+#include "core/ops/ops.h"
 #include "kernels/scaled_add.h"
 #include "runtime/blocked_chunks.h"
+#include "util/status_macros.h"
 
 namespace meshrt {
 namespace {

@@ -3,9 +3,9 @@
 #include <string>
 #include <vector>
 
+#include "core/lowering/lowering.h"
 #include "core/ops/builder.h"
 #include "core/ops/graph.h"
-#include "core/lowering/lowering.h"
 #include "core/testing/test_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

@@ -9,7 +9,6 @@
 #include "absl/strings/str_cat.h"
 #include "core/lowering/lowering.h"
 #include "core/planning/memory_model.h"
-#include "util/status_macros.h"
 #include "core/testing/test_util.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu_kernels.h"
@@ -17,6 +16,7 @@
 #include "runtime/executor.h"
 #include "runtime/local_communicator.h"
 #include "runtime/test_training_graphs.h"
+#include "util/status_macros.h"
 
 namespace meshrt {
 namespace {

@@ -19,8 +19,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/ir/slicing.h"
-#include "util/status_macros.h"
 #include "runtime/executor.h"
+#include "util/status_macros.h"
 
 namespace meshrt {
 

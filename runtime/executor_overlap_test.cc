@@ -12,9 +12,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
-#include "core/lowering/lowering.h"
 #include "core/ir/slicing.h"
-#include "util/status_macros.h"
+#include "core/lowering/lowering.h"
 #include "core/testing/test_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -22,9 +21,10 @@
 #include "models/train.h"
 #include "runtime/executor.h"
 #include "runtime/local_communicator.h"
-#include "runtime/test_training_graphs.h"
 #include "runtime/step_activity.h"
 #include "runtime/test_kernels.h"
+#include "runtime/test_training_graphs.h"
+#include "util/status_macros.h"
 
 namespace meshrt {
 namespace {

@@ -13,8 +13,8 @@
 #include "core/testing/test_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "runtime/local_communicator.h"
 #include "kernels/cpu_kernels.h"
+#include "runtime/local_communicator.h"
 #include "runtime/test_kernels.h"
 
 namespace meshrt {

@@ -9,9 +9,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "util/logging.h"
 #include "core/lowering/lowering.h"
-#include "util/status_macros.h"
 #include "core/testing/test_util.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu_kernels.h"
@@ -20,6 +18,8 @@
 #include "runtime/local_communicator.h"
 #include "runtime/step_trace.h"
 #include "runtime/test_training_graphs.h"
+#include "util/logging.h"
+#include "util/status_macros.h"
 
 namespace meshrt {
 namespace {

@@ -6,10 +6,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "util/logging.h"
 #include "core/ir/slicing.h"
-#include "util/status_macros.h"
 #include "runtime/communicator_checks.h"
+#include "util/logging.h"
+#include "util/status_macros.h"
 
 namespace meshrt {
 

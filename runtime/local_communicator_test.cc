@@ -10,9 +10,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
-#include "util/status_macros.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "util/status_macros.h"
 
 namespace meshrt {
 namespace {

@@ -13,9 +13,9 @@
 #include "absl/synchronization/mutex.h"
 #include "core/ir/mesh.h"
 #include "core/ir/slicing.h"
-#include "util/status_macros.h"
 #include "runtime/executor.h"
 #include "runtime/local_communicator.h"
+#include "util/status_macros.h"
 
 namespace meshrt {
 namespace {

@@ -12,9 +12,9 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "core/ops/kernel_runner.h"
 #include "core/ir/mesh.h"
 #include "core/ir/tensor.h"
+#include "core/ops/kernel_runner.h"
 #include "proto/program.pb.h"
 #include "runtime/executor.h"
 #include "runtime/local_communicator.h"

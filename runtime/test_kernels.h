@@ -10,11 +10,11 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "core/ops/kernel_runner.h"
-#include "util/logging.h"
 #include "core/ir/tensor.h"
+#include "core/ops/kernel_runner.h"
 #include "google/protobuf/text_format.h"
 #include "proto/program.pb.h"
+#include "util/logging.h"
 
 namespace meshrt {
 

@@ -18,9 +18,9 @@
 #include "absl/time/clock.h"
 #include "client/client.h"
 #include "client/local_cluster.h"
-#include "core/train/autodiff.h"
 #include "core/ops/builder.h"
 #include "core/testing/test_util.h"
+#include "core/train/autodiff.h"
 #include "gtest/gtest.h"
 #include "tests/cluster_fixture.h"
 

@@ -20,8 +20,8 @@
 #include "core/testing/test_util.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "gtest/gtest.h"
-#include "tests/cluster_fixture.h"
 #include "rpc/grpc_util.h"
+#include "tests/cluster_fixture.h"
 #include "tests/graph_generator.h"
 
 namespace meshrt {

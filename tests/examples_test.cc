@@ -7,9 +7,9 @@
 #include <sstream>
 
 #include "client/random_feeds.h"
+#include "core/lowering/lowering.h"
 #include "core/ops/graph.h"
 #include "core/reference/interpreter.h"
-#include "core/lowering/lowering.h"
 #include "core/testing/test_util.h"
 #include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"

@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "core/ir/mesh.h"
 #include "core/ops/graph.h"
 #include "core/reference/interpreter.h"
-#include "core/ir/mesh.h"
 #include "proto/graph.pb.h"
 
 namespace meshrt {

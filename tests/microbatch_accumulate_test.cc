@@ -10,22 +10,22 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "core/ir/slicing.h"
+#include "core/lowering/lowering.h"
 #include "core/planning/explain.h"
 #include "core/reference/interpreter.h"
-#include "core/lowering/lowering.h"
-#include "core/train/optimizers.h"
-#include "core/ir/slicing.h"
-#include "util/status_macros.h"
 #include "core/testing/test_util.h"
+#include "core/train/optimizers.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu_kernels.h"
 #include "models/mlp.h"
-#include "models/transformer.h"
 #include "models/train.h"
+#include "models/transformer.h"
 #include "runtime/checkpoint.h"
 #include "runtime/executor.h"
 #include "runtime/local_communicator.h"
 #include "runtime/simulated_mesh.h"
+#include "util/status_macros.h"
 
 namespace meshrt {
 namespace {

@@ -15,12 +15,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/ir/slicing.h"
-#include "util/status_macros.h"
 #include "core/ir/tensor.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "runtime/blocked_chunks.h"
 #include "runtime/kv_store.h"
+#include "util/status_macros.h"
 #include "worker/gloo_communicator.h"
 
 namespace meshrt {

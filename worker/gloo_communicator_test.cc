@@ -19,11 +19,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "util/status_macros.h"
 #include "gloo/transport/tcp/address.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "runtime/kv_store.h"
+#include "util/status_macros.h"
 
 namespace meshrt {
 namespace {

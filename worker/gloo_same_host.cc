@@ -24,8 +24,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "util/status_macros.h"
 #include "runtime/blocked_chunks.h"
+#include "util/status_macros.h"
 
 namespace meshrt {
 

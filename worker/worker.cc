@@ -8,15 +8,15 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "util/logging.h"
 #include "core/ir/slicing.h"
-#include "util/status_macros.h"
 #include "rpc/error_origin.h"
 #include "rpc/wire_buffers.h"
 #include "runtime/checkpoint.h"
 #include "runtime/executor.h"
 #include "runtime/step_activity.h"
 #include "runtime/step_trace.h"
+#include "util/logging.h"
+#include "util/status_macros.h"
 
 namespace meshrt {
 

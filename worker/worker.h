@@ -16,13 +16,13 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "util/file_access.h"
-#include "core/reference/interpreter.h"
 #include "core/ops/kernel_runner.h"
+#include "core/reference/interpreter.h"
 #include "proto/checkpoint.pb.h"
 #include "proto/session.pb.h"
 #include "runtime/communicator.h"
 #include "runtime/step_request.h"
+#include "util/file_access.h"
 #include "worker/worker_metrics.h"
 
 namespace meshrt {

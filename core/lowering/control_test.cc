@@ -2,9 +2,9 @@
 // lowering's promise that an einsum accumulator is reduced once after the loop.
 #include "core/lowering/ops_control.h"
 
+#include "core/lowering/lowering.h"
 #include "core/ops/builder.h"
 #include "core/reference/interpreter.h"
-#include "core/lowering/lowering.h"
 #include "core/testing/test_util.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu_kernels.h"

@@ -6,11 +6,11 @@
 #include <functional>
 
 #include "absl/strings/str_cat.h"
+#include "core/lowering/lowering.h"
 #include "core/ops/builder.h"
 #include "core/reference/interpreter.h"
-#include "core/lowering/lowering.h"
-#include "core/train/optimizers.h"
 #include "core/testing/test_util.h"
+#include "core/train/optimizers.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu_kernels.h"
 #include "runtime/simulated_mesh.h"

@@ -3,8 +3,8 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
-#include "core/ops/lower_ops.h"
 #include "core/lowering/ops_control.h"
+#include "core/ops/lower_ops.h"
 #include "util/status_macros.h"
 
 namespace meshrt {

@@ -26,8 +26,8 @@
 #define MESHRT_CORE_LOWERING_LOWERING_H_
 
 #include "absl/status/statusor.h"
-#include "core/ops/graph.h"
 #include "core/ir/mesh.h"
+#include "core/ops/graph.h"
 #include "google/protobuf/arena.h"
 #include "proto/program.pb.h"
 

@@ -6,11 +6,11 @@
 #include <string>
 #include <vector>
 
-#include "core/ops/lower_ops.h"
+#include "core/ir/program_builder.h"
 #include "core/lowering/lowering.h"
+#include "core/ops/lower_ops.h"
 #include "core/ops/ops.h"
 #include "core/ops/ops_spatial.h"
-#include "core/ir/program_builder.h"
 #include "core/testing/test_util.h"
 #include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"

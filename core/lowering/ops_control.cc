@@ -5,9 +5,9 @@
 #include <map>
 
 #include "absl/strings/str_cat.h"
-#include "core/reference/interpreter.h"
-#include "core/ops/ops.h"
 #include "core/ir/program_builder.h"
+#include "core/ops/ops.h"
+#include "core/reference/interpreter.h"
 #include "util/status_macros.h"
 
 namespace meshrt {

@@ -6,10 +6,10 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "core/ir/program_builder.h"
+#include "core/lowering/lowering.h"
 #include "core/ops/builder.h"
 #include "core/planning/explain.h"
-#include "core/lowering/lowering.h"
-#include "core/ir/program_builder.h"
 #include "core/testing/test_util.h"
 #include "gtest/gtest.h"
 

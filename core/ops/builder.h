@@ -20,9 +20,9 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "core/ir/tensor.h"
 #include "core/ops/graph.h"
 #include "core/ops/ops.h"
-#include "core/ir/tensor.h"
 #include "proto/graph.pb.h"
 
 namespace meshrt {

@@ -2,10 +2,10 @@
 // hand-computed values.
 #include <cmath>
 
-#include "core/testing/data_index_test_util.h"
+#include "core/ir/program_builder.h"  // LaidOutTensor: OpInfo::lower is compared below
 #include "core/ops/kernel_runner.h"
 #include "core/ops/ops.h"
-#include "core/ir/program_builder.h"  // LaidOutTensor: OpInfo::lower is compared below
+#include "core/testing/data_index_test_util.h"
 #include "gtest/gtest.h"
 
 namespace meshrt {

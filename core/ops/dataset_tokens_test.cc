@@ -10,11 +10,11 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "core/testing/data_index_test_util.h"
 #include "core/ops/graph.h"
-#include "core/reference/interpreter.h"
 #include "core/ops/ops.h"
 #include "core/ops/reference_kernels.h"
+#include "core/reference/interpreter.h"
+#include "core/testing/data_index_test_util.h"
 #include "core/testing/test_util.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu_kernels.h"

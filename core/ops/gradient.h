@@ -18,9 +18,9 @@
 #include <string>
 #include <vector>
 
+#include "core/ir/shape.h"
 #include "core/ops/builder.h"
 #include "core/ops/ops.h"
-#include "core/ir/shape.h"
 #include "proto/graph.pb.h"
 
 namespace meshrt {

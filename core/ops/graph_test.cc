@@ -1,8 +1,8 @@
 // Validation of graphs: each class of bad input gets InvalidArgument naming what is wrong.
 #include "core/ops/graph.h"
 
-#include "core/ops/builder.h"
 #include "core/lowering/lowering.h"
+#include "core/ops/builder.h"
 #include "core/testing/test_util.h"
 #include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"

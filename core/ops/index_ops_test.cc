@@ -3,10 +3,10 @@
 #include <cmath>
 #include <limits>
 
-#include "core/testing/data_index_test_util.h"
+#include "core/ir/program_builder.h"  // LaidOutTensor: OpInfo::lower is compared below
 #include "core/ops/kernel_runner.h"
 #include "core/ops/ops.h"
-#include "core/ir/program_builder.h"  // LaidOutTensor: OpInfo::lower is compared below
+#include "core/testing/data_index_test_util.h"
 #include "gtest/gtest.h"
 
 namespace meshrt {

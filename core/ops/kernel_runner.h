@@ -7,9 +7,9 @@
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
-#include "util/file_access.h"
 #include "core/ir/tensor.h"
 #include "proto/graph.pb.h"
+#include "util/file_access.h"
 
 namespace meshrt {
 

@@ -17,8 +17,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "core/ops/graph.h"
 #include "core/ir/program_builder.h"
+#include "core/ops/graph.h"
 
 namespace meshrt {
 

@@ -46,8 +46,8 @@
 
 #include "absl/status/statusor.h"
 #include "core/ir/mesh.h"
-#include "core/ops/ops.h"
 #include "core/ir/shape.h"
+#include "core/ops/ops.h"
 
 namespace meshrt {
 

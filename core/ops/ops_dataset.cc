@@ -16,10 +16,10 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "util/file_access.h"
-#include "core/ops/kernel_runner.h"
-#include "util/npy_header.h"
 #include "core/ir/program_builder.h"  // LaidOutTensor, for the lowering hooks
+#include "core/ops/kernel_runner.h"
+#include "util/file_access.h"
+#include "util/npy_header.h"
 #include "util/status_macros.h"
 
 namespace meshrt {

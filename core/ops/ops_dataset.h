@@ -69,9 +69,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "core/ops/ops.h"
 #include "core/ir/program_builder.h"
 #include "core/ir/tensor.h"
+#include "core/ops/ops.h"
 #include "proto/graph.pb.h"
 
 namespace meshrt {

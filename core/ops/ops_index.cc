@@ -2,8 +2,8 @@
 #include "core/ops/ops_index.h"
 
 #include "absl/strings/str_cat.h"
-#include "core/ops/ops_data.h"
 #include "core/ir/program_builder.h"  // LaidOutTensor, for the lowering hooks
+#include "core/ops/ops_data.h"
 #include "util/status_macros.h"
 
 namespace meshrt {

@@ -63,9 +63,9 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
-#include "core/ops/ops.h"
 #include "core/ir/shape.h"
 #include "core/ir/tensor.h"
+#include "core/ops/ops.h"
 #include "proto/graph.pb.h"
 
 namespace meshrt {

@@ -6,11 +6,11 @@
 
 #include "core/ops/kernel_runner.h"
 #include "core/ops/ops.h"
-#include "util/status_macros.h"
 #include "core/testing/op_test_util.h"
 #include "core/testing/test_util.h"
 #include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
+#include "util/status_macros.h"
 
 namespace meshrt {
 namespace {

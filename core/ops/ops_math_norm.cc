@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/ir/program_builder.h"  // LaidOutTensor, for the lowering hooks
 #include "core/ops/op_cost.h"
 #include "core/ops/ops_math.h"
-#include "core/ir/program_builder.h"  // LaidOutTensor, for the lowering hooks
 #include "core/ops/reference_kernels.h"
 #include "util/status_macros.h"
 

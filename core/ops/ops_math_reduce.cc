@@ -8,9 +8,9 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "core/ir/program_builder.h"  // LaidOutTensor, for the lowering hooks
 #include "core/ops/op_cost.h"
 #include "core/ops/ops_math.h"
-#include "core/ir/program_builder.h"  // LaidOutTensor, for the lowering hooks
 #include "util/status_macros.h"
 
 namespace meshrt {

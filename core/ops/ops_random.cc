@@ -6,10 +6,10 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "core/ir/program_builder.h"  // LaidOutTensor, for the lowering hooks
 #include "core/ops/op_cost.h"
 #include "core/ops/ops.h"
 #include "core/ops/ops_dataset.h"
-#include "core/ir/program_builder.h"  // LaidOutTensor, for the lowering hooks
 #include "util/hash.h"
 #include "util/status_macros.h"
 

@@ -65,9 +65,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "core/ops/ops.h"
 #include "core/ir/program_builder.h"
 #include "core/ir/shape.h"
+#include "core/ops/ops.h"
 #include "proto/graph.pb.h"
 
 namespace meshrt {

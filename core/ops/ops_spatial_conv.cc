@@ -11,9 +11,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/ir/program_builder.h"  // LaidOutTensor, for the lowering hooks
 #include "core/ops/op_cost.h"
 #include "core/ops/ops_spatial.h"
-#include "core/ir/program_builder.h"  // LaidOutTensor, for the lowering hooks
 #include "util/status_macros.h"
 
 namespace meshrt {

@@ -6,8 +6,8 @@
 #include <functional>
 
 #include "absl/strings/str_cat.h"
-#include "core/ops/ops_spatial.h"
 #include "core/ir/program_builder.h"  // LaidOutTensor, for the lowering hooks
+#include "core/ops/ops_spatial.h"
 #include "util/status_macros.h"
 
 namespace meshrt {

@@ -9,8 +9,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/ops/kernel_runner.h"
-#include "util/logging.h"
 #include "core/ops/ops.h"
+#include "util/logging.h"
 #include "util/status_macros.h"
 
 namespace meshrt {

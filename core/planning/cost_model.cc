@@ -14,13 +14,13 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "core/planning/explain.h"
 #include "core/ir/mesh.h"
+#include "core/ir/shape.h"
+#include "core/ir/step_fusion.h"
 #include "core/ops/op_cost.h"
 #include "core/ops/ops.h"
-#include "core/ir/shape.h"
+#include "core/planning/explain.h"
 #include "util/status_macros.h"
-#include "core/ir/step_fusion.h"
 
 namespace meshrt {
 namespace {

@@ -6,10 +6,10 @@
 #include <google/protobuf/struct.pb.h>
 #include <google/protobuf/util/json_util.h>
 
-#include "core/ops/builder.h"
-#include "core/planning/explain.h"
 #include "core/lowering/lowering.h"
+#include "core/ops/builder.h"
 #include "core/ops/op_cost.h"
+#include "core/planning/explain.h"
 #include "core/testing/test_util.h"
 #include "gtest/gtest.h"
 

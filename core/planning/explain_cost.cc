@@ -5,9 +5,9 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "core/planning/explain.h"
 #include "core/ir/mesh.h"
 #include "core/ir/shape.h"
+#include "core/planning/explain.h"
 #include "util/status_macros.h"
 
 namespace meshrt {

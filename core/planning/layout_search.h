@@ -29,8 +29,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "core/ops/graph.h"
 #include "core/ir/mesh.h"
+#include "core/ops/graph.h"
 
 namespace meshrt {
 

@@ -6,11 +6,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
-#include "core/ops/builder.h"
 #include "core/lowering/lowering.h"
-#include "util/status_macros.h"
+#include "core/ops/builder.h"
 #include "core/testing/test_util.h"
 #include "gtest/gtest.h"
+#include "util/status_macros.h"
 
 namespace meshrt {
 namespace {

@@ -10,12 +10,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "core/planning/explain.h"
-#include "core/lowering/lowering.h"
 #include "core/ir/slicing.h"
-#include "util/status_macros.h"
 #include "core/ir/step_fusion.h"
 #include "core/ir/tensor.h"
+#include "core/lowering/lowering.h"
+#include "core/planning/explain.h"
+#include "util/status_macros.h"
 
 namespace meshrt {
 namespace {

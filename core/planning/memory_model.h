@@ -50,8 +50,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "core/ops/graph.h"
 #include "core/ir/mesh.h"
+#include "core/ops/graph.h"
 #include "proto/program.pb.h"
 
 namespace meshrt {

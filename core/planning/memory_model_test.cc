@@ -4,12 +4,12 @@
 #include <tuple>
 #include <vector>
 
-#include "core/ops/builder.h"
 #include "core/lowering/lowering.h"
-#include "core/train/optimizers.h"
-#include "util/status_macros.h"
+#include "core/ops/builder.h"
 #include "core/testing/test_util.h"
+#include "core/train/optimizers.h"
 #include "gtest/gtest.h"
+#include "util/status_macros.h"
 
 namespace meshrt {
 namespace {

@@ -21,10 +21,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "core/planning/cost_model.h"
-#include "core/ops/graph.h"
-#include "core/planning/layout_search.h"
 #include "core/ir/mesh.h"
+#include "core/ops/graph.h"
+#include "core/planning/cost_model.h"
+#include "core/planning/layout_search.h"
 
 namespace meshrt {
 

@@ -3,8 +3,8 @@
 #include <string>
 #include <vector>
 
-#include "core/ops/builder.h"
 #include "core/lowering/lowering.h"
+#include "core/ops/builder.h"
 #include "core/planning/memory_model.h"
 #include "core/testing/test_util.h"
 #include "gtest/gtest.h"

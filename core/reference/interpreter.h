@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/ir/tensor.h"
 #include "core/ops/graph.h"
 #include "core/ops/kernel_runner.h"
-#include "core/ir/tensor.h"
 
 namespace meshrt {
 

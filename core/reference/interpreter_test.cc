@@ -1,8 +1,8 @@
 #include "core/reference/interpreter.h"
 
+#include "core/lowering/lowering.h"
 #include "core/ops/builder.h"
 #include "core/planning/explain.h"
-#include "core/lowering/lowering.h"
 #include "core/testing/test_util.h"
 #include "gtest/gtest.h"
 

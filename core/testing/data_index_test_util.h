@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/lowering/lowering.h"
 #include "core/ops/graph.h"
 #include "core/reference/interpreter.h"
-#include "core/lowering/lowering.h"
 #include "core/testing/test_util.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu_kernels.h"

@@ -6,12 +6,12 @@
 #include <string>
 #include <vector>
 
+#include "core/ir/tensor.h"
 #include "core/ops/kernel_runner.h"
 #include "core/ops/ops.h"
-#include "util/status_macros.h"
-#include "core/ir/tensor.h"
 #include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
+#include "util/status_macros.h"
 
 namespace meshrt {
 namespace op_test {

@@ -9,9 +9,9 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "core/lowering/lowering.h"
 #include "core/ops/graph.h"
 #include "core/reference/interpreter.h"
-#include "core/lowering/lowering.h"
 #include "core/testing/test_util.h"
 #include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"

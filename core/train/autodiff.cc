@@ -7,8 +7,8 @@
 #include "absl/strings/str_cat.h"
 #include "core/ops/gradient.h"
 #include "core/ops/graph.h"
-#include "util/logging.h"
 #include "core/ops/ops.h"
+#include "util/logging.h"
 #include "util/status_macros.h"
 
 namespace meshrt {

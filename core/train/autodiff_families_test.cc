@@ -11,10 +11,10 @@
 #include <string>
 #include <vector>
 
-#include "core/train/autodiff.h"
-#include "core/reference/interpreter.h"
 #include "core/lowering/lowering.h"
+#include "core/reference/interpreter.h"
 #include "core/testing/test_util.h"
+#include "core/train/autodiff.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu_kernels.h"
 #include "runtime/simulated_mesh.h"

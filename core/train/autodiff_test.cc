@@ -5,8 +5,8 @@
 
 #include <random>
 
-#include "core/reference/interpreter.h"
 #include "core/lowering/lowering.h"
+#include "core/reference/interpreter.h"
 #include "core/testing/test_util.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu_kernels.h"

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "core/train/autodiff.h"
 #include "core/ops/ops_state.h"
+#include "core/train/autodiff.h"
 #include "util/status_macros.h"
 
 namespace meshrt {

@@ -15,9 +15,9 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "core/lowering/lowering.h"
 #include "core/ops/builder.h"
 #include "core/reference/interpreter.h"
-#include "core/lowering/lowering.h"
 #include "core/testing/test_util.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu_kernels.h"

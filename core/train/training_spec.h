@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/ir/limits.h"
 #include "core/ops/builder.h"
 #include "core/ops/graph.h"
-#include "core/ir/limits.h"
 #include "core/train/optimizers.h"
 #include "proto/session.pb.h"
 
