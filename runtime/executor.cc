@@ -123,11 +123,14 @@ absl::Status Executor::RunPlan(const std::map<std::string, Tensor>& input_slices
   state_buffers_.clear();
   step_thread_ = std::this_thread::get_id();
   RETURN_IF_ERROR(Prepare(input_slices));
-  // Once per step, not per instruction run: the mesh and coordinate are valid now. Not once per
-  // executor: the borrowed program may change between Runs (executor_test does so).
-  decoded_.clear();
-  for (const v1::Instruction& instr : program_.instructions()) {
-    decoded_.push_back(DecodeInstruction(instr, mesh_, coordinate_));
+  // Never per instruction run, and once per executor for a fixed program (else once per Run: the
+  // program may have changed). The mesh and coordinate are valid now.
+  if (!options_.fixed_program || !decoded_once_) {
+    decoded_.clear();
+    for (const v1::Instruction& instr : program_.instructions()) {
+      decoded_.push_back(DecodeInstruction(instr, mesh_, coordinate_));
+    }
+    decoded_once_ = true;
   }
   plan_ = &plan;
   last_write_.assign(buffers_.size(), -1);
@@ -269,6 +272,7 @@ void Executor::Recycle(int b) {
 }
 
 const StepPlan& Executor::PlanFor(const std::vector<std::string>* fetches) {
+  if (!options_.fixed_program) plans_.clear();  // the program may have changed since the last Run
   std::vector<std::string> key = StepPlanKey(fetches);
   auto cached = plans_.find(key);
   if (cached != plans_.end()) return cached->second;

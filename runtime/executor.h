@@ -94,6 +94,11 @@ struct ExecutorOptions {
   // communication thread would write buffers while they are counted); a pass over the buffers
   // after every instruction.
   bool track_live_bytes = false;
+  // The borrowed program stays as it is while the executor lives (the worker's, kept from
+  // LoadSession): its instructions are decoded at the first Run and each fetch list's plan is made
+  // once, for every later Run. false: every Run decodes and plans afresh, for a caller that edits
+  // the program between Runs (executor_test does).
+  bool fixed_program = false;
 };
 
 class Executor {
@@ -275,7 +280,8 @@ class Executor {
   // `s` prefixed with instruction `index`, its source op and kind (plus `note`) and the processor.
   absl::Status InstructionError(int index, const absl::Status& s,
                                 const std::string& note = "") const;
-  // The plan for `fetches` (runtime/step_plan.h PlanStep), made once per fetch key and cached.
+  // The plan for `fetches` (runtime/step_plan.h PlanStep): with options_.fixed_program made once
+  // per fetch key and cached, else made for this Run.
   const StepPlan& PlanFor(const std::vector<std::string>* fetches);
   absl::Status RunPlan(const std::map<std::string, Tensor>& input_slices, const StepPlan& plan);
   // Gives buffer `b`'s storage (if any) to pool_ and empties it.
@@ -310,9 +316,10 @@ class Executor {
   }
 
   Mesh mesh_;  // parsed from the program by Run
-  // Every instruction decoded for this processor, by each Run once its mesh and coordinate are
-  // checked (RunPlan).
+  // Every instruction decoded for this processor once its mesh and coordinate are checked
+  // (RunPlan): by every Run, or by the first with options_.fixed_program.
   std::vector<DecodedInstruction> decoded_;
+  bool decoded_once_ = false;
   std::vector<std::optional<Tensor>> buffers_;
   int64_t peak_live_bytes_ = 0;  // ExecutorOptions::track_live_bytes
   void NoteLiveBytes();

@@ -100,6 +100,21 @@ TEST_F(ExecutorTest, StepErrorsNameTheInstruction) {
                        {"instruction 0", "reads buffer 2", "not written"}));
 }
 
+// With fixed_program (the worker's), the program is decoded and planned at the first Run only:
+// an edit afterwards (outside the contract) does not reach later Runs, where without the option
+// (the fixture's executor, StepErrorsNameTheInstruction) every Run sees it.
+TEST_F(ExecutorTest, FixedProgramIsDecodedOnce) {
+  ExecutorOptions options;
+  options.fixed_program = true;
+  Executor fixed(program_, {0}, &kernels_, hub_.communicator(0), KernelContext(), options);
+  ASSERT_OK(fixed.Run({{"x", Tensor::Float(Shape{{"n", 4}}, {1, 2, 3, 4})}}));
+  program_.mutable_instructions(1)->mutable_slice_shape()->mutable_dims(0)->set_size(2);
+  ASSERT_OK(fixed.Run({{"x", Tensor::Float(Shape{{"n", 4}}, {1, 1, 1, 1})}}));
+  EXPECT_THAT(fixed.OutputSlice("z")->floats(), ElementsAre(2, 2, 2, 2));
+  EXPECT_TRUE(StatusIs(executor_.Run({{"x", Tensor(DType::kFloat32, Shape{{"n", 4}})}}),
+                       absl::StatusCode::kInvalidArgument, {"instruction 1", "declares float32 [n:2]"}));
+}
+
 TEST_F(ExecutorTest, FetchesPruneTheStepToWhatTheyNeed) {
   // Add w = fail_if_negative(x), an output of its own: fetching only z must not run it.
   v1::Instruction* w = program_.add_instructions();

@@ -127,6 +127,7 @@ absl::Status Worker::Load(const v1::SessionSpec& spec) {
   {
     absl::MutexLock lock(&mu_);
     executor_options.overlap_comm = overlap_comm_;
+    executor_options.fixed_program = true;  // state->spec's, kept unchanged until the session ends
     state->metrics = metrics_;
   }
   if (state->metrics != nullptr) {
