@@ -33,7 +33,8 @@ LIBS := -lprotobuf \
 PROTOS := $(basename $(notdir $(wildcard proto/*.proto)))
 PROTO_HDRS := $(PROTOS:%=$(OUT)/gen/proto/%.pb.h)
 PROTO_SRCS := $(PROTOS:%=$(OUT)/gen/proto/%.pb.cc)
-CORE_SRCS := $(filter-out %_test.cc,$(wildcard core/*.cc))
+# The language: every package of core/ but its test helpers, and the util/ helpers it uses.
+CORE_SRCS := $(filter-out %_test.cc core/testing/%,$(shell find core util -name '*.cc' | sort))
 MODEL_SRCS := $(filter-out %_test.cc,$(wildcard models/*.cc))
 
 obj = $(patsubst %.cc,$(OUT)/obj/%.o,$(patsubst $(OUT)/gen/%,%,$(1)))
