@@ -31,28 +31,26 @@ query() {  # query EXPR [all]: the targets, one per line (external ones only wit
 }
 
 fail=0
+report() {  # report OFFENDERS BAD GOOD: lists the offenders under BAD (and fails), or says GOOD
+  if [[ -n $1 ]]; then
+    echo "check_layers: $2"
+    sed 's/^/  /' <<<"$1"
+    fail=1
+  else
+    echo "check_layers: $3"
+  fi
+}
+
 below="$BOTTOM"
 for level in "${LEVELS[@]}"; do
   for l in $level; do
     libraries="kind('cc_library', $l/...) except attr(testonly, 1, $l/...)"
-    out=$(query "deps($libraries) except ($below + $l/...:*)")
-    if [[ -n $out ]]; then
-      echo "check_layers: $l's libraries depend on higher layers:"
-      sed 's/^/  /' <<<"$out"
-      fail=1
-    else
-      echo "check_layers: $l depends on no higher layer"
-    fi
+    report "$(query "deps($libraries) except ($below + $l/...:*)")" \
+      "$l's libraries depend on higher layers:" "$l depends on no higher layer"
   done
   for l in $level; do below="$below + $l/...:*"; done
 done
 core="kind('cc_library', //core/... + //util/...) except attr(testonly, 1, //core/... + //util/...)"
-out=$(query "deps($core)" all | grep -i -E 'grpc|gloo|blas' || true)
-if [[ -n $out ]]; then
-  echo "check_layers: core's libraries reach gRPC, Gloo or BLAS:"
-  sed 's/^/  /' <<<"$out"
-  fail=1
-else
-  echo "check_layers: core's libraries use no gRPC, Gloo or BLAS"
-fi
+report "$(query "deps($core)" all | grep -i -E 'grpc|gloo|blas' || true)" \
+  "core's libraries reach gRPC, Gloo or BLAS:" "core's libraries use no gRPC, Gloo or BLAS"
 exit $fail
