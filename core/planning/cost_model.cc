@@ -3,9 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <fstream>
 #include <set>
-#include <sstream>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -20,6 +18,7 @@
 #include "core/ops/op_cost.h"
 #include "core/ops/ops.h"
 #include "core/planning/explain.h"
+#include "util/file.h"
 #include "util/status_macros.h"
 
 namespace meshrt {
@@ -236,11 +235,12 @@ absl::StatusOr<HardwareProfile> ParseHardwareProfile(absl::string_view text,
 }
 
 absl::StatusOr<HardwareProfile> LoadHardwareProfile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read hardware profile ", path));
-  std::stringstream text;
-  text << in.rdbuf();
-  return ParseHardwareProfile(text.str(), path);
+  absl::StatusOr<std::string> text = ReadFile(path);
+  if (!text.ok()) {
+    return absl::Status(text.status().code(),
+                        absl::StrCat("hardware profile: ", text.status().message()));
+  }
+  return ParseHardwareProfile(*text, path);
 }
 
 namespace {
