@@ -388,7 +388,7 @@ int Main(int argc, char** argv) {
   FlagSet flags(
       "plan_bench [--quick] [--steps N] [--warmup N] [--model_steps N] [--passes N] [--rounds N] "
       "[--only SUBSTRING] "
-      "[--profiles DIR] [--overlap_comm=false]",
+      "[--profiles DIR] [--overlap_comm=auto|true|false]",
       "The cost model's predicted step time against the measured one for the MLP and the "
       "Transformer LM (two sizes) under several meshes and layouts, on local clusters.");
   flags.Bool("quick", &quick,
@@ -416,7 +416,8 @@ int Main(int argc, char** argv) {
   flags.Bool("per_instruction", &per_instruction,
              "also time every case's local instructions alone in this process against their "
              "predicted compute, by class (a diagnostic of the model; no cluster runs it)");
-  flags.Bool("overlap_comm", &o.overlap_comm, "the workers' --overlap_comm (default true)");
+  flags.String("overlap_comm", &o.overlap_comm,
+               "the workers' --overlap_comm: auto (their default), true or false");
   auto parsed = flags.Parse(argc, argv);
   if (!parsed.ok() || flags.help()) {
     if (!parsed.ok()) std::fprintf(stderr, "%s\n", parsed.status().ToString().c_str());

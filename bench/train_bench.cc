@@ -161,7 +161,7 @@ int Main(int argc, char** argv) {
   o.python = "/usr/bin/python3";
   FlagSet flags(
       "train_bench [--reps N] [--steps N] [--warmup N] [--only mlp|transformer] "
-      "[--sizes small,model] [--skip_peers] [--perf_dir DIR] [--explain] [--overlap_comm=false] [--peer_coretype CORE] "
+      "[--sizes small,model] [--skip_peers] [--perf_dir DIR] [--explain] [--overlap_comm=auto|true|false] [--peer_coretype CORE] "
       "[--our_coretype CORE] [--remeasure_cores=false]",
       "Training steps of the MLP and the Transformer LM (two sizes) on a local cluster vs the "
       "PyTorch peers, interleaved, each side on its fastest correct OpenBLAS core.");
@@ -185,8 +185,9 @@ int Main(int argc, char** argv) {
   flags.String("perf_dir", &perf_dir,
                "profile ours with perf record (one more run per configuration) into DIR");
   flags.Bool("explain", &o.explain, "print each session's layout report");
-  flags.Bool("overlap_comm", &o.overlap_comm,
-             "our workers' --overlap_comm (false: collectives block the step thread)");
+  flags.String("overlap_comm", &o.overlap_comm,
+               "our workers' --overlap_comm: auto (measured on each session's first steps), true "
+               "or false (collectives block the step thread)");
   flags.String("peer_coretype", &peer_core_flag,
                "OPENBLAS_CORETYPE for the peers instead of their fastest correct core");
   flags.String("our_coretype", &our_core_flag,
@@ -205,7 +206,7 @@ int Main(int argc, char** argv) {
       unset_by_make == nullptr ? "(not run by make bench)"
                                : (*unset_by_make == '\0' ? "none were set" : unset_by_make),
       "; by train_bench itself: ", unset_here.empty() ? "none were set" : absl::StrJoin(unset_here, " "),
-      "; our workers' --overlap_comm=", o.overlap_comm ? "true" : "false");
+      "; our workers' --overlap_comm=", o.overlap_comm);
   if (!only.empty() && only != "mlp" && only != "transformer") {
     std::fprintf(stderr, "--only takes mlp or transformer, not '%s'\n", only.c_str());
     return 2;

@@ -134,7 +134,7 @@ std::pair<std::unique_ptr<LocalCluster>, std::unique_ptr<Client>> StartOurs(int 
   options.coordinator_command = {"client/meshrt", "coordinator"};
   options.worker_command = {"client/meshrt", "worker"};
   options.log_dir = pattern;
-  if (!o.overlap_comm) options.worker_flags.push_back("--overlap_comm=false");
+  options.worker_flags.push_back("--overlap_comm=" + o.overlap_comm);
   auto cluster = LocalCluster::Start(options);
   if (!cluster.ok()) Fail("starting the local cluster", cluster.status());
   ClientOptions co = (*cluster)->client_options();

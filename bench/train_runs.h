@@ -33,7 +33,7 @@ struct TrainConfig {
 
 struct RunOptions {
   bool explain = false;
-  bool overlap_comm = true;  // the workers' --overlap_comm
+  std::string overlap_comm = "auto";  // the workers' --overlap_comm: auto, true or false
   bool batched = true;       // RunOurs also times the steps in one request (OursRun::batched_ms)
   std::string peers_dir;     // mlp_bench.py, transformer_bench.py
   std::string python;        // the peers' interpreter

@@ -6,6 +6,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "core/ir/slicing.h"
 #include "core/ops/ops.h"
 #include "kernels/scaled_add.h"
@@ -92,7 +94,8 @@ Executor::Executor(const v1::Program& program, std::vector<int64_t> coordinate,
       kernels_(kernels),
       communicator_(communicator),
       context_(context),
-      options_(options) {}
+      options_(options),
+      overlap_(options.overlap_comm) {}
 
 absl::Status Executor::Run(const std::map<std::string, Tensor>& input_slices) {
   return RunPlan(input_slices, PlanFor(nullptr));
@@ -120,6 +123,28 @@ absl::Status Executor::Run(std::map<std::string, Tensor>&& input_slices,
 
 absl::Status Executor::RunPlan(const std::map<std::string, Tensor>& input_slices,
                                const StepPlan& plan) {
+  if (!options_.choose_overlap || !options_.fixed_program || options_.track_live_bytes) {
+    return RunSchedule(input_slices, plan);
+  }
+  OverlapChoice& choice = overlap_choices_[&plan];  // plans_ entries never move or go
+  const bool was_decided = choice.decided();
+  overlap_ = choice.NextOverlap();  // the communication thread is idle between runs
+  const absl::Time start = absl::Now();
+  absl::Status s = RunSchedule(input_slices, plan);
+  if (!s.ok()) return s;
+  choice.Record(overlap_, absl::ToDoubleSeconds(absl::Now() - start));
+  if (choice.decided() && !was_decided) overlap_decisions_.push_back(choice.Summary());
+  return s;
+}
+
+std::vector<std::string> Executor::TakeOverlapDecisions() {
+  std::vector<std::string> taken;
+  taken.swap(overlap_decisions_);
+  return taken;
+}
+
+absl::Status Executor::RunSchedule(const std::map<std::string, Tensor>& input_slices,
+                                   const StepPlan& plan) {
   state_buffers_.clear();
   step_thread_ = std::this_thread::get_id();
   RETURN_IF_ERROR(Prepare(input_slices));
@@ -257,7 +282,7 @@ absl::StatusOr<bool> Executor::SkipGuarded(int index) {
 }
 
 void Executor::NoteLiveBytes() {
-  if (!options_.track_live_bytes || options_.overlap_comm) return;
+  if (!options_.track_live_bytes || overlap_) return;
   int64_t live = 0;
   for (const std::optional<Tensor>& b : buffers_) {
     if (b.has_value()) live += TensorBytes(*b);

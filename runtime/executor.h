@@ -78,6 +78,7 @@
 #include "runtime/buffer_pool.h"
 #include "runtime/communicator.h"
 #include "runtime/decoded_instruction.h"
+#include "runtime/overlap_choice.h"
 #include "runtime/step_activity.h"
 #include "runtime/step_plan.h"
 #include "runtime/step_trace.h"
@@ -89,6 +90,11 @@ struct ExecutorOptions {
   // read their results (see Executor). false: each collective runs on the calling thread at its
   // place in the program (for comparison and diagnosis; results are the same bits).
   bool overlap_comm = true;
+  // Choose overlap_comm by measurement instead (runtime/overlap_choice.h): the first runs of each
+  // fetch list time overlap on and off, alternately, and keep the faster (overlap_comm is then
+  // ignored). Only with fixed_program (the plans, which own the measurements, live as long as the
+  // executor) and without track_live_bytes (which needs overlap off); otherwise overlap_comm holds.
+  bool choose_overlap = false;
   // Count the bytes the executor holds during a step (Executor::peak_live_bytes), for checking the
   // memory model (core/planning/memory_model.h) against what runs. Only with overlap_comm off (the
   // communication thread would write buffers while they are counted); a pass over the buffers
@@ -184,6 +190,11 @@ class Executor {
   int64_t fused_updates() const { return fused_updates_; }
   // How many times a softmax (or log_softmax) of add(a, b) ran as one pass over a + b.
   int64_t fused_softmaxes() const { return fused_softmaxes_; }
+
+  // With ExecutorOptions::choose_overlap: one line per fetch list whose choice was made since the
+  // last call (OverlapChoice::Summary, e.g. "off (step medians: on 70.3 ms, off 67.5 ms, ...)"),
+  // for the caller to log; then empty until another fetch list decides.
+  std::vector<std::string> TakeOverlapDecisions();
 
  private:
   // Checks the program's structure and the feeds; fills buffers_ with the feeds.
@@ -283,7 +294,10 @@ class Executor {
   // The plan for `fetches` (runtime/step_plan.h PlanStep): with options_.fixed_program made once
   // per fetch key and cached, else made for this Run.
   const StepPlan& PlanFor(const std::vector<std::string>* fetches);
+  // Runs `plan`, first choosing overlap for it (options_.choose_overlap) and timing the run.
   absl::Status RunPlan(const std::map<std::string, Tensor>& input_slices, const StepPlan& plan);
+  absl::Status RunSchedule(const std::map<std::string, Tensor>& input_slices,
+                           const StepPlan& plan);
   // Gives buffer `b`'s storage (if any) to pool_ and empties it.
   void Recycle(int b);
   // True when instruction `instruction` is the last reader of internal buffer `buffer`.
@@ -306,6 +320,7 @@ class Executor {
   Communicator* const communicator_;
   const KernelContext context_;
   const ExecutorOptions options_;
+  bool overlap_;  // whether this run overlaps: options_.overlap_comm, or as choose_overlap chose
   StepActivity* activity_ = nullptr;
   StepTraceRecorder* trace_ = nullptr;
   std::thread::id step_thread_;  // Run's caller, set before any work is issued
@@ -334,6 +349,8 @@ class Executor {
   int64_t fused_softmaxes_ = 0;
   std::map<std::vector<std::string>, StepPlan> plans_;  // by StepPlanKey
   const StepPlan* plan_ = nullptr;                      // the running step's
+  std::map<const StepPlan*, OverlapChoice> overlap_choices_;  // choose_overlap: by plans_ entry
+  std::vector<std::string> overlap_decisions_;                // not yet taken
 
   // Overlap state. The calling thread's: which work item last wrote / read each buffer (-1: none),
   // how many were issued (their numbers: 0, 1, ...; never reset) and a lower bound of comm_done_.

@@ -72,7 +72,7 @@ absl::Status Executor::IssueCollective(int index) {
   const DecodedInstruction& d = decoded_[index];
   const bool local = instr.collective().kind() != v1::Collective::PERMUTE &&
                      d.axes_status.ok() && d.group_size == 1;
-  if (local || !options_.overlap_comm) {
+  if (local || !overlap_) {
     RETURN_IF_ERROR(WaitForBuffers(index, reads, writes));
     return RunCollectiveInstruction(index, /*queued=*/false);
   }
@@ -83,7 +83,7 @@ absl::Status Executor::IssueCollective(int index) {
 
 absl::Status Executor::Issue(int index, CommWork work, const std::vector<int>& reads,
                              const std::vector<int>& writes) {
-  if (!options_.overlap_comm) return work();
+  if (!overlap_) return work();
   const int64_t seq = issued_++;
   item_instruction_.push_back(index);
   const int n = static_cast<int>(last_write_.size());
@@ -188,7 +188,7 @@ void Executor::RecycleWhenUnread(int b) {
 }
 
 absl::Status Executor::DrainComm() {
-  if (!options_.overlap_comm) return absl::OkStatus();
+  if (!overlap_) return absl::OkStatus();
   // At once when nothing is queued.
   WaitForWork(issued_ - 1, /*drain=*/true, /*resume=*/-1).IgnoreError();
   absl::MutexLock lock(&comm_mu_);

@@ -92,17 +92,17 @@ struct Trace {
   std::vector<std::vector<std::string>> calls;             // by processor
   std::vector<std::vector<Tensor>> losses;                 // by processor, by step
   std::vector<std::map<std::string, Tensor>> variables;    // by processor, after the steps
+  std::vector<std::vector<std::string>> overlap_decisions;  // by processor, after each step
 };
 
 // Runs `steps` steps of `program` fetching `fetch` on every processor (one thread each).
-Trace RunSteps(const v1::Program& program, const std::string& fetch, int steps, bool overlap) {
+Trace RunSteps(const v1::Program& program, const std::string& fetch, int steps,
+               const ExecutorOptions& options) {
   const Mesh mesh = Mesh::FromProto(program.mesh()).value();
   LocalCollectiveHub hub(mesh, {absl::Seconds(30)});
   const int n = mesh.num_processors();
   std::vector<std::unique_ptr<RecordingCommunicator>> comms;
   std::vector<std::unique_ptr<Executor>> executors;
-  ExecutorOptions options;
-  options.overlap_comm = overlap;
   for (int p = 0; p < n; ++p) {
     comms.push_back(std::make_unique<RecordingCommunicator>(hub.communicator(p)));
     executors.push_back(std::make_unique<Executor>(program, mesh.Coordinate(p), &CpuKernels(),
@@ -110,6 +110,7 @@ Trace RunSteps(const v1::Program& program, const std::string& fetch, int steps, 
   }
   Trace trace;
   trace.losses.resize(n);
+  trace.overlap_decisions.resize(n);
   for (int s = 0; s < steps; ++s) {
     std::vector<absl::Status> statuses(n);
     std::vector<std::thread> threads;
@@ -125,6 +126,9 @@ Trace RunSteps(const v1::Program& program, const std::string& fetch, int steps, 
       absl::StatusOr<Tensor> loss = executors[p]->OutputSlice(fetch);
       EXPECT_TRUE(loss.ok()) << loss.status();
       if (loss.ok()) trace.losses[p].push_back(*loss);
+      for (std::string& d : executors[p]->TakeOverlapDecisions()) {
+        trace.overlap_decisions[p].push_back(absl::StrCat("step ", s, ": ", d));
+      }
     }
   }
   for (int p = 0; p < n; ++p) {
@@ -132,6 +136,12 @@ Trace RunSteps(const v1::Program& program, const std::string& fetch, int steps, 
     trace.variables.push_back(executors[p]->variables());
   }
   return trace;
+}
+
+Trace RunSteps(const v1::Program& program, const std::string& fetch, int steps, bool overlap) {
+  ExecutorOptions options;
+  options.overlap_comm = overlap;
+  return RunSteps(program, fetch, steps, options);
 }
 
 void ExpectSameTrace(const Trace& on, const Trace& off) {
@@ -182,6 +192,34 @@ TEST(ExecutorOverlapTest, TrainingStepsGiveTheSameBitsAndCallsWithOverlapOnAndOf
     const Trace on = RunSteps(program, c.graph->loss, 3, /*overlap=*/true);
     const Trace off = RunSteps(program, c.graph->loss, 3, /*overlap=*/false);
     ExpectSameTrace(on, off);
+  }
+}
+
+// Overlap chosen by measurement (ExecutorOptions::choose_overlap, runtime/overlap_choice.h): the
+// first 2 steps overlap, the next 6 alternate, and every processor then reports its choice once,
+// after step 8 (index 7); whatever each chose, the bits and calls are those without overlap.
+TEST(ExecutorOverlapTest, ChosenOverlapDecidesOnceAfterItsTrialsAndKeepsTheBits) {
+  TrainOptions train;
+  train.optimizer = "sgd";
+  train.learning_rate.base = 1e-2f;
+  ASSERT_OK_AND_ASSIGN(models::TrainGraph m, TinyMlpTrainGraph(train));
+  const v1::Program program = LowerFor(m.graph, "x:2", "batch:x");
+  ExecutorOptions options;
+  options.choose_overlap = true;
+  options.fixed_program = true;
+  const Trace chosen = RunSteps(program, m.loss, 10, options);
+  ExpectSameTrace(chosen, RunSteps(program, m.loss, 10, /*overlap=*/false));
+  for (const std::vector<std::string>& decisions : chosen.overlap_decisions) {
+    ASSERT_EQ(decisions.size(), 1u);
+    EXPECT_THAT(decisions[0],
+                testing::MatchesRegex("step 7: o(n|ff) \\(step medians: on [0-9.]+ ms, off "
+                                      "[0-9.]+ ms, 3 steps each; .*\\)"));
+  }
+  // Without a fixed program there is nothing to keep the measurements in: overlap_comm holds.
+  options.fixed_program = false;
+  const Trace unchosen = RunSteps(program, m.loss, 10, options);
+  for (const std::vector<std::string>& decisions : unchosen.overlap_decisions) {
+    EXPECT_TRUE(decisions.empty());
   }
 }
 

@@ -47,6 +47,21 @@ grep -q "^  session s-[0-9a-f]*  owner client  mesh p:2  layout 'batch:p'  ready
 kill -TERM "$train"
 wait "$train" 2>/dev/null || true
 
+# The workers choose overlap by measurement (--overlap_comm=auto, the default) on a session's
+# first 8 steps, and say what they chose with the figures.
+out=$("$meshrt" train --model mlp --mesh p:2 --layout batch:p --batch 8 --d_model 16 --d_ff 32 \
+  --coordinator "$address" --steps 12 2>&1) || fail "a 12-step run failed: $out"
+for _ in $(seq 50); do
+  grep -q "overlap of collectives with compute" "$logs/worker1.log" && break
+  sleep 0.1
+done
+grep -Eq "meshrt-worker: session s-[0-9a-f]+: overlap of collectives with compute o(n|ff) \(step medians: on [0-9.]+ ms, off [0-9.]+ ms, 3 steps each;" \
+  "$logs/worker1.log" || fail "the worker should log its overlap choice: $(cat "$logs/worker1.log")"
+out=$("$worker_bin" --coordinator="$address" --overlap_comm=sometimes 2>&1) &&
+  fail "--overlap_comm=sometimes should be refused"
+grep -q -- "--overlap_comm=sometimes: expected auto, true or false" <<<"$out" ||
+  fail "bad --overlap_comm said: $out"
+
 # A step that fails on the workers: they read no data files (no --data_dir).
 echo "some text to train on, long enough for a window or two of sixteen bytes" >"$work/text.txt"
 if out=$("$meshrt" train --model transformer --mesh p:2 --layout batch:p --length 16 --batch 2 \
@@ -72,7 +87,7 @@ def lines(path):
 c = lines(coordinator)
 assert all(o["program"] == "meshrt-coordinator" for o in c), c
 made = [o for o in c if re.match(r"coordinator: session s-[0-9a-f]+ on mesh", o["message"])]
-assert len(made) == 2, [o["message"] for o in c]
+assert len(made) == 3, [o["message"] for o in c]
 for o in made:
     assert o["message"].startswith("coordinator: session " + o["session"] + " "), o
 failed = [o for o in c if o["level"] == "error" and " failed: " in o["message"]]

@@ -126,7 +126,8 @@ absl::Status Worker::Load(const v1::SessionSpec& spec) {
   ExecutorOptions executor_options;
   {
     absl::MutexLock lock(&mu_);
-    executor_options.overlap_comm = overlap_comm_;
+    executor_options.overlap_comm = overlap_ != Overlap::kOff;
+    executor_options.choose_overlap = overlap_ == Overlap::kChoose;
     executor_options.fixed_program = true;  // state->spec's, kept unchanged until the session ends
     state->metrics = metrics_;
   }
@@ -197,6 +198,10 @@ absl::StatusOr<TensorMap> Worker::RunStep(const StepRequest& request, TensorMap 
       state->metrics->StepDone(status.ok(), absl::Now() - started, state->activity.Read().step_cpu);
     }
     state->activity.EndStep();
+    for (const std::string& decision : state->executor->TakeOverlapDecisions()) {
+      LogInfo("meshrt-worker: session ", session, ": overlap of collectives with compute ",
+              decision);
+    }
     if (traced) {
       state->executor->set_trace(nullptr);
       traces->push_back(state->trace.Finish());
@@ -404,9 +409,9 @@ void Worker::SetMetrics(WorkerMetrics* metrics) {
   });
 }
 
-void Worker::SetOverlapComm(bool on) {
+void Worker::SetOverlapComm(Overlap overlap) {
   absl::MutexLock lock(&mu_);
-  overlap_comm_ = on;
+  overlap_ = overlap;
 }
 
 std::vector<std::string> Worker::Sessions() const {

@@ -112,8 +112,11 @@ class Worker {
   // then goes on: a slow rank, not a stuck one. `step` <= 0 turns it off.
   void SetDebugSpin(int64_t step, int instruction, absl::Duration duration);
   // Whether the executors of sessions loaded from now on overlap collectives with compute
-  // (ExecutorOptions::overlap_comm; the daemon's --overlap_comm). On by default.
-  void SetOverlapComm(bool on);
+  // (ExecutorOptions::overlap_comm; the daemon's --overlap_comm): always, never, or as measured
+  // on each session's first steps (ExecutorOptions::choose_overlap; logged once per fetch list).
+  // kChoose by default.
+  enum class Overlap { kOn, kOff, kChoose };
+  void SetOverlapComm(Overlap overlap);
   // Counts the steps and collectives of sessions loaded from now on in `metrics` (borrowed; null =
   // none), and reports the loaded sessions and their buffer pools at every scrape of its registry
   // (a collector that reads this Worker: the registry must not be rendered after the Worker is
@@ -139,7 +142,7 @@ class Worker {
   int64_t spin_step_ ABSL_GUARDED_BY(mu_) = 0;
   int spin_instruction_ ABSL_GUARDED_BY(mu_) = -1;
   absl::Duration spin_duration_ ABSL_GUARDED_BY(mu_);
-  bool overlap_comm_ ABSL_GUARDED_BY(mu_) = true;
+  Overlap overlap_ ABSL_GUARDED_BY(mu_) = Overlap::kChoose;
   WorkerMetrics* metrics_ ABSL_GUARDED_BY(mu_) = nullptr;
 };
 

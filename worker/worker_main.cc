@@ -102,6 +102,14 @@ int64_t ReadMemAvailable() {
 
 }  // namespace
 
+absl::StatusOr<Worker::Overlap> ParseOverlap(const std::string& text) {
+  if (text == "auto") return Worker::Overlap::kChoose;
+  if (text == "true" || text == "on" || text == "1") return Worker::Overlap::kOn;
+  if (text == "false" || text == "off" || text == "0") return Worker::Overlap::kOff;
+  return absl::InvalidArgumentError(
+      absl::StrCat("--overlap_comm=", text, ": expected auto, true or false"));
+}
+
 int64_t MemAvailableBytes(const std::string& meminfo) {
   static constexpr char kKey[] = "MemAvailable:";
   size_t at = meminfo.find(kKey);
@@ -142,7 +150,7 @@ int WorkerMain(int argc, char** argv) {
   int64_t debug_spin_at_step = 0;
   int64_t debug_spin_at_instruction = -1;
   double debug_spin_seconds = 4;
-  bool overlap_comm = true;
+  std::string overlap_comm = "auto";
   SecurityOptions security_options;
   FlagSet flags("meshrt-worker --coordinator HOST:PORT [flags]",
                 "Runs a meshrt worker: registers with the coordinator, loads the SPMD programs of "
@@ -193,10 +201,12 @@ int WorkerMain(int argc, char** argv) {
             "step's first)");
   flags.Double("debug_spin_seconds", &debug_spin_seconds,
                "FOR TESTS ONLY: how long --debug_spin_at_step spins");
-  flags.Bool("overlap_comm", &overlap_comm,
-             "run each session's collectives on a communication thread, overlapping the compute "
-             "that does not read their results (false: every collective blocks the step thread, "
-             "for comparison and diagnosis; results are the same)");
+  flags.String("overlap_comm", &overlap_comm,
+               "auto, true or false: run each session's collectives on a communication thread, "
+               "overlapping the compute that does not read their results (true), or on the step "
+               "thread (false: every collective blocks it), or measure both on each session's "
+               "first 8 steps and keep the faster, logging the figures (auto: overlap pays only "
+               "where a core is free for the communication thread). Results are the same bits");
   AddSecurityFlags(&flags, &security_options, /*server=*/true);
   flags.String("cluster_token_file", &cluster_token_file,
                "file with the cluster token this worker presents to the coordinator (the "
@@ -242,6 +252,11 @@ int WorkerMain(int argc, char** argv) {
   absl::StatusOr<std::optional<int>> rank = ParseRank(rank_text);
   if (!rank.ok()) {
     std::fprintf(stderr, "meshrt-worker: %s\n", std::string(rank.status().message()).c_str());
+    return 2;
+  }
+  absl::StatusOr<Worker::Overlap> overlap = ParseOverlap(overlap_comm);
+  if (!overlap.ok()) {
+    std::fprintf(stderr, "meshrt-worker: %s\n", std::string(overlap.status().message()).c_str());
     return 2;
   }
   absl::StatusOr<Security> security = LoadSecurity(security_options);
@@ -325,8 +340,8 @@ int WorkerMain(int argc, char** argv) {
   WorkerMetrics worker_metrics(&metrics_registry);
   Worker worker(&CpuKernels(), &communicators, files);
   if (http_flags.port != 0) worker.SetMetrics(&worker_metrics);
-  worker.SetOverlapComm(overlap_comm);
-  if (!overlap_comm) {
+  worker.SetOverlapComm(*overlap);
+  if (*overlap == Worker::Overlap::kOff) {
     LogInfo("meshrt-worker: --overlap_comm=false: every collective blocks the step thread");
   }
   if (debug_freeze_at_step > 0) {

@@ -19,5 +19,17 @@ TEST(MemAvailableBytesTest, UnknownIsZero) {
   EXPECT_EQ(MemAvailableBytes("XMemAvailable: 5 kB\n"), 0);
 }
 
+TEST(ParseOverlapTest, AutoTrueOrFalse) {
+  EXPECT_EQ(*ParseOverlap("auto"), Worker::Overlap::kChoose);
+  for (const char* on : {"true", "on", "1"}) EXPECT_EQ(*ParseOverlap(on), Worker::Overlap::kOn);
+  for (const char* off : {"false", "off", "0"}) {
+    EXPECT_EQ(*ParseOverlap(off), Worker::Overlap::kOff);
+  }
+  absl::StatusOr<Worker::Overlap> bad = ParseOverlap("sometimes");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(bad.status().message(), "--overlap_comm=sometimes: expected auto, true or false");
+}
+
 }  // namespace
 }  // namespace meshrt
