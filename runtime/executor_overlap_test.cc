@@ -169,12 +169,16 @@ v1::Program LowerFor(const Graph& graph, const std::string& mesh_text, const std
   return *std::move(program);
 }
 
-TEST(ExecutorOverlapTest, TrainingStepsGiveTheSameBitsAndCallsWithOverlapOnAndOff) {
+TrainOptions SgdTraining() {
   TrainOptions train;
   train.optimizer = "sgd";
   train.learning_rate.base = 1e-2f;
-  ASSERT_OK_AND_ASSIGN(models::TrainGraph m, TinyMlpTrainGraph(train));
-  ASSERT_OK_AND_ASSIGN(models::TrainGraph t, TinyTransformerTrainGraph(train));
+  return train;
+}
+
+TEST(ExecutorOverlapTest, TrainingStepsGiveTheSameBitsAndCallsWithOverlapOnAndOff) {
+  ASSERT_OK_AND_ASSIGN(models::TrainGraph m, TinyMlpTrainGraph(SgdTraining()));
+  ASSERT_OK_AND_ASSIGN(models::TrainGraph t, TinyTransformerTrainGraph(SgdTraining()));
   struct Case {
     const models::TrainGraph* graph;
     std::string mesh, layout;
@@ -199,10 +203,7 @@ TEST(ExecutorOverlapTest, TrainingStepsGiveTheSameBitsAndCallsWithOverlapOnAndOf
 // first 2 steps overlap, the next 6 alternate, and every processor then reports its choice once,
 // after step 8 (index 7); whatever each chose, the bits and calls are those without overlap.
 TEST(ExecutorOverlapTest, ChosenOverlapDecidesOnceAfterItsTrialsAndKeepsTheBits) {
-  TrainOptions train;
-  train.optimizer = "sgd";
-  train.learning_rate.base = 1e-2f;
-  ASSERT_OK_AND_ASSIGN(models::TrainGraph m, TinyMlpTrainGraph(train));
+  ASSERT_OK_AND_ASSIGN(models::TrainGraph m, TinyMlpTrainGraph(SgdTraining()));
   const v1::Program program = LowerFor(m.graph, "x:2", "batch:x");
   ExecutorOptions options;
   options.choose_overlap = true;
