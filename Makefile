@@ -39,6 +39,7 @@ bench: setup
 	@echo "bench: core presets removed for the benchmarks: $(or $(BENCH_UNSET),none were set)"
 	$(BAZEL) build $(BAZEL_FLAGS) -c opt //bench:all
 	$(BENCH_ENV) $(BAZEL) run $(BAZEL_FLAGS) -c opt //bench:einsum_bench
+	$(BENCH_ENV) $(BAZEL) run $(BAZEL_FLAGS) -c opt //bench:row_kernels_bench
 	$(BENCH_ENV) $(BAZEL) run $(BAZEL_FLAGS) -c opt //bench:collectives_bench
 	$(BENCH_ENV) $(BAZEL) run $(BAZEL_FLAGS) -c opt //bench:cluster_bench
 	$(BENCH_ENV) $(BAZEL) run $(BAZEL_FLAGS) -c opt //bench:reshard_bench

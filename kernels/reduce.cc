@@ -143,6 +143,7 @@ bool TrailingDims(const Shape& x, const std::vector<std::string>& dims) {
 
 // Softmax (or log-softmax) of each contiguous row of `row` elements: max, exp and sum, scale —
 // no scratch tensors.
+MESHRT_EXACT_VECTOR_CLONES
 void SoftmaxRows(const float* p, int64_t n, int64_t row, bool log, float* o) {
   if (row == 0) return;
   for (int64_t start = 0; start < n; start += row) {
@@ -174,6 +175,7 @@ bool RowAligned(const Tensor* t, const Shape& x, int r) {
 
 // Layer / RMS norm of each contiguous row: mean, centred sum of squares, then one pass that
 // scales and shifts. Same arithmetic as the general path, without its scratch tensors.
+MESHRT_EXACT_VECTOR_CLONES
 void NormalizeRows(const float* p, int64_t n, int64_t row, const float* scale, const float* bias,
                    float epsilon, bool rms, float* o) {
   for (int64_t start = 0; start < n; start += row) {
