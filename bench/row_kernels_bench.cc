@@ -1,4 +1,4 @@
-// The workers' row kernels (layer norm, softmax, layer norm's gradient, add) against memcpy of
+// The workers' row kernels (layer norm, softmax and the two gradients, add) against memcpy of
 // the same input bytes, on the Transformer benchmarks' activation shapes, one thread.
 //
 //   bazel run -c opt //bench:row_kernels_bench [-- --reps=N]
@@ -65,6 +65,8 @@ void Run(int64_t rows, int64_t width, int reps) {
        [&] { Check(kernels::Normalize(x, &scale, &bias, {"d"}, 1e-5f, false, &out), "norm"); }},
       {"softmax",
        [&] { Check(kernels::Softmax(x, {"d"}, /*log=*/false, &out), "softmax"); }},
+      {"softmax_grad",
+       [&] { Check(kernels::SoftmaxGrad(x, dy, {"d"}, &out), "softmax_grad"); }},
       {"layer_norm_grad (scale)",
        [&] { Check(kernels::NormGrad(x, &scale, dy, {"d"}, 1e-5f, false, &out), "grad"); }},
       {"add", [&] { Check(kernels::Binary(kernels::BinaryOp::kAdd, x, dy, &out), "add"); }},
