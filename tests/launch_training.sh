@@ -114,15 +114,18 @@ echo "measured: worker killed -> training again: $((SECONDS - killed_at)) s (who
 
 saves=$(grep -c "^saved checkpoint 'runs/launch'" "$job_log")
 wait_for "a checkpoint after the recovery" 60 in_log "^saved checkpoint 'runs/launch'" "$saves"
-# The Job's session, listed (as the operator) while the client lives: the client "trainer" owns it.
+# Killed at once: a tiny model's remaining steps take a few seconds on a fast machine, and a kill
+# that lands after the last checkpoint leaves the restarted client nothing to train.
+echo "== kill the Job's pod (SIGKILL) after: $(grep '^saved checkpoint' "$job_log" | tail -1)"
+kill_pod job
+client_killed_at=$SECONDS
+# The Job's session, listed (as the operator) before the coordinator's --session_lease (10 s)
+# expires it: the client "trainer" owns it, and it still holds the workers.
 operator=(--coordinator "$coordinator" --auth_token_file "$work/volumes/coordinator/operator-token/operator.token")
 mapfile -t dead_sessions < <(client sessions "${operator[@]}" |
   awk '$2 == "owner" && $3 == "trainer" && / ready +step / { print $1 }')
 [ "${#dead_sessions[@]}" -eq 1 ] ||
   fail "expected one ready session of the client trainer, listed: ${dead_sessions[*]}"
-echo "== kill the Job's pod (SIGKILL) after: $(grep '^saved checkpoint' "$job_log" | tail -1)"
-kill_pod job
-client_killed_at=$SECONDS
 echo "its session ${dead_sessions[0]} holds the workers until the coordinator's --session_lease expires it"
 wait_for "the restarted client to resume" 90 in_log "^resumed from checkpoint 'runs/launch' \(after step [1-9]"
 grep '^resumed from checkpoint' "$job_log"
