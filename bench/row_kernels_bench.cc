@@ -8,7 +8,6 @@
 // Each kernel and its memcpy are timed alternately, medians reported. The vector clones the CPU
 // runs (kernels/fast_math.h: AVX-512, AVX2 or the baseline) are chosen at load time; the table
 // says which this CPU supports.
-#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -17,6 +16,7 @@
 #include <vector>
 
 #include "absl/strings/numbers.h"
+#include "bench/bench_util.h"
 #include "core/ir/tensor.h"
 #include "kernels/elementwise.h"
 #include "kernels/norm_grad.h"
@@ -31,22 +31,10 @@ double Seconds(const std::function<void()>& f) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 Tensor Filled(const Shape& shape, float scale) {
   std::vector<float> v(shape.num_elements());
   for (size_t i = 0; i < v.size(); ++i) v[i] = scale * static_cast<float>((i * 7919) % 1000) / 1000;
   return Tensor::Float(shape, std::move(v));
-}
-
-void Check(const absl::Status& s, const char* what) {
-  if (!s.ok()) {
-    std::fprintf(stderr, "%s: %s\n", what, s.ToString().c_str());
-    std::exit(1);
-  }
 }
 
 void Run(int64_t rows, int64_t width, int reps) {
@@ -62,14 +50,14 @@ void Run(int64_t rows, int64_t width, int reps) {
   };
   const std::vector<Kernel> kernels = {
       {"layer_norm (scale, bias)",
-       [&] { Check(kernels::Normalize(x, &scale, &bias, {"d"}, 1e-5f, false, &out), "norm"); }},
+       [&] { bench::CheckOk(kernels::Normalize(x, &scale, &bias, {"d"}, 1e-5f, false, &out)); }},
       {"softmax",
-       [&] { Check(kernels::Softmax(x, {"d"}, /*log=*/false, &out), "softmax"); }},
+       [&] { bench::CheckOk(kernels::Softmax(x, {"d"}, /*log=*/false, &out)); }},
       {"softmax_grad",
-       [&] { Check(kernels::SoftmaxGrad(x, dy, {"d"}, &out), "softmax_grad"); }},
+       [&] { bench::CheckOk(kernels::SoftmaxGrad(x, dy, {"d"}, &out)); }},
       {"layer_norm_grad (scale)",
-       [&] { Check(kernels::NormGrad(x, &scale, dy, {"d"}, 1e-5f, false, &out), "grad"); }},
-      {"add", [&] { Check(kernels::Binary(kernels::BinaryOp::kAdd, x, dy, &out), "add"); }},
+       [&] { bench::CheckOk(kernels::NormGrad(x, &scale, dy, {"d"}, 1e-5f, false, &out)); }},
+      {"add", [&] { bench::CheckOk(kernels::Binary(kernels::BinaryOp::kAdd, x, dy, &out)); }},
   };
   for (const Kernel& k : kernels) {
     std::vector<double> kt, ct;
@@ -78,7 +66,7 @@ void Run(int64_t rows, int64_t width, int reps) {
       kt.push_back(Seconds(k.run));
       ct.push_back(Seconds([&] { std::memcpy(copy.f32(), x.f32(), bytes); }));
     }
-    const double km = Median(kt), cm = Median(ct);
+    const double km = bench::Median(kt), cm = bench::Median(ct);
     std::printf("| [%lld, %lld] | %-24s | %8.3f | %8.3f | %5.2f |\n", static_cast<long long>(rows),
                 static_cast<long long>(width), k.name, 1e3 * km, 1e3 * cm, km / cm);
   }
