@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "util/median.h"  // Median, for the benchmarks that include this
 
 namespace meshrt {
 namespace bench {
@@ -37,11 +38,6 @@ inline std::string DefaultPeersDir() {
   return "../shared/peers";
 }
 
-inline double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 // A Gloo reduce function: elementwise max of doubles (to agree on the slowest rank's time).
 inline void MaxDoubles(void* c, const void* a, const void* b, size_t n) {

@@ -23,7 +23,7 @@ double MedianSeconds(F&& f) {
     f();
     t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count());
   }
-  return bench::Median(t);
+  return Median(t);
 }
 
 int Main(int argc, char** argv) {

@@ -76,7 +76,6 @@ constexpr int kWorld = 2;
 using bench::CheckOk;
 using bench::Die;
 using bench::MaxDoubles;
-using bench::Median;
 
 // One rank: runs every (op, size), interleaving ours and raw; rank 0 writes
 // "op mib ours_median_s raw_median_s" lines to `results`.

@@ -20,6 +20,7 @@
 #include "kernels/blas.h"
 #include "kernels/cpu_kernels.h"
 #include "kernels/einsum.h"
+#include "util/median.h"
 
 namespace meshrt {
 namespace {
@@ -49,12 +50,6 @@ double Seconds(const std::function<void()>& f, int iters) {
   const auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < iters; ++i) f();
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / iters;
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 int Run(int reps) {

@@ -109,7 +109,6 @@ constexpr int64_t kCols = 1024;
 using bench::CheckOk;
 using bench::Die;
 using bench::MaxDoubles;
-using bench::Median;
 
 struct Kind {
   TensorLayout from;

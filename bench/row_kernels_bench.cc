@@ -66,7 +66,7 @@ void Run(int64_t rows, int64_t width, int reps) {
       kt.push_back(Seconds(k.run));
       ct.push_back(Seconds([&] { std::memcpy(copy.f32(), x.f32(), bytes); }));
     }
-    const double km = bench::Median(kt), cm = bench::Median(ct);
+    const double km = Median(kt), cm = Median(ct);
     std::printf("| [%lld, %lld] | %-24s | %8.3f | %8.3f | %5.2f |\n", static_cast<long long>(rows),
                 static_cast<long long>(width), k.name, 1e3 * km, 1e3 * cm, km / cm);
   }

@@ -22,6 +22,7 @@
 #include "absl/time/time.h"
 #include "client/client.h"
 #include "client/local_cluster.h"
+#include "util/median.h"
 
 namespace meshrt {
 namespace bench {
@@ -99,12 +100,7 @@ double Field(const std::string& line, const std::string& key) {
 
 }  // namespace
 
-double Median(std::vector<double> v) {
-  if (v.empty()) return -1;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+double Median(std::vector<double> v) { return v.empty() ? -1 : meshrt::Median(std::move(v)); }
 
 models::TransformerOptions TransformerOf(const std::string& size) {
   return size == "model" ? models::ModelScaleBenchConfig() : models::BenchConfig();

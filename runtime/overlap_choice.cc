@@ -4,17 +4,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "util/median.h"
 
 namespace meshrt {
-namespace {
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-}  // namespace
 
 OverlapChoice::OverlapChoice(int warmup, int trials, double margin)
     : warmup_(std::max(warmup, 0)), trials_(std::max(trials, 1)), margin_(margin) {}
