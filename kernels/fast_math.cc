@@ -5,7 +5,7 @@
 namespace meshrt {
 namespace kernels {
 
-#define MESHRT_VECTOR_CLONES __attribute__((target_clones("avx512f", "arch=haswell", "default")))
+#define MESHRT_VECTOR_CLONES __attribute__((target_clones(MESHRT_VECTOR_TARGETS)))
 
 namespace {
 

@@ -127,13 +127,13 @@ absl::Status Executor::RunPlan(const std::map<std::string, Tensor>& input_slices
     return RunSchedule(input_slices, plan);
   }
   OverlapChoice& choice = overlap_choices_[&plan];  // plans_ entries never move or go
-  const bool was_decided = choice.decided();
   overlap_ = choice.NextOverlap();  // the communication thread is idle between runs
+  if (choice.decided()) return RunSchedule(input_slices, plan);
   const absl::Time start = absl::Now();
   absl::Status s = RunSchedule(input_slices, plan);
-  if (!s.ok()) return s;
-  choice.Record(overlap_, absl::ToDoubleSeconds(absl::Now() - start));
-  if (choice.decided() && !was_decided) overlap_decisions_.push_back(choice.Summary());
+  if (s.ok() && choice.Record(overlap_, absl::ToDoubleSeconds(absl::Now() - start))) {
+    overlap_decisions_.push_back(choice.Summary());
+  }
   return s;
 }
 

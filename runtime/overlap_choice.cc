@@ -17,13 +17,16 @@ bool OverlapChoice::NextOverlap() const {
   return (runs_ - warmup_) % 2 == 0;  // on, off, on, off, ...
 }
 
-void OverlapChoice::Record(bool overlapped, double seconds) {
-  if (decided_) return;
-  if (runs_++ < warmup_) return;
+bool OverlapChoice::Record(bool overlapped, double seconds) {
+  if (decided_) return false;
+  if (runs_++ < warmup_) return false;
   (overlapped ? on_ : off_).push_back(seconds);
-  if (static_cast<int>(on_.size()) < trials_ || static_cast<int>(off_.size()) < trials_) return;
+  if (static_cast<int>(on_.size()) < trials_ || static_cast<int>(off_.size()) < trials_) {
+    return false;
+  }
   decided_ = true;
   overlap_ = !(Median(off_) < Median(on_) * (1.0 - margin_));
+  return true;
 }
 
 std::string OverlapChoice::Summary() const {

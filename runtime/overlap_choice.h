@@ -29,8 +29,8 @@ class OverlapChoice {
   // Whether the next run overlaps.
   bool NextOverlap() const;
   // Records a successful run that overlapped (or not) as NextOverlap said, taking `seconds`.
-  // Ignored once decided.
-  void Record(bool overlapped, double seconds);
+  // Returns true when this record made the decision; ignored (false) once decided.
+  bool Record(bool overlapped, double seconds);
 
   bool decided() const { return decided_; }
   // Meaningful once decided().
