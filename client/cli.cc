@@ -10,6 +10,9 @@
 #include "client/cli_train.h"
 #include "coordinator/coordinator_main.h"
 #include "rpc/grpc_util.h"
+#include "text/bleu/bleu_command.h"
+#include "text/corpus/corpus_command.h"
+#include "text/vocab/vocab_command.h"
 #include "worker/worker_main.h"
 
 namespace meshrt {
@@ -74,6 +77,9 @@ std::string TopLevelHelp() {
       "  ops      list every op: family, inputs, gradient, collectives its lowering may emit\n"
       "  train    train the Transformer LM or the MLP: progress bar, loss CSV, greedy sample\n"
       "  export   write a checkpoint's variables, whole, to a NumPy .npz file (no cluster)\n"
+      "  data     build a parallel corpus: `data translations --source ddtp --lang fr --out DIR`\n"
+      "  vocab    train (`vocab train`) or inspect a SentencePiece subword vocabulary\n"
+      "  bleu     corpus BLEU of a hypothesis file against references, as sacreBLEU's default\n"
       "  demo     train the Transformer on a local 4-worker cluster (2x2 mesh, data x model "
       "parallel)\n"
       "  help     this help; `meshrt help COMMAND` is `meshrt COMMAND --help`\n"
@@ -131,10 +137,16 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
     status = DemoCommand(rest, io);
   } else if (command == "calibrate") {
     status = CalibrateCommand(rest, io);
+  } else if (command == "data") {
+    status = text::DataCommand(rest, out);
+  } else if (command == "vocab") {
+    status = text::VocabCommand(rest, out);
+  } else if (command == "bleu") {
+    status = text::BleuCommand(rest, out);
   } else {
     status = UsageError(absl::StrCat("unknown command '", command,
                                      "'; the commands are run, train, explain, calibrate, local, status, sessions, "
-                                     "health, ops, demo, help "
+                                     "health, ops, demo, data, vocab, bleu, help "
                                      "(see meshrt --help)"));
   }
   if (status.ok()) return 0;

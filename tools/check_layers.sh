@@ -11,7 +11,7 @@ set -u
 # python, examples, deploy) is above every level. "//core" is core's aggregate //core:core (and
 # core/README.md's packages again) and "//models" the model builders, both on the language alone.
 BOTTOM="//proto/...:* + //third_party/...:*"
-LEVELS=("//util" "//core/ir" "//core/ops" "//core/reference" "//core/lowering"
+LEVELS=("//util" "//text" "//core/ir" "//core/ops" "//core/reference" "//core/lowering"
         "//core/train //core/planning" "//core" "//models" "//kernels" "//runtime" "//rpc"
         "//monitoring" "//worker //coordinator" "//client")
 
