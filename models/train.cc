@@ -51,5 +51,10 @@ absl::StatusOr<TrainGraph> BuildTransformerTrainGraph(const TransformerOptions& 
   return BuildTrainGraph([&](GraphBuilder& b) { return BuildTransformer(b, model); }, train);
 }
 
+absl::StatusOr<TrainGraph> BuildEncDecTrainGraph(const EncDecOptions& model,
+                                                 const TrainOptions& train) {
+  return BuildTrainGraph([&](GraphBuilder& b) { return BuildEncDec(b, model); }, train);
+}
+
 }  // namespace models
 }  // namespace meshrt

@@ -23,6 +23,7 @@
 #include "models/mlp.h"
 #include "models/model.h"
 #include "models/transformer.h"
+#include "models/transformer_encdec.h"
 #include "proto/session.pb.h"
 
 namespace meshrt {
@@ -57,6 +58,8 @@ absl::StatusOr<TrainGraph> BuildTrainGraph(
 absl::StatusOr<TrainGraph> BuildMlpTrainGraph(const MlpOptions& model, const TrainOptions& train);
 absl::StatusOr<TrainGraph> BuildTransformerTrainGraph(const TransformerOptions& model,
                                                       const TrainOptions& train);
+absl::StatusOr<TrainGraph> BuildEncDecTrainGraph(const EncDecOptions& model,
+                                                 const TrainOptions& train);
 
 // The names of every variable op of `graph`, in graph order.
 std::vector<std::string> VariableNames(const Graph& graph);

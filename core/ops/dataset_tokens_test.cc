@@ -274,5 +274,59 @@ TEST(TextWindowsTokensTest, BadAttrsAreRefusedAtBuild) {
   EXPECT_TRUE(WindowsGraph(path, 2, 4, {"uint16", 100, "eval", 0.5f}).ok());
 }
 
+// ---- token_rows ----------------------------------------------------------------------------
+
+// step (int32 placeholder) -> x = token_rows of shape [b: batch, l: length].
+absl::StatusOr<Graph> RowsGraph(const std::string& path, int batch, int length, int64_t vocab) {
+  GraphWriter g;
+  g.Placeholder("step", Shape(), DType::kInt32);
+  v1::Op& op = g.Op("x", "token_rows", {"step"}, {}, {});
+  (*op.mutable_attrs())["path"].set_s(path);
+  if (vocab != 0) (*op.mutable_attrs())["vocab"].set_i(vocab);
+  *op.mutable_shape() = Shape::Parse(absl::StrCat("b:", batch, ",l:", length)).value().ToProto();
+  return g.Build();
+}
+
+// A [rows, cols] int32 .npy of Ids(rows * cols, vocab).
+std::string RowsNpy(int rows, int cols, int64_t vocab) {
+  return Npy(Ids(rows * cols, vocab), "<i4",
+             absl::StrCat("{'descr': '<i4', 'fortran_order': False, 'shape': (", rows, ", ", cols,
+                          "), }"));
+}
+
+TEST(TokenRowsTest, RowsOfTheFileInOrderEpochAfterEpoch) {
+  const int rows = 7, cols = 5;
+  const std::vector<int64_t> ids = Ids(rows * cols, 1000);
+  ASSERT_OK_AND_ASSIGN(Graph g,
+                       RowsGraph(WriteTestFile("rows.npy", RowsNpy(rows, cols, 1000)), 3, cols, 1000));
+  for (int s : {0, 1, 2, 3, 11}) {
+    ASSERT_OK_AND_ASSIGN(TensorMap out, Interpret(g, {{"step", Step(s)}}));
+    for (int r = 0; r < 3; ++r) {
+      const int file_row = (s * 3 + r) % rows;
+      for (int j = 0; j < cols; ++j) {
+        EXPECT_EQ(out.at("x").i32()[r * cols + j], ids[file_row * cols + j])
+            << "step " << s << " row " << r << " col " << j;
+      }
+    }
+  }
+}
+
+TEST(TokenRowsTest, BadFilesAndAttrsAreRefused) {
+  const std::string path = WriteTestFile("rows_bad.npy", RowsNpy(4, 6, 50));
+  // A row length other than the op's, ids outside the vocab, a 1-D file: named.
+  ASSERT_OK_AND_ASSIGN(Graph wrong_length, RowsGraph(path, 2, 5, 50));
+  EXPECT_TRUE(StatusIs(Interpret(wrong_length, {{"step", Step(0)}}).status(),
+                       absl::StatusCode::kInvalidArgument, {path, "rows of 6 tokens", "length is 5"}));
+  ASSERT_OK_AND_ASSIGN(Graph small_vocab, RowsGraph(path, 2, 6, 20));
+  EXPECT_TRUE(StatusIs(Interpret(small_vocab, {{"step", Step(0)}}).status(),
+                       absl::StatusCode::kInvalidArgument, {path, "outside [0, vocab 20)", "row 0"}));
+  const std::string flat = WriteTestFile("rows_flat.npy", Npy(Ids(24, 50), "<i4"));
+  ASSERT_OK_AND_ASSIGN(Graph one_d, RowsGraph(flat, 2, 6, 50));
+  EXPECT_TRUE(StatusIs(Interpret(one_d, {{"step", Step(0)}}).status(),
+                       absl::StatusCode::kInvalidArgument, {flat, "2-D C-order int32", "(24,)"}));
+  EXPECT_TRUE(StatusIs(RowsGraph(path, 2, 6, 0).status(), absl::StatusCode::kInvalidArgument,
+                       {"'x'", "needs attrs {vocab"}));
+}
+
 }  // namespace
 }  // namespace meshrt

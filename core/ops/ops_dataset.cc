@@ -320,6 +320,137 @@ absl::Status TextWindowsKernel(const v1::Op& op, absl::Span<const Tensor* const>
   return absl::OkStatus();
 }
 
+// ---- token_rows ------------------------------------------------------------------------------
+
+// token_rows' attrs, checked (at shape inference and in the kernel).
+struct RowsAttrs {
+  std::string path;
+  int64_t vocab = 0;
+};
+
+absl::StatusOr<RowsAttrs> ParseRowsAttrs(const v1::Op& op) {
+  RowsAttrs a;
+  a.path = StringAttrOr(op, "path", "");
+  if (a.path.empty()) return OpError(op, "needs attrs {path: \"a 2-D int32 .npy file\"}");
+  if (!op.attrs().count("vocab")) {
+    return OpError(op, "needs attrs {vocab: i} (token ids are in [0, vocab))");
+  }
+  a.vocab = IntAttrOr(op, "vocab", 0);
+  if (a.vocab < 1) return OpError(op, absl::StrCat("attr vocab must be >= 1, not ", a.vocab));
+  return a;
+}
+
+// Where the rows of a token_rows file are: `rows` x `cols` little-endian int32 from `data_offset`.
+struct RowsFile {
+  int64_t data_offset = 0;
+  int64_t rows = 0;
+  int64_t cols = 0;
+};
+
+absl::StatusOr<RowsFile> LocateRows(const v1::Op& op, const RowsAttrs& a, int fd, int64_t size) {
+  const std::string source = absl::StrCat(OpLabel(op), ": data file '", a.path, "'");
+  std::string head(static_cast<size_t>(std::min<int64_t>(size, kNpyPreambleSize)), '\0');
+  RETURN_IF_ERROR(ReadAt(op, a.path, fd, 0, head.size(),
+                         reinterpret_cast<unsigned char*>(head.data())));
+  ASSIGN_OR_RETURN(const size_t data_offset, NpyDataOffset(head, source));
+  head.resize(static_cast<size_t>(std::min<int64_t>(size, static_cast<int64_t>(data_offset))));
+  RETURN_IF_ERROR(ReadAt(op, a.path, fd, 0, head.size(),
+                         reinterpret_cast<unsigned char*>(head.data())));
+  ASSIGN_OR_RETURN(const NpyHeader header, ParseNpyHeader(head, source));
+  if (header.descr != "<i4" || header.fortran_order || header.dims.size() != 2) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        source, ": token rows must be a 2-D C-order int32 ('<i4') array, not '", header.descr,
+        "' of shape ", NpyShapeString(header.dims), header.fortran_order ? " in Fortran order" : ""));
+  }
+  RowsFile f{static_cast<int64_t>(header.data_offset), header.dims[0], header.dims[1]};
+  const int64_t data = size - f.data_offset;
+  if (f.rows < 1 || f.cols < 1 || f.rows > data / 4 / f.cols || data != f.rows * f.cols * 4) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": shape ",
+                                                   NpyShapeString(header.dims),
+                                                   " needs that many int32 rows; the file has ",
+                                                   data, " data bytes"));
+  }
+  return f;
+}
+
+absl::StatusOr<TensorType> InferTokenRows(const v1::Op& op, const std::vector<TensorType>& in) {
+  RETURN_IF_ERROR(CheckStepType(op, in[0]));
+  auto shape = Shape::FromProto(op.shape(), absl::StrCat("op '", op.name(), "' shape"));
+  if (!shape.ok()) return OpError(op, shape.status().message());
+  if (shape->rank() != 2) {
+    return OpError(op, absl::StrCat("shape must be [batch, length], not ", shape->ToString()));
+  }
+  if (op.dtype() != v1::DT_INVALID && op.dtype() != v1::DT_INT32) {
+    return OpError(op, "outputs int32 token ids only");
+  }
+  RETURN_IF_ERROR(ParseRowsAttrs(op).status());
+  return TensorType{*std::move(shape), DType::kInt32};
+}
+
+absl::Status TokenRowsKernel(const v1::Op& op, absl::Span<const Tensor* const> in, Tensor* out,
+                             const KernelContext& context) {
+  if (in.size() != 1) return OpError(op, "takes one input (the step)");
+  ASSIGN_OR_RETURN(const int64_t step, StepValue(op, *in[0]));
+  if (out->dtype() != DType::kInt32 || out->shape().rank() != 2) {
+    return OpError(op, "produces an int32 [batch, length] tensor");
+  }
+  ASSIGN_OR_RETURN(const RowsAttrs a, ParseRowsAttrs(op));
+  const int64_t rows = out->shape().dim(0).size, cols = out->shape().dim(1).size;
+  std::vector<int64_t> begin = {0, 0}, global = {rows, cols};
+  if (op.attrs().count("_slice_begin")) {
+    ASSIGN_OR_RETURN(begin, IntListAttr(op, "_slice_begin"));
+    ASSIGN_OR_RETURN(global, IntListAttr(op, "_global_sizes"));
+  }
+  if (begin.size() != 2 || global.size() != 2 || begin[0] < 0 || begin[1] < 0 ||
+      begin[0] + rows > global[0] || begin[1] + cols > global[1]) {
+    return OpError(op, "_slice_begin/_global_sizes do not place the slice inside the tensor");
+  }
+  int fd = -1;
+  int64_t size = 0;
+  RETURN_IF_ERROR(OpenData(op, a.path, *context.files, &fd, &size));
+  ASSIGN_OR_RETURN(const RowsFile file, LocateRows(op, a, fd, size));
+  if (file.cols != global[1]) {
+    return OpError(op, absl::StrCat("data file '", a.path, "' holds rows of ", file.cols,
+                                    " tokens; the op's length is ", global[1]));
+  }
+  std::vector<unsigned char> buf(static_cast<size_t>(cols * 4));
+  int32_t* o = out->i32();
+  for (int64_t i = 0; i < rows; ++i) {
+    // Global row r of step s is file row (s * batch + r) mod rows: epochs in file order.
+    const int64_t row = WindowStart(step, global[0], begin[0] + i, 1, file.rows);
+    const int64_t pos = file.data_offset + (row * file.cols + begin[1]) * 4;
+    RETURN_IF_ERROR(ReadAt(op, a.path, fd, pos, cols * 4, buf.data()));
+    for (int64_t j = 0; j < cols; ++j) {
+      const int64_t id = DecodeToken(&buf[j * 4], 4);
+      if (id < 0 || id >= a.vocab) {
+        return OpError(op, absl::StrCat("data file '", a.path, "' holds token id ", id,
+                                        " at row ", row, " column ", begin[1] + j,
+                                        ", outside [0, vocab ", a.vocab, ")"));
+      }
+      o[i * cols + j] = static_cast<int32_t>(id);
+    }
+  }
+  return absl::OkStatus();
+}
+
+OpInfo TokenRows() {
+  OpInfo info;
+  info.type = "token_rows";
+  info.family = OpFamily::kSource;
+  info.min_inputs = 1;
+  info.max_inputs = 1;
+  info.differentiable = false;
+  info.summary =
+      "int32 token ids: rows of the 2-D int32 .npy attrs.path (one padded sentence per row); row r "
+      "of step s is file row (s*batch + r) mod rows; each processor preads its slice";
+  info.collectives = "none (the step is replicated)";
+  info.needs_slice_begin = true;
+  info.infer = InferTokenRows;
+  info.reference_in_context = TokenRowsKernel;
+  info.lower = LowerTextWindows;
+  return info;
+}
+
 OpInfo TextWindows() {
   OpInfo info;
   info.type = "text_windows";
@@ -339,7 +470,7 @@ OpInfo TextWindows() {
   return info;
 }
 
-const bool kRegistered = RegisterOps({TextWindows()});
+const bool kRegistered = RegisterOps({TextWindows(), TokenRows()});
 
 }  // namespace
 }  // namespace dataset

@@ -30,6 +30,14 @@
 //                       bytes and split all exactly ../shared/peers/transformer_bench.py's
 //                       make_batches (starts = (arange(nsteps * B) * L) % n).
 //
+//   token_rows(step)    step as text_windows'; shape [batch, length] (two dims, any names); dtype
+//                       int32 (or unset); attrs {path: s (a 2-D C-order int32 .npy [N, length],
+//                       e.g. one padded sentence per row), vocab: i (ids in [0, vocab))}.
+//                       Global row r of step s is file row (s * batch + r) mod N: the file's rows
+//                       in order, epoch after epoch (shuffle when writing the file). The file's
+//                       row length must equal the op's length. Same reading, access rules and
+//                       errors as text_windows, and the same lowering.
+//
 // The step input (also the optional input of random_uniform / random_normal, core/ops/ops_random.h) is
 // a scalar float32 or int32; a float32 step must be a finite whole number (float32 counts exactly
 // up to 2^24 steps; use int32 beyond). It is the graph's `global_step` or any scalar tensor.
