@@ -49,6 +49,9 @@ PACKAGES=(
   python3-pytest
   python3-dev
   pybind11-dev
+  # The subword vocabulary (text/vocab): SentencePiece, and its Python module to cross-check ids.
+  libsentencepiece-dev
+  python3-sentencepiece
 )
 
 missing=()
