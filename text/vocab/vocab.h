@@ -53,6 +53,12 @@ struct VocabTrainOptions {
   int threads = 1;
 };
 
+// What TrainVocab read.
+struct VocabTrainStats {
+  int64_t sentences = 0;  // non-empty lines in the inputs
+  int64_t used = 0;       // of which trained on (all, or max_sentences)
+};
+
 // Trains a vocabulary on options.inputs and writes the model to exactly `out_model_path` (a
 // SentencePiece .model file, readable by any SentencePiece; no .vocab file is written, see
 // `meshrt vocab inspect --pieces`). The file is written beside the destination and renamed, so a
@@ -60,12 +66,7 @@ struct VocabTrainOptions {
 // file (the model records the options, not the input paths). Errors: InvalidArgument naming the
 // option for a bad option, the file for an input that cannot be read (NotFound when missing), or
 // SentencePiece's message for a size the data cannot satisfy; the I/O error naming
-// out_model_path; FailedPrecondition when SentencePiece is not installed.
-// `stats`, when not null, receives what was read.
-struct VocabTrainStats {
-  int64_t sentences = 0;  // non-empty lines in the inputs
-  int64_t used = 0;       // of which trained on (all, or max_sentences)
-};
+// out_model_path; FailedPrecondition when SentencePiece is not installed. `stats` may be null.
 absl::Status TrainVocab(const VocabTrainOptions& options, const std::string& out_model_path,
                         VocabTrainStats* stats = nullptr);
 
