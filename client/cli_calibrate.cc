@@ -8,6 +8,7 @@
 #include "client/cli_commands.h"
 #include "client/local_cluster.h"
 #include "runtime/checkpoint.h"
+#include "util/file.h"
 #include "util/flags.h"
 #include "util/status_macros.h"
 

@@ -74,10 +74,6 @@ absl::StatusOr<uint64_t> ShardChecksum(int kind, const void* data, size_t n,
 std::string ShardFileName(const std::string& variable, const std::vector<int64_t>& begin,
                           int addend = -1);
 
-// Writes `data` to `path` atomically: `path`.tmp in the same directory (never through a symlink
-// planted there), fsync, rename, fsync of the directory. Errors keep errno's meaning (NotFound for a missing directory, ...) and name the file.
-absl::Status WriteFileAtomically(const std::string& path, absl::string_view data);
-
 // Worker side of a save: writes the slices of `variables` (this processor's, by name) that the
 // processor at `coordinate` owns into `directory` and returns their manifest entries.
 // FailedPrecondition when a variable of the program has no slice yet (no step has run);

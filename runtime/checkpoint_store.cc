@@ -19,6 +19,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "runtime/checkpoint.h"
+#include "util/file.h"
 #include "util/logging.h"
 #include "util/status_macros.h"
 

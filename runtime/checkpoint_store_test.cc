@@ -16,6 +16,7 @@
 #include "core/testing/test_util.h"
 #include "gtest/gtest.h"
 #include "runtime/checkpoint.h"
+#include "util/file.h"
 
 namespace meshrt {
 namespace {

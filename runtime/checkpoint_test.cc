@@ -19,6 +19,7 @@
 #include "core/testing/test_util.h"
 #include "gtest/gtest.h"
 #include "xxhash.h"
+#include "util/file.h"
 
 namespace meshrt {
 namespace {

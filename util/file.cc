@@ -59,4 +59,43 @@ absl::StatusOr<std::string> ReadFile(const std::string& path, int64_t max_bytes)
   return bytes;
 }
 
+absl::Status WriteFileAtomically(const std::string& path, absl::string_view data) {
+  const std::string tmp = path + ".tmp";
+  {
+    Fd f;
+    f.fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+    if (f.fd < 0) {
+      const int err = errno;
+      return SystemError(err, "cannot create ", tmp);
+    }
+    size_t done = 0;
+    while (done < data.size()) {
+      ssize_t w = write(f.fd, data.data() + done, data.size() - done);
+      if (w < 0 && errno == EINTR) continue;
+      if (w < 0) {
+        const int err = errno;
+        unlink(tmp.c_str());
+        return SystemError(err, "cannot write ", tmp);
+      }
+      done += static_cast<size_t>(w);
+    }
+    if (fsync(f.fd) != 0) {
+      const int err = errno;
+      unlink(tmp.c_str());
+      return SystemError(err, "cannot fsync ", tmp);
+    }
+  }
+  if (rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    unlink(tmp.c_str());
+    return SystemError(err, "cannot rename the new file to ", path);
+  }
+  const size_t slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash + 1);
+  Fd d;
+  d.fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (d.fd >= 0) fsync(d.fd);  // best effort: some filesystems refuse fsync of a directory
+  return absl::OkStatus();
+}
+
 }  // namespace meshrt

@@ -1,5 +1,6 @@
-// ReadFile: the whole contents of a file, for every caller that reads one into memory (configs,
-// tokens, checkpoint shards, .npy files, /proc files). Thread-safe (no shared state).
+// ReadFile and WriteFileAtomically: a whole file in or out, for every caller that reads one into
+// memory (configs, tokens, checkpoint shards, .npy files, /proc files) or replaces one (manifests,
+// profiles, corpus splits, vocabularies). Thread-safe (no shared state).
 #ifndef MESHRT_UTIL_FILE_H_
 #define MESHRT_UTIL_FILE_H_
 
@@ -7,7 +8,9 @@
 #include <limits>
 #include <string>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace meshrt {
 
@@ -17,6 +20,12 @@ namespace meshrt {
 // `max_bytes` is ResourceExhausted naming the path and the cap.
 absl::StatusOr<std::string> ReadFile(
     const std::string& path, int64_t max_bytes = std::numeric_limits<int64_t>::max());
+
+// Writes `data` to `path` atomically: `path`.tmp in the same directory (opened O_NOFOLLOW, so never
+// through a symlink planted there), fsync, rename over `path`, then a best-effort fsync of the
+// directory. A reader sees the old file or the new one, never a part. Errors keep errno's meaning
+// (NotFound for a missing directory, ...) and name the file.
+absl::Status WriteFileAtomically(const std::string& path, absl::string_view data);
 
 }  // namespace meshrt
 

@@ -255,26 +255,6 @@ absl::Status MakeDirs(const std::string& dir) {
   return absl::OkStatus();
 }
 
-absl::Status WriteFileAtomically(const std::string& path, absl::string_view contents) {
-  const std::string tmp = absl::StrCat(path, ".tmp.", getpid());
-  FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (f == nullptr) return ErrnoError("cannot create", tmp);
-  const bool wrote = std::fwrite(contents.data(), 1, contents.size(), f) == contents.size();
-  const int write_errno = errno;
-  if (std::fclose(f) != 0 || !wrote) {
-    if (!wrote) errno = write_errno;
-    absl::Status s = ErrnoError("cannot write", tmp);
-    std::remove(tmp.c_str());
-    return s;
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    absl::Status s = ErrnoError("cannot rename the new file to", path);
-    std::remove(tmp.c_str());
-    return s;
-  }
-  return absl::OkStatus();
-}
-
 absl::StatusOr<std::vector<WrittenFile>> WriteSplits(const std::string& dir, absl::string_view lang,
                                                      const SplitCorpus& corpus) {
   RETURN_IF_ERROR(MakeDirs(dir));

@@ -112,10 +112,6 @@ struct WrittenFile {
 absl::StatusOr<std::vector<WrittenFile>> WriteSplits(const std::string& dir, absl::string_view lang,
                                                      const SplitCorpus& corpus);
 
-// Writes `contents` to `path` (a temporary file in the same directory, then renamed over it).
-// Errors name the path.
-absl::Status WriteFileAtomically(const std::string& path, absl::string_view contents);
-
 // Creates `dir` and its missing parents. Errors name the directory.
 absl::Status MakeDirs(const std::string& dir);
 

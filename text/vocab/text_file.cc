@@ -161,11 +161,5 @@ absl::Status AtomicFile::Commit() {
   return absl::OkStatus();
 }
 
-absl::Status WriteFileAtomically(const std::string& path, absl::string_view bytes) {
-  ASSIGN_OR_RETURN(std::unique_ptr<AtomicFile> file, AtomicFile::Create(path));
-  RETURN_IF_ERROR(file->Write(bytes));
-  return file->Commit();
-}
-
 }  // namespace text
 }  // namespace meshrt

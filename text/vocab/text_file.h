@@ -67,9 +67,6 @@ class AtomicFile {
   absl::Status status_;
 };
 
-// Writes `bytes` to `path` through an AtomicFile.
-absl::Status WriteFileAtomically(const std::string& path, absl::string_view bytes);
-
 }  // namespace text
 }  // namespace meshrt
 
