@@ -85,9 +85,21 @@ absl::StatusOr<ModelOutputs> BuildEncDec(GraphBuilder& b, const EncDecOptions& o
 // The decoding graph: the same variables (names, shapes) as BuildEncDec, no dropout.
 //   placeholder "inputs" int32 [batch, length]: source ids (pad 0, EOS-terminated)
 //   output      "decoded" int32 [length, batch]: the greedy translation of each row, position by
-//               position; after a row's EOS every position holds 0
+//               position; after a row's EOS every position holds 0, and so do the positions
+//               past max_length
 //   with scores: also "decoded_scores" float32 [batch]: the sum of the log-probabilities of the
 //               decoded tokens up to and including EOS (a second loop: it runs the decode again)
+//   beam > 1    beam search instead (Mesh-TensorFlow's beam_search.py): per row `beam` alive and
+//               `beam` finished hypotheses; each position scores every alive beam's next tokens
+//               (log_softmax + the beam's log-probability) divided by the length penalty
+//               ((5 + i + 1) / 6)^alpha, keeps the best 2 x beam over beam x vocab, of which the
+//               best `beam` not ending in EOS stay alive (their caches reordered by a one-hot
+//               einsum) and those ending in EOS compete with the finished ones. The loop always
+//               runs max_length positions: once no alive beam can beat the worst finished one
+//               (Mesh-TensorFlow's early stop) further positions change nothing. Output
+//               "decoded" is then float32 [batch, result: length + 1]: the best finished
+//               hypothesis' ids (the best alive one for a row with none), 0 after its EOS,
+//               then its score (log-probability / length penalty).
 //   with logits_of (a teacher-forcing check): "forced_logits" [batch, length, vocab], the
 //               training forward pass (no dropout) on `inputs` and placeholder "forced_targets"
 struct DecoderOutputs {
@@ -99,7 +111,11 @@ struct DecoderOutputs {
   std::vector<TensorRef> variables;
 };
 struct DecodeOptions {
-  bool scores = false;
+  int64_t max_length = 0;  // positions decoded (the loop's trip count), 1..length; 0: length
+  int64_t beam = 1;        // 1: greedy; k > 1: beam search with k beams (2k <= vocab)
+  float alpha = 0.6f;      // beam search's length penalty exponent
+  bool beam_search = false;  // beam search even with beam 1 (which then equals greedy at alpha 0)
+  bool scores = false;     // greedy: also "decoded_scores" (beam search always has its score)
   bool teacher_forcing = false;
 };
 absl::StatusOr<DecoderOutputs> BuildEncDecDecoder(GraphBuilder& b, const EncDecOptions& options,

@@ -3,6 +3,7 @@
 // (dropout on); the loss falls on a copy task; greedy decoding on the mesh gives the interpreter's
 // tokens and scores; the cached decode equals teacher forcing of its own output (recomputation
 // of the whole prefix at every position); no attention weight falls on the source's padding.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -303,6 +304,189 @@ TEST(EncDecTest, SourcePaddingGetsNoAttention) {
       }
     }
     EXPECT_GT(pads, 0);
+  }
+}
+
+// ---- beam search -------------------------------------------------------------------------------
+
+// Beam search written out plainly (lists and sorting, Mesh-TensorFlow's beam_search.py as the
+// header states it), scoring prefixes with the teacher-forced decoder of `graph` (causal: the
+// logits at position i see only targets before i).
+struct Hyp {
+  std::vector<int32_t> seq;
+  float score;  // log-probability (alive) or length-penalised score (finished)
+};
+
+std::vector<Hyp> ReferenceBeamSearch(const Graph& graph, const DecoderOutputs& d,
+                                     const Tensor& inputs, int k, float alpha, TensorMap* state) {
+  constexpr float kOut = 1e7f;
+  const int batch = 4;
+  std::vector<std::vector<Hyp>> alive(batch), finished(batch);
+  for (int r = 0; r < batch; ++r) {
+    for (int j = 0; j < k; ++j) {
+      alive[r].push_back({{}, j == 0 ? 0.0f : -kOut});
+      finished[r].push_back({{}, -kOut});
+    }
+  }
+  // Ties: the smaller index first, as top_k.
+  auto top = [](const std::vector<float>& v, int n) {
+    std::vector<int> idx(v.size());
+    for (size_t i = 0; i < idx.size(); ++i) idx[i] = static_cast<int>(i);
+    std::stable_sort(idx.begin(), idx.end(), [&](int a, int b) { return v[a] > v[b]; });
+    idx.resize(n);
+    return idx;
+  };
+  float penalty = 1;
+  for (int i = 0; i < kLength; ++i) {
+    penalty = std::pow((5.0f + i + 1) / 6.0f, alpha);
+    // Log-probabilities of every alive beam's next token: one forced run per beam index.
+    std::vector<std::vector<std::vector<float>>> log_probs(batch,
+                                                           std::vector<std::vector<float>>(k));
+    for (int j = 0; j < k; ++j) {
+      std::vector<int32_t> forced(batch * kLength, 0);
+      for (int r = 0; r < batch; ++r) {
+        for (size_t t = 0; t < alive[r][j].seq.size(); ++t) {
+          forced[r * kLength + t] = alive[r][j].seq[t];
+        }
+      }
+      auto out = InterpretStep(
+          graph,
+          {{"inputs", inputs},
+           {"forced_targets", Tensor::Int(Shape({{"batch", batch}, {"length", kLength}}), forced)}},
+          {d.forced_logits.name}, state);
+      EXPECT_TRUE(out.ok()) << out.status();
+      if (!out.ok()) return {};
+      for (int r = 0; r < batch; ++r) {
+        const float* row = out->at(d.forced_logits.name).f32() + (r * kLength + i) * kVocab;
+        double max = row[0], sum = 0;
+        for (int v = 0; v < kVocab; ++v) max = std::max<double>(max, row[v]);
+        for (int v = 0; v < kVocab; ++v) sum += std::exp(row[v] - max);
+        for (int v = 0; v < kVocab; ++v) {
+          log_probs[r][j].push_back(static_cast<float>(row[v] - max - std::log(sum)));
+        }
+      }
+    }
+    for (int r = 0; r < batch; ++r) {
+      std::vector<float> flat;
+      for (int j = 0; j < k; ++j) {
+        for (int v = 0; v < kVocab; ++v) {
+          flat.push_back((alive[r][j].score + log_probs[r][j][v]) / penalty);
+        }
+      }
+      std::vector<Hyp> candidates;
+      std::vector<float> alive_scores, pool_scores;
+      std::vector<Hyp> pool = finished[r];
+      for (const Hyp& h : finished[r]) pool_scores.push_back(h.score);
+      for (int c : top(flat, 2 * k)) {
+        Hyp h = alive[r][c / kVocab];
+        h.seq.resize(i, 0);
+        h.seq.push_back(c % kVocab);
+        const bool eos = c % kVocab == kEosId;
+        h.score = flat[c] * penalty;
+        candidates.push_back(h);
+        alive_scores.push_back(h.score + (eos ? -kOut : 0));
+        pool.push_back({h.seq, flat[c]});
+        pool_scores.push_back(flat[c] + (eos ? 0 : -kOut));
+      }
+      std::vector<Hyp> next_alive, next_finished;
+      for (int c : top(alive_scores, k)) next_alive.push_back({candidates[c].seq, alive_scores[c]});
+      for (int c : top(pool_scores, k)) next_finished.push_back({pool[c].seq, pool_scores[c]});
+      alive[r] = next_alive;
+      finished[r] = next_finished;
+    }
+  }
+  std::vector<Hyp> best;
+  for (int r = 0; r < batch; ++r) {
+    best.push_back(finished[r][0].score > -kOut / 2
+                       ? finished[r][0]
+                       : Hyp{alive[r][0].seq, alive[r][0].score / penalty});
+  }
+  return best;
+}
+
+// The ids (up to EOS, included) and score of row r of a beam search's "decoded" [batch, result].
+Hyp BeamRow(const Tensor& decoded, int r) {
+  Hyp h;
+  const float* row = decoded.f32() + r * (kLength + 1);
+  for (int t = 0; t < kLength; ++t) {
+    h.seq.push_back(static_cast<int32_t>(row[t]));
+    if (row[t] == kEosId) break;
+  }
+  h.score = row[kLength];
+  return h;
+}
+
+TEST(EncDecTest, BeamSearchMatchesAPlainBeamSearchOnEveryLayout) {
+  EncDecOptions o = Tiny();
+  for (const auto& [k, alpha] : {std::pair<int, float>{2, 0.6f}, {3, 0.0f}}) {
+    SCOPED_TRACE(absl::StrCat("beam ", k, " alpha ", alpha));
+    GraphBuilder b;
+    DecodeOptions decode;
+    decode.beam = k;
+    decode.alpha = alpha;
+    decode.teacher_forcing = true;
+    auto d = BuildEncDecDecoder(b, o, decode);
+    ASSERT_TRUE(d.ok()) << d.status();
+    auto graph = b.Build();
+    ASSERT_TRUE(graph.ok()) << graph.status();
+    TensorMap state;
+    const TensorMap feeds = {{"inputs", DecodeInputs()}, {"forced_targets", DecodeInputs()}};
+    auto got = InterpretStep(*graph, feeds, {d->decoded.name}, &state);
+    ASSERT_TRUE(got.ok()) << got.status();
+    const std::vector<Hyp> want = ReferenceBeamSearch(*graph, *d, DecodeInputs(), k, alpha, &state);
+    ASSERT_EQ(want.size(), 4u);
+    int longer = 0;
+    for (int r = 0; r < 4; ++r) {
+      const Hyp h = BeamRow(got->at(d->decoded.name), r);
+      std::vector<int32_t> w = want[r].seq;
+      while (!w.empty() && w.back() == 0) w.pop_back();
+      std::vector<int32_t> g = h.seq;
+      while (!g.empty() && g.back() == 0) g.pop_back();
+      EXPECT_EQ(g, w) << "row " << r;
+      EXPECT_NEAR(h.score, want[r].score, 1e-4 * (1 + std::abs(want[r].score))) << "row " << r;
+      if (g.size() > 2) ++longer;
+    }
+    EXPECT_GT(longer, 0) << "every hypothesis ended at once: nothing was searched";
+    for (const MeshCase& c : Layouts()) {
+      SCOPED_TRACE(c.mesh + " " + c.rules);
+      OnMesh sim(*graph, c);
+      ASSERT_TRUE(sim.ok()) << sim.status;
+      auto on_mesh = sim->Step(feeds, {d->decoded.name});
+      ASSERT_TRUE(on_mesh.ok()) << on_mesh.status();
+      for (int r = 0; r < 4; ++r) {
+        const Hyp a = BeamRow(on_mesh->at(d->decoded.name), r);
+        const Hyp e = BeamRow(got->at(d->decoded.name), r);
+        EXPECT_EQ(a.seq, e.seq) << "row " << r;
+        EXPECT_NEAR(a.score, e.score, 1e-5 * (1 + std::abs(e.score))) << "row " << r;
+      }
+    }
+  }
+}
+
+TEST(EncDecTest, BeamSearchWithOneBeamAtAlphaZeroIsGreedy) {
+  EncDecOptions o = Tiny();
+  GraphBuilder gb, bb;
+  auto greedy = BuildEncDecDecoder(gb, o, {});
+  DecodeOptions one;
+  one.beam = 1;
+  one.beam_search = true;
+  one.alpha = 0;
+  auto beam = BuildEncDecDecoder(bb, o, one);
+  ASSERT_TRUE(greedy.ok() && beam.ok());
+  auto g = gb.Build();
+  auto bg = bb.Build();
+  ASSERT_TRUE(g.ok() && bg.ok());
+  TensorMap s1, s2;
+  auto a = InterpretStep(*g, {{"inputs", DecodeInputs()}}, {greedy->decoded.name}, &s1);
+  auto c = InterpretStep(*bg, {{"inputs", DecodeInputs()}}, {beam->decoded.name}, &s2);
+  ASSERT_TRUE(a.ok() && c.ok());
+  for (int r = 0; r < 4; ++r) {
+    const Hyp h = BeamRow(c->at(beam->decoded.name), r);
+    for (int t = 0; t < kLength; ++t) {
+      const int32_t want = a->at(greedy->decoded.name).i32()[t * 4 + r];
+      const int32_t have = t < static_cast<int>(h.seq.size()) ? h.seq[t] : 0;
+      EXPECT_EQ(have, want) << "row " << r << " position " << t;
+    }
   }
 }
 
