@@ -28,7 +28,11 @@ class CpuRunner : public KernelRunner {
       }
     }
     std::optional<absl::Status> s = RunFastKernel(op, inputs, output);
-    if (!s.has_value()) return ReferenceKernels().Run(op, inputs, output, context);
+    if (!s.has_value()) {
+      KernelContext with_runner = context;  // a loop's body runs on these kernels too
+      if (with_runner.runner == nullptr) with_runner.runner = this;
+      return ReferenceKernels().Run(op, inputs, output, with_runner);
+    }
     if (s->ok()) return *s;
     return absl::Status(s->code(),
                         absl::StrCat("op '", op.name(), "' (", op.type(), "): ", s->message()));

@@ -2,6 +2,9 @@
 // lowering's promise that an einsum accumulator is reduced once after the loop.
 #include "core/lowering/ops_control.h"
 
+#include <map>
+#include <string>
+
 #include "core/lowering/lowering.h"
 #include "core/ops/builder.h"
 #include "core/reference/interpreter.h"
@@ -47,6 +50,35 @@ TEST(WhileLoopTest, CarriedValueAndAccumulatorByHand) {
   EXPECT_EQ(out["final"].floats(), absl::MakeConstSpan(std::vector<float>{8, 16, 24, 32}));
   EXPECT_EQ(out["sum"].floats(), absl::MakeConstSpan(std::vector<float>{140}));
   EXPECT_EQ(out["none"].floats(), absl::MakeConstSpan(std::vector<float>{0}));
+}
+
+// Counts the ops it computes (by type) and computes them with the reference kernels.
+class CountingRunner : public KernelRunner {
+ public:
+  using KernelRunner::Run;
+  absl::Status Run(const v1::Op& op, absl::Span<const Tensor* const> inputs, Tensor* output,
+                   const KernelContext& context) const override {
+    ++counts[op.type()];
+    KernelContext mine = context;
+    if (mine.runner == nullptr) mine.runner = this;
+    return ReferenceKernels().Run(op, inputs, output, mine);
+  }
+  mutable std::map<std::string, int> counts;
+};
+
+TEST(WhileLoopTest, TheBodyRunsOnTheInterpretersKernels) {
+  GraphBuilder g;
+  TensorRef init = g.Constant(Tensor::Float(Shape({{"a", 4}}), {1, 2, 3, 4}), "init");
+  g.Apply(Loop(DoublingBody(), 3, {"s"}, 0), {init}, "final");
+  ASSERT_OK_AND_ASSIGN(Graph graph, g.Build());
+  CountingRunner counting;
+  ASSERT_OK_AND_ASSIGN(TensorMap out, Interpret(graph, {}, {"final"}, counting));
+  EXPECT_EQ(out["final"].floats(), absl::MakeConstSpan(std::vector<float>{8, 16, 24, 32}));
+  EXPECT_EQ(counting.counts["while_loop"], 1);
+  EXPECT_EQ(counting.counts["add"], 3);  // the body's add, once per iteration, on this runner
+  // The fast kernels too: the same answer with the body on CpuKernels.
+  ASSERT_OK_AND_ASSIGN(TensorMap fast, Interpret(graph, {}, {"final"}, CpuKernels()));
+  EXPECT_EQ(fast["final"].floats(), out["final"].floats());
 }
 
 TEST(WhileLoopTest, MalformedLoopsAreRefused) {

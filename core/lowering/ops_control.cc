@@ -32,8 +32,11 @@ void Accumulate(const Tensor& x, Tensor* acc) {
   }
 }
 
+// Runs the body on the caller's runner (KernelContext::runner), the reference kernels by default.
 absl::Status LoopReference(const v1::Op& op, absl::Span<const Tensor* const> inputs,
-                           Tensor* out) {
+                           Tensor* out, const KernelContext& context) {
+  const KernelRunner& kernels =
+      context.runner != nullptr ? *context.runner : ReferenceKernels();
   ASSIGN_OR_RETURN(LoopSpec spec, ParseLoop(op, {}));
   if (inputs.size() != spec.carried.size()) {
     return LoopError(op, absl::StrCat("has ", inputs.size(), " inputs for ", spec.carried.size(),
@@ -45,7 +48,7 @@ absl::Status LoopReference(const v1::Op& op, absl::Span<const Tensor* const> inp
   const bool accumulator = spec.output >= k;
   Tensor acc(out->dtype(), out->shape());  // zeros
   for (int64_t it = 0; it < spec.trip_count; ++it) {
-    ASSIGN_OR_RETURN(TensorMap values, Interpret(spec.body, state, spec.outputs));
+    ASSIGN_OR_RETURN(TensorMap values, Interpret(spec.body, state, spec.outputs, kernels));
     if (accumulator) Accumulate(values.at(spec.outputs[spec.output]), &acc);
     TensorMap next;
     for (int i = 0; i < k; ++i) next[spec.carried[i]] = values.at(spec.outputs[i]);
@@ -56,14 +59,26 @@ absl::Status LoopReference(const v1::Op& op, absl::Span<const Tensor* const> inp
   return absl::OkStatus();
 }
 
-const bool kRegistered = RegisterOps({
-    {"while_loop", OpFamily::kControl, 0, -1, false,
-     "runs attrs.trip_count iterations of its body graph; its output is a carried value's final "
-     "value or an accumulator's sum over the iterations",
-     "the body's collectives, once per iteration; accumulators made by an einsum reduce once "
-     "after the loop",
-     /*needs_slice_begin=*/false, &InferLoop, &LoopReference, &LowerLoop},
-});
+OpInfo WhileLoop() {
+  OpInfo info;
+  info.type = "while_loop";
+  info.family = OpFamily::kControl;
+  info.min_inputs = 0;
+  info.max_inputs = -1;
+  info.differentiable = false;
+  info.summary =
+      "runs attrs.trip_count iterations of its body graph; its output is a carried value's final "
+      "value or an accumulator's sum over the iterations";
+  info.collectives =
+      "the body's collectives, once per iteration; accumulators made by an einsum reduce once "
+      "after the loop";
+  info.infer = &InferLoop;
+  info.reference_in_context = &LoopReference;
+  info.lower = &LowerLoop;
+  return info;
+}
+
+const bool kRegistered = RegisterOps({WhileLoop()});
 
 }  // namespace
 

@@ -13,12 +13,18 @@
 
 namespace meshrt {
 
+class KernelRunner;
+
 // What an op may touch on the host besides its tensors, given by the caller of every kernel.
 struct KernelContext {
   // The files ops may read (text_windows' path). Borrowed for the call; never null. The default
   // allows every file (the reference interpreter, the simulated mesh); a worker daemon's executor
   // passes the policy of its --data_dir flags.
   const FileAccessPolicy* files = &FileAccessPolicy::AllowAll();
+  // The runner computing the op: an op with a body graph (while_loop) runs the body's ops on it,
+  // so a loop the interpreter runs with the fast kernels is fast inside too. Null: the reference
+  // kernels.
+  const KernelRunner* runner = nullptr;
 };
 
 class KernelRunner {

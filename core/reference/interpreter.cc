@@ -90,7 +90,9 @@ absl::StatusOr<TensorMap> InterpretStep(const Graph& graph, const TensorMap& fee
     for (const std::string& in : op.inputs()) inputs.push_back(&values.at(in));
     const TensorType& type = graph.type(op.name());
     Tensor out(type.dtype, type.shape);
-    absl::Status s = kernels.Run(op, inputs, &out);
+    KernelContext context;
+    context.runner = &kernels;
+    absl::Status s = kernels.Run(op, inputs, &out, context);
     if (!s.ok()) {
       return absl::Status(s.code(), absl::StrCat("interpreting op '", op.name(), "' (", op.type(),
                                                  "): ", s.message()));
