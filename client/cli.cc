@@ -8,6 +8,7 @@
 #include "absl/strings/str_replace.h"
 #include "client/cli_commands.h"
 #include "client/cli_train.h"
+#include "client/cli_translate.h"
 #include "coordinator/coordinator_main.h"
 #include "rpc/grpc_util.h"
 #include "text/bleu/bleu_command.h"
@@ -75,10 +76,12 @@ std::string TopLevelHelp() {
       "           a session whose client died expires after --session_lease (coordinator)\n"
       "  health   ask a daemon's gRPC health service, as a Kubernetes probe does\n"
       "  ops      list every op: family, inputs, gradient, collectives its lowering may emit\n"
-      "  train    train the Transformer LM or the MLP: progress bar, loss CSV, greedy sample\n"
+      "  train    train the Transformer LM, the encoder-decoder (transformer_encdec) or the MLP:\n"
+      "           progress bar, loss CSV, greedy sample, dev BLEU\n"
       "  export   write a checkpoint's variables, whole, to a NumPy .npz file (no cluster)\n"
       "  data     build a parallel corpus: `data translations --source ddtp --lang fr --out DIR`\n"
       "  vocab    train (`vocab train`) or inspect a SentencePiece subword vocabulary\n"
+      "  translate  translate a text file with a transformer_encdec checkpoint, on the mesh\n"
       "  bleu     corpus BLEU of a hypothesis file against references, as sacreBLEU's default\n"
       "  demo     train the Transformer on a local 4-worker cluster (2x2 mesh, data x model "
       "parallel)\n"
@@ -141,12 +144,14 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
     status = text::DataCommand(rest, out);
   } else if (command == "vocab") {
     status = text::VocabCommand(rest, out);
+  } else if (command == "translate") {
+    status = TranslateCommand(rest, io);
   } else if (command == "bleu") {
     status = text::BleuCommand(rest, out);
   } else {
     status = UsageError(absl::StrCat("unknown command '", command,
                                      "'; the commands are run, train, explain, calibrate, local, status, sessions, "
-                                     "health, ops, demo, data, vocab, bleu, help "
+                                     "health, ops, demo, data, vocab, translate, bleu, help "
                                      "(see meshrt --help)"));
   }
   if (status.ok()) return 0;

@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <memory>
+#include <optional>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -22,6 +23,7 @@
 #include "absl/time/time.h"
 #include "client/chrome_trace.h"
 #include "client/cli_train_data.h"
+#include "client/cli_translate.h"
 #include "client/client.h"
 #include "client/graph_io.h"
 #include "client/local_cluster.h"
@@ -222,8 +224,9 @@ absl::StatusOr<CheckpointPlace> PlaceCheckpoints(const TrainFlags& f) {
 
 void AddTrainFlags(FlagSet& flags, TrainFlags* f) {
   flags.String("model", &f->model,
-               "transformer (byte-level LM on a text file) or mlp "
-               "(regression on synthetic data)");
+               "transformer (byte-level LM on a text file), transformer_encdec (translation: "
+               "--data DIR from `meshrt data translations`, --vocab MODEL) or mlp (regression on "
+               "synthetic data)");
   flags.String("mesh", &f->mesh, "mesh shape, e.g. rows:2,cols:2 (default: one processor)");
   flags.String("layout", &f->layout,
                "layout rules, e.g. batch:rows (data parallel), heads:cols,d_ff:cols,vocab:cols "
@@ -256,9 +259,22 @@ void AddTrainFlags(FlagSet& flags, TrainFlags* f) {
                "transformer: auto (the default: *.npy is npy, *.bin uint16, else bytes), bytes "
                "(every byte a token), npy (a 1-D int32 or uint16 .npy of token ids) or uint16 "
                "(raw little-endian uint16 ids, nanoGPT's train.bin)");
-  flags.Int("vocab", &f->vocab,
-            "transformer: vocabulary size; token ids must be in [0, N) (required for npy and "
-            "uint16: the file is not scanned; default 256 for bytes)");
+  flags.String("vocab", &f->vocab_text,
+               "transformer: vocabulary size; token ids must be in [0, N) (required for npy and "
+               "uint16: the file is not scanned; default 256 for bytes). transformer_encdec: the "
+               "SentencePiece model file (`meshrt vocab train`), required");
+  flags.String("target_lang", &f->target_lang,
+               "transformer_encdec: the language translated into; --data DIR holds "
+               "train.en and train.LANG");
+  flags.Double("dropout", &f->dropout, "transformer_encdec: dropout rate");
+  flags.Double("label_smoothing", &f->label_smoothing,
+               "transformer_encdec: label smoothing");
+  flags.Int("eval_bleu_every", &f->eval_bleu_every,
+            "transformer_encdec: greedy-decode the first --eval_bleu_lines lines of DIR/dev.en "
+            "in this process and log their BLEU against DIR/dev.LANG at the first step, every N "
+            "steps and the last (0: off); --loss_csv gains a bleu column");
+  flags.Int("eval_bleu_lines", &f->eval_bleu_lines,
+            "transformer_encdec: dev lines decoded for --eval_bleu_every");
   flags.Double("eval_fraction", &f->eval_fraction,
                "transformer: hold out the last F of the data file's tokens (0 <= F < 1; 0: no "
                "eval): training reads the rest, and the eval loss is measured on the held-out "
@@ -437,8 +453,9 @@ absl::Status RunTraining(const TrainFlags& f, CliIo io, float* final_loss) {
     return UsageError("--steps 0 runs no step: there is nothing to --trace");
   }
   if (f.log_every < 1) return UsageError("--log_every needs N >= 1");
-  if (f.model != "transformer" && f.model != "mlp") {
-    return UsageError(absl::StrCat("--model '", f.model, "' is not transformer or mlp"));
+  if (f.model != "transformer" && f.model != "mlp" && f.model != kEncDec) {
+    return UsageError(absl::StrCat("--model '", f.model,
+                                   "' is not transformer, transformer_encdec or mlp"));
   }
   if (f.checkpoint_dir.empty() && (f.save_every != 0 || f.resume)) {
     return UsageError("--save_every and --resume need --checkpoint_dir NAME");
@@ -477,9 +494,17 @@ absl::Status RunTraining(const TrainFlags& f, CliIo io, float* final_loss) {
 
   models::TransformerOptions tmodel;
   models::MlpOptions mmodel;
+  models::EncDecOptions emodel;
+  std::optional<text::Vocab> vocab;  // transformer_encdec's
+  std::string data_path;             // what the workers read (its directory is --data_dir)
   int64_t tokens_per_step = 0;
   absl::StatusOr<models::TrainGraph> tg;
-  if (f.model == "transformer") {
+  if (f.model == kEncDec) {
+    ASSIGN_OR_RETURN(vocab, PrepareEncDec(f, &emodel, io));
+    data_path = emodel.inputs_path;
+    tokens_per_step = emodel.batch * emodel.length;
+    tg = models::BuildEncDecTrainGraph(emodel, train);
+  } else if (f.model == "transformer") {
     if (f.batch > 0) tmodel.batch = f.batch;
     if (f.length > 0) tmodel.length = f.length;
     if (f.d_model > 0) tmodel.d_model = f.d_model;
@@ -498,6 +523,7 @@ absl::Status RunTraining(const TrainFlags& f, CliIo io, float* final_loss) {
           " (install Debian's fortunes package: tools/setup.sh does; or pass --data FILE)"));
     }
     tokens_per_step = tmodel.batch * tmodel.length;
+    data_path = tmodel.data_path;
     tg = models::BuildTransformerTrainGraph(tmodel, train);
   } else {
     if (f.data_format != "auto" || f.vocab != 0 || f.eval_fraction != 0 || f.eval_every != 0) {
@@ -621,7 +647,7 @@ absl::Status RunTraining(const TrainFlags& f, CliIo io, float* final_loss) {
       }
       LocalClusterOptions options;
       options.workers = static_cast<int>(f.local);
-      options.data_dirs = LocalDataDirs(tmodel.data_path);
+      options.data_dirs = LocalDataDirs(data_path);
       options.checkpoint_root = place.root;
       ASSIGN_OR_RETURN(const std::string log_dir, LogDirectory(f.log_dir, "train"));
       options.log_dir = log_dir;
@@ -719,6 +745,17 @@ absl::Status RunTraining(const TrainFlags& f, CliIo io, float* final_loss) {
     return eval && (step == first_step + 1 || step == target ||
                     (f.eval_every > 0 && step % f.eval_every == 0));
   };
+  // transformer_encdec's dev BLEU, likewise, decoded here with the fetched weights.
+  const bool bleu = f.model == kEncDec && f.eval_bleu_every > 0;
+  auto evaluates_bleu = [&](int64_t step) {
+    return bleu && (step == first_step + 1 || step == target || step % f.eval_bleu_every == 0);
+  };
+  DevBleu dev;
+  if (bleu) {
+    absl::StatusOr<DevBleu> loaded = LoadDevBleu(f, *vocab, emodel.length);
+    if (!loaded.ok()) return WithContext(loaded.status(), "--eval_bleu_every");
+    dev = *std::move(loaded);
+  }
   std::ofstream csv;
   if (!f.loss_csv.empty()) {
     if (first_step > 0 && f.resume) RETURN_IF_ERROR(TruncateLossCsv(f.loss_csv, first_step));
@@ -727,7 +764,8 @@ absl::Status RunTraining(const TrainFlags& f, CliIo io, float* final_loss) {
     if (!csv)
       return absl::PermissionDeniedError(absl::StrCat("cannot write --loss_csv ", f.loss_csv));
     if (!append) {
-      csv << "step,loss,learning_rate,tokens_per_s,elapsed_s" << (eval ? ",eval_loss" : "") << "\n";
+      csv << "step,loss,learning_rate,tokens_per_s,elapsed_s" << (eval ? ",eval_loss" : "")
+          << (bleu ? ",bleu" : "") << "\n";
     }
   }
   // SIGTERM (a pod deleted, a job stopped) saves a checkpoint and stops.
@@ -767,15 +805,16 @@ absl::Status RunTraining(const TrainFlags& f, CliIo io, float* final_loss) {
   while (trainer->step() < target) {
     int64_t n = std::min(f.log_every, target - trainer->step());
     // A request ends at the next evaluated step (its fetches are the last step's).
-    for (int64_t k = trainer->step() + 1; eval && k < trainer->step() + n; ++k) {
-      if (evaluates(k)) n = k - trainer->step();
+    for (int64_t k = trainer->step() + 1; (eval || bleu) && k < trainer->step() + n; ++k) {
+      if (evaluates(k) || evaluates_bleu(k)) n = k - trainer->step();
     }
     std::vector<std::string> fetches = {tg->loss, tg->learning_rate};
     const bool out_of_time =
         f.max_seconds > 0 && absl::Now() - start > absl::Seconds(f.max_seconds);
     const bool last = trainer->step() + n >= target || out_of_time;
     if (evaluates(trainer->step() + n) || (eval && last)) fetches.push_back(tg->eval_loss);
-    if (last && f.sample > 0 && f.model == "transformer") {
+    if ((last && f.sample > 0 && f.model == "transformer") ||
+        evaluates_bleu(trainer->step() + n) || (bleu && last)) {
       // The weights the last step starts from: the ones its reported loss is computed with.
       for (const std::string& v : tg->trainable) fetches.push_back(v);
     }
@@ -801,12 +840,25 @@ absl::Status RunTraining(const TrainFlags& f, CliIo io, float* final_loss) {
       event(absl::StrFormat("step %d: eval_loss %.4f (held-out part; train loss %.4f)", step,
                             eval_loss, loss));
     }
+    std::string bleu_cell;  // the CSV's bleu: empty where not evaluated
+    if (bleu && !tg->trainable.empty() && out->count(tg->trainable[0])) {
+      TensorMap weights;
+      for (const std::string& v : tg->trainable) weights[v] = out->at(v);
+      const absl::Time bleu_start = absl::Now();
+      absl::StatusOr<double> score = EvalBleu(dev, *vocab, emodel, weights);
+      if (!score.ok()) return WithContext(score.status(), absl::StrCat("dev BLEU at step ", step));
+      bleu_cell = absl::StrFormat("%.2f", *score);
+      event(absl::StrFormat("step %d: dev BLEU %.2f (greedy, %d lines of %s/dev.%s, %.1f s; "
+                            "train loss %.4f)",
+                            step, *score, dev.sources.size(), f.data, f.target_lang,
+                            absl::ToDoubleSeconds(absl::Now() - bleu_start), loss));
+    }
     const double elapsed = absl::ToDoubleSeconds(absl::Now() - start);
     const double tps = tokens_per_step * done / std::max(elapsed, 1e-9);
     if (csv.is_open() && step > written) {
       csv << step << "," << loss << "," << out->at(tg->learning_rate).f32()[0] << ","
           << absl::StrFormat("%.1f", tps) << "," << absl::StrFormat("%.3f", elapsed)
-          << (eval ? "," + eval_cell : "") << "\n"
+          << (eval ? "," + eval_cell : "") << (bleu ? "," + bleu_cell : "") << "\n"
           << std::flush;
       written = step;
     }
@@ -816,7 +868,7 @@ absl::Status RunTraining(const TrainFlags& f, CliIo io, float* final_loss) {
     const std::string line = absl::StrFormat(
         "[%s%s] step %d/%d  loss %.4f  %s/s %.0f  elapsed %s  ETA %s", std::string(filled, '#'),
         std::string(width - filled, '.'), step, target, loss,
-        f.model == "transformer" ? "tokens" : "examples", tps, Duration(elapsed), Duration(eta));
+        f.model != "mlp" ? "tokens" : "examples", tps, Duration(elapsed), Duration(eta));
     const bool finished = step >= target || (out_of_time && step > before);
     if (tty) {
       io.out << "\r" << line << std::flush;
@@ -856,7 +908,7 @@ absl::Status RunTraining(const TrainFlags& f, CliIo io, float* final_loss) {
       "final loss %.4f after %d steps in %s (%.0f %s/s); mean of the losses logged over the "
       "last 50 steps %.4f\n",
       loss, final_step, Duration(elapsed), tokens_per_step * done / std::max(elapsed, 1e-9),
-      f.model == "transformer" ? "tokens" : "examples", smoothed);
+      f.model != "mlp" ? "tokens" : "examples", smoothed);
   if (eval) io.out << absl::StrFormat("final eval loss %.4f (held-out part)\n", eval_loss);
   if (!f.trace.empty()) {
     RETURN_IF_ERROR(WriteChromeTrace(f.trace, training_run->traces()));
@@ -887,6 +939,21 @@ absl::Status RunTraining(const TrainFlags& f, CliIo io, float* final_loss) {
         WithContext(trainer->Save(place.save, keep), absl::StrCat("saving ", f.save)));
     io.out << "saved a checkpoint of step " << final_step << " in " << f.save << "\n";
   }
+  if (f.model == kEncDec) {
+    // The checkpoint knows its vocabulary: meshrt translate reads CK/vocab.model.
+    for (const std::string& name : {place.save, place.checkpoint_dir}) {
+      if (name.empty()) continue;
+      if (!f.coordinator.empty()) {
+        io.out << "copy " << f.vocab_text << " to " << name
+               << "/vocab.model under the coordinator's checkpoint root (or pass --vocab to "
+                  "meshrt translate)\n";
+        continue;
+      }
+      ASSIGN_OR_RETURN(const CheckpointRoot root, CheckpointRoot::Open(place.root));
+      ASSIGN_OR_RETURN(const std::string dir, root.Resolve(name, /*create=*/false));
+      RETURN_IF_ERROR(WithContext(CopyVocabInto(dir, f.vocab_text), "saving the vocabulary"));
+    }
+  }
   if (f.sample > 0 && f.model == "transformer") {
     RETURN_IF_ERROR(PrintSample(f, tmodel, final_vars, io));
   }
@@ -897,16 +964,22 @@ absl::Status RunTraining(const TrainFlags& f, CliIo io, float* final_loss) {
 absl::Status TrainCommand(const std::vector<std::string>& args, CliIo io) {
   TrainFlags f;
   FlagSet flags(
-      "meshrt train (--reference | --local N | --coordinator HOST:PORT) [--model transformer|mlp] "
-      "[--mesh MESH --layout RULES] [--steps N] [flags]",
+      "meshrt train (--reference | --local N | --coordinator HOST:PORT) "
+      "[--model transformer|transformer_encdec|mlp] [--mesh MESH --layout RULES] [--steps N] "
+      "[flags]",
       "Trains a model: the paper's decoder-only Transformer LM on bytes of an English text "
-      "(reading its batches on the workers) or an MLP regression on synthetic data. Shows a "
+      "(reading its batches on the workers), the paper's encoder-decoder Transformer on sentence "
+      "pairs (English to --target_lang, encoded with a SentencePiece --vocab; --eval_bleu_every "
+      "logs the dev BLEU), or an MLP regression on synthetic data. Shows a "
       "progress bar (step, loss, tokens/s, ETA), writes the loss curve with --loss_csv, and "
       "prints a greedy sample with --sample N.\n\n"
       "examples:\n"
       "  meshrt train --model transformer --mesh rows:2,cols:2 "
       "--layout batch:rows,heads:cols,d_ff:cols,vocab:cols --local 4 --steps 300 --seed 1 "
       "--loss_csv loss.csv --sample 120\n"
+      "  meshrt train --model transformer_encdec --data data/ddtp-fr --vocab fr.model --mesh "
+      "rows:2,cols:2 --layout batch:rows,heads:cols,d_ff:cols,vocab:cols --local 4 --steps 3000 "
+      "--eval_bleu_every 500 --save ck\n"
       "  meshrt train --model mlp --mesh x:2 --layout batch:x --local 2 --steps 50");
   AddTrainFlags(flags, &f);
   ASSIGN_OR_RETURN(std::vector<std::string> positional, ParseCommandFlags(flags, args, "train"));
@@ -915,6 +988,10 @@ absl::Status TrainCommand(const std::vector<std::string>& args, CliIo io) {
     return absl::OkStatus();
   }
   if (!positional.empty()) return UsageError("train takes no positional arguments");
+  if (f.model != kEncDec && !f.vocab_text.empty() && !absl::SimpleAtoi(f.vocab_text, &f.vocab)) {
+    return UsageError(absl::StrCat("--vocab needs a size N for --model ", f.model, ", not '",
+                                   f.vocab_text, "' (a vocabulary file is for transformer_encdec)"));
+  }
   return RunTraining(f, io);
 }
 

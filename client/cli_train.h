@@ -13,7 +13,7 @@
 namespace meshrt {
 
 struct TrainFlags {
-  std::string model = "transformer";
+  std::string model = "transformer";  // transformer | transformer_encdec | mlp
   std::string mesh;
   std::string layout;
   int64_t local = 0;
@@ -32,6 +32,16 @@ struct TrainFlags {
   std::string data = "/usr/share/games/fortunes/cookie";
   std::string data_format = "auto";  // client/cli_train_data.h
   int64_t vocab = 0;                 // 0: 256 (bytes); required for npy and uint16
+  // --vocab as typed: a size for the LM (parsed into `vocab` by TrainCommand), the SentencePiece
+  // model file for transformer_encdec.
+  std::string vocab_text;
+  // transformer_encdec (client/cli_translate.h): --data is a `meshrt data translations` directory
+  // holding train.en / train.LANG (and dev.* for --eval_bleu_every).
+  std::string target_lang = "fr";
+  double dropout = 0.1;
+  double label_smoothing = 0.1;
+  int64_t eval_bleu_every = 0;  // dev BLEU at the first step, every N steps and the last; 0: off
+  int64_t eval_bleu_lines = 200;
   double eval_fraction = 0;          // held out at the end of the data file; 0: no eval
   int64_t eval_every = 0;            // eval_loss at the first step, every N and the last
   int64_t batch = 0, length = 0, d_model = 0, heads = 0, d_ff = 0, layers = 0;

@@ -1,0 +1,535 @@
+// The translation experiment in the CLI (client/cli_translate.h): data for `meshrt train --model
+// transformer_encdec`, the decoder, and `meshrt translate`.
+#include "client/cli_translate.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <numeric>
+#include <random>
+#include <sstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "client/client.h"
+#include "client/cli_train.h"
+#include "client/local_cluster.h"
+#include "client/npy.h"
+#include "core/lowering/lowering.h"
+#include "core/ops/builder.h"
+#include "core/reference/interpreter.h"
+#include "kernels/cpu_kernels.h"
+#include "runtime/checkpoint_store.h"
+#include "runtime/checkpoint_tensors.h"
+#include "text/bleu/bleu.h"
+#include "util/file.h"
+#include "util/status_macros.h"
+
+namespace meshrt {
+namespace {
+
+// The lines of a UTF-8 text file (without their "\n" or "\r\n").
+absl::StatusOr<std::vector<std::string>> ReadLines(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return ::access(path.c_str(), F_OK) != 0
+               ? absl::NotFoundError(absl::StrCat("cannot read ", path, ": no such file"))
+               : absl::PermissionDeniedError(absl::StrCat("cannot read ", path));
+  }
+  std::vector<std::string> lines;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    lines.push_back(std::move(line));
+  }
+  return lines;
+}
+
+// Writes `rows` (each at most `length` ids) as a 2-D int32 .npy [rows, length], 0-padded.
+absl::Status WriteRows(const std::string& path, const std::vector<std::vector<int32_t>>& rows,
+                       int64_t length) {
+  std::vector<int32_t> flat(rows.size() * length, models::kPadId);
+  for (size_t r = 0; r < rows.size(); ++r) {
+    std::copy(rows[r].begin(), rows[r].end(), flat.begin() + r * length);
+  }
+  const Shape shape({{"rows", static_cast<int64_t>(rows.size())}, {"length", length}});
+  return WriteNpy(path, Tensor::Int(shape, flat));
+}
+
+// Where the decoding program runs: in process with the reference interpreter.
+class InProcessDecoder : public TranslationDecoder {
+ public:
+  explicit InProcessDecoder(TensorMap weights) : variables_(std::move(weights)) {}
+
+ protected:
+  absl::StatusOr<TensorMap> RunBatch(const Tensor& inputs) override {
+    std::vector<std::string> fetches = {decoded_};
+    if (!scores_.empty()) fetches.push_back(scores_);
+    return InterpretStep(graph_, {{"inputs", inputs}}, fetches, &variables_, CpuKernels());
+  }
+
+ private:
+  TensorMap variables_;
+};
+
+// ... or on a cluster's workers: one session, the weights restored into it from a checkpoint.
+class ClusterDecoder : public TranslationDecoder {
+ public:
+  ClusterDecoder() = default;
+  ~ClusterDecoder() override {
+    session_.reset();  // before the client and the cluster
+    client_.reset();
+    cluster_.reset();
+  }
+  absl::Status Connect(const TensorMap& weights, std::ostream& log) {
+    const DecoderOptions& o = options_;
+    ASSIGN_OR_RETURN(MeshAndRules layout, ParseMeshAndRules(o.mesh, o.layout));
+    RETURN_IF_ERROR(ValidateLayouts(graph_, layout.mesh, layout.rules));
+    std::string root = o.checkpoint_root;
+    std::string address = o.coordinator;
+    SecurityOptions security = o.security;
+    if (o.local > 0) {
+      if (o.local < layout.mesh.num_processors()) {
+        return UsageError(absl::StrCat("--local ", o.local, " starts too few workers for mesh ",
+                                       layout.mesh.ToString()));
+      }
+      // The weights reach the workers as a checkpoint in a private root.
+      const char* tmpdir = std::getenv("TMPDIR");
+      std::string tmpl = absl::StrCat(tmpdir != nullptr && *tmpdir ? tmpdir : "/tmp",
+                                      "/meshrt-translate-XXXXXX");
+      if (::mkdtemp(tmpl.data()) == nullptr) {
+        return absl::ErrnoToStatus(errno, absl::StrCat("cannot create ", tmpl));
+      }
+      root = tmpl;
+      LocalClusterOptions options;
+      options.workers = static_cast<int>(o.local);
+      options.checkpoint_root = root;
+      ASSIGN_OR_RETURN(const std::string log_dir, LogDirectory(o.log_dir, "translate"));
+      options.log_dir = log_dir;
+      log << "starting a local cluster: 1 coordinator + " << o.local
+          << " worker processes (logs in " << log_dir << ")\n";
+      absl::StatusOr<std::unique_ptr<LocalCluster>> started = LocalCluster::Start(options);
+      if (!started.ok()) return WithContext(started.status(), "cannot start the local cluster");
+      cluster_ = *std::move(started);
+      address = cluster_->address();
+      security = cluster_->client_security();
+    } else if (root.empty()) {
+      return UsageError(
+          "translate --coordinator needs --checkpoint_root DIR: that coordinator's checkpoint "
+          "root as mounted here (the weights are written there and restored into the session)");
+    }
+    ASSIGN_OR_RETURN(const std::string imported, WriteInitialCheckpoint(root, weights));
+    ClientOptions client;
+    client.address = address;
+    client.security = security;
+    ASSIGN_OR_RETURN(client_, Client::Connect(client));
+    ASSIGN_OR_RETURN(session_, client_->CreateSession(graph_.proto(), layout.mesh, layout.rules));
+    absl::StatusOr<int64_t> restored = session_->RestoreCheckpoint(imported, /*partial=*/true);
+    if (!restored.ok()) return WithContext(restored.status(), "loading the weights");
+    log << "decoding on " << layout.mesh.num_processors() << " worker processes, mesh "
+        << layout.mesh.ToString() << ", layout '"
+        << (layout.rules.ToString().empty() ? "(replicated)" : layout.rules.ToString()) << "'\n";
+    return absl::OkStatus();
+  }
+
+ protected:
+  absl::StatusOr<TensorMap> RunBatch(const Tensor& inputs) override {
+    std::vector<std::string> fetches = {decoded_};
+    if (!scores_.empty()) fetches.push_back(scores_);
+    return session_->Run({{"inputs", inputs}}, fetches);
+  }
+
+ private:
+  std::unique_ptr<LocalCluster> cluster_;
+  std::unique_ptr<Client> client_;
+  std::unique_ptr<Session> session_;
+};
+
+const TensorMap::mapped_type* FindWeight(const TensorMap& weights, const std::string& name) {
+  auto it = weights.find(name);
+  return it == weights.end() ? nullptr : &it->second;
+}
+
+}  // namespace
+
+std::vector<int32_t> EncodeSource(const text::Vocab& vocab, const std::string& line,
+                                  int64_t length) {
+  std::vector<int32_t> ids = vocab.Encode(line);
+  if (static_cast<int64_t>(ids.size()) > length - 1) ids.resize(length - 1);
+  ids.push_back(models::kEosId);
+  return ids;
+}
+
+absl::StatusOr<TranslationData> PrepareTranslationData(const std::string& dir,
+                                                       const std::string& lang,
+                                                       const std::string& split,
+                                                       const text::Vocab& vocab, int64_t length,
+                                                       int64_t seed) {
+  const std::string en_path = absl::StrCat(dir, "/", split, ".en");
+  const std::string xx_path = absl::StrCat(dir, "/", split, ".", lang);
+  ASSIGN_OR_RETURN(std::vector<std::string> en, ReadLines(en_path));
+  ASSIGN_OR_RETURN(std::vector<std::string> xx, ReadLines(xx_path));
+  if (en.size() != xx.size() || en.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        en_path, " has ", en.size(), " lines and ", xx_path, " has ", xx.size(),
+        en.empty() ? ": no sentence pairs" : ": the files must be aligned line by line"));
+  }
+  TranslationData data;
+  data.pairs = static_cast<int64_t>(en.size());
+  std::vector<size_t> order(en.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::mt19937_64 rng(static_cast<uint64_t>(seed));
+  std::shuffle(order.begin(), order.end(), rng);
+  std::vector<std::vector<int32_t>> inputs, targets;
+  for (size_t i : order) {
+    std::vector<int32_t> a = vocab.Encode(en[i]), b = vocab.Encode(xx[i]);
+    if (static_cast<int64_t>(std::max(a.size(), b.size())) >= length) ++data.truncated;
+    inputs.push_back(EncodeSource(vocab, en[i], length));
+    targets.push_back(EncodeSource(vocab, xx[i], length));
+  }
+  const std::string out_dir = absl::StrCat(dir, "/.meshrt");
+  RETURN_IF_ERROR(MakeDirs(out_dir));
+  data.inputs = absl::StrCat(out_dir, "/", split, ".en.ids.npy");
+  data.targets = absl::StrCat(out_dir, "/", split, ".", lang, ".ids.npy");
+  RETURN_IF_ERROR(WriteRows(data.inputs, inputs, length));
+  RETURN_IF_ERROR(WriteRows(data.targets, targets, length));
+  return data;
+}
+
+absl::StatusOr<models::EncDecOptions> EncDecOptionsFromWeights(const TensorMap& weights,
+                                                               const std::string& what) {
+  auto need = [&](const std::string& name, int rank) -> absl::StatusOr<const Tensor*> {
+    const Tensor* t = FindWeight(weights, name);
+    if (t == nullptr || t->shape().rank() != rank) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, " has no ", rank, "-D variable ", name,
+          ": it is not a transformer_encdec checkpoint (meshrt train --model transformer_encdec "
+          "saves one)"));
+    }
+    return t;
+  };
+  models::EncDecOptions o;
+  ASSIGN_OR_RETURN(const Tensor* embedding, need("shared/embedding", 2));
+  o.vocab = embedding->shape().dim(0).size;
+  o.d_model = embedding->shape().dim(1).size;
+  ASSIGN_OR_RETURN(const Tensor* positions, need("encoder/positions", 2));
+  o.length = positions->shape().dim(0).size;
+  ASSIGN_OR_RETURN(const Tensor* q, need("encoder/layer_0/attention/q", 3));
+  o.heads = q->shape().dim(1).size;
+  o.d_kv = q->shape().dim(2).size;
+  ASSIGN_OR_RETURN(const Tensor* w1, need("encoder/layer_0/ffn/w1", 2));
+  o.d_ff = w1->shape().dim(1).size;
+  o.encoder_layers = o.decoder_layers = 0;
+  while (FindWeight(weights, absl::StrCat("encoder/layer_", o.encoder_layers, "/ffn/w1"))) {
+    ++o.encoder_layers;
+  }
+  while (FindWeight(weights, absl::StrCat("decoder/layer_", o.decoder_layers, "/ffn/w1"))) {
+    ++o.decoder_layers;
+  }
+  if (o.decoder_layers == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(what, " has no decoder layers"));
+  }
+  o.norm = FindWeight(weights, "encoder/final_ln/bias") ? "layer" : "rms";
+  return o;
+}
+
+absl::StatusOr<std::unique_ptr<TranslationDecoder>> TranslationDecoder::Start(
+    const DecoderOptions& options, const TensorMap& weights, std::ostream& log) {
+  const int targets = (options.reference ? 1 : 0) + (options.local > 0 ? 1 : 0) +
+                      (options.coordinator.empty() ? 0 : 1);
+  if (targets != 1) {
+    return UsageError("decoding needs exactly one of --reference, --local N and --coordinator");
+  }
+  GraphBuilder b;
+  models::DecodeOptions decode;
+  decode.max_length = options.max_length;
+  decode.scores = options.scores;
+  decode.beam = options.beam;
+  decode.alpha = options.alpha;
+  ASSIGN_OR_RETURN(models::DecoderOutputs d, models::BuildEncDecDecoder(b, options.model, decode));
+  ASSIGN_OR_RETURN(Graph graph, b.Build());
+  // Only the model's weights: a checkpoint also holds optimizer slots and counters.
+  TensorMap model_weights;
+  for (const TensorRef& v : d.variables) {
+    const Tensor* t = FindWeight(weights, v.name);
+    if (t == nullptr || t->shape() != v.shape) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the weights have no variable ", v.name, " of shape ", v.shape.ToString()));
+    }
+    model_weights[v.name] = *t;
+  }
+  std::unique_ptr<TranslationDecoder> decoder;
+  if (options.reference) {
+    decoder = std::make_unique<InProcessDecoder>(std::move(model_weights));
+    decoder->options_ = options;
+    decoder->graph_ = std::move(graph);
+  } else {
+    auto cluster = std::make_unique<ClusterDecoder>();
+    cluster->options_ = options;
+    cluster->graph_ = std::move(graph);
+    RETURN_IF_ERROR(cluster->Connect(model_weights, log));
+    decoder = std::move(cluster);
+  }
+  decoder->decoded_ = d.decoded.name;
+  decoder->scores_ = d.scores.name;
+  return decoder;
+}
+
+absl::StatusOr<std::vector<Hypothesis>> TranslationDecoder::Decode(
+    const std::vector<std::vector<int32_t>>& sources) {
+  const int64_t batch = options_.model.batch, length = options_.model.length;
+  std::vector<Hypothesis> out;
+  for (size_t first = 0; first < sources.size(); first += batch) {
+    std::vector<int32_t> ids(batch * length, models::kPadId);
+    for (int64_t r = 0; r < batch; ++r) {
+      if (first + r >= sources.size()) {
+        ids[r * length] = models::kEosId;  // padding rows: empty sentences
+        continue;
+      }
+      const std::vector<int32_t>& s = sources[first + r];
+      std::copy(s.begin(), s.begin() + std::min<int64_t>(s.size(), length), ids.begin() + r * length);
+    }
+    ASSIGN_OR_RETURN(TensorMap got,
+                     RunBatch(Tensor::Int(Shape({{"batch", batch}, {"length", length}}), ids)));
+    const Tensor& decoded = got.at(decoded_);
+    const bool beam = options_.beam > 1;
+    for (int64_t r = 0; r < batch && first + r < sources.size(); ++r) {
+      Hypothesis h;
+      for (int64_t t = 0; t < length; ++t) {
+        // Greedy: int32 [length, batch]. Beam search: float32 [batch, length + 1] whose ids are
+        // exact (integers below 2^24) and whose last column is the score.
+        const int32_t id = beam ? static_cast<int32_t>(decoded.f32()[r * (length + 1) + t])
+                                : decoded.i32()[t * batch + r];
+        if (id == models::kEosId || id == models::kPadId) break;
+        h.ids.push_back(id);
+      }
+      if (beam) {
+        h.score = decoded.f32()[r * (length + 1) + length];
+      } else if (!scores_.empty()) {
+        h.score = got.at(scores_).f32()[r];
+      }
+      out.push_back(std::move(h));
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<text::Vocab> PrepareEncDec(const TrainFlags& f, models::EncDecOptions* o,
+                                          CliIo io) {
+  if (f.vocab_text.empty()) {
+    return UsageError(
+        "--model transformer_encdec needs --vocab MODEL: a SentencePiece model (meshrt vocab "
+        "train --input DIR/train.en DIR/train.LANG --size 8000 --out MODEL)");
+  }
+  if (f.data_format != "auto" || f.eval_fraction != 0 || f.eval_every != 0 || f.sample != 0) {
+    return UsageError(
+        "--data_format, --eval_fraction, --eval_every and --sample are for --model transformer; "
+        "transformer_encdec evaluates with --eval_bleu_every and translates with meshrt "
+        "translate");
+  }
+  if (f.eval_bleu_every < 0 || f.eval_bleu_lines < 1) {
+    return UsageError("--eval_bleu_every needs N >= 0 and --eval_bleu_lines N >= 1");
+  }
+  if (!(f.dropout >= 0 && f.dropout < 1) || !(f.label_smoothing >= 0 && f.label_smoothing < 1)) {
+    return UsageError("--dropout and --label_smoothing need 0 <= X < 1");
+  }
+  ASSIGN_OR_RETURN(text::Vocab vocab, text::Vocab::Load(f.vocab_text));
+  if (f.batch > 0) o->batch = f.batch;
+  if (f.length > 0) o->length = f.length;
+  if (f.d_model > 0) o->d_model = f.d_model;
+  if (f.heads > 0) o->heads = f.heads;
+  if (f.d_ff > 0) o->d_ff = f.d_ff;
+  if (f.layers > 0) o->encoder_layers = o->decoder_layers = f.layers;
+  o->vocab = vocab.size();
+  o->seed = f.seed;
+  o->dropout = static_cast<float>(f.dropout);
+  o->label_smoothing = static_cast<float>(f.label_smoothing);
+  if (f.data == TrainFlags().data || f.data == "synthetic") {
+    if (f.data == "synthetic") return vocab;  // random ids: for benchmarks
+    return UsageError(
+        "--model transformer_encdec needs --data DIR: a directory of train.en and train.LANG "
+        "(meshrt data translations --source ddtp --lang fr --out DIR)");
+  }
+  const absl::Time start = absl::Now();
+  absl::StatusOr<TranslationData> data =
+      PrepareTranslationData(f.data, f.target_lang, "train", vocab, o->length, f.seed);
+  if (!data.ok()) return WithContext(data.status(), "--data");
+  o->inputs_path = data->inputs;
+  o->targets_path = data->targets;
+  io.out << absl::StrFormat(
+      "encoded %d sentence pairs of %s/train.{en,%s} with %s (vocab %d) in %.1f s; %d pairs "
+      "(%.1f%%) have a side longer than length %d and are cut\n",
+      data->pairs, f.data, f.target_lang, f.vocab_text, vocab.size(),
+      absl::ToDoubleSeconds(absl::Now() - start), data->truncated,
+      100.0 * data->truncated / data->pairs, o->length);
+  return vocab;
+}
+
+absl::Status CopyVocabInto(const std::string& dir, const std::string& vocab_path) {
+  ASSIGN_OR_RETURN(std::string bytes, ReadFile(vocab_path));
+  const std::string tmp = absl::StrCat(dir, "/vocab.model.tmp");
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << bytes;
+    if (!out.flush()) return absl::DataLossError(absl::StrCat("cannot write ", tmp));
+  }
+  if (::rename(tmp.c_str(), absl::StrCat(dir, "/vocab.model").c_str()) != 0) {
+    return absl::ErrnoToStatus(errno, absl::StrCat("cannot rename ", tmp));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<DevBleu> LoadDevBleu(const TrainFlags& f, const text::Vocab& vocab,
+                                    int64_t length) {
+  const std::string en_path = absl::StrCat(f.data, "/dev.en");
+  const std::string xx_path = absl::StrCat(f.data, "/dev.", f.target_lang);
+  ASSIGN_OR_RETURN(std::vector<std::string> en, ReadLines(en_path));
+  ASSIGN_OR_RETURN(std::vector<std::string> xx, ReadLines(xx_path));
+  if (en.size() != xx.size() || en.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(en_path, " has ", en.size(), " lines and ",
+                                                   xx_path, " has ", xx.size()));
+  }
+  DevBleu dev;
+  for (size_t i = 0; i < en.size() && static_cast<int64_t>(i) < f.eval_bleu_lines; ++i) {
+    dev.sources.push_back(EncodeSource(vocab, en[i], length));
+    dev.references.push_back(xx[i]);
+  }
+  return dev;
+}
+
+absl::StatusOr<double> EvalBleu(const DevBleu& dev, const text::Vocab& vocab,
+                                const models::EncDecOptions& model, const TensorMap& weights) {
+  DecoderOptions d;
+  d.model = model;
+  d.model.inputs_path = d.model.targets_path = "";
+  d.reference = true;
+  std::ostringstream ignored;
+  ASSIGN_OR_RETURN(std::unique_ptr<TranslationDecoder> decoder,
+                   TranslationDecoder::Start(d, weights, ignored));
+  ASSIGN_OR_RETURN(std::vector<Hypothesis> hyps, decoder->Decode(dev.sources));
+  std::vector<std::string> text;
+  for (const Hypothesis& h : hyps) text.push_back(vocab.Decode(h.ids));
+  ASSIGN_OR_RETURN(text::BleuScore bleu, text::CorpusBleu(text, {dev.references}));
+  return bleu.score;
+}
+
+absl::Status TranslateCommand(const std::vector<std::string>& args, CliIo io) {
+  std::string input, output, vocab_path, root_dir;
+  int64_t beam = 1, max_length = 0, batch = 32;
+  double alpha = 0.6;
+  bool scores = false;
+  DecoderOptions d;
+  FlagSet flags(
+      "meshrt translate CHECKPOINT --input FILE [--output FILE] [--beam K] [--alpha A] "
+      "[--max_length L] [--scores] (--reference | --local N | --coordinator HOST:PORT) "
+      "[--mesh MESH --layout RULES]",
+      "Translates every line of --input with a transformer_encdec checkpoint (from `meshrt "
+      "train --model transformer_encdec --save CK`): one line out per line in. The checkpoint "
+      "knows its model (the sizes of its variables) and its vocabulary (CK/vocab.model, copied "
+      "there by the training). Decoding is one program on the workers: the encoder once, then "
+      "a loop over the output positions with a key/value cache, for --batch sentences per "
+      "request; the same tokens on every mesh and layout.\n\n"
+      "examples:\n"
+      "  meshrt translate ck --input data/test.en --output test.hyp.fr --local 4 "
+      "--mesh rows:2,cols:2 --layout batch:rows,heads:cols,d_ff:cols,vocab:cols\n"
+      "  meshrt bleu test.hyp.fr data/test.fr");
+  flags.String("input", &input, "the text to translate, one sentence per line (required)");
+  flags.String("output", &output, "where the translations go (default: standard output)");
+  flags.Int("beam", &beam, "beam size (1: greedy, the default)");
+  flags.Double("alpha", &alpha, "beam search length penalty exponent (default 0.6)");
+  flags.Int("max_length", &max_length,
+            "output positions decoded, EOS included (default: the model's length)");
+  flags.Bool("scores", &scores,
+             "write SCORE<TAB>TEXT: greedy, the sum of the output tokens' log-probabilities "
+             "(EOS included); beam search, that sum divided by the length penalty");
+  flags.Int("batch", &batch, "sentences per decoding request (default 32)");
+  flags.String("vocab", &vocab_path,
+               "the SentencePiece model (default: CHECKPOINT/vocab.model, written by training)");
+  flags.String("checkpoint_root", &root_dir,
+               "the directory CHECKPOINT is named relative to (default: CHECKPOINT is a path); "
+               "with --coordinator, that coordinator's --checkpoint_root as mounted here");
+  flags.Bool("reference", &d.reference, "decode in this process (the reference interpreter)");
+  flags.Int("local", &d.local, "decode on a local cluster of N worker processes");
+  flags.String("coordinator", &d.coordinator, "decode on the workers of this coordinator");
+  flags.String("mesh", &d.mesh, "mesh, e.g. rows:2,cols:2 (default: one processor)");
+  flags.String("layout", &d.layout,
+               "layout rules, e.g. batch:rows,heads:cols,d_ff:cols,vocab:cols (default: none)");
+  flags.String("log_dir", &d.log_dir, "with --local: the daemons' logs (default: a temp dir)");
+  AddClientSecurityFlags(flags, &d.security);
+  ASSIGN_OR_RETURN(std::vector<std::string> positional,
+                   ParseCommandFlags(flags, args, "translate"));
+  if (flags.help()) {
+    io.out << flags.Help();
+    return absl::OkStatus();
+  }
+  if (positional.size() != 1) {
+    return UsageError("meshrt translate takes one CHECKPOINT (see meshrt translate --help)");
+  }
+  if (input.empty()) return UsageError("meshrt translate needs --input FILE");
+  if (beam < 1) return UsageError(absl::StrCat("--beam needs K >= 1, not ", beam));
+  if (!(alpha >= 0 && alpha <= 10)) {
+    return UsageError(absl::StrCat("--alpha needs 0 <= A <= 10, not ", alpha));
+  }
+  if (batch < 1) return UsageError(absl::StrCat("--batch needs N >= 1, not ", batch));
+  const std::string checkpoint =
+      root_dir.empty() ? positional[0] : absl::StrCat(root_dir, "/", positional[0]);
+  d.checkpoint_root = root_dir;
+  absl::StatusOr<CheckpointTensors> read = ReadCheckpointTensors(checkpoint);
+  if (!read.ok()) return WithContext(read.status(), absl::StrCat("reading ", positional[0]));
+  ASSIGN_OR_RETURN(d.model, EncDecOptionsFromWeights(read->tensors,
+                                                     absl::StrCat("checkpoint ", positional[0])));
+  d.model.batch = batch;
+  if (max_length < 0 || max_length > d.model.length) {
+    return UsageError(absl::StrCat("--max_length needs 1 <= L <= ", d.model.length,
+                                   " (the model's length), not ", max_length));
+  }
+  d.max_length = max_length;
+  d.scores = scores;
+  d.beam = beam;
+  d.alpha = static_cast<float>(alpha);
+  if (2 * beam > d.model.vocab) {
+    return UsageError(absl::StrCat("--beam ", beam, " needs 2 x beam <= the vocabulary (",
+                                   d.model.vocab, " pieces)"));
+  }
+  if (vocab_path.empty()) vocab_path = absl::StrCat(checkpoint, "/vocab.model");
+  ASSIGN_OR_RETURN(text::Vocab vocab, text::Vocab::Load(vocab_path));
+  if (vocab.size() != d.model.vocab) {
+    return absl::InvalidArgumentError(absl::StrCat("the vocabulary ", vocab_path, " has ",
+                                                   vocab.size(), " pieces; the checkpoint's model ",
+                                                   d.model.vocab));
+  }
+  ASSIGN_OR_RETURN(std::vector<std::string> lines, ReadLines(input));
+  std::vector<std::vector<int32_t>> sources;
+  for (const std::string& line : lines) sources.push_back(EncodeSource(vocab, line, d.model.length));
+  ASSIGN_OR_RETURN(std::unique_ptr<TranslationDecoder> decoder,
+                   TranslationDecoder::Start(d, read->tensors, io.err));
+  const absl::Time start = absl::Now();
+  ASSIGN_OR_RETURN(std::vector<Hypothesis> hyps, decoder->Decode(sources));
+  const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  std::ofstream file;
+  if (!output.empty()) {
+    file.open(output, std::ios::binary | std::ios::trunc);
+    if (!file) return absl::PermissionDeniedError(absl::StrCat("cannot write --output ", output));
+  }
+  std::ostream& out = output.empty() ? io.out : file;
+  for (const Hypothesis& h : hyps) {
+    if (scores) out << absl::StrFormat("%.4f\t", h.score);
+    out << vocab.Decode(h.ids) << "\n";
+  }
+  out.flush();
+  if (!out) return absl::DataLossError(absl::StrCat("writing ", output.empty() ? "the output" : output));
+  io.err << absl::StrFormat(
+      "translated %d lines in %.1f s (%.1f sentences/s, %s)\n", hyps.size(), seconds,
+      hyps.size() / std::max(seconds, 1e-9),
+      beam > 1 ? absl::StrFormat("beam %d, alpha %g", beam, alpha) : std::string("greedy"));
+  return absl::OkStatus();
+}
+
+}  // namespace meshrt
