@@ -50,8 +50,14 @@ absl::Status LoopReference(const v1::Op& op, absl::Span<const Tensor* const> inp
   for (int64_t it = 0; it < spec.trip_count; ++it) {
     ASSIGN_OR_RETURN(TensorMap values, Interpret(spec.body, state, spec.outputs, kernels));
     if (accumulator) Accumulate(values.at(spec.outputs[spec.output]), &acc);
+    // Move each result into the next state (copy only a result carried twice before its last use).
+    std::map<std::string, int> uses;
+    for (int i = 0; i < k; ++i) ++uses[spec.outputs[i]];
     TensorMap next;
-    for (int i = 0; i < k; ++i) next[spec.carried[i]] = values.at(spec.outputs[i]);
+    for (int i = 0; i < k; ++i) {
+      Tensor& value = values.at(spec.outputs[i]);
+      next[spec.carried[i]] = --uses[spec.outputs[i]] == 0 ? std::move(value) : value;
+    }
     state = std::move(next);
   }
   const Tensor& result = accumulator ? acc : state.at(spec.carried[spec.output]);

@@ -1,5 +1,6 @@
 #include "core/reference/interpreter.h"
 
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -67,12 +68,15 @@ absl::StatusOr<TensorMap> InterpretStep(const Graph& graph, const TensorMap& fee
       for (const std::string& in : graph.FindOp(name)->inputs()) stack.push_back(in);
     }
   }
-  TensorMap values;
+  // Fed and held tensors are read in place; only computed ones are stored (`computed`, whose map
+  // nodes never move). `values` sees them all.
+  TensorMap computed;
+  std::map<std::string, const Tensor*> values;
   for (int i : graph.topological_order()) {
     const v1::Op& op = graph.op(i);
     if (!fetches.empty() && !needed.count(op.name())) continue;
     if (op.type() == "placeholder") {
-      values[op.name()] = feeds.at(op.name());
+      values[op.name()] = &feeds.at(op.name());
       continue;
     }
     if (op.type() == "variable" && variables->count(op.name())) {
@@ -83,11 +87,11 @@ absl::StatusOr<TensorMap> InterpretStep(const Graph& graph, const TensorMap& fee
             "variable '", op.name(), "' holds ", DTypeName(v.dtype()), v.shape().ToString(),
             " but the graph declares it ", DTypeName(want.dtype), want.shape.ToString()));
       }
-      values[op.name()] = v;
+      values[op.name()] = &v;
       continue;
     }
     std::vector<const Tensor*> inputs;
-    for (const std::string& in : op.inputs()) inputs.push_back(&values.at(in));
+    for (const std::string& in : op.inputs()) inputs.push_back(values.at(in));
     const TensorType& type = graph.type(op.name());
     Tensor out(type.dtype, type.shape);
     KernelContext context;
@@ -97,20 +101,26 @@ absl::StatusOr<TensorMap> InterpretStep(const Graph& graph, const TensorMap& fee
       return absl::Status(s.code(), absl::StrCat("interpreting op '", op.name(), "' (", op.type(),
                                                  "): ", s.message()));
     }
-    values[op.name()] = std::move(out);
+    Tensor& stored = computed[op.name()];
+    stored = std::move(out);
+    values[op.name()] = &stored;
+  }
+  // The fetched values of the step's start, before the updates below replace held variables.
+  TensorMap result;
+  if (fetches.empty()) {
+    for (const auto& [name, t] : values) result[name] = *t;
+  } else {
+    for (const std::string& f : fetches) result[f] = *values.at(f);
   }
   // Updates take effect together, after every op has read the values of the step's start.
   for (const v1::Op& op : graph.proto().ops()) {
     if (op.type() == "variable" && !variables->count(op.name())) {
-      (*variables)[op.name()] = values.at(op.name());
+      (*variables)[op.name()] = *values.at(op.name());
     }
   }
   for (const v1::Op& op : graph.proto().ops()) {
-    if (IsVariableUpdate(op.type())) (*variables)[op.inputs(0)] = values.at(op.name());
+    if (IsVariableUpdate(op.type())) (*variables)[op.inputs(0)] = std::move(computed.at(op.name()));
   }
-  if (fetches.empty()) return values;
-  TensorMap result;
-  for (const std::string& f : fetches) result[f] = values.at(f);
   return result;
 }
 
