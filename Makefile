@@ -47,6 +47,7 @@ bench: setup
 	$(BENCH_ENV) $(BAZEL) run $(BAZEL_FLAGS) -c opt //bench:plan_bench
 	$(BENCH_ENV) $(BAZEL) run $(BAZEL_FLAGS) -c opt //bench:recovery_bench
 	$(BENCH_ENV) $(BAZEL) run $(BAZEL_FLAGS) -c opt //bench:checksum_bench
+	$(BENCH_ENV) $(BAZEL) run $(BAZEL_FLAGS) -c opt //bench:decode_bench
 
 clean:
 	$(BAZEL) clean
