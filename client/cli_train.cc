@@ -262,7 +262,12 @@ void AddTrainFlags(FlagSet& flags, TrainFlags* f) {
   flags.String("vocab", &f->vocab_text,
                "transformer: vocabulary size; token ids must be in [0, N) (required for npy and "
                "uint16: the file is not scanned; default 256 for bytes). transformer_encdec: the "
-               "SentencePiece model file (`meshrt vocab train`), required");
+               "SentencePiece model file (`meshrt vocab train`), required; when it does not "
+               "exist yet, a vocabulary of --vocab_size pieces is trained on DIR/train.en and "
+               "DIR/train.LANG and written there");
+  flags.Int("vocab_size", &f->vocab_size,
+            "transformer_encdec: pieces of the vocabulary trained when --vocab MODEL does not "
+            "exist (shared by both languages; pad 0, EOS 1, UNK 2)");
   flags.String("target_lang", &f->target_lang,
                "transformer_encdec: the language translated into; --data DIR holds "
                "train.en and train.LANG");

@@ -38,6 +38,7 @@ struct TrainFlags {
   // transformer_encdec (client/cli_translate.h): --data is a `meshrt data translations` directory
   // holding train.en / train.LANG (and dev.* for --eval_bleu_every).
   std::string target_lang = "fr";
+  int64_t vocab_size = 8000;  // pieces of the vocabulary trained when --vocab MODEL is missing
   double dropout = 0.1;
   double label_smoothing = 0.1;
   int64_t eval_bleu_every = 0;  // dev BLEU at the first step, every N steps and the last; 0: off

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
@@ -325,8 +326,9 @@ absl::StatusOr<text::Vocab> PrepareEncDec(const TrainFlags& f, models::EncDecOpt
                                           CliIo io) {
   if (f.vocab_text.empty()) {
     return UsageError(
-        "--model transformer_encdec needs --vocab MODEL: a SentencePiece model (meshrt vocab "
-        "train --input DIR/train.en DIR/train.LANG --size 8000 --out MODEL)");
+        "--model transformer_encdec needs --vocab MODEL: a SentencePiece model file (trained "
+        "on DIR/train.en and DIR/train.LANG and written there when it does not exist; or made "
+        "with meshrt vocab train)");
   }
   if (f.data_format != "auto" || f.eval_fraction != 0 || f.eval_every != 0 || f.sample != 0) {
     return UsageError(
@@ -334,11 +336,33 @@ absl::StatusOr<text::Vocab> PrepareEncDec(const TrainFlags& f, models::EncDecOpt
         "transformer_encdec evaluates with --eval_bleu_every and translates with meshrt "
         "translate");
   }
+  if (f.vocab_size < 8) {
+    return UsageError(absl::StrCat("--vocab_size needs N >= 8, not ", f.vocab_size));
+  }
   if (f.eval_bleu_every < 0 || f.eval_bleu_lines < 1) {
     return UsageError("--eval_bleu_every needs N >= 0 and --eval_bleu_lines N >= 1");
   }
   if (!(f.dropout >= 0 && f.dropout < 1) || !(f.label_smoothing >= 0 && f.label_smoothing < 1)) {
     return UsageError("--dropout and --label_smoothing need 0 <= X < 1");
+  }
+  if (::access(f.vocab_text.c_str(), F_OK) != 0 && errno == ENOENT && f.data != "synthetic" &&
+      f.data != TrainFlags().data) {
+    // The experiment in one command: the vocabulary of the training split, made once.
+    text::VocabTrainOptions train;
+    train.inputs = {absl::StrCat(f.data, "/train.en"),
+                    absl::StrCat(f.data, "/train.", f.target_lang)};
+    train.size = f.vocab_size;
+    text::VocabTrainStats stats;
+    const absl::Time start = absl::Now();
+    absl::Status trained = text::TrainVocab(train, f.vocab_text, &stats);
+    if (!trained.ok()) {
+      return WithContext(trained, absl::StrCat("--vocab ", f.vocab_text,
+                                               " does not exist; training it"));
+    }
+    io.out << absl::StrFormat(
+        "trained a vocabulary of %d pieces on %d sentences of %s and %s in %.1f s: %s\n",
+        f.vocab_size, stats.used, train.inputs[0], train.inputs[1],
+        absl::ToDoubleSeconds(absl::Now() - start), f.vocab_text);
   }
   ASSIGN_OR_RETURN(text::Vocab vocab, text::Vocab::Load(f.vocab_text));
   if (f.batch > 0) o->batch = f.batch;

@@ -41,6 +41,11 @@ grep -q "encoded 98 sentence pairs" ref.out
 head -1 ref.csv | grep -q '^step,loss'
 test "$(wc -l < ref.csv)" -eq 9
 
+# A missing --vocab file is trained on the training split and written (the same model as above).
+$meshrt train "${small[@]}" --steps 1 --reference --vocab auto.model --vocab_size 48 > auto.out
+grep -q "trained a vocabulary of 48 pieces" auto.out
+cmp v.model auto.model
+
 compare() {  # compare CSV $1 against the reference's losses
   python3 - ref.csv "$1" <<'PY'
 import csv, sys
