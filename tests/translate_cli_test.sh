@@ -4,7 +4,8 @@
 # `meshrt train --model transformer_encdec` gives the single-process losses (--reference) within
 # 1e-5 relative under data-parallel, model-parallel and 2-D layouts on 4 worker processes (dropout
 # on: its random bits are layout-invariant), the checkpoint carries its vocabulary and restores on
-# another mesh, and `meshrt translate` (greedy and beam search, with scores) writes the same lines
+# another mesh, a resumed run continues with the same losses, the planner (--layout auto) and
+# `meshrt explain` know the model, and `meshrt translate` (greedy and beam search, with scores) writes the same lines
 # on the reference interpreter and on every layout; `meshrt bleu` scores them. Bad input is refused
 # with one line before anything runs.
 set -euo pipefail
@@ -83,6 +84,30 @@ ref = [float(r["loss"]) for r in csv.DictReader(open(sys.argv[1]))]
 got = [float(r["loss"]) for r in csv.DictReader(open(sys.argv[2]))]
 assert len(got) == 2 and got[0] < ref[0], (got, ref[0])
 PY
+
+# Nothing lost: a run of 4 steps resumed to 8 (--checkpoint_dir, --resume; dropout's bits and the
+# data position come back with the checkpoint) gives the uninterrupted run's losses.
+two_d=(--mesh rows:2,cols:2 --layout "${layouts[2]}" --local 4)
+$meshrt train "${small[@]}" "${two_d[@]}" --steps 4 --checkpoint_dir part --save_every 2 \
+  > part.out 2>&1 || { cat part.out; exit 1; }
+$meshrt train "${small[@]}" "${two_d[@]}" --checkpoint_dir part --resume --loss_csv resumed.csv \
+  > resumed.out 2>&1 || { cat resumed.out; exit 1; }
+python3 - "${name}.csv" resumed.csv <<'PY'
+import csv, sys
+full = {int(r["step"]): float(r["loss"]) for r in csv.DictReader(open(sys.argv[1]))}
+resumed = {int(r["step"]): float(r["loss"]) for r in csv.DictReader(open(sys.argv[2]))}
+assert sorted(resumed) == [5, 6, 7, 8], sorted(resumed)
+for step, loss in resumed.items():
+    assert loss == full[step], (step, loss, full[step])
+PY
+
+# The planner and explain know the model: --layout auto trains, explain shows the layout's slices.
+$meshrt train "${small[@]}" --steps 2 --mesh rows:2,cols:2 --layout auto --local 4 \
+  --export_graph encdec.pbtxt > auto_layout.out 2>&1 || { cat auto_layout.out; exit 1; }
+grep -q "planner: chose mesh rows:2,cols:2" auto_layout.out
+$meshrt explain encdec.pbtxt --mesh rows:2,cols:2 --layout "${layouts[2]}" > explain.out 2>&1
+grep -q "shared/embedding .*\[vocab:24, d_model:32\]" explain.out
+grep -q "decoder/layer_0/encdec_attention/q" explain.out
 
 # Translations: the reference interpreter, then every layout; the same text, scores to rounding.
 translate() {  # $1 = output name, then flags
