@@ -31,6 +31,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "core/ops/builder.h"
@@ -109,6 +110,58 @@ struct SamplerOutputs {
 };
 absl::StatusOr<SamplerOutputs> BuildTransformerSampler(GraphBuilder& b,
                                                        const TransformerOptions& options);
+
+// Decoding on the mesh: one program that continues a prompt per row, one position per
+// iteration of a while_loop with a key/value cache per layer (as BuildEncDecDecoder does for the
+// encoder-decoder, models/transformer_encdec.h), instead of the sampler's whole forward pass per
+// new token.
+struct LmDecodeOptions {
+  // New tokens after each row's prompt; positions after them are 0. 0: up to `length` (every
+  // position after the prompt). At most length - 1.
+  int64_t max_new = 0;
+  // 0: greedy (argmax of the logits). T > 0: a sample from softmax(logits / T), drawn Gumbel-max:
+  // argmax(logits / T + g), g = -log(-log(u)), u uniform keyed on (seed, position, row, vocab
+  // entry) by the layout-invariant counter-based generator (core/ops/ops_random.h), so every mesh
+  // and layout draws the same tokens. Finite.
+  float temperature = 0;
+  // With temperature > 0 and top_k = K > 0, only the K largest logits of a position can be drawn:
+  // the others (those below the K-th largest, which the `top_k` op gives) are masked to -3.4e38
+  // after the noise is added (so no temperature lets them through). Ties with the K-th largest
+  // stay in. 0: the whole vocab. In [0, vocab]; greedy ignores it (its argmax is in any top K).
+  int64_t top_k = 0;
+  int64_t seed = 1;  // of the sampling noise
+  // The longest prompt_length that will be fed, when known (the CLI knows it): the loop then runs
+  // max_prompt + max_new - 1 iterations instead of length - 1 (only with max_new > 0). A row with
+  // a longer prompt gets fewer new tokens (the loop stops first). 0: unknown.
+  int64_t max_prompt = 0;
+};
+
+// The decoding graph: the same variables (names, shapes) as BuildTransformer, so its checkpoint
+// loads (a partial restore: no optimizer slots or data_step).
+//   placeholders  "prompt" int32 [batch, length]: ids; a row's first prompt_length entries are its
+//                 prompt, the rest are not read. "prompt_length" int32 [batch]: >= 1 (smaller
+//                 counts as 1, i.e. position 0 is always the prompt's), > length counts as length.
+//   output        "generated" int32 [batch, length]: each row's prompt at positions <
+//                 prompt_length, then the decoded tokens, one per position, up to prompt_length +
+//                 max_new (max_new 0: to the end), then 0.
+// Iteration t (0 <= t < trips, trips = length - 1, or max_prompt + max_new - 1 when both are set)
+// feeds the token at position t (the prompt's, or the one decoded at t) through the model —
+// embedding plus positions[t], per layer its key and value written into the layer's cache
+// [batch, memory, heads, d_kv] at memory position t by a one-hot outer product, attention of the
+// query over memory positions <= t — and chooses the token at t + 1 from the logits (greedy or
+// sampled, see LmDecodeOptions); prompt positions keep the prompt's token (teacher-forced into
+// the cache). The loop carries the position, the generated ids (float32: exact below 2^24), the
+// caches, the write mask and every weight. InvalidArgument naming the option for a bad model
+// option (CheckTransformerOptions), temperature < 0 or not finite, top_k outside [0, vocab],
+// max_new outside [0, length - 1], max_prompt < 0 or max_prompt + max_new > length, length < 2.
+struct LmDecoderOutputs {
+  TensorRef prompt, prompt_length;
+  TensorRef generated;
+  std::vector<TensorRef> variables;
+};
+absl::StatusOr<LmDecoderOutputs> BuildTransformerDecoder(GraphBuilder& b,
+                                                         const TransformerOptions& options,
+                                                         const LmDecodeOptions& decode = {});
 
 }  // namespace models
 }  // namespace meshrt
