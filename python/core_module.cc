@@ -21,9 +21,12 @@
 #include "core/ops/graph.h"
 #include "core/ops/ops.h"
 #include "core/reference/interpreter.h"
+#include "core/train/training_spec.h"
 #include "models/mlp.h"
 #include "models/transformer.h"
+#include "models/transformer_encdec.h"
 #include "proto/graph.pb.h"
+#include "proto/session.pb.h"
 #include "runtime/checkpoint_tensors.h"
 
 namespace py = pybind11;
@@ -141,6 +144,24 @@ py::tuple InterpretOneStep(const py::bytes& graph_bytes,
                 py::make_tuple(SerializeTensors(*out), SerializeTensors(variables)));
 }
 
+// add_training(graph, spec) -> (graph, outputs): `graph` with the gradient and update ops of
+// TrainingSpec `spec`, exactly as the coordinator adds them to a training session's graph
+// (core/train/training_spec.h AddTraining); `outputs` is the serialized TrainingOutputs (the
+// names of the loss, learning rate, global norm and global step). With it the reference
+// interpreter runs training steps (interpret, carrying the variables) to compare with a cluster.
+py::tuple AddTrainingToGraph(const py::bytes& graph_bytes, const py::bytes& spec_bytes) {
+  v1::Graph proto;
+  if (absl::Status s = Parse(graph_bytes, "graph", &proto); !s.ok()) return Result(s);
+  v1::TrainingSpec spec;
+  if (absl::Status s = Parse(spec_bytes, "training spec", &spec); !s.ok()) return Result(s);
+  absl::StatusOr<Graph> graph = Graph::Build(std::move(proto));
+  if (!graph.ok()) return Result(graph.status());
+  absl::StatusOr<TrainedGraph> trained = AddTraining(*graph, spec);
+  if (!trained.ok()) return Result(trained.status());
+  return Result(absl::OkStatus(), py::make_tuple(Serialize(trained->graph.proto()),
+                                                 Serialize(trained->outputs)));
+}
+
 // read_checkpoint(directory) -> (step, {name: TensorValue}): the committed version of a
 // checkpoint directory, every variable whole (ReadCheckpointTensors).
 py::tuple ReadCheckpoint(const std::string& directory) {
@@ -170,16 +191,97 @@ py::tuple WriteCheckpoint(const std::string& directory,
   return Result(s);
 }
 
-// model_graph(kind, options) -> graph: the forward graph (model and loss, no training) of the C++
-// model `kind` ("mlp" or "transformer", models/) with `options` (field name -> value; fields not
-// given keep their defaults). For comparing Python-built graphs with the C++ ones.
-py::tuple ModelGraph(const std::string& kind, const py::dict& options) {
-  auto unknown = [&](const std::string& key) {
-    return Result(absl::InvalidArgumentError(
-        absl::StrCat("model_graph: ", kind, " has no option '", key, "'")));
-  };
+// models::EncDecOptions from `options` (field name -> value; fields not given keep their
+// defaults). InvalidArgument naming `what` and the key for an unknown key or a value of the wrong
+// type (pybind11's cast_error, caught: nothing here throws into Python or aborts).
+absl::Status ParseEncDecOptions(const py::dict& options, absl::string_view what,
+                                models::EncDecOptions* o) {
+  for (const auto& [k, v] : options) {
+    const std::string key = py::str(k);
+    try {
+      if (key == "batch") o->batch = v.cast<int64_t>();
+      else if (key == "length") o->length = v.cast<int64_t>();
+      else if (key == "d_model") o->d_model = v.cast<int64_t>();
+      else if (key == "heads") o->heads = v.cast<int64_t>();
+      else if (key == "d_kv") o->d_kv = v.cast<int64_t>();
+      else if (key == "d_ff") o->d_ff = v.cast<int64_t>();
+      else if (key == "encoder_layers") o->encoder_layers = v.cast<int64_t>();
+      else if (key == "decoder_layers") o->decoder_layers = v.cast<int64_t>();
+      else if (key == "vocab") o->vocab = v.cast<int64_t>();
+      else if (key == "norm") o->norm = v.cast<std::string>();
+      else if (key == "epsilon") o->epsilon = v.cast<float>();
+      else if (key == "dropout") o->dropout = v.cast<float>();
+      else if (key == "label_smoothing") o->label_smoothing = v.cast<float>();
+      else if (key == "inputs_path") o->inputs_path = v.cast<std::string>();
+      else if (key == "targets_path") o->targets_path = v.cast<std::string>();
+      else if (key == "seed") o->seed = v.cast<int64_t>();
+      else {
+        return absl::InvalidArgumentError(
+            absl::StrCat(what, ": transformer_encdec has no option '", key, "'"));
+      }
+    } catch (const py::cast_error&) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, ": option '", key, "' has the wrong type (", std::string(py::str(v.get_type())),
+          ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// encdec_decoder(options, decode) -> (graph, names): the decoding graph of the encoder-decoder
+// Transformer (models::BuildEncDecDecoder) with model `options` (as model_graph's
+// "transformer_encdec") and `decode` (models::DecodeOptions fields: max_length, beam, alpha,
+// beam_search, scores, teacher_forcing). `names`: {"inputs", "decoded", "scores",
+// "forced_targets", "forced_logits": tensor name ("" when the graph has none), "variables":
+// [names in creation order]}.
+py::tuple EncDecDecoder(const py::dict& options, const py::dict& decode_options) {
+  models::EncDecOptions o;
+  if (absl::Status s = ParseEncDecOptions(options, "encdec_decoder", &o); !s.ok()) {
+    return Result(s);
+  }
+  models::DecodeOptions decode;
+  for (const auto& [k, v] : decode_options) {
+    const std::string key = py::str(k);
+    try {
+      if (key == "max_length") decode.max_length = v.cast<int64_t>();
+      else if (key == "beam") decode.beam = v.cast<int64_t>();
+      else if (key == "alpha") decode.alpha = v.cast<float>();
+      else if (key == "beam_search") decode.beam_search = v.cast<bool>();
+      else if (key == "scores") decode.scores = v.cast<bool>();
+      else if (key == "teacher_forcing") decode.teacher_forcing = v.cast<bool>();
+      else {
+        return Result(absl::InvalidArgumentError(
+            absl::StrCat("encdec_decoder: no decode option '", key,
+                         "' (max_length, beam, alpha, beam_search, scores, teacher_forcing)")));
+      }
+    } catch (const py::cast_error&) {
+      return Result(absl::InvalidArgumentError(absl::StrCat(
+          "encdec_decoder: decode option '", key, "' has the wrong type (",
+          std::string(py::str(v.get_type())), ")")));
+    }
+  }
   GraphBuilder b;
-  absl::Status status;
+  absl::StatusOr<models::DecoderOutputs> d = models::BuildEncDecDecoder(b, o, decode);
+  if (!d.ok()) return Result(d.status());
+  py::dict names;
+  names["inputs"] = d->inputs.name;
+  names["decoded"] = d->decoded.name;
+  names["scores"] = d->scores.name;
+  names["forced_targets"] = d->forced_targets.name;
+  names["forced_logits"] = d->forced_logits.name;
+  py::list variables;
+  for (const TensorRef& v : d->variables) variables.append(v.name);
+  names["variables"] = variables;
+  return Result(absl::OkStatus(), py::make_tuple(Serialize(b.proto()), names));
+}
+
+// Builds C++ model "mlp" or "transformer" with `options` into `b` (model_graph); a value of the
+// wrong type throws py::cast_error (caught by the caller).
+absl::Status BuildCppModel(const std::string& kind, const py::dict& options, GraphBuilder& b) {
+  auto unknown = [&](const std::string& key) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("model_graph: ", kind, " has no option '", key, "'"));
+  };
   if (kind == "mlp") {
     models::MlpOptions o;
     for (const auto& [k, v] : options) {
@@ -196,7 +298,7 @@ py::tuple ModelGraph(const std::string& kind, const py::dict& options) {
       else if (key == "input_gradient") o.input_gradient = v.cast<bool>();
       else return unknown(key);
     }
-    status = models::BuildMlp(b, o).status();
+    return models::BuildMlp(b, o).status();
   } else if (kind == "transformer") {
     models::TransformerOptions o;
     for (const auto& [k, v] : options) {
@@ -220,10 +322,32 @@ py::tuple ModelGraph(const std::string& kind, const py::dict& options) {
       else if (key == "init_scale") o.init_scale = v.cast<float>();
       else return unknown(key);
     }
-    status = models::BuildTransformer(b, o).status();
+    return models::BuildTransformer(b, o).status();
+  }
+  return absl::InvalidArgumentError(absl::StrCat("model_graph: no model '", kind, "'"));
+}
+
+// model_graph(kind, options) -> graph: the forward graph (model and loss, no training) of the C++
+// model `kind` ("mlp", "transformer" or "transformer_encdec", models/) with `options` (field name
+// -> value; fields not given keep their defaults). For comparing Python-built graphs with the C++
+// ones.
+py::tuple ModelGraph(const std::string& kind, const py::dict& options) {
+  GraphBuilder b;
+  absl::Status status;
+  if (kind == "transformer_encdec") {
+    models::EncDecOptions o;
+    status = ParseEncDecOptions(options, "model_graph", &o);
+    if (status.ok()) status = models::BuildEncDec(b, o).status();
+  } else if (kind == "mlp" || kind == "transformer") {
+    try {
+      status = BuildCppModel(kind, options, b);
+    } catch (const py::cast_error&) {
+      status = absl::InvalidArgumentError(
+          absl::StrCat("model_graph: an option of ", kind, " has the wrong type"));
+    }
   } else {
     status = absl::InvalidArgumentError(
-        absl::StrCat("model_graph: no model '", kind, "' (mlp, transformer)"));
+        absl::StrCat("model_graph: no model '", kind, "' (mlp, transformer, transformer_encdec)"));
   }
   if (!status.ok()) return Result(status);
   return Result(absl::OkStatus(), Serialize(b.proto()));
@@ -240,6 +364,8 @@ PYBIND11_MODULE(_core, m) {
   m.def("interpret", &meshrt::InterpretOneStep, py::arg("graph"), py::arg("feeds"),
         py::arg("fetches"), py::arg("variables"));
   m.def("model_graph", &meshrt::ModelGraph, py::arg("kind"), py::arg("options"));
+  m.def("encdec_decoder", &meshrt::EncDecDecoder, py::arg("options"), py::arg("decode"));
+  m.def("add_training", &meshrt::AddTrainingToGraph, py::arg("graph"), py::arg("spec"));
   m.def("read_checkpoint", &meshrt::ReadCheckpoint, py::arg("directory"));
   m.def("write_checkpoint", &meshrt::WriteCheckpoint, py::arg("directory"), py::arg("tensors"),
         py::arg("step"), py::arg("keep"));
