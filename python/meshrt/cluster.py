@@ -458,17 +458,25 @@ class Session:
         the same sizes, else InvalidArgumentError naming it, before anything changes. Goes through
         checkpoint ``checkpoint`` (default "imports/<session id>") and a partial restore; returns
         the session's step count (unchanged)."""
+        with np.load(path) as f:
+            arrays = {key: f[key] for key in f.files}
+        return self.load_variables(arrays, checkpoint=checkpoint, what=path)
+
+    def load_variables(self, arrays, checkpoint=None, what="load_variables"):
+        """:meth:`load_npz` from a dict {variable name: array} (e.g. what :meth:`export` or
+        read_checkpoint returned): those variables take the arrays' values, the others keep
+        theirs."""
         if self.graph is None:
-            raise InvalidArgumentError("load_npz needs the session's Graph (to name the dims)")
+            raise InvalidArgumentError("loading variables needs the session's Graph (to name the "
+                                       "dims)")
         variables = set(self.graph.variables())
         tensors = {}
-        with np.load(path) as f:
-            for key in f.files:
-                if key not in variables:
-                    raise InvalidArgumentError(
-                        f"{path}: '{key}' is not a variable of the session's graph")
-                t = self.graph.find(key)
-                tensors[key] = (f[key], t.shape, t.dtype)
+        for key, value in arrays.items():
+            if key not in variables:
+                raise InvalidArgumentError(
+                    f"{what}: '{key}' is not a variable of the session's graph")
+            t = self.graph.find(key)
+            tensors[key] = (value, t.shape, t.dtype)
         name = checkpoint or f"imports/{self.id}"
         target = self._checkpoint_path(name)
         os.makedirs(target, exist_ok=True)

@@ -134,6 +134,28 @@ class Graph:
 
     # ---- the graph -------------------------------------------------------------------------------
 
+    @classmethod
+    def from_proto(cls, proto):
+        """A Graph holding the ops of ``proto`` (a meshrt.v1.Graph or its serialized bytes, e.g.
+        one the C++ builder made: models.encdec_decoder), each checked and its type inferred as
+        if added here; its outputs are kept. More ops can be added to it."""
+        g = cls()
+        if isinstance(proto, (bytes, bytearray)):
+            proto = g._graph_pb2.Graph.FromString(bytes(proto))
+        for op in proto.ops:
+            copy = g._graph_pb2.Op()
+            copy.CopyFrom(op)
+            del copy.inputs[:]
+            inputs = []
+            for name in op.inputs:
+                if name not in g._types:
+                    raise InvalidArgumentError(
+                        f"op '{op.name}' ({op.type}) reads '{name}', which no op before it makes")
+                inputs.append(g.find(name))
+            g._apply(copy, inputs, op.name)
+        g.mark_output(*proto.outputs)
+        return g
+
     def to_proto(self):
         """The meshrt.v1.Graph message (a copy)."""
         g = self._graph_pb2.Graph()

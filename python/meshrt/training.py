@@ -99,3 +99,55 @@ def adafactor(learning_rate=0.01, adafactor_decay=None, adafactor_epsilon=None,
     """Adafactor (factored second moments)."""
     return Optimizer("adafactor", learning_rate, adafactor_decay=adafactor_decay,
                      adafactor_epsilon=adafactor_epsilon, adafactor_clip=adafactor_clip, **options)
+
+
+class ReferenceTraining:
+    """Training steps in the single-process reference interpreter (no cluster): the graph the
+    coordinator would train (:func:`reference_training`), run step by step with its variables
+    carried from one step to the next. ``graph`` (the trained Graph), ``loss``, ``learning_rate``,
+    ``global_norm``, ``global_step`` (tensor names), ``variables`` ({name: array} after the last
+    step; empty before the first: every variable starts from its initializer), ``step``."""
+
+    def __init__(self, graph, outputs):
+        self.graph = graph
+        self.loss = outputs.loss
+        self.learning_rate = outputs.learning_rate
+        self.global_norm = outputs.global_norm
+        self.global_step = outputs.global_step
+        self.variables = {}
+        self.step = 0
+
+    def train(self, steps, feeds=None, fetches=None):
+        """Runs ``steps`` steps and returns [(step, loss)] of each, as Session.train(log_every=1)
+        does; with ``fetches`` (names or Tensors), [(step, loss, [arrays])]."""
+        extra = [f if isinstance(f, str) else f.name for f in (fetches or [])]
+        curve = []
+        for _ in range(int(steps)):
+            out, self.variables = self.graph.evaluate(feeds, [self.loss] + extra, self.variables)
+            self.step += 1
+            loss = float(out[self.loss])
+            curve.append((self.step, loss, [out[n] for n in extra]) if extra
+                         else (self.step, loss))
+        return curve
+
+
+def reference_training(graph, loss, optimizer, variables=None, keep_gradients=None):
+    """A :class:`ReferenceTraining` of ``graph`` (a meshrt Graph) minimizing ``loss`` with
+    ``optimizer`` over ``variables`` (default: the graph's trainable variables): the gradient and
+    update ops added by the same code as a training session's on the coordinator
+    (core/train/training_spec.h AddTraining, through meshrt._core), so its losses are a cluster's
+    on any mesh and layout (up to float rounding)."""
+    from meshrt import _native
+    from meshrt._proto import session_pb2
+    from meshrt.errors import check
+    from meshrt.graph import Graph
+    if not isinstance(optimizer, Optimizer):
+        raise InvalidArgumentError("optimizer must be a meshrt.training optimizer, e.g. "
+                                   "meshrt.training.adam(0.001)")
+    if variables is None:
+        variables = graph.trainable_variables()
+    spec = optimizer.spec(loss, variables, keep_gradients)
+    trained, outputs = check(_native.core().add_training(graph.serialize(),
+                                                         spec.SerializeToString()))
+    return ReferenceTraining(Graph.from_proto(trained),
+                             session_pb2.TrainingOutputs.FromString(outputs))
