@@ -167,3 +167,101 @@ def transformer_block(g, x, heads, d_kv, d_ff, mask=None, name="layer", norm_kin
     h = norm(g, x, norm_kind, f"{name}/ln2", epsilon)
     f = dense_relu_dense(g, h, d_ff, name=f"{name}/ffn", seed=seed, init_scale=init_scale)
     return g.add(x, f, name=f"{name}/ffn/residual")
+
+
+# ---- layers over given weights (the encoder-decoder, models/transformer_encdec.cc) -------------
+#
+# models.transformer_encdec makes all its variables first, in the C++ model's order, then builds
+# the forward pass from them: these layers take their weights as Tensors instead of making them.
+
+
+def norm_with(g, x, kind, scale, bias=None, epsilon=1e-6, dim="d_model", name=None):
+    """layer_norm (kind "layer": ``scale`` and ``bias``) or rms_norm (kind "rms": ``scale`` only)
+    of ``x`` over ``dim`` with the given weights."""
+    if kind == "layer":
+        return g.normalize("layer_norm", [x, scale, bias], [dim], epsilon, name=name)
+    if kind == "rms":
+        return g.normalize("rms_norm", [x, scale], [dim], epsilon, name=name)
+    raise InvalidArgumentError(f"norm must be 'layer' or 'rms', not '{kind}'")
+
+
+def keyed_dropout(g, x, rate, step, seed, name):
+    """Drops elements of ``x`` with probability ``rate`` and scales the rest by 1/(1 - rate); the
+    mask is a uniform draw keyed on (``seed``, the scalar ``step`` tensor, the element), so it is
+    new every step and the same on every layout (ops ``<name>/uniform``, ``<name>/keep``,
+    ``<name>/mask`` and ``name``). Returns ``x`` itself when rate is 0 or step is None."""
+    if not 0 <= rate < 1:
+        raise InvalidArgumentError(f"dropout rate must be in [0, 1), not {rate}")
+    if rate == 0 or step is None:
+        return x
+    u = g.random_uniform(x.shape, step, seed, 0.0, 1.0, name=f"{name}/uniform")
+    keep = g.scalar_op("greater", u, float(np.float32(rate)), name=f"{name}/keep")
+    scale = np.float32(1.0) / (np.float32(1.0) - np.float32(rate))
+    return g.mul(x, g.scale(keep, float(scale), name=f"{name}/mask"), name=name)
+
+
+def project(g, memory, w, name, model_dim="d_model"):
+    """Keys or values: ``memory`` (dims [..., memory_length, d_model]) times ``w`` [d_model, heads,
+    d_kv], giving [..., memory_length, heads, d_kv]."""
+    heads_kv = Shape([d for d in w.shape if d.name != model_dim])
+    return g.einsum([memory, w], (memory.shape - [model_dim]) + heads_kv, name=name)
+
+
+def attend(g, x, wq, k, v, wo, bias=None, name="attention", memory="memory_length",
+           model_dim="d_model"):
+    """Multi-head attention of queries from ``x`` ([..., d_model], with or without a length dim)
+    under ``wq`` [d_model, heads, d_kv] over keys ``k`` and values ``v`` ([..., memory, heads,
+    d_kv]: :func:`project`), q scaled by d_kv^-1/2, ``bias`` (e.g. -1e9 where masked) added to the
+    logits, softmax over ``memory``, output through ``wo`` [heads, d_kv, d_model]. Returns x's
+    shape (ops ``<name>/q_proj``, ``q_scaled``, ``logits``, ``masked``, ``weights``, ``values``,
+    ``output``)."""
+    heads_kv = Shape([d for d in wq.shape if d.name != model_dim])
+    d_kv = heads_kv.dims[-1]
+    qs = (x.shape - [model_dim]) + heads_kv
+    q = g.scale(g.einsum([x, wq], qs, name=f"{name}/q_proj"), float(_f32_inv_sqrt(d_kv.size)),
+                name=f"{name}/q_scaled")
+    logits = g.einsum([q, k], (qs - [d_kv.name]) + Shape([k.shape[memory]]),
+                      name=f"{name}/logits")
+    if bias is not None:
+        logits = g.add(logits, bias, name=f"{name}/masked")
+    weights = g.softmax(logits, [memory], name=f"{name}/weights")
+    context = g.einsum([weights, v], qs, name=f"{name}/values")
+    return g.einsum([context, wo], x.shape, name=f"{name}/output")
+
+
+def ffn_with(g, h, w1, w2, name="ffn", model_dim="d_model"):
+    """relu(h · w1 [d_model, d_ff]) · w2 [d_ff, d_model] with the given weights (ops
+    ``<name>/hidden``, ``<name>/relu``, ``<name>/output``)."""
+    d_ff = [d for d in w1.shape if d.name != model_dim]
+    f = g.relu(g.einsum([h, w1], (h.shape - [model_dim]) + Shape(d_ff), name=f"{name}/hidden"),
+               name=f"{name}/relu")
+    return g.einsum([f, w2], h.shape, name=f"{name}/output")
+
+
+def embed_with(g, ids, table, name="embed"):
+    """one_hot(ids) · ``table`` [vocab, d_model]: ids' dims + [d_model] (ops ``<name>/one_hot``
+    and ``name``)."""
+    vocab, d_model = table.shape.dims
+    one_hot = g.one_hot(ids, vocab, name=f"{name}/one_hot")
+    return g.einsum([one_hot, table], ids.shape + Shape([d_model]), name=name)
+
+
+def padding_bias(g, ids, name, pad_id=0, length="length", memory="memory_length"):
+    """-1e9 where int32 ``ids`` is ``pad_id``, with ``length`` renamed ``memory``: the bias of
+    attention over those positions (ops ``<name>/is_pad``, ``<name>/memory``, ``name``)."""
+    pad = g.scalar_op("equal", ids, float(pad_id), name=f"{name}/is_pad")
+    return g.scale(g.rename_dim(pad, length, memory, name=f"{name}/memory"), -1e9, name=name)
+
+
+def shift_right(g, ids, name, dim="length"):
+    """``ids`` shifted by one along ``dim``, 0 first (the decoder's inputs: pad is the start)."""
+    return g.op("shift", ids, dims=[dim], offset=1, name=name)
+
+
+def smoothed_one_hot(g, targets, vocab_dim, smoothing, name):
+    """Label-smoothed one-hot targets along ``vocab_dim``: 1 - s + s/V at the target, s/V elsewhere
+    (computed in float32, as the C++ model)."""
+    off = np.float32(smoothing) / np.float32(vocab_dim.size)
+    on = np.float32(1.0) - np.float32(smoothing) + off
+    return g.op("one_hot", targets, shape=[vocab_dim], on_value=float(on), off_value=float(off),
+                name=name)
