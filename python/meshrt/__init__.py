@@ -19,7 +19,8 @@ parallel, model parallel or both by changing only the rules::
             print(s.explain())
 
 Modules: graph (Graph, Tensor), shapes (Dimension, Shape, Mesh, layout rules), initializers,
-layers, models, training (optimizers), cluster (local_cluster, connect, Session), errors.
+layers, models, training (optimizers), translation (decoding the encoder-decoder), cluster
+(local_cluster, connect, Session), errors.
 """
 
 import os as _os
@@ -50,7 +51,7 @@ except ImportError as _e:
         "meshrt's generated gRPC stubs (meshrt/_proto) are missing: run `make build` in the "
         f"repository first (it generates them into bazel-bin/python/meshrt) ({_e})") from _e
 
-from meshrt import errors, initializers, layers, models, training  # noqa: E402
+from meshrt import errors, initializers, layers, models, training, translation  # noqa: E402
 from meshrt.cluster import Client, LocalCluster, Session, connect, local_cluster  # noqa: E402
 from meshrt.errors import (  # noqa: E402
     DataLossError, DeadlineExceededError, FailedPreconditionError, InternalError,
@@ -62,7 +63,8 @@ from meshrt.shapes import Dimension, Mesh, Shape, layout_rules  # noqa: E402
 __all__ = [
     "Client", "Dimension", "Graph", "LocalCluster", "Mesh", "MeshrtError", "Session", "Shape",
     "Tensor", "connect", "errors", "initializers", "layers", "layout_rules", "local_cluster",
-    "models", "training", "DataLossError", "DeadlineExceededError", "FailedPreconditionError",
+    "models", "training", "translation", "DataLossError", "DeadlineExceededError",
+    "FailedPreconditionError",
     "InternalError", "InvalidArgumentError", "NotFoundError", "PermissionDeniedError",
     "ResourceExhaustedError", "UnauthenticatedError", "UnavailableError", "UnimplementedError",
 ]

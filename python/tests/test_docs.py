@@ -3,9 +3,11 @@
 import inspect
 
 import meshrt as mr
-from meshrt import cluster, errors, graph, initializers, layers, models, shapes, tensors, training
+from meshrt import (cluster, errors, graph, initializers, layers, models, shapes, tensors, training,
+                    translation)
 
-MODULES = [mr, cluster, errors, graph, initializers, layers, models, shapes, tensors, training]
+MODULES = [mr, cluster, errors, graph, initializers, layers, models, shapes, tensors, training,
+           translation]
 
 
 def public_members(module):
