@@ -19,14 +19,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "client/client.h"
 #include "client/cli_train.h"
-#include "client/local_cluster.h"
 #include "client/npy.h"
-#include "core/lowering/lowering.h"
 #include "core/ops/builder.h"
-#include "core/reference/interpreter.h"
-#include "kernels/cpu_kernels.h"
 #include "runtime/checkpoint_store.h"
 #include "runtime/checkpoint_tensors.h"
 #include "text/bleu/bleu.h"
@@ -63,95 +58,6 @@ absl::Status WriteRows(const std::string& path, const std::vector<std::vector<in
   const Shape shape({{"rows", static_cast<int64_t>(rows.size())}, {"length", length}});
   return WriteNpy(path, Tensor::Int(shape, flat));
 }
-
-// Where the decoding program runs: in process with the reference interpreter.
-class InProcessDecoder : public TranslationDecoder {
- public:
-  explicit InProcessDecoder(TensorMap weights) : variables_(std::move(weights)) {}
-
- protected:
-  absl::StatusOr<TensorMap> RunBatch(const Tensor& inputs) override {
-    std::vector<std::string> fetches = {decoded_};
-    if (!scores_.empty()) fetches.push_back(scores_);
-    return InterpretStep(graph_, {{"inputs", inputs}}, fetches, &variables_, CpuKernels());
-  }
-
- private:
-  TensorMap variables_;
-};
-
-// ... or on a cluster's workers: one session, the weights restored into it from a checkpoint.
-class ClusterDecoder : public TranslationDecoder {
- public:
-  ClusterDecoder() = default;
-  ~ClusterDecoder() override {
-    session_.reset();  // before the client and the cluster
-    client_.reset();
-    cluster_.reset();
-  }
-  absl::Status Connect(const TensorMap& weights, std::ostream& log) {
-    const DecoderOptions& o = options_;
-    ASSIGN_OR_RETURN(MeshAndRules layout, ParseMeshAndRules(o.mesh, o.layout));
-    RETURN_IF_ERROR(ValidateLayouts(graph_, layout.mesh, layout.rules));
-    std::string root = o.checkpoint_root;
-    std::string address = o.coordinator;
-    SecurityOptions security = o.security;
-    if (o.local > 0) {
-      if (o.local < layout.mesh.num_processors()) {
-        return UsageError(absl::StrCat("--local ", o.local, " starts too few workers for mesh ",
-                                       layout.mesh.ToString()));
-      }
-      // The weights reach the workers as a checkpoint in a private root.
-      const char* tmpdir = std::getenv("TMPDIR");
-      std::string tmpl = absl::StrCat(tmpdir != nullptr && *tmpdir ? tmpdir : "/tmp",
-                                      "/meshrt-translate-XXXXXX");
-      if (::mkdtemp(tmpl.data()) == nullptr) {
-        return absl::ErrnoToStatus(errno, absl::StrCat("cannot create ", tmpl));
-      }
-      root = tmpl;
-      LocalClusterOptions options;
-      options.workers = static_cast<int>(o.local);
-      options.checkpoint_root = root;
-      ASSIGN_OR_RETURN(const std::string log_dir, LogDirectory(o.log_dir, "translate"));
-      options.log_dir = log_dir;
-      log << "starting a local cluster: 1 coordinator + " << o.local
-          << " worker processes (logs in " << log_dir << ")\n";
-      absl::StatusOr<std::unique_ptr<LocalCluster>> started = LocalCluster::Start(options);
-      if (!started.ok()) return WithContext(started.status(), "cannot start the local cluster");
-      cluster_ = *std::move(started);
-      address = cluster_->address();
-      security = cluster_->client_security();
-    } else if (root.empty()) {
-      return UsageError(
-          "translate --coordinator needs --checkpoint_root DIR: that coordinator's checkpoint "
-          "root as mounted here (the weights are written there and restored into the session)");
-    }
-    ASSIGN_OR_RETURN(const std::string imported, WriteInitialCheckpoint(root, weights));
-    ClientOptions client;
-    client.address = address;
-    client.security = security;
-    ASSIGN_OR_RETURN(client_, Client::Connect(client));
-    ASSIGN_OR_RETURN(session_, client_->CreateSession(graph_.proto(), layout.mesh, layout.rules));
-    absl::StatusOr<int64_t> restored = session_->RestoreCheckpoint(imported, /*partial=*/true);
-    if (!restored.ok()) return WithContext(restored.status(), "loading the weights");
-    log << "decoding on " << layout.mesh.num_processors() << " worker processes, mesh "
-        << layout.mesh.ToString() << ", layout '"
-        << (layout.rules.ToString().empty() ? "(replicated)" : layout.rules.ToString()) << "'\n";
-    return absl::OkStatus();
-  }
-
- protected:
-  absl::StatusOr<TensorMap> RunBatch(const Tensor& inputs) override {
-    std::vector<std::string> fetches = {decoded_};
-    if (!scores_.empty()) fetches.push_back(scores_);
-    return session_->Run({{"inputs", inputs}}, fetches);
-  }
-
- private:
-  std::unique_ptr<LocalCluster> cluster_;
-  std::unique_ptr<Client> client_;
-  std::unique_ptr<Session> session_;
-};
 
 const TensorMap::mapped_type* FindWeight(const TensorMap& weights, const std::string& name) {
   auto it = weights.find(name);
@@ -243,11 +149,6 @@ absl::StatusOr<models::EncDecOptions> EncDecOptionsFromWeights(const TensorMap& 
 
 absl::StatusOr<std::unique_ptr<TranslationDecoder>> TranslationDecoder::Start(
     const DecoderOptions& options, const TensorMap& weights, std::ostream& log) {
-  const int targets = (options.reference ? 1 : 0) + (options.local > 0 ? 1 : 0) +
-                      (options.coordinator.empty() ? 0 : 1);
-  if (targets != 1) {
-    return UsageError("decoding needs exactly one of --reference, --local N and --coordinator");
-  }
   GraphBuilder b;
   models::DecodeOptions decode;
   decode.max_length = options.max_length;
@@ -257,27 +158,24 @@ absl::StatusOr<std::unique_ptr<TranslationDecoder>> TranslationDecoder::Start(
   ASSIGN_OR_RETURN(models::DecoderOutputs d, models::BuildEncDecDecoder(b, options.model, decode));
   ASSIGN_OR_RETURN(Graph graph, b.Build());
   // Only the model's weights: a checkpoint also holds optimizer slots and counters.
-  TensorMap model_weights;
-  for (const TensorRef& v : d.variables) {
-    const Tensor* t = FindWeight(weights, v.name);
-    if (t == nullptr || t->shape() != v.shape) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "the weights have no variable ", v.name, " of shape ", v.shape.ToString()));
-    }
-    model_weights[v.name] = *t;
-  }
-  std::unique_ptr<TranslationDecoder> decoder;
-  if (options.reference) {
-    decoder = std::make_unique<InProcessDecoder>(std::move(model_weights));
-    decoder->options_ = options;
-    decoder->graph_ = std::move(graph);
-  } else {
-    auto cluster = std::make_unique<ClusterDecoder>();
-    cluster->options_ = options;
-    cluster->graph_ = std::move(graph);
-    RETURN_IF_ERROR(cluster->Connect(model_weights, log));
-    decoder = std::move(cluster);
-  }
+  std::vector<std::string> variables;
+  for (const TensorRef& v : d.variables) variables.push_back(v.name);
+  ASSIGN_OR_RETURN(TensorMap model_weights,
+                   ProgramWeights(graph, variables, weights, "the checkpoint"));
+  ProgramTarget target;
+  target.reference = options.reference;
+  target.local = options.local;
+  target.coordinator = options.coordinator;
+  target.checkpoint_root = options.checkpoint_root;
+  target.security = options.security;
+  target.mesh = options.mesh;
+  target.layout = options.layout;
+  target.log_dir = options.log_dir;
+  std::unique_ptr<TranslationDecoder> decoder(new TranslationDecoder());
+  decoder->options_ = options;
+  ASSIGN_OR_RETURN(
+      decoder->runner_,
+      ProgramRunner::Start(target, std::move(graph), std::move(model_weights), "translate", log));
   decoder->decoded_ = d.decoded.name;
   decoder->scores_ = d.scores.name;
   return decoder;
@@ -297,8 +195,12 @@ absl::StatusOr<std::vector<Hypothesis>> TranslationDecoder::Decode(
       const std::vector<int32_t>& s = sources[first + r];
       std::copy(s.begin(), s.begin() + std::min<int64_t>(s.size(), length), ids.begin() + r * length);
     }
-    ASSIGN_OR_RETURN(TensorMap got,
-                     RunBatch(Tensor::Int(Shape({{"batch", batch}, {"length", length}}), ids)));
+    std::vector<std::string> fetches = {decoded_};
+    if (!scores_.empty()) fetches.push_back(scores_);
+    ASSIGN_OR_RETURN(
+        TensorMap got,
+        runner_->Run({{"inputs", Tensor::Int(Shape({{"batch", batch}, {"length", length}}), ids)}},
+                     fetches));
     const Tensor& decoded = got.at(decoded_);
     const bool beam = options_.beam > 1;
     for (int64_t r = 0; r < batch && first + r < sources.size(); ++r) {

@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "client/cli_commands.h"
+#include "client/cli_program_runner.h"
 #include "client/cli_train.h"
 #include "models/transformer_encdec.h"
 #include "text/vocab/vocab.h"
@@ -67,27 +68,26 @@ struct DecoderOptions {
   std::string log_dir;       // local cluster logs ("" = a temp dir)
 };
 
-// Greedy or beam-search decoding of batches of source sentences with fixed weights (models/transformer_encdec.h
-// BuildEncDecDecoder): the program runs on the workers, one request per batch.
+// Greedy or beam-search decoding of batches of source sentences with fixed weights
+// (models/transformer_encdec.h BuildEncDecDecoder): the program runs where the options say
+// (client/cli_program_runner.h), one request per batch.
 class TranslationDecoder {
  public:
   // Builds the program, checks the layout, starts the cluster (--local) and loads `weights`.
   static absl::StatusOr<std::unique_ptr<TranslationDecoder>> Start(const DecoderOptions& options,
                                                                    const TensorMap& weights,
                                                                    std::ostream& log);
-  virtual ~TranslationDecoder() = default;
   // Decodes `sources` (each a list of ids ending with EOS, at most model.length long), any number:
   // they go in batches of model.batch rows (the last one padded with empty sentences).
   absl::StatusOr<std::vector<Hypothesis>> Decode(
       const std::vector<std::vector<int32_t>>& sources);
 
- protected:
+ private:
   TranslationDecoder() = default;
-  // Runs one batch: "inputs" [batch, length] -> "decoded" (greedy: int32 [length, batch], and its
-  // scores; beam search: float32 [batch, length + 1], the ids then the score).
-  virtual absl::StatusOr<TensorMap> RunBatch(const Tensor& inputs) = 0;
   DecoderOptions options_;
-  Graph graph_;
+  // Runs the program: "inputs" [batch, length] -> "decoded" (greedy: int32 [length, batch], and
+  // its scores; beam search: float32 [batch, length + 1], the ids then the score).
+  std::unique_ptr<ProgramRunner> runner_;
   std::string decoded_, scores_;
 };
 

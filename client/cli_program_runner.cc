@@ -1,0 +1,155 @@
+// Where `meshrt translate` and `meshrt sample` run their decoding programs
+// (client/cli_program_runner.h).
+#include "client/cli_program_runner.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <filesystem>
+#include <system_error>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "client/cli_commands.h"
+#include "client/cli_train.h"
+#include "client/client.h"
+#include "client/local_cluster.h"
+#include "core/lowering/lowering.h"
+#include "kernels/cpu_kernels.h"
+#include "util/status_macros.h"
+
+namespace meshrt {
+namespace {
+
+// In process, with the reference interpreter and the fast kernels.
+class InProcessRunner : public ProgramRunner {
+ public:
+  InProcessRunner(Graph graph, TensorMap weights)
+      : graph_(std::move(graph)), variables_(std::move(weights)) {}
+  absl::StatusOr<TensorMap> Run(const TensorMap& feeds,
+                                const std::vector<std::string>& fetches) override {
+    return InterpretStep(graph_, feeds, fetches, &variables_, CpuKernels());
+  }
+
+ private:
+  Graph graph_;
+  TensorMap variables_;
+};
+
+// On a cluster's workers: one session, the weights restored into it from a checkpoint.
+class ClusterRunner : public ProgramRunner {
+ public:
+  ~ClusterRunner() override {
+    session_.reset();  // before the client and the cluster
+    client_.reset();
+    cluster_.reset();
+    if (!private_root_.empty()) {
+      std::error_code ignored;  // a leftover temp directory is no reason to fail
+      std::filesystem::remove_all(private_root_, ignored);
+    }
+  }
+
+  absl::Status Connect(const ProgramTarget& o, const Graph& graph, const TensorMap& weights,
+                       absl::string_view command, std::ostream& log) {
+    ASSIGN_OR_RETURN(MeshAndRules layout, ParseMeshAndRules(o.mesh, o.layout));
+    RETURN_IF_ERROR(ValidateLayouts(graph, layout.mesh, layout.rules));
+    std::string root = o.checkpoint_root;
+    std::string address = o.coordinator;
+    SecurityOptions security = o.security;
+    if (o.local > 0) {
+      if (o.local < layout.mesh.num_processors()) {
+        return UsageError(absl::StrCat("--local ", o.local, " starts too few workers for mesh ",
+                                       layout.mesh.ToString()));
+      }
+      // The weights reach the workers as a checkpoint in a private root.
+      const char* tmpdir = std::getenv("TMPDIR");
+      std::string tmpl = absl::StrCat(tmpdir != nullptr && *tmpdir ? tmpdir : "/tmp", "/meshrt-",
+                                      command, "-XXXXXX");
+      if (::mkdtemp(tmpl.data()) == nullptr) {
+        return absl::ErrnoToStatus(errno, absl::StrCat("cannot create ", tmpl));
+      }
+      root = private_root_ = tmpl;
+      LocalClusterOptions options;
+      options.workers = static_cast<int>(o.local);
+      options.checkpoint_root = root;
+      ASSIGN_OR_RETURN(const std::string log_dir, LogDirectory(o.log_dir, command));
+      options.log_dir = log_dir;
+      log << "starting a local cluster: 1 coordinator + " << o.local
+          << " worker processes (logs in " << log_dir << ")\n";
+      absl::StatusOr<std::unique_ptr<LocalCluster>> started = LocalCluster::Start(options);
+      if (!started.ok()) return WithContext(started.status(), "cannot start the local cluster");
+      cluster_ = *std::move(started);
+      address = cluster_->address();
+      security = cluster_->client_security();
+    } else if (root.empty()) {
+      return UsageError(absl::StrCat(
+          command,
+          " --coordinator needs --checkpoint_root DIR: that coordinator's checkpoint root as "
+          "mounted here (the weights are written there and restored into the session)"));
+    }
+    ASSIGN_OR_RETURN(const std::string imported, WriteInitialCheckpoint(root, weights));
+    ClientOptions client;
+    client.address = address;
+    client.security = security;
+    ASSIGN_OR_RETURN(client_, Client::Connect(client));
+    ASSIGN_OR_RETURN(session_, client_->CreateSession(graph.proto(), layout.mesh, layout.rules));
+    absl::StatusOr<int64_t> restored = session_->RestoreCheckpoint(imported, /*partial=*/true);
+    if (!restored.ok()) return WithContext(restored.status(), "loading the weights");
+    log << "decoding on " << layout.mesh.num_processors() << " worker processes, mesh "
+        << layout.mesh.ToString() << ", layout '"
+        << (layout.rules.ToString().empty() ? "(replicated)" : layout.rules.ToString()) << "'\n";
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<TensorMap> Run(const TensorMap& feeds,
+                                const std::vector<std::string>& fetches) override {
+    return session_->Run(feeds, fetches);
+  }
+
+ private:
+  std::string private_root_;  // the temp checkpoint root of a local cluster ("" otherwise)
+  std::unique_ptr<LocalCluster> cluster_;
+  std::unique_ptr<Client> client_;
+  std::unique_ptr<Session> session_;
+};
+
+}  // namespace
+
+absl::StatusOr<TensorMap> ProgramWeights(const Graph& graph,
+                                         const std::vector<std::string>& variables,
+                                         const TensorMap& weights, absl::string_view what) {
+  TensorMap out;
+  for (const std::string& name : variables) {
+    const TensorType& type = graph.type(name);
+    auto it = weights.find(name);
+    if (it == weights.end() || it->second.shape() != type.shape ||
+        it->second.dtype() != type.dtype) {
+      return absl::InvalidArgumentError(absl::StrCat(what, " has no variable ", name, " of ",
+                                                     DTypeName(type.dtype), " ",
+                                                     type.shape.ToString()));
+    }
+    out[name] = it->second;
+  }
+  return out;
+}
+
+absl::StatusOr<std::unique_ptr<ProgramRunner>> ProgramRunner::Start(const ProgramTarget& target,
+                                                                    Graph graph, TensorMap weights,
+                                                                    absl::string_view command,
+                                                                    std::ostream& log) {
+  const int targets = (target.reference ? 1 : 0) + (target.local > 0 ? 1 : 0) +
+                      (target.coordinator.empty() ? 0 : 1);
+  if (targets != 1) {
+    return UsageError(absl::StrCat(
+        command, " needs exactly one of --reference, --local N and --coordinator HOST:PORT"));
+  }
+  if (target.reference) {
+    return std::make_unique<InProcessRunner>(std::move(graph), std::move(weights));
+  }
+  auto cluster = std::make_unique<ClusterRunner>();
+  RETURN_IF_ERROR(cluster->Connect(target, graph, weights, command, log));
+  return cluster;
+}
+
+}  // namespace meshrt
