@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "client/cli_commands.h"
+#include "client/cli_sample.h"
 #include "client/cli_train.h"
 #include "client/cli_translate.h"
 #include "coordinator/coordinator_main.h"
@@ -82,6 +83,8 @@ std::string TopLevelHelp() {
       "  data     build a parallel corpus: `data translations --source ddtp --lang fr --out DIR`\n"
       "  vocab    train (`vocab train`) or inspect a SentencePiece subword vocabulary\n"
       "  translate  translate a text file with a transformer_encdec checkpoint, on the mesh\n"
+      "  sample   continue a prompt with a transformer checkpoint, on the mesh: greedy or\n"
+      "           sampled (--temperature, --top_k), the same text on every layout\n"
       "  bleu     corpus BLEU of a hypothesis file against references, as sacreBLEU's default\n"
       "  demo     train the Transformer on a local 4-worker cluster (2x2 mesh, data x model "
       "parallel)\n"
@@ -146,13 +149,16 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
     status = text::VocabCommand(rest, out);
   } else if (command == "translate") {
     status = TranslateCommand(rest, io);
+  } else if (command == "sample") {
+    status = SampleCommand(rest, io);
   } else if (command == "bleu") {
     status = text::BleuCommand(rest, out);
   } else {
-    status = UsageError(absl::StrCat("unknown command '", command,
-                                     "'; the commands are run, train, explain, calibrate, local, status, sessions, "
-                                     "health, ops, demo, data, vocab, translate, bleu, help "
-                                     "(see meshrt --help)"));
+    status = UsageError(
+        absl::StrCat("unknown command '", command,
+                     "'; the commands are run, train, explain, calibrate, local, status, sessions, "
+                     "health, ops, demo, data, vocab, translate, sample, bleu, help "
+                     "(see meshrt --help)"));
   }
   if (status.ok()) return 0;
   // One line whatever the message holds, so scripts can rely on it.

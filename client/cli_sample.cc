@@ -1,0 +1,240 @@
+// `meshrt sample` (client/cli_sample.h): the checkpoint's model from its variables' shapes, the
+// decoding program (models/transformer.h BuildTransformerDecoder) run where the flags say
+// (client/cli_program_runner.h), the prompt and its continuation printed.
+#include "client/cli_sample.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "client/cli_program_runner.h"
+#include "core/ops/builder.h"
+#include "runtime/checkpoint_tensors.h"
+#include "util/status_macros.h"
+
+namespace meshrt {
+namespace {
+
+// A byte-level model (vocab 256) reads and writes text; any other vocabulary token ids.
+constexpr int64_t kByteVocab = 256;
+
+const Tensor* FindWeight(const TensorMap& weights, const std::string& name) {
+  auto it = weights.find(name);
+  return it == weights.end() ? nullptr : &it->second;
+}
+
+// The prompt as ids: its bytes for a byte model, else the ids it lists (separated by spaces or
+// commas). UsageError for an empty prompt or an id outside [0, vocab).
+absl::StatusOr<std::vector<int32_t>> PromptIds(const std::string& prompt, int64_t vocab) {
+  std::vector<int32_t> ids;
+  if (vocab == kByteVocab) {
+    for (char c : prompt) ids.push_back(static_cast<unsigned char>(c));
+  } else {
+    for (absl::string_view piece :
+         absl::StrSplit(prompt, absl::ByAnyChar(" ,"), absl::SkipEmpty())) {
+      int32_t id = -1;
+      if (!absl::SimpleAtoi(piece, &id) || id < 0 || id >= vocab) {
+        return UsageError(absl::StrCat("--prompt: '", piece, "' is not a token id in [0, ", vocab,
+                                       ") (a model of vocab ", vocab,
+                                       " takes token ids separated by spaces)"));
+      }
+      ids.push_back(id);
+    }
+  }
+  if (ids.empty()) {
+    return UsageError(vocab == kByteVocab
+                          ? "meshrt sample needs --prompt TEXT (at least one byte)"
+                          : "meshrt sample needs --prompt IDS (token ids separated by spaces)");
+  }
+  return ids;
+}
+
+// `ids` as the user sees them: text for a byte model, else ids separated by spaces.
+std::string Show(const std::vector<int32_t>& ids, int64_t vocab) {
+  if (vocab != kByteVocab) return absl::StrJoin(ids, " ");
+  std::string text;
+  for (int32_t id : ids) text.push_back(static_cast<char>(id));
+  return text;
+}
+
+}  // namespace
+
+absl::StatusOr<models::TransformerOptions> TransformerOptionsFromWeights(const TensorMap& weights,
+                                                                         const std::string& what) {
+  auto need = [&](const std::string& name, int rank) -> absl::StatusOr<const Tensor*> {
+    const Tensor* t = FindWeight(weights, name);
+    if (t == nullptr || t->shape().rank() != rank) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, " has no ", rank, "-D variable ", name,
+                       ": it is not a transformer checkpoint (meshrt train --model transformer "
+                       "--save CK saves one)"));
+    }
+    return t;
+  };
+  models::TransformerOptions o;
+  ASSIGN_OR_RETURN(const Tensor* embedding, need("embedding", 2));
+  o.vocab = embedding->shape().dim(0).size;
+  o.d_model = embedding->shape().dim(1).size;
+  ASSIGN_OR_RETURN(const Tensor* positions, need("positions", 2));
+  o.length = positions->shape().dim(0).size;
+  ASSIGN_OR_RETURN(const Tensor* q, need("layer_0/attention/q", 3));
+  o.heads = q->shape().dim(1).size;
+  o.d_kv = q->shape().dim(2).size;
+  ASSIGN_OR_RETURN(const Tensor* w1, need("layer_0/ffn/w1", 2));
+  o.d_ff = w1->shape().dim(1).size;
+  o.layers = 0;
+  while (FindWeight(weights, absl::StrCat("layer_", o.layers, "/ffn/w1")) != nullptr) ++o.layers;
+  o.norm = FindWeight(weights, "final_ln/bias") != nullptr ? "layer" : "rms";
+  return o;
+}
+
+absl::Status SampleCommand(const std::vector<std::string>& args, CliIo io) {
+  std::string prompt, root_dir;
+  int64_t tokens = 0, top_k = 0, seed = 1, samples = 1;
+  double temperature = 0;
+  ProgramTarget target;
+  FlagSet flags(
+      "meshrt sample CHECKPOINT --prompt TEXT [--tokens N] [--temperature T] [--top_k K] "
+      "[--seed S] [--samples N] (--reference | --local N | --coordinator HOST:PORT) "
+      "[--mesh MESH --layout RULES]",
+      "Continues --prompt with a Transformer LM checkpoint (from `meshrt train --model "
+      "transformer --save CK`; the checkpoint's variables give the model's sizes). Decoding is "
+      "one program on the workers: a loop over the positions with a key/value cache per layer, "
+      "greedy by default, or sampled at --temperature T from the --top_k K most likely tokens. "
+      "The random draws are keyed on (--seed, position), so every mesh and layout gives the "
+      "same text. A byte-level model (vocab 256) takes and prints text; another takes and "
+      "prints token ids separated by spaces. The prompt and its continuation go to standard "
+      "output; the speed to standard error.\n\n"
+      "examples:\n"
+      "  meshrt sample ck --prompt 'The ' --reference\n"
+      "  meshrt sample ck --prompt 'The ' --temperature 0.8 --top_k 20 --seed 3 --local 4 "
+      "--mesh rows:2,cols:2 --layout batch:rows,heads:cols,d_ff:cols,vocab:cols");
+  flags.String("prompt", &prompt,
+               "the text to continue (token ids separated by spaces for a vocab other than 256)");
+  flags.Int("tokens", &tokens,
+            "new tokens after the prompt (default: up to the model's length; prompt + tokens "
+            "must fit in it)");
+  flags.Double("temperature", &temperature, "0: greedy (the default); T > 0: sample at T");
+  flags.Int("top_k", &top_k, "with --temperature: draw from the K most likely tokens (0: all)");
+  flags.Int("seed", &seed, "the random draws' seed (default 1)");
+  flags.Int("samples", &samples,
+            "continuations decoded at once, printed one after another (default 1)");
+  flags.String("checkpoint_root", &root_dir,
+               "the directory CHECKPOINT is named relative to (default: CHECKPOINT is a path); "
+               "with --coordinator, that coordinator's --checkpoint_root as mounted here");
+  flags.Bool("reference", &target.reference, "decode in this process (the reference interpreter)");
+  flags.Int("local", &target.local, "decode on a local cluster of N worker processes");
+  flags.String("coordinator", &target.coordinator, "decode on the workers of this coordinator");
+  flags.String("mesh", &target.mesh, "mesh, e.g. rows:2,cols:2 (default: one processor)");
+  flags.String("layout", &target.layout,
+               "layout rules, e.g. batch:rows,heads:cols,d_ff:cols,vocab:cols (default: none)");
+  flags.String("log_dir", &target.log_dir, "with --local: the daemons' logs (default: a temp dir)");
+  AddClientSecurityFlags(flags, &target.security);
+  ASSIGN_OR_RETURN(std::vector<std::string> positional, ParseCommandFlags(flags, args, "sample"));
+  if (flags.help()) {
+    io.out << flags.Help();
+    return absl::OkStatus();
+  }
+  if (positional.size() != 1) {
+    return UsageError("meshrt sample takes one CHECKPOINT (see meshrt sample --help)");
+  }
+  const int targets = (target.reference ? 1 : 0) + (target.local > 0 ? 1 : 0) +
+                      (target.coordinator.empty() ? 0 : 1);
+  if (targets != 1) {
+    return UsageError(
+        "meshrt sample needs exactly one of --reference, --local N and --coordinator HOST:PORT");
+  }
+  if (!(temperature >= 0) || !std::isfinite(temperature)) {
+    return UsageError(absl::StrCat("--temperature needs T >= 0 (0: greedy), not ", temperature));
+  }
+  if (samples < 1) return UsageError(absl::StrCat("--samples needs N >= 1, not ", samples));
+  if (tokens < 0) return UsageError(absl::StrCat("--tokens needs N >= 1, not ", tokens));
+  // The mesh and layout first: the batch of rows decoded at once must divide by the mesh dim
+  // `batch` is split over.
+  ASSIGN_OR_RETURN(MeshAndRules layout, ParseMeshAndRules(target.mesh, target.layout));
+
+  const std::string checkpoint =
+      root_dir.empty() ? positional[0] : absl::StrCat(root_dir, "/", positional[0]);
+  target.checkpoint_root = root_dir;
+  absl::StatusOr<CheckpointTensors> read = ReadCheckpointTensors(checkpoint);
+  if (!read.ok()) return WithContext(read.status(), absl::StrCat("reading ", positional[0]));
+  ASSIGN_OR_RETURN(
+      models::TransformerOptions model,
+      TransformerOptionsFromWeights(read->tensors, absl::StrCat("checkpoint ", positional[0])));
+  if (top_k < 0 || top_k > model.vocab) {
+    return UsageError(absl::StrCat("--top_k needs 0 <= K <= ", model.vocab,
+                                   " (the model's vocab; 0: all), not ", top_k));
+  }
+  ASSIGN_OR_RETURN(std::vector<int32_t> ids, PromptIds(prompt, model.vocab));
+  const int64_t p = static_cast<int64_t>(ids.size());
+  if (p >= model.length) {
+    return UsageError(absl::StrCat("--prompt has ", p, " tokens; the model's length is ",
+                                   model.length, ", so at most ", model.length - 1,
+                                   " to leave room for a new one"));
+  }
+  if (tokens == 0) tokens = model.length - p;
+  if (p + tokens > model.length) {
+    return UsageError(absl::StrCat("--prompt (", p, " tokens) and --tokens ", tokens,
+                                   " do not fit in the model's length ", model.length,
+                                   ": ask at most --tokens ", model.length - p));
+  }
+  const int axis = layout.rules.MeshAxisFor("batch");
+  const int64_t split = axis >= 0 ? layout.mesh.size(axis) : 1;
+  model.batch = (samples + split - 1) / split * split;  // extra rows are decoded, not printed
+
+  models::LmDecodeOptions decode;
+  decode.max_new = tokens;
+  decode.max_prompt = p;
+  decode.temperature = static_cast<float>(temperature);
+  decode.top_k = top_k;
+  decode.seed = seed;
+  GraphBuilder b;
+  ASSIGN_OR_RETURN(models::LmDecoderOutputs d, models::BuildTransformerDecoder(b, model, decode));
+  ASSIGN_OR_RETURN(Graph graph, b.Build());
+  std::vector<std::string> variables;
+  for (const TensorRef& v : d.variables) variables.push_back(v.name);
+  ASSIGN_OR_RETURN(TensorMap weights, ProgramWeights(graph, variables, read->tensors,
+                                                     absl::StrCat("checkpoint ", positional[0])));
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<ProgramRunner> runner,
+      ProgramRunner::Start(target, std::move(graph), std::move(weights), "sample", io.err));
+
+  std::vector<int32_t> rows(model.batch * model.length, 0);
+  for (int64_t r = 0; r < model.batch; ++r) {
+    std::copy(ids.begin(), ids.end(), rows.begin() + r * model.length);
+  }
+  TensorMap feeds = {{d.prompt.name, Tensor::Int(d.prompt.shape, rows)},
+                     {d.prompt_length.name,
+                      Tensor::Int(d.prompt_length.shape,
+                                  std::vector<int32_t>(model.batch, static_cast<int32_t>(p)))}};
+  const absl::Time start = absl::Now();
+  ASSIGN_OR_RETURN(TensorMap got, runner->Run(feeds, {d.generated.name}));
+  const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  const Tensor& generated = got.at(d.generated.name);  // [batch, length]
+  for (int64_t r = 0; r < samples; ++r) {
+    const int32_t* row = generated.i32() + r * model.length;
+    if (samples > 1) io.out << "--- sample " << r + 1 << "\n";
+    io.out << Show(std::vector<int32_t>(row, row + p + tokens), model.vocab) << "\n";
+  }
+  io.out.flush();
+  io.err << absl::StrFormat(
+      "sampled %d x %d tokens in %.2f s (%.1f tokens/s, %s; model length %d, vocab %d, "
+      "%d layers)\n",
+      samples, tokens, seconds, samples * tokens / std::max(seconds, 1e-9),
+      temperature == 0
+          ? std::string("greedy")
+          : absl::StrFormat("temperature %g, top_k %d, seed %d", temperature, top_k, seed),
+      model.length, model.vocab, model.layers);
+  return absl::OkStatus();
+}
+
+}  // namespace meshrt
