@@ -52,16 +52,18 @@ grep -q "temperature 1, top_k 5, seed 7" top_ref.log
 for layout in "batch:rows" "heads:cols,d_ff:cols,vocab:cols" \
     "batch:rows,heads:cols,d_ff:cols,vocab:cols"; do
   name=$(tr -c 'a-z' _ <<<"$layout")
-  sample "greedy_$name" --local 4 --mesh rows:2,cols:2 --layout "$layout"
+  sample "greedy_$name" --local 4 --mesh rows:2,cols:2 --layout "$layout" --log_dir "logs_$name"
   cmp greedy_ref.txt "greedy_$name.txt"
-  sample "top_$name" --local 4 --mesh rows:2,cols:2 --layout "$layout" "${flags[@]}"
+  sample "top_$name" --local 4 --mesh rows:2,cols:2 --layout "$layout" "${flags[@]}" \
+    --log_dir "logs_$name"
   cmp top_ref.txt "top_$name.txt"
   grep -q "decoding on 4 worker processes" "top_$name.log"
 done
 
 # Several samples at once (the batch padded to the layout's split): the first is the one above.
 sample three_ref --reference "${flags[@]}" --samples 3 --tokens 6
-sample three_dp --local 2 --mesh rows:2 --layout batch:rows "${flags[@]}" --samples 3 --tokens 6
+sample three_dp --local 2 --mesh rows:2 --layout batch:rows "${flags[@]}" --samples 3 --tokens 6 \
+  --log_dir logs_three
 cmp three_ref.txt three_dp.txt
 test "$(grep -c '^--- sample' three_ref.txt)" -eq 3
 test "$(sed -n 2p three_ref.txt)" = "$(head -c 10 top_ref.txt)"
