@@ -11,6 +11,7 @@
 
 #include "bench/bench_util.h"
 #include "runtime/checkpoint.h"
+#include "util/file.h"
 
 namespace meshrt {
 namespace {
