@@ -845,6 +845,8 @@ absl::Status RunTraining(const TrainFlags& f, CliIo io, float* final_loss) {
       event(absl::StrFormat("step %d: eval_loss %.4f (held-out part; train loss %.4f)", step,
                             eval_loss, loss));
     }
+    std::vector<std::pair<std::string, double>> metrics;  // for the dashboard's session page
+    if (!eval_cell.empty()) metrics.emplace_back("eval_loss", eval_loss);
     std::string bleu_cell;  // the CSV's bleu: empty where not evaluated
     if (bleu && !tg->trainable.empty() && out->count(tg->trainable[0])) {
       TensorMap weights;
@@ -853,10 +855,18 @@ absl::Status RunTraining(const TrainFlags& f, CliIo io, float* final_loss) {
       absl::StatusOr<double> score = EvalBleu(dev, *vocab, emodel, weights);
       if (!score.ok()) return WithContext(score.status(), absl::StrCat("dev BLEU at step ", step));
       bleu_cell = absl::StrFormat("%.2f", *score);
+      metrics.emplace_back("dev_bleu", *score);
       event(absl::StrFormat("step %d: dev BLEU %.2f (greedy, %d lines of %s/dev.%s, %.1f s; "
                             "train loss %.4f)",
                             step, *score, dev.sources.size(), f.data, f.target_lang,
                             absl::ToDoubleSeconds(absl::Now() - bleu_start), loss));
+    }
+    if (!metrics.empty() && training_run != nullptr && training_run->session() != nullptr) {
+      // The dashboard's curves: a refusal costs the run nothing (the log and CSV have the values).
+      if (absl::Status s = training_run->session()->RecordMetrics(step, metrics); !s.ok()) {
+        event(absl::StrCat("step ", step, ": the coordinator did not keep the metrics for its "
+                           "dashboard: ", s.message()));
+      }
     }
     const double elapsed = absl::ToDoubleSeconds(absl::Now() - start);
     const double tps = tokens_per_step * done / std::max(elapsed, 1e-9);

@@ -285,6 +285,23 @@ absl::StatusOr<int64_t> Session::RestoreCheckpoint(const std::string& name, bool
   return response.step();
 }
 
+absl::Status Session::RecordMetrics(int64_t step,
+                                    const std::vector<std::pair<std::string, double>>& values) {
+  Client::Impl& impl = *client_->impl_;
+  grpc::ClientContext ctx;
+  impl.Prepare(&ctx, impl.options.rpc_timeout);
+  v1::RecordMetricsRequest request;
+  request.set_session(id_);
+  for (const auto& [name, value] : values) {
+    v1::MetricPoint* p = request.add_points();
+    p->set_name(name);
+    p->set_step(step);
+    p->set_value(value);
+  }
+  v1::RecordMetricsResponse response;
+  return impl.Annotate(FromGrpcStatus(impl.stub->RecordMetrics(&ctx, request, &response)));
+}
+
 absl::Status Session::Close() {
   if (closed_) return absl::OkStatus();
   closed_ = true;

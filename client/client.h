@@ -22,6 +22,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -107,6 +108,11 @@ class Session {
   // session's variables (imported weights); the others keep their values, or their initializers
   // before the first step. A saved variable the session lacks or that differs is InvalidArgument.
   absl::StatusOr<int64_t> RestoreCheckpoint(const std::string& name, bool partial = false);
+  // Records measurements the client made of this session at training step `step` — a dev BLEU
+  // computed from fetched weights, a held-out loss — drawn beside the loss on the dashboard's
+  // session page. Names are 1-64 characters of [A-Za-z0-9_.:/-], at most 16 per session; values
+  // finite (InvalidArgument otherwise, nothing recorded).
+  absl::Status RecordMetrics(int64_t step, const std::vector<std::pair<std::string, double>>& values);
   // Closes the session on the coordinator and stops renewing its lease. Closing an expired
   // session is OK.
   absl::Status Close();

@@ -59,6 +59,7 @@ struct ClusterSnapshot {
 struct SessionDetail {
   SessionSnapshot session;
   std::vector<LossPoint> loss;
+  std::vector<MetricCurve> metrics;  // what its client recorded (RecordMetrics), by name
   // The layout report of CreateSessionResponse.explain (tensors, slices, collectives, memory).
   std::string explain_text;
   // core/planning/explain.h ExplainProgramJson under the coordinator's profile: tensors, their slices,

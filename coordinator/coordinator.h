@@ -204,6 +204,11 @@ class Coordinator {
   v1::KeepAliveResponse KeepAlive(const std::vector<std::string>& sessions,
                                   const Caller& caller = Caller::Trusted());
 
+  // Keeps a client's own measurements of `session` (RecordMetricsRequest: the dev BLEU of a
+  // decode it ran) for the dashboard's session page. NotFound for an unknown session;
+  // InvalidArgument (nothing kept) for a bad name, step or value, too many names or points.
+  absl::Status RecordMetrics(const std::string& session, const v1::RecordMetricsRequest& request);
+
   // Checkpoints (proto/checkpoint.proto, runtime/checkpoint_store.h). `name` is relative to
   // options.checkpoint_root ("ck", "runs/ck"), which must be on a filesystem shared by the
   // coordinator and every worker of the session at the same path (on Kubernetes a shared volume).

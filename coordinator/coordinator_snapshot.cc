@@ -85,6 +85,7 @@ absl::StatusOr<SessionDetail> Coordinator::DescribeSession(const std::string& id
     detail.session = SnapshotSessionLocked(*session, absl::Now());
   }
   detail.loss = session->history.Loss();
+  detail.metrics = session->history.Metrics();
   if (!detail.loss.empty()) detail.session.last_loss = detail.loss.back().loss;
   detail.plan_text = session->plan_text;
   detail.planned_step_seconds = session->planned_step_seconds;
@@ -105,6 +106,25 @@ absl::StatusOr<SessionDetail> Coordinator::DescribeSession(const std::string& id
   detail.explain_json = *session->explain_json;
   detail.explain_error = session->explain_error;
   return detail;
+}
+
+absl::Status Coordinator::RecordMetrics(const std::string& id,
+                                        const v1::RecordMetricsRequest& request) {
+  constexpr int kMaxPoints = 64;
+  if (request.points_size() > kMaxPoints) {
+    return absl::InvalidArgumentError(absl::StrCat("RecordMetrics carries ", request.points_size(),
+                                                   " points; at most ", kMaxPoints, " per call"));
+  }
+  std::shared_ptr<Session> session;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = sessions_.find(id);
+    if (it == sessions_.end()) return absl::NotFoundError(absl::StrCat("no session '", id, "'"));
+    session = it->second;
+  }
+  std::vector<StepHistory::MetricValue> points;
+  for (const v1::MetricPoint& p : request.points()) points.push_back({p.name(), p.step(), p.value()});
+  return session->history.RecordMetrics(points);  // its own lock
 }
 
 }  // namespace meshrt

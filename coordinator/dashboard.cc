@@ -155,6 +155,16 @@ std::string SessionJson(const SessionDetail& detail) {
     absl::StrAppend(&out, i ? "," : "", "[", detail.loss[i].step, ",",
                     Number(detail.loss[i].loss), "]");
   }
+  out += "],\"metrics\":[";
+  for (size_t i = 0; i < detail.metrics.size(); ++i) {
+    const MetricCurve& m = detail.metrics[i];
+    absl::StrAppend(&out, i ? "," : "", "{\"name\":", DashboardQuoted(m.name), ",\"points\":[");
+    for (size_t j = 0; j < m.points.size(); ++j) {
+      absl::StrAppend(&out, j ? "," : "", "[", m.points[j].step, ",", Number(m.points[j].value),
+                      "]");
+    }
+    out += "]}";
+  }
   absl::StrAppend(&out, "],\"plan\":", DashboardQuoted(detail.plan_text),
                   ",\"planned_step_s\":", Number(detail.planned_step_seconds), "}");
   return out;

@@ -5,7 +5,7 @@
 //   /dashboard.js   its script: polls the JSON below every second and renders it with
 //   /dashboard.css  textContent only (every name in the data is user input)
 //   /api/cluster    ClusterJson(Coordinator::Snapshot()): workers, sessions, waits, recent errors
-//   /api/session?id=ID  SessionJson: one session's row and its loss curve
+//   /api/session?id=ID  SessionJson: one session's row, its loss curve and its client's metrics
 //   /api/explain?id=ID  ExplainJson: its layout report (tensors, slices, collectives, bytes, the
 //                   cost model's predictions, the planner's report for auto layouts)
 // Unknown session: 404 with {"error": ...}; no id: 400.

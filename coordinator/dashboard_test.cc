@@ -164,6 +164,31 @@ TEST_F(DashboardTest, SnapshotShowsWorkersATrainingSessionAndItsLossCurve) {
   ASSERT_EQ(loss.values_size(), 7);
   EXPECT_EQ(loss.values(6).list_value().values(0).number_value(), 8);
   EXPECT_NEAR(loss.values(6).list_value().values(1).number_value(), fetched.back(), 1e-5);
+  EXPECT_EQ(Field(session, "metrics").list_value().values_size(), 0);
+
+  // The client's own measurements (a dev BLEU it decoded) appear on the session's page.
+  v1::RecordMetricsRequest metrics;
+  for (auto [step, bleu] : {std::pair<int64_t, double>{1, 0.25}, {8, 12.5}}) {
+    v1::MetricPoint* p = metrics.add_points();
+    p->set_name("dev_bleu");
+    p->set_step(step);
+    p->set_value(bleu);
+  }
+  ASSERT_OK(coordinator_.RecordMetrics(s.session(), metrics));
+  metrics.mutable_points(0)->set_name("bad name");
+  EXPECT_EQ(coordinator_.RecordMetrics(s.session(), metrics).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(coordinator_.RecordMetrics("s-none", metrics).code(), absl::StatusCode::kNotFound);
+  ASSERT_OK_AND_ASSIGN(SessionDetail with_metrics, coordinator_.DescribeSession(s.session(), false));
+  const Struct page = Parse(SessionJson(with_metrics));
+  const auto& curves = Field(page, "metrics").list_value();
+  ASSERT_EQ(curves.values_size(), 1);
+  const Struct& bleu = curves.values(0).struct_value();
+  EXPECT_EQ(Field(bleu, "name").string_value(), "dev_bleu");
+  const auto& points = Field(bleu, "points").list_value();
+  ASSERT_EQ(points.values_size(), 2);  // the refused request kept nothing
+  EXPECT_EQ(points.values(1).list_value().values(0).number_value(), 8);
+  EXPECT_EQ(points.values(1).list_value().values(1).number_value(), 12.5);
 
   const Struct explain = Parse(ExplainJson(detail));
   const Struct& cost = Field(explain, "cost").struct_value();

@@ -168,6 +168,14 @@ grpc::Status GrpcCoordinatorService::KeepAlive(grpc::ServerContext* ctx,
   });
 }
 
+grpc::Status GrpcCoordinatorService::RecordMetrics(grpc::ServerContext* ctx,
+                                                   const v1::RecordMetricsRequest* request,
+                                                   v1::RecordMetricsResponse*) {
+  return Client("RecordMetrics", ctx, &request->session(), [&](const Caller&) {
+    return ToGrpcStatus(coordinator_->RecordMetrics(request->session(), *request));
+  });
+}
+
 grpc::Status GrpcCoordinatorService::SaveCheckpoint(grpc::ServerContext* ctx,
                                                     const v1::SaveCheckpointRequest* request,
                                                     v1::SaveCheckpointResponse* response) {

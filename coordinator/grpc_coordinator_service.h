@@ -50,6 +50,9 @@ class GrpcCoordinatorService final : public v1::Coordinator::Service {
                               v1::SaveCheckpointResponse* response) override;
   grpc::Status RestoreCheckpoint(grpc::ServerContext*, const v1::RestoreCheckpointRequest* request,
                                  v1::RestoreCheckpointResponse* response) override;
+  // A client records metrics of its own sessions only.
+  grpc::Status RecordMetrics(grpc::ServerContext*, const v1::RecordMetricsRequest* request,
+                             v1::RecordMetricsResponse*) override;
 
  private:
   // Runs `fn` (returning grpc::Status) for a member of the cluster, inside GuardRpc.

@@ -20,6 +20,7 @@
 #include "core/testing/test_util.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "gtest/gtest.h"
+#include "httplib.h"
 #include "rpc/grpc_util.h"
 #include "tests/cluster_fixture.h"
 #include "tests/graph_generator.h"
@@ -129,6 +130,36 @@ TEST_F(EndToEndTest, BadInputGetsClearErrorsAndNoDaemonDies) {
   EXPECT_LE(MaxRelativeError(got.at("s"), want.at("s")), 1e-5);
   ASSERT_OK_AND_ASSIGN(v1::ListWorkersResponse list, client_->ListWorkers());
   EXPECT_EQ(list.workers_size(), 4);
+}
+
+TEST_F(EndToEndTest, MetricsTheClientRecordsAreOnTheDashboardsSessionPage) {
+  ASSERT_OK_AND_ASSIGN(Graph graph, Graph::Build(MlpGraph()));
+  ASSERT_OK_AND_ASSIGN(Mesh mesh, Mesh::Parse("p:2"));
+  ASSERT_OK_AND_ASSIGN(LayoutRules rules, LayoutRules::Parse("batch:p", mesh));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Session> session,
+                       client_->CreateSession(MlpGraph(), mesh, rules));
+  ASSERT_OK(session->Run(RandomFeeds(graph, 1), {"s"}).status());
+  ASSERT_OK(session->RecordMetrics(1, {{"dev_bleu", 3.25}, {"eval_loss", 2.5}}));
+  ASSERT_OK(session->RecordMetrics(7, {{"dev_bleu", 9.5}}));
+  EXPECT_TRUE(StatusIs(session->RecordMetrics(8, {{"dev bleu", 1.0}}),
+                       absl::StatusCode::kInvalidArgument, {"dev bleu", "1-64 characters"}));
+
+  // Read back as the dashboard's page does, with the operator token.
+  const std::string url = cluster_->dashboard_url();
+  ASSERT_FALSE(url.empty());
+  const std::string token = url.substr(url.find("token=") + 6);
+  httplib::Client http("127.0.0.1", cluster_->http_port());
+  http.set_connection_timeout(5);
+  http.set_read_timeout(5);
+  auto got = http.Get(absl::StrCat("/api/session?id=", session->id()),
+                      httplib::Headers{{"Authorization", absl::StrCat("Bearer ", token)}});
+  ASSERT_TRUE(got) << "GET /api/session failed";
+  ASSERT_EQ(got->status, 200) << got->body;
+  EXPECT_TRUE(absl::StrContains(
+      got->body, R"("metrics":[{"name":"dev_bleu","points":[[1,3.25],[7,9.5]]},)"
+                 R"({"name":"eval_loss","points":[[1,2.5]]}])"))
+      << got->body;
+  ASSERT_OK(session->Close());
 }
 
 TEST_F(EndToEndTest, UnreachableCoordinatorIsAClearError) {

@@ -166,25 +166,15 @@
     return e;
   }
 
-  // The loss curve as an SVG polyline over [first step, last step] x [min, max] loss.
-  function renderLoss(points, lossTensor) {
-    const chart = $('loss-chart');
+  // A curve as an SVG polyline over [first step, last step] x [min, max] value; returns the
+  // finite points drawn.
+  function renderCurve(chart, points, lineId, color) {
     chart.replaceChildren();
     const W = 720, H = 260, L = 56, R = 12, T = 12, B = 28;
     const finite = points.filter(p => p[1] !== null && isFinite(p[1]));
-    if (!lossTensor) {
-      $('loss-summary').textContent = '(not a training session)';
-    } else if (finite.length === 0) {
-      $('loss-summary').textContent = "(no loss yet: '" + lossTensor + "' is recorded when a " +
-                                      'step fetches it)';
-    } else {
-      const last = finite[finite.length - 1];
-      $('loss-summary').textContent = "'" + lossTensor + "': " + last[1].toFixed(4) +
-                                      ' at step ' + last[0] + ' (' + finite.length + ' points)';
-    }
     chart.appendChild(svg('rect', { x: L, y: T, width: W - L - R, height: H - T - B,
                                     fill: 'none', stroke: '#dde1e7' }));
-    if (finite.length === 0) return;
+    if (finite.length === 0) return finite;
     let x0 = finite[0][0], x1 = finite[finite.length - 1][0];
     let y0 = Math.min(...finite.map(p => p[1])), y1 = Math.max(...finite.map(p => p[1]));
     if (x1 === x0) { x0 -= 1; x1 += 1; }
@@ -202,12 +192,56 @@
       chart.appendChild(svg('text', { x: sx(s), y: H - 8, 'text-anchor': anchor,
                                       'font-size': 11, fill: '#6b7588' }, 'step ' + s));
     }
-    const line = svg('polyline', {
-      id: 'loss-line', fill: 'none', stroke: '#2456c7', 'stroke-width': 2,
-      'data-count': finite.length,
+    chart.appendChild(svg('polyline', {
+      id: lineId, fill: 'none', stroke: color, 'stroke-width': 2, 'data-count': finite.length,
       points: finite.map(p => sx(p[0]).toFixed(1) + ',' + sy(p[1]).toFixed(1)).join(' '),
-    });
-    chart.appendChild(line);
+    }));
+    if (finite.length <= 50) {  // few points (an eval every N steps): mark each
+      for (const p of finite) {
+        chart.appendChild(svg('circle', { cx: sx(p[0]), cy: sy(p[1]), r: 3, fill: color }));
+      }
+    }
+    return finite;
+  }
+
+  function renderLoss(points, lossTensor) {
+    const finite = renderCurve($('loss-chart'), points, 'loss-line', '#2456c7');
+    if (!lossTensor) {
+      $('loss-summary').textContent = '(not a training session)';
+    } else if (finite.length === 0) {
+      $('loss-summary').textContent = "(no loss yet: '" + lossTensor + "' is recorded when a " +
+                                      'step fetches it)';
+    } else {
+      const last = finite[finite.length - 1];
+      $('loss-summary').textContent = "'" + lossTensor + "': " + last[1].toFixed(4) +
+                                      ' at step ' + last[0] + ' (' + finite.length + ' points)';
+    }
+  }
+
+  // The metrics the session's client recorded (a dev BLEU, a held-out loss): one chart each.
+  function renderMetrics(metrics) {
+    const box = $('metrics');
+    box.replaceChildren();
+    box.hidden = metrics.length === 0;
+    for (const m of metrics) {
+      const div = document.createElement('div');
+      div.className = 'chart-box';
+      const h = document.createElement('h3');
+      h.textContent = m.name + ' ';
+      const summary = el('span', '', 'count');
+      h.appendChild(summary);
+      div.appendChild(h);
+      const chart = svg('svg', { viewBox: '0 0 720 260', width: 720, height: 260, role: 'img',
+                                 'aria-label': m.name + ' curve' });
+      div.appendChild(chart);
+      box.appendChild(div);
+      const finite = renderCurve(chart, m.points, 'metric-' + m.name, '#1f8a4c');
+      if (finite.length) {
+        const last = finite[finite.length - 1], best = Math.max(...finite.map(p => p[1]));
+        summary.textContent = last[1].toFixed(2) + ' at step ' + last[0] + ' (max ' +
+                              best.toFixed(2) + ', ' + finite.length + ' points, from the client)';
+      }
+    }
   }
 
   function renderExplain(x) {
@@ -261,6 +295,7 @@
         ', workers ' + s.session.workers.join(', ') +
         (s.session.last_error ? ' — ' + s.session.last_error : '');
     renderLoss(s.loss, s.session.loss_tensor);
+    renderMetrics(s.metrics || []);
     if (explained !== selected) {
       renderExplain(await getJson('api/explain?id=' + encodeURIComponent(selected)));
       explained = selected;
