@@ -163,6 +163,37 @@ void AddClientSecurityFlags(FlagSet& flags, SecurityOptions* options) {
   AddSecurityFlags(&flags, options, /*server=*/false);
 }
 
+void AddProgramTargetFlags(FlagSet& flags, ProgramTarget* target, absl::string_view verb) {
+  flags.Bool("reference", &target->reference,
+             absl::StrCat(verb, " in this process (the reference interpreter)"));
+  flags.Int("local", &target->local, absl::StrCat(verb, " on a local cluster of N worker processes"));
+  flags.String("coordinator", &target->coordinator,
+               absl::StrCat(verb, " on the workers of this coordinator"));
+  flags.String("mesh", &target->mesh, "mesh, e.g. rows:2,cols:2 (default: one processor)");
+  flags.String("layout", &target->layout,
+               "layout rules, e.g. batch:rows,heads:cols,d_ff:cols,vocab:cols (default: none)");
+  flags.String("log_dir", &target->log_dir,
+               "with --local: the daemons' logs (default: a temp dir)");
+  AddClientSecurityFlags(flags, &target->security);
+}
+
+absl::Status CheckProgramTargetFlags(const ProgramTarget& target, absl::string_view command) {
+  absl::Status one = CheckProgramTarget(target, absl::StrCat("meshrt ", command));
+  if (!one.ok()) return UsageError(one.message());
+  ASSIGN_OR_RETURN(MeshAndRules layout, ParseMeshAndRules(target.mesh, target.layout));
+  if (target.local > 0 && target.local < layout.mesh.num_processors()) {
+    return UsageError(absl::StrCat("--local ", target.local,
+                                   " starts too few workers for mesh ", layout.mesh.ToString()));
+  }
+  if (!target.coordinator.empty() && target.checkpoint_root.empty()) {
+    return UsageError(absl::StrCat(
+        "meshrt ", command,
+        " --coordinator needs --checkpoint_root DIR: that coordinator's checkpoint root as "
+        "mounted here (the weights are written there and restored into the session)"));
+  }
+  return absl::OkStatus();
+}
+
 namespace {
 
 // `meshrt status --session ID`: the session's processors, each with what its step thread did at

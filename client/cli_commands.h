@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "client/client.h"
+#include "client/program_runner.h"
 #include "core/ir/mesh.h"
 #include "core/ops/graph.h"
 #include "core/planning/cost_model.h"
@@ -113,6 +114,15 @@ struct ClusterTarget {
 // Registers the client's TLS and token flags (--tls_ca, --tls_cert, --tls_key, --tls_server_name,
 // --auth_token_file) on `flags`, writing to `options` (borrowed).
 void AddClientSecurityFlags(FlagSet& flags, SecurityOptions* options);
+
+// The "where a program with fixed weights runs" flags of `meshrt translate` and `meshrt sample`
+// (client/program_runner.h): --reference, --local N, --coordinator, --mesh, --layout, --log_dir
+// and the client security flags; `verb` ("decode") starts their help texts.
+void AddProgramTargetFlags(FlagSet& flags, ProgramTarget* target, absl::string_view verb);
+// UsageError naming `command` unless exactly one of --reference, --local N and --coordinator is
+// given, --local N starts enough workers for --mesh, and --coordinator comes with
+// --checkpoint_root; --mesh / --layout parse errors as ParseMeshAndRules.
+absl::Status CheckProgramTargetFlags(const ProgramTarget& target, absl::string_view command);
 
 // Runs `num_steps` steps (one request, Session::RunSteps) of `graph` on the cluster
 // (client/client.h): creates a session for the mesh and rules, runs with `feeds`, returns the

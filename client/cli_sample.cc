@@ -1,6 +1,6 @@
 // `meshrt sample` (client/cli_sample.h): the checkpoint's model from its variables' shapes, the
 // decoding program (models/transformer.h BuildTransformerDecoder) run where the flags say
-// (client/cli_program_runner.h), the prompt and its continuation printed.
+// (client/program_runner.h), the prompt and its continuation printed.
 #include "client/cli_sample.h"
 
 #include <algorithm>
@@ -16,7 +16,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "client/cli_program_runner.h"
+#include "client/program_runner.h"
 #include "core/ops/builder.h"
 #include "runtime/checkpoint_tensors.h"
 #include "util/status_macros.h"
@@ -131,14 +131,7 @@ absl::Status SampleCommand(const std::vector<std::string>& args, CliIo io) {
   flags.String("checkpoint_root", &root_dir,
                "the directory CHECKPOINT is named relative to (default: CHECKPOINT is a path); "
                "with --coordinator, that coordinator's --checkpoint_root as mounted here");
-  flags.Bool("reference", &target.reference, "decode in this process (the reference interpreter)");
-  flags.Int("local", &target.local, "decode on a local cluster of N worker processes");
-  flags.String("coordinator", &target.coordinator, "decode on the workers of this coordinator");
-  flags.String("mesh", &target.mesh, "mesh, e.g. rows:2,cols:2 (default: one processor)");
-  flags.String("layout", &target.layout,
-               "layout rules, e.g. batch:rows,heads:cols,d_ff:cols,vocab:cols (default: none)");
-  flags.String("log_dir", &target.log_dir, "with --local: the daemons' logs (default: a temp dir)");
-  AddClientSecurityFlags(flags, &target.security);
+  AddProgramTargetFlags(flags, &target, "decode");
   ASSIGN_OR_RETURN(std::vector<std::string> positional, ParseCommandFlags(flags, args, "sample"));
   if (flags.help()) {
     io.out << flags.Help();
@@ -147,12 +140,8 @@ absl::Status SampleCommand(const std::vector<std::string>& args, CliIo io) {
   if (positional.size() != 1) {
     return UsageError("meshrt sample takes one CHECKPOINT (see meshrt sample --help)");
   }
-  const int targets = (target.reference ? 1 : 0) + (target.local > 0 ? 1 : 0) +
-                      (target.coordinator.empty() ? 0 : 1);
-  if (targets != 1) {
-    return UsageError(
-        "meshrt sample needs exactly one of --reference, --local N and --coordinator HOST:PORT");
-  }
+  target.checkpoint_root = root_dir;
+  RETURN_IF_ERROR(CheckProgramTargetFlags(target, "sample"));
   if (!(temperature >= 0) || !std::isfinite(temperature)) {
     return UsageError(absl::StrCat("--temperature needs T >= 0 (0: greedy), not ", temperature));
   }
@@ -164,7 +153,6 @@ absl::Status SampleCommand(const std::vector<std::string>& args, CliIo io) {
 
   const std::string checkpoint =
       root_dir.empty() ? positional[0] : absl::StrCat(root_dir, "/", positional[0]);
-  target.checkpoint_root = root_dir;
   absl::StatusOr<CheckpointTensors> read = ReadCheckpointTensors(checkpoint);
   if (!read.ok()) return WithContext(read.status(), absl::StrCat("reading ", positional[0]));
   ASSIGN_OR_RETURN(

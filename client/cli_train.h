@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "client/cli_commands.h"
+#include "client/program_runner.h"
 #include "util/flags.h"
 
 namespace meshrt {
@@ -79,11 +80,7 @@ absl::Status TrainCommand(const std::vector<std::string>& args, CliIo io);
 // shapes) and dtype. Errors of ReadNpz, prefixed by --init.
 absl::StatusOr<TensorMap> InitialWeights(const std::string& npz_path, const Graph& graph,
                                          const std::vector<std::string>& variables);
-// Writes `weights` as a new checkpoint at step 0 under checkpoint root `root_dir`, named
-// "imports/init-<pid>-<microseconds>" (unique per run), and returns its name, for a partial
-// restore (TrainingRunOptions::initial_checkpoint_partial).
-absl::StatusOr<std::string> WriteInitialCheckpoint(const std::string& root_dir,
-                                                   const TensorMap& weights);
+// WriteInitialCheckpoint (initial weights as a checkpoint to restore): client/program_runner.h.
 
 }  // namespace meshrt
 

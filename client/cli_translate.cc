@@ -59,20 +59,7 @@ absl::Status WriteRows(const std::string& path, const std::vector<std::vector<in
   return WriteNpy(path, Tensor::Int(shape, flat));
 }
 
-const TensorMap::mapped_type* FindWeight(const TensorMap& weights, const std::string& name) {
-  auto it = weights.find(name);
-  return it == weights.end() ? nullptr : &it->second;
-}
-
 }  // namespace
-
-std::vector<int32_t> EncodeSource(const text::Vocab& vocab, const std::string& line,
-                                  int64_t length) {
-  std::vector<int32_t> ids = vocab.Encode(line);
-  if (static_cast<int64_t>(ids.size()) > length - 1) ids.resize(length - 1);
-  ids.push_back(models::kEosId);
-  return ids;
-}
 
 absl::StatusOr<TranslationData> PrepareTranslationData(const std::string& dir,
                                                        const std::string& lang,
@@ -108,120 +95,6 @@ absl::StatusOr<TranslationData> PrepareTranslationData(const std::string& dir,
   RETURN_IF_ERROR(WriteRows(data.inputs, inputs, length));
   RETURN_IF_ERROR(WriteRows(data.targets, targets, length));
   return data;
-}
-
-absl::StatusOr<models::EncDecOptions> EncDecOptionsFromWeights(const TensorMap& weights,
-                                                               const std::string& what) {
-  auto need = [&](const std::string& name, int rank) -> absl::StatusOr<const Tensor*> {
-    const Tensor* t = FindWeight(weights, name);
-    if (t == nullptr || t->shape().rank() != rank) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          what, " has no ", rank, "-D variable ", name,
-          ": it is not a transformer_encdec checkpoint (meshrt train --model transformer_encdec "
-          "saves one)"));
-    }
-    return t;
-  };
-  models::EncDecOptions o;
-  ASSIGN_OR_RETURN(const Tensor* embedding, need("shared/embedding", 2));
-  o.vocab = embedding->shape().dim(0).size;
-  o.d_model = embedding->shape().dim(1).size;
-  ASSIGN_OR_RETURN(const Tensor* positions, need("encoder/positions", 2));
-  o.length = positions->shape().dim(0).size;
-  ASSIGN_OR_RETURN(const Tensor* q, need("encoder/layer_0/attention/q", 3));
-  o.heads = q->shape().dim(1).size;
-  o.d_kv = q->shape().dim(2).size;
-  ASSIGN_OR_RETURN(const Tensor* w1, need("encoder/layer_0/ffn/w1", 2));
-  o.d_ff = w1->shape().dim(1).size;
-  o.encoder_layers = o.decoder_layers = 0;
-  while (FindWeight(weights, absl::StrCat("encoder/layer_", o.encoder_layers, "/ffn/w1"))) {
-    ++o.encoder_layers;
-  }
-  while (FindWeight(weights, absl::StrCat("decoder/layer_", o.decoder_layers, "/ffn/w1"))) {
-    ++o.decoder_layers;
-  }
-  if (o.decoder_layers == 0) {
-    return absl::InvalidArgumentError(absl::StrCat(what, " has no decoder layers"));
-  }
-  o.norm = FindWeight(weights, "encoder/final_ln/bias") ? "layer" : "rms";
-  return o;
-}
-
-absl::StatusOr<std::unique_ptr<TranslationDecoder>> TranslationDecoder::Start(
-    const DecoderOptions& options, const TensorMap& weights, std::ostream& log) {
-  GraphBuilder b;
-  models::DecodeOptions decode;
-  decode.max_length = options.max_length;
-  decode.scores = options.scores;
-  decode.beam = options.beam;
-  decode.alpha = options.alpha;
-  ASSIGN_OR_RETURN(models::DecoderOutputs d, models::BuildEncDecDecoder(b, options.model, decode));
-  ASSIGN_OR_RETURN(Graph graph, b.Build());
-  // Only the model's weights: a checkpoint also holds optimizer slots and counters.
-  std::vector<std::string> variables;
-  for (const TensorRef& v : d.variables) variables.push_back(v.name);
-  ASSIGN_OR_RETURN(TensorMap model_weights,
-                   ProgramWeights(graph, variables, weights, "the checkpoint"));
-  ProgramTarget target;
-  target.reference = options.reference;
-  target.local = options.local;
-  target.coordinator = options.coordinator;
-  target.checkpoint_root = options.checkpoint_root;
-  target.security = options.security;
-  target.mesh = options.mesh;
-  target.layout = options.layout;
-  target.log_dir = options.log_dir;
-  std::unique_ptr<TranslationDecoder> decoder(new TranslationDecoder());
-  decoder->options_ = options;
-  ASSIGN_OR_RETURN(
-      decoder->runner_,
-      ProgramRunner::Start(target, std::move(graph), std::move(model_weights), "translate", log));
-  decoder->decoded_ = d.decoded.name;
-  decoder->scores_ = d.scores.name;
-  return decoder;
-}
-
-absl::StatusOr<std::vector<Hypothesis>> TranslationDecoder::Decode(
-    const std::vector<std::vector<int32_t>>& sources) {
-  const int64_t batch = options_.model.batch, length = options_.model.length;
-  std::vector<Hypothesis> out;
-  for (size_t first = 0; first < sources.size(); first += batch) {
-    std::vector<int32_t> ids(batch * length, models::kPadId);
-    for (int64_t r = 0; r < batch; ++r) {
-      if (first + r >= sources.size()) {
-        ids[r * length] = models::kEosId;  // padding rows: empty sentences
-        continue;
-      }
-      const std::vector<int32_t>& s = sources[first + r];
-      std::copy(s.begin(), s.begin() + std::min<int64_t>(s.size(), length), ids.begin() + r * length);
-    }
-    std::vector<std::string> fetches = {decoded_};
-    if (!scores_.empty()) fetches.push_back(scores_);
-    ASSIGN_OR_RETURN(
-        TensorMap got,
-        runner_->Run({{"inputs", Tensor::Int(Shape({{"batch", batch}, {"length", length}}), ids)}},
-                     fetches));
-    const Tensor& decoded = got.at(decoded_);
-    const bool beam = options_.beam > 1;
-    for (int64_t r = 0; r < batch && first + r < sources.size(); ++r) {
-      Hypothesis h;
-      for (int64_t t = 0; t < length; ++t) {
-        // Greedy: int32 [length, batch]. Beam search: float32 [batch, length + 1] whose ids are
-        // exact (integers below 2^24) and whose last column is the score.
-        const int32_t id = beam ? static_cast<int32_t>(decoded.f32()[r * (length + 1) + t])
-                                : decoded.i32()[t * batch + r];
-        if (id == models::kEosId || id == models::kPadId) break;
-        h.ids.push_back(id);
-      }
-      if (beam) {
-        h.score = decoded.f32()[r * (length + 1) + length];
-      } else if (!scores_.empty()) {
-        h.score = got.at(scores_).f32()[r];
-      }
-      out.push_back(std::move(h));
-    }
-  }
-  return out;
 }
 
 absl::StatusOr<text::Vocab> PrepareEncDec(const TrainFlags& f, models::EncDecOptions* o,
@@ -335,7 +208,7 @@ absl::StatusOr<double> EvalBleu(const DevBleu& dev, const text::Vocab& vocab,
   DecoderOptions d;
   d.model = model;
   d.model.inputs_path = d.model.targets_path = "";
-  d.reference = true;
+  d.target.reference = true;
   std::ostringstream ignored;
   ASSIGN_OR_RETURN(std::unique_ptr<TranslationDecoder> decoder,
                    TranslationDecoder::Start(d, weights, ignored));
@@ -348,10 +221,9 @@ absl::StatusOr<double> EvalBleu(const DevBleu& dev, const text::Vocab& vocab,
 
 absl::Status TranslateCommand(const std::vector<std::string>& args, CliIo io) {
   std::string input, output, vocab_path, root_dir;
-  int64_t beam = 1, max_length = 0, batch = 32;
   double alpha = 0.6;
-  bool scores = false;
-  DecoderOptions d;
+  TranslatorOptions o;
+  ProgramTarget& target = o.target;
   FlagSet flags(
       "meshrt translate CHECKPOINT --input FILE [--output FILE] [--beam K] [--alpha A] "
       "[--max_length L] [--scores] (--reference | --local N | --coordinator HOST:PORT) "
@@ -361,34 +233,27 @@ absl::Status TranslateCommand(const std::vector<std::string>& args, CliIo io) {
       "knows its model (the sizes of its variables) and its vocabulary (CK/vocab.model, copied "
       "there by the training). Decoding is one program on the workers: the encoder once, then "
       "a loop over the output positions with a key/value cache, for --batch sentences per "
-      "request; the same tokens on every mesh and layout.\n\n"
+      "request; the same tokens on every mesh and layout. (From C++: client/translator.h.)\n\n"
       "examples:\n"
       "  meshrt translate ck --input data/test.en --output test.hyp.fr --local 4 "
       "--mesh rows:2,cols:2 --layout batch:rows,heads:cols,d_ff:cols,vocab:cols\n"
       "  meshrt bleu test.hyp.fr data/test.fr");
   flags.String("input", &input, "the text to translate, one sentence per line (required)");
   flags.String("output", &output, "where the translations go (default: standard output)");
-  flags.Int("beam", &beam, "beam size (1: greedy, the default)");
+  flags.Int("beam", &o.beam, "beam size (1: greedy, the default)");
   flags.Double("alpha", &alpha, "beam search length penalty exponent (default 0.6)");
-  flags.Int("max_length", &max_length,
+  flags.Int("max_length", &o.max_length,
             "output positions decoded, EOS included (default: the model's length)");
-  flags.Bool("scores", &scores,
+  flags.Bool("scores", &o.scores,
              "write SCORE<TAB>TEXT: greedy, the sum of the output tokens' log-probabilities "
              "(EOS included); beam search, that sum divided by the length penalty");
-  flags.Int("batch", &batch, "sentences per decoding request (default 32)");
+  flags.Int("batch", &o.batch, "sentences per decoding request (default 32)");
   flags.String("vocab", &vocab_path,
                "the SentencePiece model (default: CHECKPOINT/vocab.model, written by training)");
   flags.String("checkpoint_root", &root_dir,
                "the directory CHECKPOINT is named relative to (default: CHECKPOINT is a path); "
                "with --coordinator, that coordinator's --checkpoint_root as mounted here");
-  flags.Bool("reference", &d.reference, "decode in this process (the reference interpreter)");
-  flags.Int("local", &d.local, "decode on a local cluster of N worker processes");
-  flags.String("coordinator", &d.coordinator, "decode on the workers of this coordinator");
-  flags.String("mesh", &d.mesh, "mesh, e.g. rows:2,cols:2 (default: one processor)");
-  flags.String("layout", &d.layout,
-               "layout rules, e.g. batch:rows,heads:cols,d_ff:cols,vocab:cols (default: none)");
-  flags.String("log_dir", &d.log_dir, "with --local: the daemons' logs (default: a temp dir)");
-  AddClientSecurityFlags(flags, &d.security);
+  AddProgramTargetFlags(flags, &target, "decode");
   ASSIGN_OR_RETURN(std::vector<std::string> positional,
                    ParseCommandFlags(flags, args, "translate"));
   if (flags.help()) {
@@ -399,45 +264,35 @@ absl::Status TranslateCommand(const std::vector<std::string>& args, CliIo io) {
     return UsageError("meshrt translate takes one CHECKPOINT (see meshrt translate --help)");
   }
   if (input.empty()) return UsageError("meshrt translate needs --input FILE");
-  if (beam < 1) return UsageError(absl::StrCat("--beam needs K >= 1, not ", beam));
+  target.checkpoint_root = root_dir;
+  RETURN_IF_ERROR(CheckProgramTargetFlags(target, "translate"));
+  if (o.beam < 1) return UsageError(absl::StrCat("--beam needs K >= 1, not ", o.beam));
   if (!(alpha >= 0 && alpha <= 10)) {
     return UsageError(absl::StrCat("--alpha needs 0 <= A <= 10, not ", alpha));
   }
-  if (batch < 1) return UsageError(absl::StrCat("--batch needs N >= 1, not ", batch));
+  o.alpha = static_cast<float>(alpha);
+  if (o.batch < 1) return UsageError(absl::StrCat("--batch needs N >= 1, not ", o.batch));
   const std::string checkpoint =
       root_dir.empty() ? positional[0] : absl::StrCat(root_dir, "/", positional[0]);
-  d.checkpoint_root = root_dir;
   absl::StatusOr<CheckpointTensors> read = ReadCheckpointTensors(checkpoint);
   if (!read.ok()) return WithContext(read.status(), absl::StrCat("reading ", positional[0]));
-  ASSIGN_OR_RETURN(d.model, EncDecOptionsFromWeights(read->tensors,
-                                                     absl::StrCat("checkpoint ", positional[0])));
-  d.model.batch = batch;
-  if (max_length < 0 || max_length > d.model.length) {
-    return UsageError(absl::StrCat("--max_length needs 1 <= L <= ", d.model.length,
-                                   " (the model's length), not ", max_length));
+  const std::string what = absl::StrCat("checkpoint ", positional[0]);
+  ASSIGN_OR_RETURN(models::EncDecOptions model, EncDecOptionsFromWeights(read->tensors, what));
+  if (o.max_length < 0 || o.max_length > model.length) {
+    return UsageError(absl::StrCat("--max_length needs 1 <= L <= ", model.length,
+                                   " (the model's length), not ", o.max_length));
   }
-  d.max_length = max_length;
-  d.scores = scores;
-  d.beam = beam;
-  d.alpha = static_cast<float>(alpha);
-  if (2 * beam > d.model.vocab) {
-    return UsageError(absl::StrCat("--beam ", beam, " needs 2 x beam <= the vocabulary (",
-                                   d.model.vocab, " pieces)"));
+  if (2 * o.beam > model.vocab) {
+    return UsageError(absl::StrCat("--beam ", o.beam, " needs 2 x beam <= the vocabulary (",
+                                   model.vocab, " pieces)"));
   }
   if (vocab_path.empty()) vocab_path = absl::StrCat(checkpoint, "/vocab.model");
   ASSIGN_OR_RETURN(text::Vocab vocab, text::Vocab::Load(vocab_path));
-  if (vocab.size() != d.model.vocab) {
-    return absl::InvalidArgumentError(absl::StrCat("the vocabulary ", vocab_path, " has ",
-                                                   vocab.size(), " pieces; the checkpoint's model ",
-                                                   d.model.vocab));
-  }
   ASSIGN_OR_RETURN(std::vector<std::string> lines, ReadLines(input));
-  std::vector<std::vector<int32_t>> sources;
-  for (const std::string& line : lines) sources.push_back(EncodeSource(vocab, line, d.model.length));
-  ASSIGN_OR_RETURN(std::unique_ptr<TranslationDecoder> decoder,
-                   TranslationDecoder::Start(d, read->tensors, io.err));
+  ASSIGN_OR_RETURN(std::unique_ptr<Translator> translator,
+                   Translator::Create(read->tensors, std::move(vocab), o, io.err, what));
   const absl::Time start = absl::Now();
-  ASSIGN_OR_RETURN(std::vector<Hypothesis> hyps, decoder->Decode(sources));
+  ASSIGN_OR_RETURN(std::vector<Translation> translations, translator->Translate(lines));
   const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
   std::ofstream file;
   if (!output.empty()) {
@@ -445,16 +300,16 @@ absl::Status TranslateCommand(const std::vector<std::string>& args, CliIo io) {
     if (!file) return absl::PermissionDeniedError(absl::StrCat("cannot write --output ", output));
   }
   std::ostream& out = output.empty() ? io.out : file;
-  for (const Hypothesis& h : hyps) {
-    if (scores) out << absl::StrFormat("%.4f\t", h.score);
-    out << vocab.Decode(h.ids) << "\n";
+  for (const Translation& t : translations) {
+    if (o.scores) out << absl::StrFormat("%.4f\t", t.score);
+    out << t.text << "\n";
   }
   out.flush();
   if (!out) return absl::DataLossError(absl::StrCat("writing ", output.empty() ? "the output" : output));
   io.err << absl::StrFormat(
-      "translated %d lines in %.1f s (%.1f sentences/s, %s)\n", hyps.size(), seconds,
-      hyps.size() / std::max(seconds, 1e-9),
-      beam > 1 ? absl::StrFormat("beam %d, alpha %g", beam, alpha) : std::string("greedy"));
+      "translated %d lines in %.1f s (%.1f sentences/s, %s)\n", translations.size(), seconds,
+      translations.size() / std::max(seconds, 1e-9),
+      o.beam > 1 ? absl::StrFormat("beam %d, alpha %g", o.beam, alpha) : std::string("greedy"));
   return absl::OkStatus();
 }
 

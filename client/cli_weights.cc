@@ -48,17 +48,6 @@ absl::StatusOr<TensorMap> InitialWeights(const std::string& npz_path, const Grap
   return out;
 }
 
-absl::StatusOr<std::string> WriteInitialCheckpoint(const std::string& root_dir,
-                                                   const TensorMap& weights) {
-  ASSIGN_OR_RETURN(const CheckpointRoot root, CheckpointRoot::Open(root_dir));
-  // Unique per run: two runs sharing a root never restore each other's weights.
-  const std::string name = absl::StrFormat("imports/init-%d-%d", ::getpid(),
-                                           absl::ToUnixMicros(absl::Now()));
-  ASSIGN_OR_RETURN(const std::string dir, root.Resolve(name, /*create=*/true));
-  RETURN_IF_ERROR(WriteCheckpointFromTensors(dir, weights, /*step=*/0, /*keep=*/1));
-  return name;
-}
-
 absl::Status ExportCommand(const std::vector<std::string>& args, CliIo io) {
   std::string root_dir, variables_text;
   FlagSet flags(

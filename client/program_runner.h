@@ -1,10 +1,10 @@
-// Internal to the `meshrt` CLI: where a program with fixed weights runs — a decoding program of
-// `meshrt translate` or `meshrt sample` — in this process (the reference interpreter with the fast
-// kernels), on a local cluster the runner starts, or on a running coordinator's workers. The
-// weights reach the workers as a checkpoint restored (partially: only the program's variables)
-// into one session that lives as long as the runner.
-#ifndef MESHRT_CLIENT_CLI_PROGRAM_RUNNER_H_
-#define MESHRT_CLIENT_CLI_PROGRAM_RUNNER_H_
+// Where a program with fixed weights runs — a decoding program (client/translator.h, `meshrt
+// sample`) — in this process (the reference interpreter with the fast kernels), on a local cluster
+// the runner starts, or on a running coordinator's workers. The weights reach the workers as a
+// checkpoint restored (partially: only the program's variables) into one session that lives as
+// long as the runner.
+#ifndef MESHRT_CLIENT_PROGRAM_RUNNER_H_
+#define MESHRT_CLIENT_PROGRAM_RUNNER_H_
 
 #include <cstdint>
 #include <memory>
@@ -28,19 +28,24 @@ struct ProgramTarget {
   // as mounted here (the weights are written there as a checkpoint and restored into the session).
   std::string coordinator;
   std::string checkpoint_root;
-  SecurityOptions security;  // --coordinator: TLS and bearer token
-  std::string mesh, layout;  // --mesh / --layout text (not used in process)
-  std::string log_dir;       // local cluster logs ("" = a temp dir)
+  SecurityOptions security;  // coordinator: TLS and bearer token
+  // The mesh and layout rules, as `meshrt run --mesh --layout` spell them (core/ir/mesh.h; not
+  // used in process): "" is the one-processor mesh / no rule.
+  std::string mesh, layout;
+  std::string log_dir;  // local cluster logs ("" = a temp dir)
 };
+
+// InvalidArgument naming `command` when `target` is not exactly one of reference, local > 0 and
+// coordinator (spelled as the CLI flags).
+absl::Status CheckProgramTarget(const ProgramTarget& target, absl::string_view command);
 
 // Runs steps of one graph with fixed weights. Not thread-safe.
 class ProgramRunner {
  public:
-  // Checks the target (UsageError: not exactly one of --reference, --local N, --coordinator; too
-  // few local workers for the mesh; --coordinator without --checkpoint_root) and the layout of
-  // `graph`, starts the local cluster, loads `weights` (every variable of `graph`, no more).
-  // `command` ("translate", "sample") names the temp directories and the messages; what is
-  // started goes to `log` (borrowed for the call only).
+  // Checks the target (CheckProgramTarget; too few local workers for the mesh; a coordinator
+  // without checkpoint_root) and the layout of `graph`, starts the local cluster, loads `weights`
+  // (every variable of `graph`, no more). `command` ("translate", "sample") names the temp
+  // directories and the messages; what is started goes to `log` (borrowed for the call only).
   static absl::StatusOr<std::unique_ptr<ProgramRunner>> Start(const ProgramTarget& target,
                                                               Graph graph, TensorMap weights,
                                                               absl::string_view command,
@@ -58,6 +63,12 @@ absl::StatusOr<TensorMap> ProgramWeights(const Graph& graph,
                                          const std::vector<std::string>& variables,
                                          const TensorMap& weights, absl::string_view what);
 
+// Writes `weights` as a checkpoint under checkpoint root `root_dir` at a name unique to this
+// process and moment (imports/init-PID-MICROS) and returns the name, for
+// Session::RestoreCheckpoint.
+absl::StatusOr<std::string> WriteInitialCheckpoint(const std::string& root_dir,
+                                                   const TensorMap& weights);
+
 }  // namespace meshrt
 
-#endif  // MESHRT_CLIENT_CLI_PROGRAM_RUNNER_H_
+#endif  // MESHRT_CLIENT_PROGRAM_RUNNER_H_

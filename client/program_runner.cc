@@ -1,7 +1,7 @@
-// Where `meshrt translate` and `meshrt sample` run their decoding programs
-// (client/cli_program_runner.h).
-#include "client/cli_program_runner.h"
+// Where decoding programs run (client/program_runner.h).
+#include "client/program_runner.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -11,16 +11,35 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "client/cli_commands.h"
-#include "client/cli_train.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "client/client.h"
 #include "client/local_cluster.h"
 #include "core/lowering/lowering.h"
 #include "kernels/cpu_kernels.h"
+#include "runtime/checkpoint_store.h"
+#include "runtime/checkpoint_tensors.h"
 #include "util/status_macros.h"
 
 namespace meshrt {
 namespace {
+
+// `status` with `prefix: ` before its message.
+absl::Status Prefixed(const absl::Status& status, absl::string_view prefix) {
+  return absl::Status(status.code(), absl::StrCat(prefix, ": ", status.message()));
+}
+
+// A new private directory /tmp/meshrt-COMMAND-WHAT-XXXXXX (under $TMPDIR when set).
+absl::StatusOr<std::string> MakeTempDir(absl::string_view command, absl::string_view what) {
+  const char* tmpdir = std::getenv("TMPDIR");
+  std::string tmpl = absl::StrCat(tmpdir != nullptr && *tmpdir ? tmpdir : "/tmp", "/meshrt-",
+                                  command, what, "-XXXXXX");
+  if (::mkdtemp(tmpl.data()) == nullptr) {
+    return absl::ErrnoToStatus(errno, absl::StrCat("cannot create ", tmpl));
+  }
+  return tmpl;
+}
 
 // In process, with the reference interpreter and the fast kernels.
 class InProcessRunner : public ProgramRunner {
@@ -52,38 +71,40 @@ class ClusterRunner : public ProgramRunner {
 
   absl::Status Connect(const ProgramTarget& o, const Graph& graph, const TensorMap& weights,
                        absl::string_view command, std::ostream& log) {
-    ASSIGN_OR_RETURN(MeshAndRules layout, ParseMeshAndRules(o.mesh, o.layout));
-    RETURN_IF_ERROR(ValidateLayouts(graph, layout.mesh, layout.rules));
+    absl::StatusOr<Mesh> mesh = Mesh::Parse(o.mesh);
+    if (!mesh.ok()) return Prefixed(mesh.status(), "--mesh");
+    absl::StatusOr<LayoutRules> rules = LayoutRules::Parse(o.layout, *mesh);
+    if (!rules.ok()) return Prefixed(rules.status(), "--layout");
+    RETURN_IF_ERROR(ValidateLayouts(graph, *mesh, *rules));
     std::string root = o.checkpoint_root;
     std::string address = o.coordinator;
     SecurityOptions security = o.security;
     if (o.local > 0) {
-      if (o.local < layout.mesh.num_processors()) {
-        return UsageError(absl::StrCat("--local ", o.local, " starts too few workers for mesh ",
-                                       layout.mesh.ToString()));
+      if (o.local < mesh->num_processors()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--local ", o.local, " starts too few workers for mesh ", mesh->ToString()));
       }
       // The weights reach the workers as a checkpoint in a private root.
-      const char* tmpdir = std::getenv("TMPDIR");
-      std::string tmpl = absl::StrCat(tmpdir != nullptr && *tmpdir ? tmpdir : "/tmp", "/meshrt-",
-                                      command, "-XXXXXX");
-      if (::mkdtemp(tmpl.data()) == nullptr) {
-        return absl::ErrnoToStatus(errno, absl::StrCat("cannot create ", tmpl));
-      }
-      root = private_root_ = tmpl;
+      ASSIGN_OR_RETURN(root, MakeTempDir(command, ""));
+      private_root_ = root;
       LocalClusterOptions options;
       options.workers = static_cast<int>(o.local);
       options.checkpoint_root = root;
-      ASSIGN_OR_RETURN(const std::string log_dir, LogDirectory(o.log_dir, command));
-      options.log_dir = log_dir;
+      options.log_dir = o.log_dir;
+      if (options.log_dir.empty()) {
+        ASSIGN_OR_RETURN(options.log_dir, MakeTempDir(command, "-logs"));
+      } else if (::mkdir(options.log_dir.c_str(), 0777) != 0 && errno != EEXIST) {
+        return absl::ErrnoToStatus(errno, absl::StrCat("cannot create --log_dir ", o.log_dir));
+      }
       log << "starting a local cluster: 1 coordinator + " << o.local
-          << " worker processes (logs in " << log_dir << ")\n";
+          << " worker processes (logs in " << options.log_dir << ")\n";
       absl::StatusOr<std::unique_ptr<LocalCluster>> started = LocalCluster::Start(options);
-      if (!started.ok()) return WithContext(started.status(), "cannot start the local cluster");
+      if (!started.ok()) return Prefixed(started.status(), "cannot start the local cluster");
       cluster_ = *std::move(started);
       address = cluster_->address();
       security = cluster_->client_security();
     } else if (root.empty()) {
-      return UsageError(absl::StrCat(
+      return absl::InvalidArgumentError(absl::StrCat(
           command,
           " --coordinator needs --checkpoint_root DIR: that coordinator's checkpoint root as "
           "mounted here (the weights are written there and restored into the session)"));
@@ -93,12 +114,12 @@ class ClusterRunner : public ProgramRunner {
     client.address = address;
     client.security = security;
     ASSIGN_OR_RETURN(client_, Client::Connect(client));
-    ASSIGN_OR_RETURN(session_, client_->CreateSession(graph.proto(), layout.mesh, layout.rules));
+    ASSIGN_OR_RETURN(session_, client_->CreateSession(graph.proto(), *mesh, *rules));
     absl::StatusOr<int64_t> restored = session_->RestoreCheckpoint(imported, /*partial=*/true);
-    if (!restored.ok()) return WithContext(restored.status(), "loading the weights");
-    log << "decoding on " << layout.mesh.num_processors() << " worker processes, mesh "
-        << layout.mesh.ToString() << ", layout '"
-        << (layout.rules.ToString().empty() ? "(replicated)" : layout.rules.ToString()) << "'\n";
+    if (!restored.ok()) return Prefixed(restored.status(), "loading the weights");
+    log << "decoding on " << mesh->num_processors() << " worker processes, mesh "
+        << mesh->ToString() << ", layout '"
+        << (rules->ToString().empty() ? "(replicated)" : rules->ToString()) << "'\n";
     return absl::OkStatus();
   }
 
@@ -134,16 +155,32 @@ absl::StatusOr<TensorMap> ProgramWeights(const Graph& graph,
   return out;
 }
 
+absl::Status CheckProgramTarget(const ProgramTarget& target, absl::string_view command) {
+  const int targets = (target.reference ? 1 : 0) + (target.local > 0 ? 1 : 0) +
+                      (target.coordinator.empty() ? 0 : 1);
+  if (targets != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        command, " needs exactly one of --reference, --local N and --coordinator HOST:PORT"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> WriteInitialCheckpoint(const std::string& root_dir,
+                                                   const TensorMap& weights) {
+  ASSIGN_OR_RETURN(const CheckpointRoot root, CheckpointRoot::Open(root_dir));
+  // Unique per run: two runs sharing a root never restore each other's weights.
+  const std::string name = absl::StrFormat("imports/init-%d-%d", ::getpid(),
+                                           absl::ToUnixMicros(absl::Now()));
+  ASSIGN_OR_RETURN(const std::string dir, root.Resolve(name, /*create=*/true));
+  RETURN_IF_ERROR(WriteCheckpointFromTensors(dir, weights, /*step=*/0, /*keep=*/1));
+  return name;
+}
+
 absl::StatusOr<std::unique_ptr<ProgramRunner>> ProgramRunner::Start(const ProgramTarget& target,
                                                                     Graph graph, TensorMap weights,
                                                                     absl::string_view command,
                                                                     std::ostream& log) {
-  const int targets = (target.reference ? 1 : 0) + (target.local > 0 ? 1 : 0) +
-                      (target.coordinator.empty() ? 0 : 1);
-  if (targets != 1) {
-    return UsageError(absl::StrCat(
-        command, " needs exactly one of --reference, --local N and --coordinator HOST:PORT"));
-  }
+  RETURN_IF_ERROR(CheckProgramTarget(target, command));
   if (target.reference) {
     return std::make_unique<InProcessRunner>(std::move(graph), std::move(weights));
   }
