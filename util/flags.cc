@@ -1,10 +1,12 @@
 #include "util/flags.h"
 
 #include <cmath>
+#include <set>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "util/closest_name.h"
 
 namespace meshrt {
 
@@ -95,7 +97,13 @@ absl::StatusOr<std::vector<std::string>> FlagSet::Parse(const std::vector<std::s
       }
     }
     if (flag == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat("unknown flag --", name, " (see --help)"));
+      std::set<std::string> names;
+      for (const Flag& f : flags_) names.insert(f.name);
+      const std::string closest = ClosestName(name, names);
+      return absl::InvalidArgumentError(
+          closest.empty()
+              ? absl::StrCat("unknown flag --", name, " (see --help)")
+              : absl::StrCat("unknown flag --", name, "; did you mean --", closest, "?"));
     }
     if (!has_value) {
       if (flag->is_bool) {

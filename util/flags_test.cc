@@ -31,6 +31,17 @@ TEST(FlagSetTest, ParsesEveryForm) {
   EXPECT_FALSE(f.help());
 }
 
+TEST(FlagSetTest, AnUnknownFlagNearAKnownOneGetsASuggestion) {
+  FlagSet f("prog", "");
+  int64_t steps = 0, seed = 0;
+  f.Int("steps", &steps, "steps");
+  f.Int("seed", &seed, "seed");
+  EXPECT_EQ(f.Parse({"--step", "3"}).status().message(), "unknown flag --step; did you mean --steps?");
+  EXPECT_EQ(f.Parse({"--sede=3"}).status().message(), "unknown flag --sede; did you mean --seed?");
+  EXPECT_EQ(f.Parse({"--learning_rate=3"}).status().message(),
+            "unknown flag --learning_rate (see --help)");
+}
+
 TEST(FlagSetTest, ErrorsNameTheFlag) {
   FlagSet f("prog", "");
   int64_t n = 0;

@@ -17,15 +17,12 @@
 #include "absl/strings/string_view.h"
 #include "core/ir/mesh.h"
 #include "core/ops/graph.h"
+#include "util/closest_name.h"  // ClosestName, used with GraphDimNames
 
 namespace meshrt {
 
 // Every dim name of every tensor of `graph`, loop bodies included.
 std::set<std::string> GraphDimNames(const Graph& graph);
-
-// The name in `names` closest to `name` by edit distance (insertions, deletions, substitutions
-// and swaps of neighbours, case-insensitive), or "" when none is within max(2, |name| / 3).
-std::string ClosestName(absl::string_view name, const std::set<std::string>& names);
 
 // InvalidArgument for the first rule (in name order) whose tensor dim no tensor of `graph` has:
 // "layout rule 'batchh:rows' names dim 'batchh', which no tensor of the graph has; did you mean
