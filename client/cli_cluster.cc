@@ -169,7 +169,8 @@ void AddProgramTargetFlags(FlagSet& flags, ProgramTarget* target, absl::string_v
   flags.Int("local", &target->local, absl::StrCat(verb, " on a local cluster of N worker processes"));
   flags.String("coordinator", &target->coordinator,
                absl::StrCat(verb, " on the workers of this coordinator"));
-  flags.String("mesh", &target->mesh, "mesh, e.g. rows:2,cols:2 (default: one processor)");
+  flags.String("mesh", &target->mesh,
+               "mesh, e.g. rows:2,cols:2 (default: x:N with --local N, x:1 with --coordinator)");
   flags.String("layout", &target->layout,
                "layout rules, e.g. batch:rows,heads:cols,d_ff:cols,vocab:cols (default: none)");
   flags.String("log_dir", &target->log_dir,
@@ -180,7 +181,9 @@ void AddProgramTargetFlags(FlagSet& flags, ProgramTarget* target, absl::string_v
 absl::Status CheckProgramTargetFlags(const ProgramTarget& target, absl::string_view command) {
   absl::Status one = CheckProgramTarget(target, absl::StrCat("meshrt ", command));
   if (!one.ok()) return UsageError(one.message());
-  ASSIGN_OR_RETURN(MeshAndRules layout, ParseMeshAndRules(target.mesh, target.layout));
+  ASSIGN_OR_RETURN(MeshAndRules layout,
+                   ParseMeshAndRules(MeshOrDefault(target.mesh, target.local, target.coordinator),
+                                     target.layout));
   if (target.local > 0 && target.local < layout.mesh.num_processors()) {
     return UsageError(absl::StrCat("--local ", target.local,
                                    " starts too few workers for mesh ", layout.mesh.ToString()));

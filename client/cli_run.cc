@@ -189,7 +189,8 @@ absl::Status RunCommand(const std::vector<std::string>& args, CliIo io) {
   FlagSet flags(kRunUsage, kRunDescription);
   flags.String("mesh", &o.mesh,
                "mesh dims NAME:SIZE,..., e.g. rows:2,cols:2; processors are numbered row-major "
-               "(default: empty, one processor)");
+               "(default: x:N with --local N, x:1 with --coordinator, one processor with "
+               "--reference)");
   flags.String("layout", &o.layout,
                "layout rules TENSOR_DIM:MESH_DIM,..., e.g. batch:rows,hidden:cols "
                "(default: empty, every dim replicated), or auto: the planner chooses them (and "
@@ -248,6 +249,7 @@ absl::Status RunCommand(const std::vector<std::string>& args, CliIo io) {
   }
 
   ASSIGN_OR_RETURN(Graph graph, LoadAndBuildGraph(o.graph_path));
+  o.mesh = MeshOrDefault(o.mesh, o.local, o.coordinator);
   ASSIGN_OR_RETURN(MeshAndRules layout,
                    ChooseMeshAndRules(graph, o.mesh, o.layout, PlanFlags{}, io.err));
   RETURN_IF_ERROR(CheckRulesNameGraphDims(graph, layout.rules));

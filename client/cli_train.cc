@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 #include <cmath>
 #include <csignal>
 #include <cstdlib>
@@ -227,7 +228,9 @@ void AddTrainFlags(FlagSet& flags, TrainFlags* f) {
                "transformer (byte-level LM on a text file), transformer_encdec (translation: "
                "--data DIR from `meshrt data translations`, --vocab MODEL) or mlp (regression on "
                "synthetic data)");
-  flags.String("mesh", &f->mesh, "mesh shape, e.g. rows:2,cols:2 (default: one processor)");
+  flags.String("mesh", &f->mesh,
+               "mesh shape, e.g. rows:2,cols:2 (default: x:N with --local N, x:1 with "
+               "--coordinator, one processor with --reference)");
   flags.String("layout", &f->layout,
                "layout rules, e.g. batch:rows (data parallel), heads:cols,d_ff:cols,vocab:cols "
                "(model parallel), or both; auto: the planner chooses them (and with --mesh "
@@ -236,7 +239,10 @@ void AddTrainFlags(FlagSet& flags, TrainFlags* f) {
   flags.String("coordinator", &f->coordinator, "train on the coordinator at HOST:PORT");
   flags.Bool("reference", &f->reference,
              "train in this process on one processor (the single-process reference)");
-  flags.Int("steps", &f->steps, "training steps (default 200)");
+  flags.Int("steps", &f->steps,
+            "the step the run ends at: the total, counted from the start of training, also "
+            "with --restore and --resume (a checkpoint at step 100 with --steps 120 trains 20 "
+            "more; default 200)");
   flags.Int("seed", &f->seed, "seed of the initial weights (and synthetic data)");
   flags.String("loss_csv", &f->loss_csv,
                "write the loss curve here: step,loss,learning_rate,"
@@ -306,8 +312,8 @@ void AddTrainFlags(FlagSet& flags, TrainFlags* f) {
                "coordinator's); an absolute path without --checkpoint_root saves under its "
                "parent directory (--local and --reference only)");
   flags.String("restore", &f->restore,
-               "start from checkpoint NAME (saved on any mesh or layout; named as --save); "
-               "--steps more steps run from there");
+               "start from checkpoint NAME (saved on any mesh or layout; named as --save) and "
+               "train from its step up to --steps (the total)");
   flags.String("checkpoint_root", &f->checkpoint_root,
                "with --local or --reference: the directory --save and --restore names are "
                "relative to (default: the current directory, or an absolute name's parent)");
@@ -523,9 +529,16 @@ absl::Status RunTraining(const TrainFlags& f, CliIo io, float* final_loss) {
       return UsageError("--eval_every needs --eval_fraction F > 0 (the held-out part)");
     }
     if (!tmodel.data_path.empty() && ::access(tmodel.data_path.c_str(), R_OK) != 0) {
-      return absl::NotFoundError(absl::StrCat(
-          "cannot read the training data ", tmodel.data_path,
-          " (install Debian's fortunes package: tools/setup.sh does; or pass --data FILE)"));
+      const int err = errno;
+      if (f.data != TrainFlags().data) {  // the user's file: its path as given and the reason
+        return absl::ErrnoToStatus(err, absl::StrCat("cannot read --data ", f.data));
+      }
+      return absl::Status(
+          absl::ErrnoToStatus(err, "").code(),
+          absl::StrCat("cannot read the default training data ", tmodel.data_path, ": ",
+                       std::strerror(err),
+                       " (install Debian's fortunes package: tools/setup.sh does; or pass "
+                       "--data FILE)"));
     }
     tokens_per_step = tmodel.batch * tmodel.length;
     data_path = tmodel.data_path;
@@ -550,7 +563,8 @@ absl::Status RunTraining(const TrainFlags& f, CliIo io, float* final_loss) {
            << tg->variables.size() << " variables) to " << f.export_graph << "\n";
   }
   ASSIGN_OR_RETURN(MeshAndRules layout,
-                   ChooseMeshAndRules(tg->graph, f.mesh, f.layout, PlanFlags{"", 0, {tg->loss}},
+                   ChooseMeshAndRules(tg->graph, MeshOrDefault(f.mesh, f.local, f.coordinator),
+                                      f.layout, PlanFlags{"", 0, {tg->loss}},
                                       io.err));
   // Refuse a bad layout here, before any daemon starts.
   RETURN_IF_ERROR(CheckRulesNameGraphDims(tg->graph, layout.rules));
@@ -723,9 +737,16 @@ absl::Status RunTraining(const TrainFlags& f, CliIo io, float* final_loss) {
                                                      tmodel.data_format, tmodel.eval_fraction)
                                    : absl::StrCat(" as ", tmodel.data_format));
   }
-  // --steps: the total with --resume (a restarted job ends where the first would have), else
-  // the steps to run from where the run starts.
-  const int64_t target = f.resume ? f.steps : first_step + f.steps;
+  // --steps: the total, whatever the run starts from (a restarted job ends where the first would
+  // have; a restored checkpoint at step 100 with --steps 120 trains 20 more).
+  const int64_t target = f.steps;
+  if (first_step >= target && !f.resume) {
+    return UsageError(absl::StrCat(
+        f.restore.empty() ? absl::StrCat("--init ", f.init) : absl::StrCat("--restore ", f.restore),
+        " starts at step ", first_step, "; --steps ", f.steps,
+        " is the step the run ends at (the total), so nothing would train: pass --steps N > ",
+        first_step));
+  }
   if (!f.trace.empty() && first_step < target) {
     if (trace_steps.first == 0) {  // the default: the 2nd and 3rd steps of this run
       trace_steps = {std::min(first_step + 2, target), std::min(first_step + 3, target)};
@@ -909,11 +930,13 @@ absl::Status RunTraining(const TrainFlags& f, CliIo io, float* final_loss) {
   if (tty) io.out << "\n";
   const double elapsed = absl::ToDoubleSeconds(absl::Now() - start);
   const int64_t final_step = trainer->step();
-  // One batch's loss is noisy: also report the mean over the last 50 steps' logged losses.
+  // One batch's loss is noisy: also report the mean of the losses logged over the last 50 steps
+  // (or all of this run's, when it ran fewer).
+  const int64_t window = std::min<int64_t>(50, std::max<int64_t>(1, final_step - first_step));
   double sum = 0;
   int count = 0;
   for (const auto& [step, l] : logged) {
-    if (step > final_step - 50) {
+    if (step > final_step - window) {
       sum += l;
       ++count;
     }
@@ -921,9 +944,10 @@ absl::Status RunTraining(const TrainFlags& f, CliIo io, float* final_loss) {
   const float smoothed = static_cast<float>(sum / std::max(count, 1));
   io.out << absl::StrFormat(
       "final loss %.4f after %d steps in %s (%.0f %s/s); mean of the losses logged over the "
-      "last 50 steps %.4f\n",
+      "last %s %.4f\n",
       loss, final_step, Duration(elapsed), tokens_per_step * done / std::max(elapsed, 1e-9),
-      f.model != "mlp" ? "tokens" : "examples", smoothed);
+      f.model != "mlp" ? "tokens" : "examples",
+      window == 1 ? std::string("step") : absl::StrCat(window, " steps"), smoothed);
   if (eval) io.out << absl::StrFormat("final eval loss %.4f (held-out part)\n", eval_loss);
   if (!f.trace.empty()) {
     RETURN_IF_ERROR(WriteChromeTrace(f.trace, training_run->traces()));

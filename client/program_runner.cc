@@ -71,7 +71,10 @@ class ClusterRunner : public ProgramRunner {
 
   absl::Status Connect(const ProgramTarget& o, const Graph& graph, const TensorMap& weights,
                        absl::string_view command, std::ostream& log) {
-    absl::StatusOr<Mesh> mesh = Mesh::Parse(o.mesh);
+    // No mesh: every worker of a local cluster (x:N), one of a coordinator's (x:1).
+    const std::string mesh_text =
+        !o.mesh.empty() ? o.mesh : o.local > 0 ? absl::StrCat("x:", o.local) : std::string("x:1");
+    absl::StatusOr<Mesh> mesh = Mesh::Parse(mesh_text);
     if (!mesh.ok()) return Prefixed(mesh.status(), "--mesh");
     absl::StatusOr<LayoutRules> rules = LayoutRules::Parse(o.layout, *mesh);
     if (!rules.ok()) return Prefixed(rules.status(), "--layout");

@@ -30,7 +30,8 @@ struct ProgramTarget {
   std::string checkpoint_root;
   SecurityOptions security;  // coordinator: TLS and bearer token
   // The mesh and layout rules, as `meshrt run --mesh --layout` spell them (core/ir/mesh.h; not
-  // used in process): "" is the one-processor mesh / no rule.
+  // used in process). No mesh: x:N on a local cluster of N, x:1 on a coordinator; no rules:
+  // everything replicated.
   std::string mesh, layout;
   std::string log_dir;  // local cluster logs ("" = a temp dir)
 };

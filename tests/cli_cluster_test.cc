@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 
 #include <cstdio>
+#include <cmath>
 #include <cstdlib>
 #include <string>
 
@@ -119,6 +120,22 @@ TEST(CliClusterTest, FilesAreReadOnlyUnderDataDir) {
   ASSERT_TRUE(want.ok() && got.ok());
   EXPECT_EQ(want->data.size(), 4u * 8 * 4);  // 4 x 8 int32
   EXPECT_EQ(got->data, want->data);
+}
+
+// Without --mesh, --local N runs on x:N (every worker, the graph replicated): the reference's
+// outputs.
+TEST(CliClusterTest, LocalWithoutAMeshRunsOnEveryWorker) {
+  const std::string graph = "examples/graphs/mlp_forward.pbtxt";
+  const std::string ref = TempDir("nomesh_ref"), out = TempDir("nomesh_local");
+  Result r = Meshrt(absl::StrCat("run ", graph, " --reference --random_feeds 3 --fetch_all ", ref));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  Result l = Meshrt(absl::StrCat("run ", graph, " --local 2 --random_feeds 3 --fetch_all ", out));
+  ASSERT_EQ(l.exit_code, 0) << l.output;
+  const Shape y_shape({{"batch", 8}, {"d_out", 8}});
+  const Tensor want = ReadFloat(ref + "/y.npy", y_shape), got = ReadFloat(out + "/y.npy", y_shape);
+  for (int64_t i = 0; i < want.num_elements(); ++i) {
+    EXPECT_NEAR(got.f32()[i], want.f32()[i], 1e-4 * (1 + std::abs(want.f32()[i]))) << i;
+  }
 }
 
 }  // namespace

@@ -51,7 +51,7 @@ $meshrt train "${micro[@]}" --mesh rows:2,cols:2 --layout batch:rows,heads:cols,
   --local 4 --loss_csv "$tmp/micro.csv" > "$tmp/micro.out" 2>&1 || { cat "$tmp/micro.out"; exit 1; }
 $meshrt train "${small[@]}" --steps 6 --microbatches 4 --mesh rows:2,cols:2 --layout batch:rows \
   --local 4 --save "$tmp/micro_ck" > "$tmp/micro_save.out" 2>&1 || { cat "$tmp/micro_save.out"; exit 1; }
-$meshrt train "${small[@]}" --steps 6 --microbatches 4 --reference --restore "$tmp/micro_ck" \
+$meshrt train "${small[@]}" --steps 12 --microbatches 4 --reference --restore "$tmp/micro_ck" \
   --loss_csv "$tmp/micro_resumed.csv" > "$tmp/micro_r.out" 2>&1 || { cat "$tmp/micro_r.out"; exit 1; }
 python3 - "$tmp/micro_ref.csv" "$tmp/micro.csv" "$tmp/micro_resumed.csv" <<'PY'
 import csv, sys
@@ -85,9 +85,9 @@ $meshrt train "${small[@]}" --steps 10 --mesh rows:2,cols:2 \
   --layout batch:rows,heads:cols,d_ff:cols,vocab:cols --local 4 --save "$tmp/ck" > "$tmp/save.out" 2>&1 ||
   { cat "$tmp/save.out"; exit 1; }
 test -f "$tmp/ck/$(cat "$tmp/ck/CURRENT")/manifest.pbtxt"
-$meshrt train "${small[@]}" --steps 10 --mesh x:4 --layout heads:x,d_ff:x,vocab:x --local 4 \
+$meshrt train "${small[@]}" --steps 20 --mesh x:4 --layout heads:x,d_ff:x,vocab:x --local 4 \
   --restore "$tmp/ck" --loss_csv "$tmp/resumed4.csv" > "$tmp/r4.out" 2>&1 || { cat "$tmp/r4.out"; exit 1; }
-$meshrt train "${small[@]}" --steps 10 --reference --restore "$tmp/ck" \
+$meshrt train "${small[@]}" --steps 20 --reference --restore "$tmp/ck" \
   --loss_csv "$tmp/resumed1.csv" > "$tmp/r1.out" 2>&1 || { cat "$tmp/r1.out"; exit 1; }
 for resumed in "$tmp/resumed4.csv" "$tmp/resumed1.csv"; do
   python3 - "$tmp/ref.csv" "$resumed" <<'PY'
@@ -104,9 +104,20 @@ done
 # local cluster alike; a name leading out of the root is refused, naming the flag.
 mkdir "$tmp/root"
 (cd "$tmp/root" && $meshrt train "${small[@]}" --steps 2 --reference --save runs/rel > /dev/null)
-$meshrt train "${small[@]}" --steps 1 --mesh x:2 --layout batch:x --local 2 \
+$meshrt train "${small[@]}" --steps 3 --mesh x:2 --layout batch:x --local 2 \
   --checkpoint_root "$tmp/root" --restore runs/rel > "$tmp/rel.out" 2>&1 || { cat "$tmp/rel.out"; exit 1; }
 grep -q "after step 2" "$tmp/rel.out" || { cat "$tmp/rel.out"; exit 1; }
+# --steps is the total with --restore too: a checkpoint at step 2 with --steps 2 has nothing to
+# train, which is refused naming both numbers (exit 2), and "final loss ... after 3 steps" above.
+grep -q "after 3 steps" "$tmp/rel.out" || { cat "$tmp/rel.out"; exit 1; }
+set +e
+$meshrt train "${small[@]}" --steps 2 --reference --checkpoint_root "$tmp/root" --restore runs/rel \
+  > "$tmp/total.out" 2>&1
+code=$?
+set -e
+[[ $code == 2 ]] || { echo "--steps at the checkpoint's step: exit $code, wanted 2"; cat "$tmp/total.out"; exit 1; }
+grep -q "starts at step 2; --steps 2 is the step the run ends at" "$tmp/total.out" ||
+  { cat "$tmp/total.out"; exit 1; }
 if $meshrt train "${small[@]}" --steps 1 --reference --checkpoint_root "$tmp/root" --save ../esc \
     > "$tmp/esc.out" 2>&1; then
   echo "a checkpoint name out of the root was accepted"; exit 1
@@ -189,4 +200,17 @@ if $meshrt train "${small[@]}" --steps 0 --reference > "$tmp/steps0.out" 2>&1; t
   echo "--steps 0 without --restore was accepted"; exit 1
 fi
 grep -q -- "--steps 0 samples from a checkpoint" "$tmp/steps0.out" || { cat "$tmp/steps0.out"; exit 1; }
+# A file the user names that cannot be read: the path as given and the OS's reason; a flag typo
+# gets the flag meant.
+if $meshrt train "${small[@]}" --steps 1 --reference --data "$tmp/no/such.txt" > "$tmp/nodata.out" 2>&1; then
+  echo "a missing --data file was accepted"; exit 1
+fi
+grep -q -- "cannot read --data $tmp/no/such.txt: No such file or directory" "$tmp/nodata.out" ||
+  { cat "$tmp/nodata.out"; exit 1; }
+if grep -q "fortunes" "$tmp/nodata.out"; then cat "$tmp/nodata.out"; exit 1; fi
+if $meshrt train --step 3 --reference > "$tmp/typo.out" 2>&1; then echo "--step was accepted"; exit 1; fi
+grep -q -- "unknown flag --step; did you mean --steps?" "$tmp/typo.out" || { cat "$tmp/typo.out"; exit 1; }
+# The summary's window fits a run shorter than 50 steps.
+grep -q "mean of the losses logged over the last 10 steps" "$tmp/save.out" || { cat "$tmp/save.out"; exit 1; }
+grep -q "mean of the losses logged over the last step" "$tmp/rel.out" || { cat "$tmp/rel.out"; exit 1; }
 echo PASS

@@ -77,7 +77,7 @@ cmp v.model ck/vocab.model
 grep -q "dev BLEU" save.out
 head -1 bleu.csv | grep -q ',bleu$'
 test "$(grep -c ',[0-9.]*$' bleu.csv)" -ge 3
-$meshrt train "${small[@]}" --steps 2 --reference --restore ck --loss_csv restored.csv > restored.out
+$meshrt train "${small[@]}" --steps 202 --reference --restore ck --loss_csv restored.csv > restored.out
 python3 - ref.csv restored.csv <<'PY'
 import csv, sys
 ref = [float(r["loss"]) for r in csv.DictReader(open(sys.argv[1]))]

@@ -74,9 +74,9 @@ PY
 # Every variable (weights, Adam slots, counters) from the export, on another layout: the first
 # step's loss is the restored run's next one, bit for bit (same mesh and layout for both).
 cluster=(--mesh x:2 --layout batch:x --local 2)
-$meshrt train "${model[@]}" --steps 1 "${cluster[@]}" --checkpoint_root "$tmp" --restore ck \
+$meshrt train "${model[@]}" --steps 4 "${cluster[@]}" --checkpoint_root "$tmp" --restore ck \
   --loss_csv "$tmp/restored.csv" > /dev/null
-$meshrt train "${model[@]}" --steps 1 "${cluster[@]}" --init "$tmp/w.npz" \
+$meshrt train "${model[@]}" --steps 4 "${cluster[@]}" --init "$tmp/w.npz" \
   --loss_csv "$tmp/init.csv" > "$tmp/init.out"
 grep -q "initialised 9 variables from $tmp/w.npz" "$tmp/init.out" || fail "$(cat "$tmp/init.out")"
 ls -d "$tmp"/meshrt-init-*/imports/init-* > /dev/null || fail "no --init checkpoint in \$TMPDIR"
