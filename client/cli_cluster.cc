@@ -422,20 +422,32 @@ absl::Status LocalCommand(const std::vector<std::string>& args, CliIo io) {
   int64_t port = 0;
   std::string log_dir;
   FlagSet flags(
-      "meshrt local [--workers N] [--port P] [--log_dir DIR] [--log_format text|json]",
+      "meshrt local [--workers N] [--port P] [--metrics_port BASE] [--metrics_token_file F] "
+      "[--log_dir DIR] [--log_format text|json]",
       "Starts a local cluster on loopback: one coordinator and N worker processes (this binary's\n"
       "hidden `coordinator` and `worker` subcommands). Prints the coordinator's address and\n"
       "keeps running until Ctrl-C (SIGINT) or SIGTERM, then stops every process it started.\n"
       "Run graphs on it from another terminal with `meshrt run ... --coordinator ADDRESS`.\n"
       "Also prints the live dashboard's address, http://127.0.0.1:PORT/?token=TOKEN: the\n"
       "workers, the sessions, their layouts and loss curves in a browser. The token is the\n"
-      "cluster's operator token, kept in a 0600 file under $MESHRT_HOME (else ~/.meshrt).\n\n"
+      "cluster's operator token, kept in a 0600 file under $MESHRT_HOME (else ~/.meshrt).\n"
+      "Every daemon serves Prometheus metrics at /metrics on its HTTP port (printed), behind\n"
+      "a bearer token: the coordinator's operator token, a worker's the cluster token, and on\n"
+      "all of them --metrics_token_file's (one scrape credential for every target).\n\n"
       "example:\n"
       "  meshrt local --workers 4 --port 7070\n"
       "  meshrt run examples/graphs/mlp_forward.pbtxt --mesh rows:2,cols:2 "
       "--layout batch:rows,hidden:cols --coordinator 127.0.0.1:7070 --random_feeds 1 --print");
   flags.Int("workers", &workers, "number of worker processes");
   flags.Int("port", &port, "coordinator port; 0 picks a free one");
+  int64_t metrics_port = 0;
+  std::string metrics_token_file;
+  flags.Int("metrics_port", &metrics_port,
+            "the coordinator's HTTP port (dashboard, /metrics); worker i's is BASE+1+i; 0 picks "
+            "free ones (the default)");
+  flags.String("metrics_token_file", &metrics_token_file,
+               "a token file (one token a line) every daemon's /metrics and dashboard also "
+               "accept: give Prometheus this one file for every target");
   flags.String("log_dir", &log_dir,
                "directory for the daemons' logs (default: empty, they share this terminal)");
   std::vector<std::string> data_dirs;
@@ -461,6 +473,14 @@ absl::Status LocalCommand(const std::vector<std::string>& args, CliIo io) {
   if (!positional.empty()) return UsageError("meshrt local takes no arguments, only flags");
   if (workers < 1) return UsageError("--workers needs N >= 1");
   if (port < 0 || port > 65535) return UsageError("--port needs 0 <= P <= 65535");
+  if (metrics_port < 0 || metrics_port + workers > 65535) {
+    return UsageError(absl::StrCat("--metrics_port needs 0 <= BASE <= ", 65535 - workers,
+                                   " (the workers take BASE+1..BASE+", workers, ")"));
+  }
+  if (!metrics_token_file.empty() && ::access(metrics_token_file.c_str(), R_OK) != 0) {
+    return absl::ErrnoToStatus(errno,
+                               absl::StrCat("cannot read --metrics_token_file ", metrics_token_file));
+  }
   if (absl::Status s = ParseLogFormat(log_format).status(); !s.ok()) return UsageError(s.message());
   if (!log_dir.empty()) RETURN_IF_ERROR(MakeDirs(log_dir));
 
@@ -485,6 +505,8 @@ absl::Status LocalCommand(const std::vector<std::string>& args, CliIo io) {
     ASSIGN_OR_RETURN(checkpoint_root, CurrentDirectory());
   }
   options.checkpoint_root = checkpoint_root;
+  options.http_port_base = static_cast<int>(metrics_port);
+  options.metrics_token_file = metrics_token_file;
   // The coordinator checks the value (and exits naming the flag when it is bad).
   if (!session_lease.empty()) options.coordinator_flags.push_back("--session_lease=" + session_lease);
   options.coordinator_flags.push_back("--log_format=" + log_format);
@@ -502,6 +524,16 @@ absl::Status LocalCommand(const std::vector<std::string>& args, CliIo io) {
                 "with --auth_token_file)"
              << std::endl;
       PrintDashboardAddress(**cluster, io);
+      // Every daemon's /metrics, and the bearer token each accepts.
+      io.out << "meshrt local: metrics at http://127.0.0.1:" << (*cluster)->http_port()
+             << "/metrics (token: " << (*cluster)->operator_security().auth_token_file << ")";
+      for (int i = 0; i < (*cluster)->num_workers(); ++i) {
+        io.out << (i == 0 ? "; workers " : ", ") << "http://127.0.0.1:"
+               << (*cluster)->worker_http_port(i) << "/metrics";
+      }
+      io.out << " (token: " << (*cluster)->cluster_token_file() << ")";
+      if (!metrics_token_file.empty()) io.out << "; all also accept " << metrics_token_file;
+      io.out << std::endl;
       while (!g_stop_requested.load()) absl::SleepFor(absl::Milliseconds(100));
       io.out << "meshrt local: stopping" << std::endl;
     }

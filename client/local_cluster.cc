@@ -119,8 +119,13 @@ absl::Status LocalCluster::StartCoordinator(int port, absl::Time deadline) {
     argv.push_back(absl::StrCat("--checkpoint_root=", options_.checkpoint_root));
   }
   if (options_.http) {
-    argv.push_back("--metrics_port=-1");
+    argv.push_back(absl::StrCat("--metrics_port=", options_.http_port_base > 0
+                                                       ? options_.http_port_base
+                                                       : -1));
     argv.push_back(absl::StrCat("--metrics_port_file=", http_port_file_));
+    if (!options_.metrics_token_file.empty()) {
+      argv.push_back(absl::StrCat("--metrics_token_file=", options_.metrics_token_file));
+    }
     std::remove(http_port_file_.c_str());
   }
   for (const std::string& f : options_.coordinator_flags) argv.push_back(f);
@@ -197,6 +202,10 @@ SecurityOptions LocalCluster::operator_security() const {
   return s;
 }
 
+std::string LocalCluster::cluster_token_file() const {
+  return GeneratedTokenPath(credentials_dir_, port_, kClusterTokenFile);
+}
+
 std::string LocalCluster::dashboard_url() const {
   if (http_port_ == 0) return "";
   absl::StatusOr<std::vector<Credential>> tokens =
@@ -262,9 +271,14 @@ absl::Status LocalCluster::AddWorker(int expected_alive) {
     argv.push_back(absl::StrCat("--checkpoint_root=", options_.checkpoint_root));
   }
   if (options_.http) {
-    argv.push_back("--metrics_port=-1");
-    argv.push_back(absl::StrCat("--metrics_port_file=",
-                                WorkerHttpPortFile(port_file_, static_cast<int>(workers_.size()))));
+    const int index = static_cast<int>(workers_.size());
+    argv.push_back(absl::StrCat("--metrics_port=", options_.http_port_base > 0
+                                                       ? options_.http_port_base + 1 + index
+                                                       : -1));
+    argv.push_back(absl::StrCat("--metrics_port_file=", WorkerHttpPortFile(port_file_, index)));
+    if (!options_.metrics_token_file.empty()) {
+      argv.push_back(absl::StrCat("--metrics_token_file=", options_.metrics_token_file));
+    }
   }
   for (const std::string& f : options_.worker_flags) argv.push_back(f);
   auto pid = Spawn(argv, absl::StrCat("worker", workers_.size()));

@@ -52,6 +52,12 @@ struct LocalClusterOptions {
   // loopback port each (--metrics_port -1): the coordinator's dashboard and every daemon's
   // /metrics, behind the coordinator's operator token (a worker's: the cluster token).
   bool http = true;
+  // With http: the coordinator's HTTP port, the workers' the next ones (worker i: base + 1 + i,
+  // in start order); 0 = a free port each. Known ports let a Prometheus scrape config name them.
+  int http_port_base = 0;
+  // With http: a token file (one token a line, rpc/auth.h) every daemon's HTTP side door also
+  // accepts (--metrics_token_file), so one scrape credential reads every /metrics.
+  std::string metrics_token_file;
 };
 
 class LocalCluster {
@@ -65,6 +71,8 @@ class LocalCluster {
   // operator token.
   SecurityOptions client_security() const;
   SecurityOptions operator_security() const;
+  // The generated cluster (member) token file: the workers' HTTP side doors accept it.
+  std::string cluster_token_file() const;
   // A ClientOptions for address() with client_security().
   ClientOptions client_options() const;
   // The coordinator's HTTP port (options.http), else 0.
