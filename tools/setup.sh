@@ -49,6 +49,12 @@ PACKAGES=(
   python3-pytest
   python3-dev
   pybind11-dev
+  # `pip install ./python` offline (python/pyproject.toml, //python:pip_install_test): venvs,
+  # pip, and the setuptools and wheel its --no-build-isolation build uses.
+  python3-venv
+  python3-pip
+  python3-setuptools
+  python3-wheel
   # The subword vocabulary (text/vocab): SentencePiece, and its Python module to cross-check ids.
   libsentencepiece-dev
   python3-sentencepiece

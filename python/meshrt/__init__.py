@@ -25,10 +25,11 @@ layers, models, training (optimizers), translation (decoding the encoder-decoder
 
 import os as _os
 
-# The generated pieces (meshrt/_proto: the gRPC stubs; meshrt/_core.so: the C++ core) are built by
-# Bazel (//python:stubs, //python:meshrt/_core.so). In Bazel's runfiles (the tests) they sit beside
-# this file; in the source tree the package finds them in the repository's Bazel output: bazel-bin
-# (whichever configuration built last), else the default (fastbuild) or -c opt output.
+# The generated pieces (meshrt/_proto: the gRPC stubs; meshrt/_core.so: the C++ core;
+# meshrt/_version.py) are built by Bazel (//python:package). Installed by pip (setup.py copies them
+# in) and in Bazel's runfiles (the tests) they sit beside this file; in the source tree the package
+# finds them in the repository's Bazel output: bazel-bin (whichever configuration built last), else
+# the default (fastbuild) or -c opt output.
 _repo = _os.path.dirname(_os.path.dirname(_os.path.dirname(_os.path.abspath(__file__))))
 _candidates = [_os.environ.get("MESHRT_PYTHON_GENERATED", "")] + [
     _os.path.join(_repo, d, "python", "meshrt")
@@ -46,10 +47,12 @@ try:
     from meshrt._proto import (  # noqa: F401
         checkpoint_pb2, coordinator_pb2, coordinator_pb2_grpc, graph_pb2, mesh_pb2, program_pb2,
         session_pb2, tensor_pb2, worker_pb2)
+    from meshrt._version import __version__  # util/version.h's, as every binary's --version
 except ImportError as _e:
     raise ImportError(
-        "meshrt's generated gRPC stubs (meshrt/_proto) are missing: run `make build` in the "
-        f"repository first (it generates them into bazel-bin/python/meshrt) ({_e})") from _e
+        "meshrt's generated files (meshrt/_proto, meshrt/_version.py) are missing: run "
+        "`make build` in the repository first (it generates them into bazel-bin/python/meshrt), "
+        f"or install the package with pip (python/README.md) ({_e})") from _e
 
 from meshrt import errors, initializers, layers, models, training, translation  # noqa: E402
 from meshrt.cluster import Client, LocalCluster, Session, connect, local_cluster  # noqa: E402
@@ -61,9 +64,9 @@ from meshrt.graph import Graph, Tensor  # noqa: E402
 from meshrt.shapes import Dimension, Mesh, Shape, layout_rules  # noqa: E402
 
 __all__ = [
-    "Client", "Dimension", "Graph", "LocalCluster", "Mesh", "MeshrtError", "Session", "Shape",
-    "Tensor", "connect", "errors", "initializers", "layers", "layout_rules", "local_cluster",
-    "models", "training", "translation", "DataLossError", "DeadlineExceededError",
+    "__version__", "Client", "Dimension", "Graph", "LocalCluster", "Mesh", "MeshrtError", "Session",
+    "Shape", "Tensor", "connect", "errors", "initializers", "layers", "layout_rules",
+    "local_cluster", "models", "training", "translation", "DataLossError", "DeadlineExceededError",
     "FailedPreconditionError",
     "InternalError", "InvalidArgumentError", "NotFoundError", "PermissionDeniedError",
     "ResourceExhaustedError", "UnauthenticatedError", "UnavailableError", "UnimplementedError",

@@ -12,8 +12,9 @@ def core():
             from meshrt import _core
         except ImportError as e:
             raise ImportError(
-                "meshrt's C++ core (meshrt/_core.so) is not built: run `make build` in the "
-                f"repository (it builds //python:meshrt/_core.so) ({e})") from e
+                "meshrt's C++ core (meshrt/_core.so) is missing: run `make build` in the "
+                "repository (it builds //python:meshrt/_core.so), then, for a pip-installed "
+                f"package, `pip install --no-build-isolation ./python` again ({e})") from e
         _CORE = _core
     return _CORE
 

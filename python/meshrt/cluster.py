@@ -570,10 +570,17 @@ def write_checkpoint(directory, tensors, step=0, keep=2):
 # ---- the local cluster ---------------------------------------------------------------------------
 
 def _default_binary():
+    """The meshrt binary local clusters run: $MESHRT_BINARY, else the copy pip installed with the
+    package (meshrt/bin/meshrt, setup.py), else the repository's Bazel output (the package used
+    from the source tree), else `meshrt` on PATH; NotFoundError saying how to get one."""
     env = os.environ.get("MESHRT_BINARY")
     if env:
         return env
-    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    here = os.path.dirname(os.path.abspath(__file__))
+    installed = os.path.join(here, "bin", "meshrt")
+    if os.path.exists(installed):
+        return installed
+    repo = os.path.dirname(os.path.dirname(here))
     for out in ("bazel-bin", "bazel-out/k8-fastbuild/bin", "bazel-out/k8-opt/bin"):
         built = os.path.join(repo, out, "client", "meshrt")
         if os.path.exists(built):
@@ -582,8 +589,10 @@ def _default_binary():
     if found:
         return found
     raise errors.NotFoundError(
-        "cannot find the meshrt binary: run `make build` in the repository, or set "
-        "$MESHRT_BINARY to its path")
+        f"cannot find the meshrt binary (looked for $MESHRT_BINARY, {installed}, the repository's "
+        "bazel-bin/client/meshrt and `meshrt` on PATH): set $MESHRT_BINARY to its path or pass "
+        "binary=; or build it (`make build` in the repository) and reinstall the package "
+        "(`pip install --no-build-isolation ./python` copies it in)")
 
 
 class LocalCluster:
@@ -682,6 +691,7 @@ def local_cluster(workers=4, **options):
     project's own daemons, via ``meshrt local``) and returns a :class:`LocalCluster`; use it in a
     ``with`` block, or call close(). Options: ``data_dirs`` (directories graphs may read, e.g. for
     text_windows), ``checkpoint_root`` (default a private temp dir), ``binary`` (the meshrt binary;
-    default $MESHRT_BINARY, else the repository's bazel-bin/client/meshrt), ``log_dir``,
+    default $MESHRT_BINARY, else the copy pip installed with the package, else the repository's
+    bazel-bin/client/meshrt, else ``meshrt`` on PATH), ``log_dir``,
     ``session_lease`` ("10s"), ``startup_timeout`` (seconds)."""
     return LocalCluster(workers=workers, **options)
