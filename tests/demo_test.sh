@@ -2,7 +2,7 @@
 # `make demo` runs `meshrt demo`. Short form (30 steps): the cluster trains, the progress line,
 # the final loss and the greedy sample are printed, PASS against a loose target. With
 # DEMO_FULL=1 (tests:demo_convergence_test) the whole default run must reach the documented
-# target: mean loss <= 2.0 over the last 50 of 2500 steps (README "Convergence").
+# target: mean loss <= 2.0 over the last 50 of 2500 steps (docs/benchmarks.md "Convergence").
 set -euo pipefail
 if [[ "${DEMO_FULL:-0}" == 1 ]]; then
   args=(--max_seconds 0 --loss_csv "${TEST_UNDECLARED_OUTPUTS_DIR:-/tmp}/demo_loss.csv")

@@ -1,17 +1,17 @@
 #!/usr/bin/env bash
-# The README's Prometheus example as written: its `meshrt local` command (coordinator metrics on
-# 9400, workers 9401 and 9402, one --metrics_token_file) and its prometheus.yml, taken from
-# README.md unchanged, run with Debian's real Prometheus: every target is up, each scrape passes
-# `promtool check metrics`, and without the token a daemon answers 401.
+# docs/operations.md's Prometheus example as written: its `meshrt local` command (coordinator
+# metrics on 9400, workers 9401 and 9402, one --metrics_token_file) and its prometheus.yml, taken
+# from docs/operations.md ("Metrics") unchanged, run with Debian's real Prometheus: every target
+# is up, each scrape passes `promtool check metrics`, and without the token a daemon answers 401.
 set -euo pipefail
 
 source "$PWD/tests/daemon_test_lib.sh"
 daemon_test_setup prometheus_scrape
-readme=$runfiles/README.md
+doc=$runfiles/docs/operations.md
 command -v prometheus > /dev/null || fail "no prometheus (tools/setup.sh installs Debian's prometheus)"
 
 # The two blocks after "A local cluster for Prometheus": the ```sh commands and the ```yaml config.
-python3 - "$readme" "$work" <<'PY'
+python3 - "$doc" "$work" <<'PY'
 import re, sys
 text = open(sys.argv[1], encoding="utf-8").read()
 part = text[text.index("A local cluster for Prometheus"):]
@@ -20,13 +20,13 @@ yaml = re.search(r"```yaml\n(.*?)```", part, re.S).group(1)
 open(f"{sys.argv[2]}/commands.sh", "w").write(sh)
 open(f"{sys.argv[2]}/prometheus.yml", "w").write(yaml)
 PY
-grep -q "meshrt local" "$work/commands.sh" || fail "no meshrt local command in the README's block"
+grep -q "meshrt local" "$work/commands.sh" || fail "no meshrt local command in docs/operations.md's block"
 cd "$work"
 # The commands, with the binary this test built; `meshrt local` runs until stopped.
 token_line=$(grep -v "meshrt local" commands.sh)
 local_line=$(grep "meshrt local" commands.sh | sed "s|bazel-bin/client/meshrt|$meshrt|")
 bash -c "$token_line"
-test -s metrics.token || fail "the README's first command made no metrics.token"
+test -s metrics.token || fail "docs/operations.md's first command made no metrics.token"
 bash -c "exec $local_line" > "$logs/local.log" 2>&1 &
 pids+=($!)
 for _ in $(seq 300); do grep -q "metrics at" "$logs/local.log" && break; sleep 0.1; done
@@ -44,7 +44,7 @@ for port in 9400 9401 9402; do
   promtool check metrics < "scrape.$port" || fail "promtool check metrics on port $port"
 done
 
-# Prometheus on a free port, the README's config as is.
+# Prometheus on a free port, the doc's config as is.
 web_port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 prometheus --config.file=prometheus.yml --storage.tsdb.path=tsdb \
   --web.listen-address="127.0.0.1:$web_port" > "$logs/prometheus.log" 2>&1 &
