@@ -96,6 +96,23 @@ $meshrt train "${small[@]}" --local 4 --trace "$tmp/train.json" --trace_steps 2:
   > "$tmp/train.out" 2>&1 || { cat "$tmp/train.out"; exit 1; }
 grep -q "wrote the timelines of steps 2..4 (12 rank-steps)" "$tmp/train.out"
 /usr/bin/python3 "$tmp/check.py" "$tmp/train.json" 4 2,3,4 0.5
+# Op events carry names a person can read, by scope: the forward ops' layers, each backward op
+# under the op it differentiates (".../grad/..."), each update under its variable
+# ("layer_0/ffn/w1/sgd/..."); none is a generated name ("einsum_7").
+/usr/bin/python3 - "$tmp/train.json" <<'PY'
+import json, re, sys
+ev = json.load(open(sys.argv[1]))
+ev = ev["traceEvents"] if isinstance(ev, dict) else ev
+ops = [e["name"] for e in ev if e.get("ph") == "X" and e.get("cat") == "op"]
+unscoped = [n for n in ops if "/" not in n]
+generated = [n for n in ops if re.fullmatch(r"[a-z_0-9]+_[0-9]+", n)]
+print(f"{len(ops)} op events: {len(unscoped)} without a scope, {len(generated)} generated names")
+# The few top-level names are the model's own ("embed", "logits", "loss", ...), not generated.
+assert ops and len(set(unscoped)) <= 12, sorted(set(unscoped))
+assert not generated, sorted(set(generated))[:20]
+assert any(n.startswith("layer_0/attention/") and "/grad/" in n for n in ops), "no attention backward op"
+assert any(n.startswith("layer_0/ffn/w1/sgd/") for n in ops), "no update op of layer_0/ffn/w1"
+PY
 
 # The default: the run's second and third steps.
 $meshrt train "${small[@]}" --local 4 --trace "$tmp/default.json" > "$tmp/default.out" 2>&1 ||

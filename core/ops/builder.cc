@@ -7,10 +7,17 @@ namespace meshrt {
 TensorRef GraphBuilder::Apply(v1::Op op, const std::vector<TensorRef>& inputs,
                               const std::string& name) {
   if (!status_.ok()) return TensorRef{};
-  std::string n = name;
-  if (n.empty()) {
+  const bool scoped = !scope_.empty() && op.type() != "variable" && op.type() != "placeholder";
+  std::string n = scoped && !name.empty() ? scope_ + name : name;
+  if (n.empty() && !scoped) {
     do {
       n = absl::StrCat(op.type(), "_", counters_[op.type()]++);
+    } while (types_.count(n));
+  } else if (n.empty()) {  // "<scope>/<type>", then "<scope>/<type>_1", ...
+    const std::string base = scope_ + op.type();
+    do {
+      const int k = counters_[base]++;
+      n = k == 0 ? base : absl::StrCat(base, "_", k);
     } while (types_.count(n));
   }
   if (types_.count(n)) {

@@ -10,12 +10,14 @@
 // Each method adds one op and returns a handle to its output. Shapes are inferred as ops are added;
 // the first error is remembered and returned by Build() (later calls are then no-ops returning an
 // empty handle), so call sites need no per-op error checks. `name` may be empty: a unique name is
-// made from the op type. Not thread-safe.
+// made from the op type. Ops are named by scope, as Mesh-TensorFlow names them
+// ("decoder/layer_0/self_attention/q"): see NameScope. Not thread-safe.
 #ifndef MESHRT_CORE_OPS_BUILDER_H_
 #define MESHRT_CORE_OPS_BUILDER_H_
 
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -47,7 +49,41 @@ struct Initializer {
 
 class GraphBuilder {
  public:
+  // While it lives, the names of new ops are in its scope (GraphBuilder::NameScope); its end
+  // restores the scope before it. Not copyable or movable: a block-scoped guard.
+  class [[nodiscard]] ScopeGuard {
+   public:
+    ScopeGuard(GraphBuilder& b, std::string scope) : b_(b), outer_(std::move(b.scope_)) {
+      b_.scope_ = std::move(scope);
+    }
+    ~ScopeGuard() { b_.scope_ = std::move(outer_); }
+    ScopeGuard(const ScopeGuard&) = delete;
+    ScopeGuard& operator=(const ScopeGuard&) = delete;
+
+   private:
+    GraphBuilder& b_;
+    std::string outer_;
+  };
+
   GraphBuilder() = default;
+
+  // Within the returned guard's life, an op named N is called "<scope>/N", and an op without a
+  // name "<scope>/<type>" (then "<scope>/<type>_1", ...); scopes nest ("layer_0" then
+  // "attention": "layer_0/attention/q"). Variables and placeholders keep the names given
+  // (checkpoints and feeds refer to them). E.g.
+  //   { auto s = b.NameScope("layer_0/ffn"); h = b.Relu(b.Einsum({x, w1}, shape)); }
+  // names "layer_0/ffn/einsum" and "layer_0/ffn/relu".
+  ScopeGuard NameScope(const std::string& scope) {
+    return ScopeGuard(*this, scope.empty() ? scope_ : scope_ + scope + "/");
+  }
+  // The same, but replacing the current scope instead of nesting in it ("" = no scope): for ops
+  // that belong to another op or tensor wherever they are built (a gradient under
+  // "<op>/grad", an optimizer's update under the variable's name).
+  ScopeGuard NameScopeAt(const std::string& scope) {
+    return ScopeGuard(*this, scope.empty() ? std::string() : scope + "/");
+  }
+  // The current scope's prefix ("" or ending in '/').
+  const std::string& name_scope() const { return scope_; }
   // A builder that goes on from `graph` (its ops, outputs and inferred types): new ops may read
   // its tensors (Find), and automatic names avoid its names.
   static GraphBuilder Extending(const Graph& graph);
@@ -112,7 +148,8 @@ class GraphBuilder {
                    const std::vector<std::string>& dims, const std::string& name);
 
   v1::Graph graph_;
-  std::map<std::string, int> counters_;  // op type -> next automatic name suffix
+  std::map<std::string, int> counters_;  // scope + op type -> next automatic name suffix
+  std::string scope_;                     // NameScope's prefix: "" or "a/b/"
   std::map<std::string, TensorType> types_;
   absl::Status status_;
 };

@@ -171,5 +171,48 @@ TEST(BuilderTest, NamesOpsAndMarksOutputs) {
   EXPECT_EQ(g.Outputs(), (std::vector<std::string>{n.name}));
 }
 
+TEST(BuilderTest, NameScopesNameOpsButNotVariablesOrPlaceholders) {
+  GraphBuilder b;
+  TensorRef x = b.Placeholder("x", Shape({{"a", 2}, {"b", 3}}));
+  TensorRef top = b.Relu(x);
+  TensorRef r1, r2, named, w, inner, again;
+  {
+    auto layer = b.NameScope("layer_0");
+    EXPECT_EQ(b.name_scope(), "layer_0/");
+    w = b.Variable("layer_0/w", Shape({{"b", 3}}));  // as given: checkpoints name it
+    {
+      auto ffn = b.NameScope("ffn");
+      r1 = b.Relu(x);
+      r2 = b.Relu(r1);
+      named = b.Mul(r2, w, "gate");
+      {
+        auto grad = b.NameScopeAt("gate/grad");  // replaces, not nests
+        inner = b.Neg(named);
+      }
+      EXPECT_EQ(b.name_scope(), "layer_0/ffn/");
+    }
+  }
+  EXPECT_EQ(b.name_scope(), "");
+  again = b.Relu(x);
+  EXPECT_EQ(top.name, "relu_0");
+  EXPECT_EQ(w.name, "layer_0/w");
+  EXPECT_EQ(r1.name, "layer_0/ffn/relu");
+  EXPECT_EQ(r2.name, "layer_0/ffn/relu_1");
+  EXPECT_EQ(named.name, "layer_0/ffn/gate");
+  EXPECT_EQ(inner.name, "gate/grad/neg");
+  EXPECT_EQ(again.name, "relu_1");
+  ASSERT_OK(b.Build().status());
+  // A scoped name taken already is an error naming it, as any duplicate.
+  GraphBuilder c;
+  TensorRef y = c.Placeholder("y", Shape({{"a", 2}}));
+  c.Relu(y, "s/r");
+  {
+    auto s = c.NameScope("s");
+    c.Relu(y, "r");
+  }
+  EXPECT_TRUE(StatusIs(c.Build().status(), absl::StatusCode::kInvalidArgument,
+                       {"two ops are called 's/r'"}));
+}
+
 }  // namespace
 }  // namespace meshrt

@@ -212,12 +212,13 @@ TEST(MemoryModelTest, GradientsAreTheBackwardPassFromItsSeed) {
   //   0 a = x*w      +400                    live 400
   //   1 e = exp(a)   +400, -a                800 -> 400
   //   2 loss         +4 (fetched)            404
-  //   3 ones_0       +4 (the seed)           408
-  //   4 einsum_0     +400 (seed broadcast), -ones_0        808 -> 804
-  //   5 mul_0 = de   +400, -einsum_0, -e     1204 = the peak -> 404
-  //   7 mul_2 = dw   +400, -mul_0 ...        804  (then the sgd update: less)
-  // Peak 1204 + w 400 + global_step 4 + x 400 = 2008 B at op 'mul_0': loss 4 (fetched), e 400
-  // (activation), einsum_0 + mul_0 800 (gradients).
+  //   3 loss/grad/ones     +4 (the seed)     408
+  //   4 loss/grad/einsum   +400 (seed broadcast), -the seed     808 -> 804
+  //   5 e/grad/mul = de    +400, -the broadcast, -e            1204 = the peak -> 404
+  //   7 a/grad/mul_1 = dw  +400, -de ...     804  (then the sgd update: less)
+  // Peak 1204 + w 400 + global_step 4 + x 400 = 2008 B at op 'e/grad/mul' (gradient ops are
+  // named after the op they differentiate): loss 4 (fetched), e 400 (activation), the broadcast
+  // seed + de 800 (gradients).
   GraphBuilder b;
   TensorRef x = b.Placeholder("x", Shape({{"n", 100}}));
   TensorRef w = b.Variable("w", Shape({{"n", 100}}));
@@ -233,7 +234,7 @@ TEST(MemoryModelTest, GradientsAreTheBackwardPassFromItsSeed) {
   ASSERT_OK_AND_ASSIGN(MemoryReport r, ComputeMemory(p, o));
   EXPECT_EQ(r.backward_from, 3);
   EXPECT_EQ(r.peak_bytes, 2008);
-  EXPECT_EQ(r.peak_op, "mul_0");
+  EXPECT_EQ(r.peak_op, "e/grad/mul");
   EXPECT_EQ(r.bytes(MemoryCategory::kVariables), 404);
   EXPECT_EQ(r.bytes(MemoryCategory::kFeeds), 400);
   EXPECT_EQ(r.bytes(MemoryCategory::kFetches), 4);

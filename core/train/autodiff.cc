@@ -79,7 +79,10 @@ class Differentiator : public GradientContext {
       if (!to_loss.count(op.name())) continue;
       for (const std::string& in : op.inputs()) to_loss.insert(in);
     }
-    grads_[loss.name] = b_.Apply(ShapedOp("ones", loss.shape), {});
+    {
+      auto scope = b_.NameScopeAt(loss.name + "/grad");
+      grads_[loss.name] = b_.Apply(ShapedOp("ones", loss.shape), {});
+    }
     for (auto it = order.rbegin(); it != order.rend(); ++it) {
       const v1::Op& op = graph_.op(*it);
       if (!from_x.count(op.name()) || !to_loss.count(op.name()) || op.inputs_size() == 0) continue;
@@ -92,6 +95,9 @@ class Differentiator : public GradientContext {
         return absl::UnimplementedError(
             absl::StrCat("no gradient yet for op '", op.name(), "' (", op.type(), ")"));
       }
+      // The rule's ops are named after the op they differentiate: "<op>/grad/<type>", so a
+      // trace or an error ties each to the layer it serves.
+      auto scope = b_.NameScopeAt(op.name() + "/grad");
       Backward backward(*this, op, g->second);
       RETURN_IF_ERROR(info->gradient(backward));
     }
@@ -101,6 +107,7 @@ class Differentiator : public GradientContext {
       if (g != grads_.end()) {
         out.push_back(g->second);
       } else {
+        auto scope = b_.NameScopeAt(x.name + "/grad");
         out.push_back(b_.Apply(ShapedOp("zeros", x.shape), {}));
       }
     }

@@ -40,7 +40,8 @@
 namespace meshrt {
 
 // Adds to `b` the ops computing the gradient of sum(`loss`) with respect to each of `xs` (all made
-// by `b`), and returns them in order. An x that `loss` does not depend on gets zeros. Errors:
+// by `b`), and returns them in order. Each op a rule adds is named after the op it differentiates,
+// "<op>/grad/<type>" (the seed "<loss>/grad/ones"), whatever b's name scope. An x that `loss` does not depend on gets zeros. Errors:
 // InvalidArgument for a bad builder state or unknown tensor; Unimplemented for an op on the path
 // without a gradient rule.
 absl::StatusOr<std::vector<TensorRef>> Gradients(GraphBuilder& b, const TensorRef& loss,

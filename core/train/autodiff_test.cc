@@ -5,6 +5,7 @@
 
 #include <random>
 
+#include "absl/strings/match.h"
 #include "core/lowering/lowering.h"
 #include "core/reference/interpreter.h"
 #include "core/testing/test_util.h"
@@ -170,6 +171,32 @@ TEST(AutodiffTest, SoftmaxFamilyMatchesFiniteDifferences) {
 }
 
 // while_loop is the one op on a float path without a rule (it is not marked differentiable).
+// Gradient ops are named after the op they differentiate ("<op>/grad/<type>"), so a trace, the
+// dashboard or an error ties each backward op to the layer it serves.
+TEST(AutodiffTest, GradientOpsAreNamedAfterTheirOp) {
+  GraphBuilder b;
+  TensorRef x = b.Placeholder("x", Shape({{"batch", 2}, {"d", 3}}));
+  TensorRef w = b.Variable("layer_0/w", Shape({{"d", 3}, {"h", 4}}));
+  TensorRef h;
+  {
+    auto scope = b.NameScope("layer_0");
+    h = b.Relu(b.Einsum({x, w}, Shape({{"batch", 2}, {"h", 4}}), "proj"), "act");
+  }
+  TensorRef loss = b.ReduceSum(h, {}, "loss");
+  const int before = b.proto().ops_size();
+  ASSERT_OK_AND_ASSIGN(std::vector<TensorRef> grads, Gradients(b, loss, {w}));
+  std::vector<std::string> names;
+  for (int i = before; i < b.proto().ops_size(); ++i) names.push_back(b.proto().ops(i).name());
+  ASSERT_FALSE(names.empty());
+  for (const std::string& n : names) {
+    EXPECT_TRUE(absl::StartsWith(n, "loss/grad/") || absl::StartsWith(n, "layer_0/act/grad/") ||
+                absl::StartsWith(n, "layer_0/proj/grad/"))
+        << n;
+  }
+  EXPECT_TRUE(absl::StartsWith(grads[0].name, "layer_0/proj/grad/")) << grads[0].name;
+  ASSERT_OK(b.Build().status());
+}
+
 TEST(AutodiffTest, OpsWithoutARuleAreNamed) {
   GraphBuilder body;
   body.MarkOutput(body.Scale(body.Placeholder("s", Shape({{"a", 4}})), 2.0f, "next"));

@@ -172,7 +172,7 @@ TensorRef Accumulator(GraphBuilder& b, const std::string& name, const Shape& sha
 
 // The learning rate at update t (a scalar tensor, t counting from 1).
 TensorRef Schedule(GraphBuilder& b, Ops& ops, const LearningRate& lr, const TensorRef& t) {
-  const std::string name = "train/learning_rate";
+  const std::string name = "learning_rate";  // in the caller's "train" scope
   if (lr.kind == "constant") return b.Scale(ops.Ones(Shape({})), lr.base, name);
   // warmup_steps 0 behaves as 1: t >= 1, so min(1, t / 1) = 1 and max(t, 1) / 1 = t.
   const float w = static_cast<float>(std::max<int64_t>(lr.warmup_steps, 1));
@@ -240,10 +240,14 @@ absl::StatusOr<TrainOps> Minimize(GraphBuilder& b, const TensorRef& loss,
   grads.resize(variables.size());
   Ops ops(b);
   const int k = o.microbatches;
+  // Names: the shared ops under "train/" (train/t, train/learning_rate, train/update/<variable>),
+  // each variable's under its own name (<variable>/adam/..., <variable>/accumulate/...), so a trace
+  // ties every update op to the weight it serves.
+  auto train_scope = b.NameScopeAt("train");
 
   // Counters. global_step counts steps run (microbatches included); it is read at the step's start.
   ASSIGN_OR_RETURN(TensorRef global_step, CounterVariable(b, "global_step"));
-  b.AssignAdd(global_step, ops.Ones(Shape({})), "train/update/global_step");
+  b.AssignAdd(global_step, ops.Ones(Shape({})), "update/global_step");
 
   // t: the number of the update applied by this step, counting from 1. With K microbatches an
   // update is applied at the steps where micro_step == K - 1, i.e. global_step = K*n + K - 1 for the
@@ -251,16 +255,16 @@ absl::StatusOr<TrainOps> Minimize(GraphBuilder& b, const TensorRef& loss,
   // float32 (a whole multiple of K divided by K). On the other steps t is that of the coming update.
   TensorRef t, apply, accumulating;
   if (k == 1) {
-    t = ops.WithScalar("add", global_step, 1.0f, false, "train/t");
+    t = ops.WithScalar("add", global_step, 1.0f, false, "t");
   } else {
     ASSIGN_OR_RETURN(TensorRef micro, CounterVariable(b, "micro_step"));
-    apply = ops.WithScalar("equal", micro, static_cast<float>(k - 1), false, "train/apply");
+    apply = ops.WithScalar("equal", micro, static_cast<float>(k - 1), false, "apply");
     accumulating = ops.WithScalar("less", micro, static_cast<float>(k - 1));
     b.Assign(micro, ops.WhereScalar(accumulating, ops.WithScalar("add", micro, 1.0f), 0.0f),
-             "train/update/micro_step");
+             "update/micro_step");
     t = ops.WithScalar("add",
                        ops.WithScalar("div", b.Sub(global_step, micro), static_cast<float>(k)),
-                       1.0f, false, "train/t");
+                       1.0f, false, "t");
     // Accumulate: acc holds the sum of this cycle's earlier gradients; the applied gradient is the
     // mean of the K (with loss = a mean over each equal-sized microbatch, that is the gradient of
     // the mean loss over the K microbatches together).
@@ -270,10 +274,14 @@ absl::StatusOr<TrainOps> Minimize(GraphBuilder& b, const TensorRef& loss,
     for (size_t i = 0; i < variables.size(); ++i) {
       const TensorRef& v = variables[i];
       TensorRef acc = Accumulator(b, v.name + "/acc", v.shape, apply.name);
+      auto scope = b.NameScopeAt(v.name + "/accumulate");
       sums.push_back(b.Add(acc, grads[i]));
-      b.Assign(acc, ops.WhereScalar(accumulating, sums.back(), 0.0f), "train/update/" + acc.name);
+      TensorRef kept = ops.WhereScalar(accumulating, sums.back(), 0.0f);
+      auto top = b.NameScopeAt("train");
+      b.Assign(acc, kept, "update/" + acc.name);
     }
     for (size_t i = 0; i < variables.size(); ++i) {
+      auto scope = b.NameScopeAt(variables[i].name + "/accumulate");
       grads[i] = ops.WithScalar("div", sums[i], static_cast<float>(k));
     }
   }
@@ -281,27 +289,28 @@ absl::StatusOr<TrainOps> Minimize(GraphBuilder& b, const TensorRef& loss,
   // Global norm (always computed, reported in TrainOps) and clipping.
   TensorRef total;
   for (size_t i = 0; i < grads.size(); ++i) {
+    auto scope = b.NameScopeAt(variables[i].name + "/grad_norm");
     TensorRef sq = b.ReduceSum(ops.Unary("square", grads[i]), {});
     total = i == 0 ? sq : b.Add(total, sq);
   }
-  TensorRef global_norm = ops.Unary("sqrt", total, "train/global_norm");
+  TensorRef global_norm = ops.Unary("sqrt", total, "global_norm");
   if (o.clip_global_norm > 0.0f) {
     const float c = o.clip_global_norm;
     TensorRef factor = ops.WithScalar("div", ops.WithScalar("maximum", global_norm, c), c,
-                                      /*scalar_first=*/true, "train/clip_factor");
-    for (TensorRef& g : grads) g = b.Mul(g, factor);
+                                      /*scalar_first=*/true, "clip_factor");
+    for (size_t i = 0; i < grads.size(); ++i) {
+      auto scope = b.NameScopeAt(variables[i].name + "/clip");
+      grads[i] = b.Mul(grads[i], factor);
+    }
   }
 
   TensorRef lr = Schedule(b, ops, o.learning_rate, t);
 
   // Assigns `value` to `var`, or keeps `var` on the steps that only accumulate.
   auto update = [&](const TensorRef& var, const TensorRef& value) {
-    const std::string name = "train/update/" + var.name;
-    if (k == 1) {
-      b.Assign(var, value, name);
-    } else {
-      b.Assign(var, ops.Where(apply, value, var), name);
-    }
+    const TensorRef kept = k == 1 ? value : ops.Where(apply, value, var);
+    auto top = b.NameScopeAt("train");
+    b.Assign(var, kept, "update/" + var.name);
   };
 
   // Scalars shared by every variable.
@@ -309,18 +318,19 @@ absl::StatusOr<TrainOps> Minimize(GraphBuilder& b, const TensorRef& loss,
   if (o.optimizer == "adam" || o.optimizer == "adamw") {
     // 1 - beta^t
     bias1 = ops.WithScalar("sub", ops.WithScalar("pow", t, o.beta1, true), 1.0f, true,
-                           "train/bias_correction1");
+                           "bias_correction1");
     bias2 = ops.WithScalar("sub", ops.WithScalar("pow", t, o.beta2, true), 1.0f, true,
-                           "train/bias_correction2");
+                           "bias_correction2");
   }
   if (o.optimizer == "adafactor") {
-    rho = ops.WithScalar("pow", t, -o.adafactor_decay, false, "train/adafactor_rho");  // 1 - beta2_t
-    beta2_t = ops.WithScalar("sub", rho, 1.0f, true, "train/adafactor_beta2");
+    rho = ops.WithScalar("pow", t, -o.adafactor_decay, false, "adafactor_rho");  // 1 - beta2_t
+    beta2_t = ops.WithScalar("sub", rho, 1.0f, true, "adafactor_beta2");
   }
 
   for (size_t i = 0; i < variables.size(); ++i) {
     const TensorRef& w = variables[i];
     const TensorRef& g = grads[i];
+    auto scope = b.NameScopeAt(w.name + "/" + o.optimizer);
     TensorRef step;  // w_new = w - lr * step
     if (o.optimizer == "sgd") {
       step = g;

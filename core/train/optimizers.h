@@ -53,7 +53,10 @@
 // computed from it (the gradients, the global norm) still gets its exact value.
 //
 // Op names: "train/learning_rate", "train/global_norm", "train/t" (t as above), "train/apply"
-// (K > 1: 1 on applying steps), and "train/update/<variable>" for each assignment.
+// (K > 1: 1 on applying steps), and "train/update/<variable>" for each assignment; the backward
+// pass's ops after the op each differentiates ("<op>/grad/...", core/train/autodiff.h); each
+// variable's own ops after it: "<variable>/<optimizer>/...", "<variable>/accumulate/...",
+// "<variable>/grad_norm/...", "<variable>/clip/..." (GraphBuilder::NameScopeAt).
 #ifndef MESHRT_CORE_TRAIN_OPTIMIZERS_H_
 #define MESHRT_CORE_TRAIN_OPTIMIZERS_H_
 

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <functional>
 #include <memory>
+#include <set>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -317,6 +318,47 @@ TrainOptions Options(const std::string& optimizer, float lr) {
 }
 
 TEST(OptimizersTest, SgdMatchesReference) { CheckAgainstReference(Options("sgd", 0.1f), 4); }
+
+// Every op Minimize adds is named where it belongs: the backward pass after the op it
+// differentiates ("<op>/grad/..."), each variable's optimizer math and norm terms after the
+// variable ("w/adam/...", "w/grad_norm/..."), the shared scalars and the assignments under
+// "train/" ("train/t", "train/learning_rate", "train/update/w") — none is a bare "mul_3".
+TEST(OptimizersTest, EveryOpIsNamedByWhatItServes) {
+  GraphBuilder b;
+  TensorRef x = b.Placeholder("x", Shape({{"batch", kBatch}, {"d_in", kIn}}));
+  TensorRef w = b.Variable("w", WShape());
+  TensorRef loss =
+      b.ReduceMean(b.Einsum({x, w}, Shape({{"batch", kBatch}, {"d_out", kOut}}), "y"), {}, "loss");
+  TrainOptions o = Options("adam", 0.1f);
+  o.clip_global_norm = 1.0f;
+  o.microbatches = 2;
+  const int before = b.proto().ops_size();
+  ASSERT_OK(Minimize(b, loss, {w}, o).status());
+  std::set<std::string> names;
+  for (int i = before; i < b.proto().ops_size(); ++i) {
+    const v1::Op& op = b.proto().ops(i);
+    if (op.type() == "variable") continue;  // named as given: w/m, w/v, w/acc, global_step
+    names.insert(op.name());
+    EXPECT_TRUE(absl::StartsWith(op.name(), "train/") || absl::StartsWith(op.name(), "w/") ||
+                absl::StartsWith(op.name(), "y/grad/") || absl::StartsWith(op.name(), "loss/grad/"))
+        << op.name() << " (" << op.type() << ")";
+  }
+  for (const char* want : {"train/t", "train/learning_rate", "train/update/w", "train/update/w/m",
+                           "train/update/w/acc", "train/global_norm", "train/clip_factor"}) {
+    EXPECT_TRUE(names.count(want)) << want;
+  }
+  auto any_under = [&](const std::string& prefix) {
+    for (const std::string& n : names) {
+      if (absl::StartsWith(n, prefix)) return true;
+    }
+    return false;
+  };
+  EXPECT_TRUE(any_under("w/adam/"));
+  EXPECT_TRUE(any_under("w/accumulate/"));
+  EXPECT_TRUE(any_under("w/grad_norm/"));
+  EXPECT_TRUE(any_under("w/clip/"));
+  EXPECT_TRUE(any_under("y/grad/"));
+}
 
 // Minimize's `also`: the input gradient comes out of the same backward pass, equal to the
 // hand-written one, and changes neither the update nor the global norm.

@@ -197,9 +197,11 @@ class Graph:
 
     @contextlib.contextmanager
     def name_scope(self, scope):
-        """Within the block, a named op (not a variable or placeholder: checkpoints and feeds
-        refer to those) is called ``<scope>/<name>``; scopes nest. E.g. the Transformer's eval pass
-        builds its ops as "eval/..." (models.transformer_lm)."""
+        """Within the block, an op named N (not a variable or placeholder: checkpoints and feeds
+        refer to those) is called ``<scope>/N``, and an op without a name ``<scope>/<type>``
+        (then ``<scope>/<type>_1``, ...); scopes nest, as Mesh-TensorFlow names ops
+        ("layer_0/attention/q"). E.g. the Transformer's eval pass builds its ops as "eval/..."
+        (models.transformer_lm)."""
         outer = self._scope
         self._scope = f"{outer}{scope}/"
         try:
@@ -293,13 +295,17 @@ class Graph:
         return self._apply(op, list(inputs), name)
 
     def _apply(self, op, inputs, name):
-        if name and op.type not in ("variable", "placeholder"):
+        scoped = self._scope and op.type not in ("variable", "placeholder")
+        if name and scoped:
             name = self._scope + name
         if not name:
+            # "<type>_N" outside a scope; "<scope>/<type>", then "<scope>/<type>_1", ... inside
+            # (as the C++ GraphBuilder names them).
+            base = self._scope + op.type if scoped else op.type
             while True:
-                n = self._counters.get(op.type, 0)
-                self._counters[op.type] = n + 1
-                name = f"{op.type}_{n}"
+                n = self._counters.get(base, 0)
+                self._counters[base] = n + 1
+                name = f"{base}_{n}" if not scoped else (base if n == 0 else f"{base}_{n}")
                 if name not in self._types:
                     break
         if name in self._types:
@@ -406,9 +412,20 @@ class Graph:
 
     # ---- math ------------------------------------------------------------------------------------
 
-    def einsum(self, inputs, output_shape, name=None):
-        """The product of ``inputs``, summed over every dim not in ``output_shape`` (an output dim
-        in no input is a broadcast)."""
+    def einsum(self, inputs, output_shape, name=None, broadcast=False):
+        """The product of ``inputs``, summed over every dim not in ``output_shape``. An output dim
+        in no input is refused at this line (a misspelt dim, usually) unless ``broadcast=True``,
+        which makes it a broadcast."""
+        output_shape = as_shape(output_shape)
+        if not broadcast:
+            known = {d.name for t in inputs if isinstance(t, Tensor) for d in t.shape.dims}
+            for d in output_shape.dims:
+                if d.name not in known:
+                    label = f"einsum '{self._scope}{name}'" if name else "einsum"
+                    raise InvalidArgumentError(
+                        f"{label}: output dim '{d.name}' is in no input "
+                        f"({', '.join(t.name for t in inputs if isinstance(t, Tensor))}); pass "
+                        "broadcast=True to broadcast over it")
         return self.op("einsum", *inputs, shape=output_shape, name=name)
 
     def add(self, x, y, name=None):
