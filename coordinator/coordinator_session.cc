@@ -293,7 +293,10 @@ absl::Status Coordinator::TakeWorkers(const SessionBuild& build, absl::Duration 
         const std::string what =
             absl::StrCat("mesh ", mesh.ToString(), " needs ", n, " worker(s) but ", registered,
                          " are registered and ", free.size(), " are free (waited ",
-                         absl::FormatDuration(wait), "): ", DescribeWorkersLocked(), [&] {
+                         absl::FormatDuration(wait),
+                         " for workers to register or be freed: the request's timeout_ms, "
+                         "Python's wait=): ",
+                         DescribeWorkersLocked(), [&] {
                            const std::string m = DescribeMissingLocked(n);
                            return m.empty() ? std::string() : absl::StrCat("; missing: ", m);
                          }());

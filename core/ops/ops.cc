@@ -97,6 +97,21 @@ absl::StatusOr<TensorType> InferEinsum(const v1::Op& op, const std::vector<Tenso
                                       "' have different dtypes"));
     }
   }
+  // One size per dim name across the inputs and the output: a clash is a mistake at this op (the
+  // graph-wide check would find it only when the graph is built).
+  std::map<std::string, std::pair<int64_t, std::string>> sizes;  // dim -> size, where first seen
+  for (size_t i = 0; i <= in.size(); ++i) {
+    const Shape& shape = i < in.size() ? in[i].shape : out;
+    const std::string where =
+        i < in.size() ? absl::StrCat("'", op.inputs(i), "'") : std::string("the output shape");
+    for (const Dim& d : shape.dims()) {
+      auto [it, added] = sizes.emplace(d.name, std::make_pair(d.size, where));
+      if (!added && it->second.first != d.size) {
+        return OpError(op, absl::StrCat("dim '", d.name, "' is ", it->second.first, " in ",
+                                        it->second.second, " but ", d.size, " in ", where));
+      }
+    }
+  }
   return TensorType{out, in[0].dtype};
 }
 

@@ -13,6 +13,7 @@ meshrt exceptions (meshrt.errors) with the server's message.
 """
 
 import ipaddress
+import logging
 import os
 import re
 import shutil
@@ -32,6 +33,8 @@ from meshrt.errors import InvalidArgumentError
 from meshrt.graph import Graph, Tensor
 from meshrt.shapes import Shape, as_mesh, layout_proto, layout_text
 from meshrt.training import Optimizer
+
+_log = logging.getLogger("meshrt")
 
 _CHUNK_BYTES = 4 << 20           # rpc/tensor_chunks.h kChunkBytes
 _MAX_MESSAGE_BYTES = 64 << 20    # rpc/grpc_util.h kMaxMessageBytes
@@ -161,6 +164,8 @@ class Client:
             request.mesh.CopyFrom(as_mesh(mesh).to_proto())
         request.rules.CopyFrom(layout_proto(layout))
         request.timeout_ms = int(wait * 1000)
+        if mesh and wait > 0:
+            self._say_what_the_wait_is_for(as_mesh(mesh).num_processors, wait)
         request.memory_limit_bytes = int(memory_limit_bytes)
         request.auto_layout = bool(auto_layout)
         request.auto_mesh_processors = int(auto_mesh_processors)
@@ -175,6 +180,17 @@ class Client:
                 variables = graph.trainable_variables()
             request.training.CopyFrom(opt.spec(loss, variables, keep_gradients))
         return self._create(request, graph if isinstance(graph, Graph) else None)
+
+    def _say_what_the_wait_is_for(self, needed, wait):
+        """Logs, before a session waits for workers that are not registered, what it waits for."""
+        try:
+            registered = len(self.list_workers().workers)
+        except errors.MeshrtError:
+            return  # no view of the workers: CreateSession's own error says what is missing
+        if registered < needed:
+            _log.warning("the mesh needs %d workers and the coordinator at %s has %d registered: "
+                         "waiting up to %g s (wait=) for more to register", needed, self.address,
+                         registered, wait)
 
     def _create(self, request, graph):
         timeout = max(self.rpc_timeout, request.timeout_ms / 1000.0 + 60)
@@ -353,8 +369,9 @@ class Session:
 
         A session created with a loss and an optimizer trains as it was created. One created
         without them can be given ``optimizer`` and ``loss`` (and ``variables``) here before its
-        first step: it is then created again on the coordinator as a training session (same graph,
-        mesh and layout), which takes the place of this one."""
+        first step: this one is then closed (freeing its workers) and the session created again on
+        the coordinator as a training session (same graph, mesh and layout), which takes its
+        place."""
         if optimizer is not None or loss is not None:
             self._become_training(optimizer, loss, variables)
         if "loss" not in self.training:
@@ -395,11 +412,18 @@ class Session:
         request = type(self._request)()
         request.CopyFrom(self._request)
         request.training.CopyFrom(opt.spec(loss, variables, None))
-        replacement = self.client._create(request, self.graph)
+        # Free this session's workers first: on a cluster with no spare worker the training
+        # session needs them (it has run no step, so nothing is lost).
         old = self.id
+        self._closed = True
+        self.client.close_session(old)
+        try:
+            replacement = self.client._create(request, self.graph)
+        except errors.MeshrtError as e:
+            raise type(e)(f"session {old} was closed to free its workers for a training session, "
+                          f"which could not be created: {e.message}", e.code) from e
         self.__dict__.update({k: v for k, v in replacement.__dict__.items()})
         replacement._closed = True  # this object owns the new session now
-        self.client.close_session(old)
 
     # ---- checkpoints -----------------------------------------------------------------------------
 

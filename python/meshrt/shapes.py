@@ -7,6 +7,7 @@ rules map tensor dimension names onto mesh dimension names: ``"batch:rows,d_ff:c
 """
 
 import collections
+import re
 
 from meshrt.errors import InvalidArgumentError
 
@@ -59,7 +60,8 @@ class Shape:
         if isinstance(dims, Shape):
             dims = dims.dims
         elif isinstance(dims, str):
-            dims = [d for d in dims.split(",") if d.strip()]
+            # "," or Mesh-TensorFlow's ";" between dims ("rows:2;cols:2"), as the CLI takes.
+            dims = [d for d in re.split(r"[,;]", dims) if d.strip()]
         elif isinstance(dims, dict):
             dims = list(dims.items())
         elif isinstance(dims, Dimension):
@@ -199,14 +201,14 @@ def as_mesh(value):
 def layout_rules(rules):
     """Layout rules as a list of ``(tensor_dim, mesh_dim)`` pairs.
 
-    ``rules``: ``"batch:rows,d_ff:cols"``, ``{"batch": "rows"}``, a list of pairs, or None/"" (no
-    rule: every tensor replicated).
+    ``rules``: ``"batch:rows,d_ff:cols"`` (or Mesh-TensorFlow's ``"batch:rows;d_ff:cols"``),
+    ``{"batch": "rows"}``, a list of pairs, or None/"" (no rule: every tensor replicated).
     """
     if rules is None:
         return []
     if isinstance(rules, str):
         pairs = []
-        for item in rules.split(","):
+        for item in re.split(r"[,;]", rules):
             item = item.strip()
             if not item:
                 continue

@@ -158,6 +158,25 @@ def test_train_with_an_optimizer_given_at_the_first_train(cluster):
             s.train(steps=1, optimizer=opt, loss=m.loss)
 
 
+def test_train_given_an_optimizer_on_a_session_holding_every_worker(cluster):
+    # The plain session's workers are freed before the training session is created: with no
+    # spare worker in the cluster this works at once (it used to wait and fail, 0 free).
+    m = mr.models.mlp(batch=16, d_model=8, d_ff=16, seed=2)
+    with cluster.session(m.graph, mesh="x:4", layout="batch:x", wait=3) as s:
+        first = s.id
+        curve = s.train(steps=2, optimizer=mr.training.sgd(0.05), loss=m.loss,
+                        variables=m.variables)
+        assert s.id != first and len(curve) == 2 and all(np.isfinite(l) for _, l in curve)
+
+
+def test_a_mesh_larger_than_the_cluster_says_what_it_waits_for(cluster, caplog):
+    m = mr.models.mlp(batch=16, d_model=8, d_ff=16, seed=2)
+    with caplog.at_level("WARNING", logger="meshrt"):
+        with pytest.raises(mr.InvalidArgumentError, match="waited 1s for workers to register"):
+            cluster.session(m.graph, mesh="x:8", layout="batch:x", wait=1)
+    assert "the mesh needs 8 workers" in caplog.text and "has 4 registered" in caplog.text
+
+
 def test_run_steps_runs_the_steps_on_the_workers(cluster):
     m = mr.models.mlp(batch=16, d_model=8, d_ff=16, seed=2)
     with cluster.session(model=m, mesh="x:2", layout="batch:x",

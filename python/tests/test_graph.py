@@ -30,6 +30,43 @@ def test_shapes_are_inferred_and_broadcast_by_name():
     g.validate()
 
 
+def test_name_scopes_name_ops_as_the_cpp_builder_does():
+    g = mr.Graph()
+    x = g.placeholder("x", [B, D])
+    top = g.relu(x)
+    with g.name_scope("layer_0"):
+        w = g.variable("layer_0/w", [D, H])          # variables keep the names given
+        with g.name_scope("ffn"):
+            h = g.einsum([x, w], [B, H])
+            r1 = g.relu(h)
+            r2 = g.relu(r1)
+            gate = g.mul(r2, r2, name="gate")
+    again = g.relu(x)
+    assert [top.name, again.name] == ["relu_0", "relu_1"]
+    assert w.name == "layer_0/w"
+    assert [h.name, r1.name, r2.name, gate.name] == [
+        "layer_0/ffn/einsum", "layer_0/ffn/relu", "layer_0/ffn/relu_1", "layer_0/ffn/gate"]
+    g.validate()
+
+
+def test_einsum_mistakes_raise_at_the_line_that_makes_them():
+    g = mr.Graph()
+    x = g.placeholder("x", "batch:8,d_model:4")
+    w = g.variable("w", "d_model:4,d_ff:6")
+    with pytest.raises(mr.InvalidArgumentError, match="dim 'batch' is 8 in 'x' but 9 in the output"):
+        g.einsum([x, w], "batch:9,d_ff:6", name="h")
+    with pytest.raises(mr.InvalidArgumentError, match="output dim 'dff' is in no input"):
+        g.einsum([x, w], "batch:8,dff:6", name="h")
+    # On purpose: a broadcast over a new dim.
+    b = g.einsum([x], "batch:8,d_model:4,heads:2", broadcast=True)
+    assert b.shape == mr.Shape("batch:8,d_model:4,heads:2")
+
+
+def test_mesh_tensorflow_semicolons_are_accepted_in_meshes_and_rules():
+    assert mr.shapes.as_mesh("rows:2;cols:2") == mr.shapes.as_mesh("rows:2,cols:2")
+    assert mr.shapes.layout_rules("batch:rows;hidden:cols") == [("batch", "rows"), ("hidden", "cols")]
+
+
 def test_errors_are_exceptions_naming_the_op():
     g = mr.Graph()
     x = g.placeholder("x", [B, D])
