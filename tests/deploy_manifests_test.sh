@@ -7,7 +7,10 @@
 # Secrets deploy/k8s/create-secrets.sh makes are mounted. Overlays with a training Job
 # (components/training) also: the Job runs `meshrt train --resume --recover auto` against the
 # coordinator Service with a client's token alone, restarts on failure, and the coordinator and the
-# workers share its checkpoints' volume at their --checkpoint_root. The image (deploy/Dockerfile)
+# workers share its checkpoints' volume at their --checkpoint_root; the Job is deleted a while after
+# it finishes (ttlSecondsAfterFinished), and deploy/README.md's teardown one-liner selects the Job
+# and the workers by a label both carry. Production's workers spread over the nodes (a topology
+# spread constraint over kubernetes.io/hostname selecting them). The image (deploy/Dockerfile)
 # carries the examples and the training text the workers' --data_dir names. The validator is also
 # shown a broken copy each run and must reject it, so this test cannot pass vacuously.
 set -euo pipefail
@@ -173,6 +176,43 @@ for overlay in "${overlays[@]}"; do
     fail "$overlay: PersistentVolumeClaim ${source#*/} must be ReadWriteMany (every pod mounts it)"
 done
 
+echo "== tearing down a run, and workers spread over nodes"
+# deploy/README.md's one-liner that removes a training run's Job and workers together (the
+# coordinator and the checkpoints' claim stay): its label selector must select both.
+readme=$(src_of deploy/README.md)
+teardown=$(grep -E '^kubectl -n [a-z0-9-]+ delete job,statefulset -l [^ ]+$' "$readme") ||
+  fail "deploy/README.md: no one-liner 'kubectl -n NS delete job,statefulset -l KEY=VALUE' to tear down a run"
+read -r _ _ teardown_ns _ _ _ selector <<<"$teardown"
+for overlay in "${overlays[@]}"; do
+  has_job "$overlay" || continue
+  for workload in "Job meshrt-train" "StatefulSet meshrt-worker"; do
+    read -r kind name <<<"$workload"
+    get "$overlay" "$kind" "$name" metadata.labels | grep -qF "\"${selector%%=*}\":\"${selector#*=}\"" ||
+      fail "$overlay: $kind $name lacks the label $selector that deploy/README's teardown ($teardown) selects by"
+  done
+  # A finished Job goes away by itself after a while.
+  ttl=$(get "$overlay" Job meshrt-train spec.ttlSecondsAfterFinished)
+  { [[ "$ttl" =~ ^[0-9]+$ ]] && [ "$ttl" -ge 3600 ]; } ||
+    fail "$overlay: the Job needs ttlSecondsAfterFinished (an hour or more, to read its logs), not $ttl"
+done
+[ "$(node "$pod_js" "$out/training.yaml" Deployment meshrt-coordinator --info | cut -d' ' -f1)" = "$teardown_ns" ] ||
+  fail "deploy/README's teardown ($teardown) names another namespace than overlays/training's"
+# Production's workers: at most one more worker on a node than on any other, counting workers only.
+for overlay in production training-production; do
+  node -e '
+    const [spread, labels, others] = process.argv.slice(1).map((s) => JSON.parse(s === "undefined" ? "null" : s));
+    const selects = (sel, l) => Object.entries(sel.matchLabels || {}).every(([k, v]) => l[k] === v) &&
+      !(sel.matchExpressions || []).length;
+    const ok = (spread || []).some((c) => c.topologyKey === "kubernetes.io/hostname" && c.maxSkew === 1 &&
+      c.whenUnsatisfiable === "DoNotSchedule" && c.labelSelector && selects(c.labelSelector, labels) &&
+      !selects(c.labelSelector, others));
+    process.exit(ok ? 0 : 1);' \
+    "$(get "$overlay" StatefulSet meshrt-worker spec.template.spec.topologySpreadConstraints)" \
+    "$(get "$overlay" StatefulSet meshrt-worker spec.template.metadata.labels)" \
+    "$(get "$overlay" Deployment meshrt-coordinator spec.template.metadata.labels)" ||
+    fail "$overlay: the workers need a topologySpreadConstraint over kubernetes.io/hostname (maxSkew 1, DoNotSchedule) selecting the worker pods and not the coordinator"
+done
+
 echo "== the Secrets of deploy/k8s/create-secrets.sh, mounted as the kubelet would"
 create_secrets=$(src_of deploy/k8s/create-secrets.sh)
 # Placeholder TLS files: only their names matter to the Secret.
@@ -253,10 +293,11 @@ expect_rejected "an unknown kind" 's/^kind: StatefulSet$/kind: StatefulSett/'
 echo "== shellcheck and node --check on the deploy test scripts"
 command -v shellcheck >/dev/null 2>&1 || fail "shellcheck is not on PATH; run tools/setup.sh"
 for script in tests/deploy_manifests_test.sh tests/deploy_auth_test.sh tests/deploy_listen_test.sh \
-  tests/launch_manifests_test.sh tests/launch_make_certs.sh deploy/k8s/create-secrets.sh; do
+  tests/deploy_images_test.sh tests/deploy_monitoring_test.sh tests/launch_manifests_test.sh \
+  tests/launch_make_certs.sh deploy/k8s/create-secrets.sh; do
   shellcheck -x "$(src_of "$script")" || fail "shellcheck $script"
 done
-for script in tests/launch_pod.js third_party/k8s_validate/validate.js; do
+for script in tests/launch_pod.js tests/deploy_images.js third_party/k8s_validate/validate.js; do
   node --check "$(src_of "$script")" || fail "node --check $script"
 done
 echo "PASS: ${#overlays[@]} overlays render and validate"

@@ -58,6 +58,10 @@ PACKAGES=(
   # The subword vocabulary (text/vocab): SentencePiece, and its Python module to cross-check ids.
   libsentencepiece-dev
   python3-sentencepiece
+  # Monitoring checks: Debian's Prometheus scrapes a local cluster as docs/operations.md says
+  # (tests/prometheus_scrape_test.sh) and deploy/README.md's (tests/deploy_monitoring_test.sh);
+  # promtool checks metrics and alert rules.
+  prometheus
 )
 
 missing=()

@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 // Validates Kubernetes objects offline against the Kubernetes OpenAPI schema, as compiled into the
-// pinned npm package kubernetes-models (see package.json), and rejects fields the schema does not
+// pinned npm package kubernetes-models (and the Prometheus Operator's custom resources, from
+// @kubernetes-models/prometheus-operator; see package.json), and rejects fields the schema does not
 // know (the API server's strict field validation does the same; the compiled schema alone lets
 // them through).
 //
@@ -15,15 +16,24 @@ const fs = require("fs");
 const path = require("path");
 const YAML = require("yaml");
 
-// The model class of apiVersion/kind, e.g. apps/v1 + Deployment -> kubernetes-models/apps/v1/Deployment.
+// Packages of custom resources' models, by API group: the Prometheus Operator's PodMonitor and
+// PrometheusRule (deploy/k8s/monitoring), from the same kubernetes-models family and version line.
+const CRD_PACKAGES = {
+  "monitoring.coreos.com": "@kubernetes-models/prometheus-operator",
+};
+
+// The model class of apiVersion/kind, e.g. apps/v1 + Deployment -> kubernetes-models/apps/v1/Deployment,
+// monitoring.coreos.com/v1 + PodMonitor -> @kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/PodMonitor.
 function modelFor(apiVersion, kind) {
   if (typeof apiVersion !== "string" || typeof kind !== "string" || !/^[A-Za-z0-9.\/]+$/.test(apiVersion) ||
       !/^[A-Za-z0-9]+$/.test(kind)) {
     return null;
   }
+  const group = apiVersion.includes("/") ? apiVersion.split("/")[0] : "";
+  const pkg = CRD_PACKAGES[group] || "kubernetes-models";
   let mod;
   try {
-    mod = require(path.join("kubernetes-models", apiVersion, kind));
+    mod = require(path.join(pkg, apiVersion, kind));
   } catch (e) {
     return null;
   }
