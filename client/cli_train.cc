@@ -5,6 +5,7 @@
 #include "client/cli_train.h"
 
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -539,6 +540,13 @@ absl::Status RunTraining(const TrainFlags& f, CliIo io, float* final_loss) {
                        std::strerror(err),
                        " (install Debian's fortunes package: tools/setup.sh does; or pass "
                        "--data FILE)"));
+    }
+    struct stat st;
+    if (!tmodel.data_path.empty() && ::stat(tmodel.data_path.c_str(), &st) == 0 &&
+        !S_ISREG(st.st_mode)) {
+      return UsageError(absl::StrCat("--data ", f.data, " is ",
+                                     S_ISDIR(st.st_mode) ? "a directory" : "not a regular file",
+                                     ": give a text or token file"));
     }
     tokens_per_step = tmodel.batch * tmodel.length;
     data_path = tmodel.data_path;

@@ -208,6 +208,12 @@ fi
 grep -q -- "cannot read --data $tmp/no/such.txt: No such file or directory" "$tmp/nodata.out" ||
   { cat "$tmp/nodata.out"; exit 1; }
 if grep -q "fortunes" "$tmp/nodata.out"; then cat "$tmp/nodata.out"; exit 1; fi
+set +e
+$meshrt train "${small[@]}" --steps 1 --reference --data "$tmp" > "$tmp/dirdata.out" 2>&1
+code=$?
+set -e
+[[ $code == 2 ]] && grep -q -- "--data $tmp is a directory" "$tmp/dirdata.out" ||
+  { echo "--data DIR: exit $code"; cat "$tmp/dirdata.out"; exit 1; }
 if $meshrt train --step 3 --reference > "$tmp/typo.out" 2>&1; then echo "--step was accepted"; exit 1; fi
 grep -q -- "unknown flag --step; did you mean --steps?" "$tmp/typo.out" || { cat "$tmp/typo.out"; exit 1; }
 # The summary's window fits a run shorter than 50 steps.
