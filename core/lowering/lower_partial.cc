@@ -4,9 +4,10 @@
 // partial inputs can run on the buffers themselves — sum(f(p_i)) = f(sum(p_i)) — so the sum is
 // resolved once, after f, instead of once per input (three attention input-gradient allreduces
 // become one). That holds when
-//   - f is linear in every partial input: add/sub of two partial sums, neg, scale, mul or div by a
-//     tensor that is not one (or by a scalar), where(c, a, b) of two (or where(c, a, 0)), a cast
-//     that keeps the dtype, reduce_sum/mean, reshape/rename_dim/replace_dims;
+//   - f is linear in every partial input, as its record says (OpInfo::linear, next to the op's
+//     registration): add/sub of two partial sums, neg, scale, mul or div by a tensor that is not
+//     one (or by a scalar), where(c, a, b) of two (or where(c, a, 0)), a cast that keeps the
+//     dtype, reduce_sum/mean, reshape/rename_dim/replace_dims;
 //   - the partial inputs share their partial axes, and every other input is the same on the
 //     processors summed over (no dim of it is split over those axes);
 //   - f is the partial inputs' only reader (otherwise they are resolved for another reader anyway,
@@ -34,30 +35,15 @@ TensorLayout Without(TensorLayout layout, const std::vector<int>& axes) {
   return layout;
 }
 
-// Whether `op` is linear in the inputs marked in `partial` (at least one is).
-bool LinearIn(const v1::Op& op, const OpInfo& info, const std::vector<bool>& partial,
+// Whether `op` is linear in the inputs marked in `partial` (at least one is): a fact of the op's
+// record (OpInfo::linear).
+bool LinearIn(const OpInfo& info, const v1::Op& op, const std::vector<bool>& partial,
               const std::vector<LaidOutTensor>& inputs, DType out_dtype) {
-  const std::string& t = op.type();
-  const size_t n = partial.size();
-  const bool scalar = math::HasScalar(op);
-  const bool scalar_first = BoolAttrOr(op, "scalar_first", false);
-  if (info.family == OpFamily::kReshape) return n == 1;
-  if (t == "reduce_sum" || t == "reduce_mean") return n == 1;
-  if (t == "neg" || t == "scale") return n == 1;
-  if (t == "cast") return n == 1 && inputs[0].dtype == out_dtype;
-  if (t == "mul") return n == 2 ? partial[0] != partial[1] : scalar;
-  if (t == "div") {
-    return partial[0] && !scalar_first && (n == 2 ? !partial[1] : scalar);
-  }
-  if (t == "add" || t == "sub") return n == 2 && partial[0] && partial[1] && !scalar;
-  if (t == "where") {
-    if (partial[0] || scalar_first) return false;
-    if (n == 3) return partial[1] && partial[2];
-    if (n != 2 || !scalar) return false;
-    absl::StatusOr<double> s = math::ScalarAttr(op);
-    return s.ok() && *s == 0.0;
-  }
-  return false;
+  if (info.linear == nullptr) return false;
+  std::vector<DType> dtypes;
+  dtypes.reserve(inputs.size());
+  for (const LaidOutTensor& t : inputs) dtypes.push_back(t.dtype);
+  return info.linear(op, partial, dtypes, out_dtype);
 }
 
 }  // namespace
@@ -110,7 +96,7 @@ absl::StatusOr<std::optional<LaidOutTensor>> LowerOnPartials(
     }
   }
   const TensorType& type = ctx.graph.type(op.name());
-  if (!LinearIn(op, *info, partial, inputs, type.dtype)) return std::nullopt;
+  if (!LinearIn(*info, op, partial, inputs, type.dtype)) return std::nullopt;
   LoweringContext slab = ctx;
   slab.partial_axes = axes;
   if (SliceShape(type.shape, slab.RuleLayout(type.shape), ctx.mesh()).num_elements() >

@@ -29,6 +29,10 @@ std::vector<OpInfo> BuiltinOps() {
       {"reshape", OpFamily::kReshape, 1, 1, true, "same elements, new shape (row-major)"},
       {"rename_dim", OpFamily::kReshape, 1, 1, true, "rename dim attrs.old to attrs.new"},
   };
+  // Moving elements is linear: a partial sum stays one through a reshape or a rename.
+  for (OpInfo& op : ops) {
+    if (op.family == OpFamily::kReshape) op.linear = &LinearInItsInput;
+  }
   for (OpInfo& op : ops) {
     switch (op.family) {
       case OpFamily::kSource:
@@ -116,6 +120,11 @@ absl::StatusOr<TensorType> InferEinsum(const v1::Op& op, const std::vector<Tenso
 }
 
 }  // namespace
+
+bool LinearInItsInput(const v1::Op&, const std::vector<bool>& partial, const std::vector<DType>&,
+                      DType) {
+  return partial.size() == 1;
+}
 
 std::string FamilyName(OpFamily family) {
   switch (family) {

@@ -83,6 +83,15 @@ struct SliceCost {
 using CostFn = SliceCost (*)(const v1::Op& op, const std::vector<TensorType>& inputs,
                              const TensorType& output);
 
+// Lazy partial sums (core/lowering/lower_partial.cc): whether `op` is linear in the inputs marked in
+// `partial` (at least one is, one entry per input), so that a partial sum may flow through it and
+// be resolved once after it. `in_dtypes`: the inputs' dtypes; `out_dtype`: the output's. Pure.
+using LinearFn = bool (*)(const v1::Op& op, const std::vector<bool>& partial,
+                          const std::vector<DType>& in_dtypes, DType out_dtype);
+// The LinearFn of an op that is linear in its one input (a reshape, a sum, a negation).
+bool LinearInItsInput(const v1::Op& op, const std::vector<bool>& partial,
+                      const std::vector<DType>& in_dtypes, DType out_dtype);
+
 struct OpInfo {
   std::string type;
   OpFamily family;
@@ -110,6 +119,9 @@ struct OpInfo {
   // An op with neither stops autodiff (Unimplemented) when it lies on a path to the loss.
   GradientFn gradient = nullptr;
   bool zero_gradient = false;
+  // Which inputs it is linear in, for lazy partial sums (LinearFn); null: none (a partial input is
+  // resolved before the op runs).
+  LinearFn linear = nullptr;
 };
 
 // Adds ops to the registry; call from a static initializer in the family's file:

@@ -248,6 +248,7 @@ std::vector<OpInfo> DataOps() {
                         "allgather / alltoall / local slice, as reshape", InferReplaceDims,
                         ReplaceDimsKernel, nullptr);
   replace.family = OpFamily::kReshape;  // lowered by LowerReshape
+  replace.linear = &LinearInItsInput;
   return {
       replace,
       Data("slice", 1, 1, "attrs.begin, attrs.size of dims[0] (renamed attrs.new_dim)",

@@ -333,6 +333,43 @@ absl::Status WhereKernel(const v1::Op& op, absl::Span<const Tensor* const> input
 
 // ---- registration -------------------------------------------------------------------------
 
+// Linearity (OpInfo::linear, for lazy partial sums): which inputs a partial sum may flow through.
+// x * y in the one partial operand (or x * scalar).
+bool LinearMul(const v1::Op& op, const std::vector<bool>& partial, const std::vector<DType>&,
+               DType) {
+  return partial.size() == 2 ? partial[0] != partial[1] : HasScalar(op);
+}
+// x / y in a partial x (y whole, or a scalar); never in the divisor.
+bool LinearDiv(const v1::Op& op, const std::vector<bool>& partial, const std::vector<DType>&,
+               DType) {
+  const bool scalar_first = BoolAttrOr(op, "scalar_first", false);
+  return partial[0] && !scalar_first && (partial.size() == 2 ? !partial[1] : HasScalar(op));
+}
+// x +/- y with both partial (a partial plus a whole tensor would count the whole one per addend).
+bool LinearAddSub(const v1::Op& op, const std::vector<bool>& partial, const std::vector<DType>&,
+                  DType) {
+  return partial.size() == 2 && partial[0] && partial[1] && !HasScalar(op);
+}
+// A cast that keeps the dtype (float -> float).
+bool LinearCast(const v1::Op&, const std::vector<bool>& partial, const std::vector<DType>& in,
+                DType out) {
+  return partial.size() == 1 && in[0] == out;
+}
+// where(c, x, y) in partial x and y (c whole), or where(c, x, 0).
+bool LinearWhere(const v1::Op& op, const std::vector<bool>& partial, const std::vector<DType>&,
+                 DType) {
+  if (partial[0] || BoolAttrOr(op, "scalar_first", false)) return false;
+  if (partial.size() == 3) return partial[1] && partial[2];
+  if (partial.size() != 2 || !HasScalar(op)) return false;
+  absl::StatusOr<double> s = ScalarAttr(op);
+  return s.ok() && *s == 0.0;
+}
+
+OpInfo Linear(OpInfo info, LinearFn linear) {
+  info.linear = linear;
+  return info;
+}
+
 OpInfo Unary(const char* type, bool differentiable, const char* summary) {
   OpInfo info{type, OpFamily::kElementwise, 1, 1, differentiable, summary, "none"};
   info.infer = InferUnary;
@@ -366,14 +403,15 @@ std::vector<OpInfo> ElementwiseOps() {
       Unary("relu", true, "max(x, 0)"),
       Unary("abs", true, "|x|"),
       Unary("sign", false, "-1, 0 or 1"),
-      Unary("neg", true, "-x"),
+      Linear(Unary("neg", true, "-x"), &LinearInItsInput),
       Unary("reciprocal", true, "1 / x"),
-      Unary("scale", true, "x * attrs.scalar"),
-      Unary("cast", true, "to attrs.dtype (float32|int32): truncates, saturates, NaN -> 0"),
-      Binary("add", true, "x + y"),
-      Binary("sub", true, "x - y"),
-      Binary("mul", true, "x * y"),
-      Binary("div", true, "x / y"),
+      Linear(Unary("scale", true, "x * attrs.scalar"), &LinearInItsInput),
+      Linear(Unary("cast", true, "to attrs.dtype (float32|int32): truncates, saturates, NaN -> 0"),
+             &LinearCast),
+      Linear(Binary("add", true, "x + y"), &LinearAddSub),
+      Linear(Binary("sub", true, "x - y"), &LinearAddSub),
+      Linear(Binary("mul", true, "x * y"), &LinearMul),
+      Linear(Binary("div", true, "x / y"), &LinearDiv),
       Binary("minimum", true, "min(x, y)"),
       Binary("maximum", true, "max(x, y)"),
       Binary("pow", true, "x ^ y"),
@@ -389,6 +427,7 @@ std::vector<OpInfo> ElementwiseOps() {
                "none"};
   where.infer = InferWhere;
   where.reference = WhereKernel;
+  where.linear = &LinearWhere;
   ops.push_back(where);
   // Costs (core/ops/op_cost.h): the family default counts one FLOP per element; these count more.
   for (OpInfo& op : ops) {

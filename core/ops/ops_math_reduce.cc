@@ -119,6 +119,7 @@ std::vector<OpInfo> ReduceOps() {
       Reduction("reduce_logsumexp", true, "log(sum(exp(x))), stably",
                 "allreduce(max) then allreduce(sum) over the mesh dims of split reduced dims"),
   };
+  ops[0].linear = ops[1].linear = &LinearInItsInput;  // reduce_sum, reduce_mean: sums of sums
   ops.back().lower = LowerLogSumExp;
   ops.back().cost = &PerInputElementCost<kSoftmaxFlops>;  // max, subtract, exp, sum per element
   return ops;
