@@ -33,6 +33,7 @@
 #include "core/lowering/lowering.h"
 #include "core/ops/layout_names.h"
 #include "core/reference/interpreter.h"
+#include "core/train/optimizers.h"
 #include "kernels/cpu_kernels.h"
 #include "models/train.h"
 #include "runtime/checkpoint.h"
@@ -492,8 +493,7 @@ absl::Status RunTraining(const TrainFlags& f, CliIo io, float* final_loss) {
   const bool recover = f.recover.empty() ? !f.checkpoint_dir.empty() : f.recover == "auto";
   TrainOptions train;
   train.optimizer = f.optimizer;
-  const bool adaptive =
-      f.optimizer == "adam" || f.optimizer == "adamw" || f.optimizer == "adafactor";
+  const bool adaptive = IsAdaptiveOptimizer(f.optimizer);
   // Defaults measured on the default models (`meshrt train --reference --steps 100`): the MLP's
   // regression under Adam at 0.01 jumps from loss 0.71 to 91.45 at step 2 (0.25 at step 100); at
   // 0.001 it ends at 0.09 (0.0003: 0.17, slower).

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -31,16 +33,16 @@ absl::Status CheckNonNegative(const std::string& field, float x) {
   return absl::OkStatus();
 }
 
-const std::set<std::string>& Optimizers() {
-  static const auto* names =
-      new std::set<std::string>{"sgd", "momentum", "adam", "adamw", "adafactor"};
-  return *names;
-}
+struct OptimizerRule;
+const OptimizerRule* FindOptimizer(const std::string& name);
+std::string OptimizerNames();
+absl::Status CheckOptimizerOptions(const OptimizerRule& rule, const TrainOptions& o);
 
 absl::Status CheckOptions(const TrainOptions& o) {
-  if (!Optimizers().count(o.optimizer)) {
-    return Bad("optimizer", absl::StrCat("unknown optimizer '", o.optimizer,
-                                         "' (sgd, momentum, adam, adamw, adafactor)"));
+  const OptimizerRule* rule = FindOptimizer(o.optimizer);
+  if (rule == nullptr) {
+    return Bad("optimizer", absl::StrCat("unknown optimizer '", o.optimizer, "' (",
+                                         OptimizerNames(), ")"));
   }
   const LearningRate& lr = o.learning_rate;
   if (lr.kind != "constant" && lr.kind != "linear_warmup" && lr.kind != "rsqrt_decay") {
@@ -54,26 +56,7 @@ absl::Status CheckOptions(const TrainOptions& o) {
     return Bad("learning_rate.warmup_steps",
                absl::StrCat(lr.warmup_steps, " must be >= 0 for schedule '", lr.kind, "'"));
   }
-  if (o.optimizer == "momentum") RETURN_IF_ERROR(CheckUnitInterval("momentum", o.momentum));
-  if (o.optimizer == "adam" || o.optimizer == "adamw") {
-    RETURN_IF_ERROR(CheckUnitInterval("beta1", o.beta1));
-    RETURN_IF_ERROR(CheckUnitInterval("beta2", o.beta2));
-    RETURN_IF_ERROR(CheckNonNegative("epsilon", o.epsilon));
-  }
-  if (o.optimizer == "adamw") {
-    RETURN_IF_ERROR(CheckNonNegative("weight_decay", o.weight_decay));
-  } else if (o.weight_decay != 0.0f) {
-    return Bad("weight_decay", absl::StrCat(o.weight_decay, " is set but only adamw applies it "
-                                                            "(optimizer '",
-                                            o.optimizer, "')"));
-  }
-  if (o.optimizer == "adafactor") {
-    if (!(o.adafactor_decay > 0.0f && o.adafactor_decay <= 1.0f)) {
-      return Bad("adafactor_decay", absl::StrCat(o.adafactor_decay, " must be in (0, 1]"));
-    }
-    RETURN_IF_ERROR(CheckNonNegative("adafactor_epsilon", o.adafactor_epsilon));
-    RETURN_IF_ERROR(CheckNonNegative("adafactor_clip", o.adafactor_clip));
-  }
+  RETURN_IF_ERROR(CheckOptimizerOptions(*rule, o));
   RETURN_IF_ERROR(CheckNonNegative("clip_global_norm", o.clip_global_norm));
   if (o.microbatches < 1) {
     return Bad("microbatches", absl::StrCat(o.microbatches, " must be >= 1"));
@@ -187,6 +170,159 @@ Shape Drop(const Shape& s, int i) {
   std::vector<Dim> dims = s.dims();
   dims.erase(dims.begin() + i);
   return Shape(std::move(dims));
+}
+
+// ---- The optimizers, registered by name ---------------------------------------------------------
+
+// What an optimizer's rule builds with, for one Minimize call.
+struct UpdateContext {
+  GraphBuilder& b;
+  Ops& ops;
+  const TrainOptions& o;
+  // Scalars every variable's update shares (made once by the rule's `prepare`, by name).
+  std::map<std::string, TensorRef> shared;
+  // Assigns a slot its new value (kept as is on the steps that only accumulate microbatches).
+  std::function<void(const TensorRef& var, const TensorRef& value)> update;
+};
+
+// One optimizer: its options' checks, the scalars its variables share (from t, the update number
+// counting from 1), and a variable's step — w_new = w - lr * step — making and updating the
+// variable's slots ("<w>/m", ...). Every op it adds is under "<w>/<optimizer>/" (Minimize).
+struct OptimizerRule {
+  const char* name;
+  absl::Status (*check)(const TrainOptions& o);  // null: nothing to check
+  void (*prepare)(UpdateContext& c, const TensorRef& t);  // null: nothing shared
+  TensorRef (*step)(UpdateContext& c, const TensorRef& w, const TensorRef& g);
+  bool weight_decay = false;  // applies TrainOptions.weight_decay (others refuse it)
+  bool adaptive = false;      // steps scaled by a running gradient-size estimate (IsAdaptiveOptimizer)
+};
+
+TensorRef SgdStep(UpdateContext&, const TensorRef&, const TensorRef& g) { return g; }
+
+absl::Status CheckMomentum(const TrainOptions& o) {
+  return CheckUnitInterval("momentum", o.momentum);
+}
+TensorRef MomentumStep(UpdateContext& c, const TensorRef& w, const TensorRef& g) {
+  TensorRef m = c.b.Variable(w.name + "/m", w.shape);
+  TensorRef step = c.b.Add(c.b.Scale(m, c.o.momentum), g);
+  c.update(m, step);
+  return step;
+}
+
+absl::Status CheckAdam(const TrainOptions& o) {
+  RETURN_IF_ERROR(CheckUnitInterval("beta1", o.beta1));
+  RETURN_IF_ERROR(CheckUnitInterval("beta2", o.beta2));
+  return CheckNonNegative("epsilon", o.epsilon);
+}
+absl::Status CheckAdamW(const TrainOptions& o) {
+  RETURN_IF_ERROR(CheckAdam(o));
+  return CheckNonNegative("weight_decay", o.weight_decay);
+}
+void PrepareAdam(UpdateContext& c, const TensorRef& t) {
+  // 1 - beta^t
+  c.shared["bias1"] = c.ops.WithScalar("sub", c.ops.WithScalar("pow", t, c.o.beta1, true), 1.0f,
+                                       true, "bias_correction1");
+  c.shared["bias2"] = c.ops.WithScalar("sub", c.ops.WithScalar("pow", t, c.o.beta2, true), 1.0f,
+                                       true, "bias_correction2");
+}
+TensorRef AdamStep(UpdateContext& c, const TensorRef& w, const TensorRef& g) {
+  GraphBuilder& b = c.b;
+  TensorRef m = b.Variable(w.name + "/m", w.shape);
+  TensorRef v = b.Variable(w.name + "/v", w.shape);
+  TensorRef m_new = b.Add(b.Scale(m, c.o.beta1), b.Scale(g, 1.0f - c.o.beta1));
+  TensorRef v_new =
+      b.Add(b.Scale(v, c.o.beta2), b.Scale(c.ops.Unary("square", g), 1.0f - c.o.beta2));
+  c.update(m, m_new);
+  c.update(v, v_new);
+  TensorRef m_hat = b.Div(m_new, c.shared.at("bias1"));
+  TensorRef v_hat = b.Div(v_new, c.shared.at("bias2"));
+  return b.Div(m_hat, c.ops.WithScalar("add", c.ops.Unary("sqrt", v_hat), c.o.epsilon));
+}
+TensorRef AdamWStep(UpdateContext& c, const TensorRef& w, const TensorRef& g) {
+  TensorRef step = AdamStep(c, w, g);
+  if (c.o.weight_decay <= 0.0f) return step;
+  return c.b.Add(step, c.b.Scale(w, c.o.weight_decay));  // decoupled: lr * wd * w
+}
+
+absl::Status CheckAdafactor(const TrainOptions& o) {
+  if (!(o.adafactor_decay > 0.0f && o.adafactor_decay <= 1.0f)) {
+    return Bad("adafactor_decay", absl::StrCat(o.adafactor_decay, " must be in (0, 1]"));
+  }
+  RETURN_IF_ERROR(CheckNonNegative("adafactor_epsilon", o.adafactor_epsilon));
+  return CheckNonNegative("adafactor_clip", o.adafactor_clip);
+}
+void PrepareAdafactor(UpdateContext& c, const TensorRef& t) {
+  TensorRef rho = c.ops.WithScalar("pow", t, -c.o.adafactor_decay, false, "adafactor_rho");
+  c.shared["rho"] = rho;  // 1 - beta2_t
+  c.shared["beta2"] = c.ops.WithScalar("sub", rho, 1.0f, true, "adafactor_beta2");
+}
+TensorRef AdafactorStep(UpdateContext& c, const TensorRef& w, const TensorRef& g) {
+  GraphBuilder& b = c.b;
+  Ops& ops = c.ops;
+  const TensorRef& rho = c.shared.at("rho");
+  const TensorRef& beta2_t = c.shared.at("beta2");
+  TensorRef g2 = ops.WithScalar("add", ops.Unary("square", g), c.o.adafactor_epsilon);
+  TensorRef x;
+  const int r = w.shape.rank();
+  if (r >= 2) {
+    const std::string row = w.shape.dim(r - 2).name, col = w.shape.dim(r - 1).name;
+    TensorRef vr = b.Variable(w.name + "/vr", Drop(w.shape, r - 1));
+    TensorRef vc = b.Variable(w.name + "/vc", Drop(w.shape, r - 2));
+    TensorRef vr_new = b.Add(b.Mul(vr, beta2_t), b.Mul(b.ReduceMean(g2, {col}), rho));
+    TensorRef vc_new = b.Add(b.Mul(vc, beta2_t), b.Mul(b.ReduceMean(g2, {row}), rho));
+    c.update(vr, vr_new);
+    c.update(vc, vc_new);
+    // v_hat = vr (x) vc / mean(vr over rows); x = g / sqrt(v_hat).
+    TensorRef row_factor = ops.Unary("rsqrt", b.Div(vr_new, b.ReduceMean(vr_new, {row})));
+    x = b.Mul(b.Mul(g, row_factor), ops.Unary("rsqrt", vc_new));
+  } else {
+    TensorRef v = b.Variable(w.name + "/v", w.shape);
+    TensorRef v_new = b.Add(b.Mul(v, beta2_t), b.Mul(g2, rho));
+    c.update(v, v_new);
+    x = b.Mul(g, ops.Unary("rsqrt", v_new));
+  }
+  if (c.o.adafactor_clip > 0.0f) {
+    // x / max(1, rms(x) / clip)
+    TensorRef rms = ops.Unary("sqrt", b.ReduceMean(ops.Unary("square", x), {}));
+    x = b.Div(x, ops.WithScalar("maximum", ops.WithScalar("div", rms, c.o.adafactor_clip), 1.0f));
+  }
+  return x;
+}
+
+// The registry: a new optimizer is one record here and its functions above.
+const std::vector<OptimizerRule>& OptimizerRules() {
+  static const auto* rules = new std::vector<OptimizerRule>{
+      {"sgd", nullptr, nullptr, &SgdStep},
+      {"momentum", &CheckMomentum, nullptr, &MomentumStep},
+      {"adam", &CheckAdam, &PrepareAdam, &AdamStep, /*weight_decay=*/false, /*adaptive=*/true},
+      {"adamw", &CheckAdamW, &PrepareAdam, &AdamWStep, /*weight_decay=*/true, /*adaptive=*/true},
+      {"adafactor", &CheckAdafactor, &PrepareAdafactor, &AdafactorStep, /*weight_decay=*/false,
+       /*adaptive=*/true},
+  };
+  return *rules;
+}
+
+const OptimizerRule* FindOptimizer(const std::string& name) {
+  for (const OptimizerRule& r : OptimizerRules()) {
+    if (name == r.name) return &r;
+  }
+  return nullptr;
+}
+
+std::string OptimizerNames() {
+  std::string out;
+  for (const OptimizerRule& r : OptimizerRules()) absl::StrAppend(&out, out.empty() ? "" : ", ", r.name);
+  return out;
+}
+
+absl::Status CheckOptimizerOptions(const OptimizerRule& rule, const TrainOptions& o) {
+  if (rule.check != nullptr) RETURN_IF_ERROR(rule.check(o));
+  if (!rule.weight_decay && o.weight_decay != 0.0f) {
+    return Bad("weight_decay", absl::StrCat(o.weight_decay,
+                                            " is set but only adamw applies it (optimizer '",
+                                            o.optimizer, "')"));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -312,75 +448,13 @@ absl::StatusOr<TrainOps> Minimize(GraphBuilder& b, const TensorRef& loss,
     auto top = b.NameScopeAt("train");
     b.Assign(var, kept, "update/" + var.name);
   };
-
-  // Scalars shared by every variable.
-  TensorRef bias1, bias2, beta2_t, rho;
-  if (o.optimizer == "adam" || o.optimizer == "adamw") {
-    // 1 - beta^t
-    bias1 = ops.WithScalar("sub", ops.WithScalar("pow", t, o.beta1, true), 1.0f, true,
-                           "bias_correction1");
-    bias2 = ops.WithScalar("sub", ops.WithScalar("pow", t, o.beta2, true), 1.0f, true,
-                           "bias_correction2");
-  }
-  if (o.optimizer == "adafactor") {
-    rho = ops.WithScalar("pow", t, -o.adafactor_decay, false, "adafactor_rho");  // 1 - beta2_t
-    beta2_t = ops.WithScalar("sub", rho, 1.0f, true, "adafactor_beta2");
-  }
-
+  const OptimizerRule& rule = *FindOptimizer(o.optimizer);  // CheckOptions found it
+  UpdateContext c{b, ops, o, {}, update};
+  if (rule.prepare != nullptr) rule.prepare(c, t);  // scalars shared by every variable
   for (size_t i = 0; i < variables.size(); ++i) {
     const TensorRef& w = variables[i];
-    const TensorRef& g = grads[i];
     auto scope = b.NameScopeAt(w.name + "/" + o.optimizer);
-    TensorRef step;  // w_new = w - lr * step
-    if (o.optimizer == "sgd") {
-      step = g;
-    } else if (o.optimizer == "momentum") {
-      TensorRef m = b.Variable(w.name + "/m", w.shape);
-      step = b.Add(b.Scale(m, o.momentum), g);
-      update(m, step);
-    } else if (o.optimizer == "adam" || o.optimizer == "adamw") {
-      TensorRef m = b.Variable(w.name + "/m", w.shape);
-      TensorRef v = b.Variable(w.name + "/v", w.shape);
-      TensorRef m_new = b.Add(b.Scale(m, o.beta1), b.Scale(g, 1.0f - o.beta1));
-      TensorRef v_new =
-          b.Add(b.Scale(v, o.beta2), b.Scale(ops.Unary("square", g), 1.0f - o.beta2));
-      update(m, m_new);
-      update(v, v_new);
-      TensorRef m_hat = b.Div(m_new, bias1);
-      TensorRef v_hat = b.Div(v_new, bias2);
-      step = b.Div(m_hat, ops.WithScalar("add", ops.Unary("sqrt", v_hat), o.epsilon));
-      if (o.optimizer == "adamw" && o.weight_decay > 0.0f) {
-        step = b.Add(step, b.Scale(w, o.weight_decay));  // decoupled: lr * wd * w
-      }
-    } else {  // adafactor
-      TensorRef g2 = ops.WithScalar("add", ops.Unary("square", g), o.adafactor_epsilon);
-      TensorRef x;
-      const int r = w.shape.rank();
-      if (r >= 2) {
-        const std::string row = w.shape.dim(r - 2).name, col = w.shape.dim(r - 1).name;
-        TensorRef vr = b.Variable(w.name + "/vr", Drop(w.shape, r - 1));
-        TensorRef vc = b.Variable(w.name + "/vc", Drop(w.shape, r - 2));
-        TensorRef vr_new = b.Add(b.Mul(vr, beta2_t), b.Mul(b.ReduceMean(g2, {col}), rho));
-        TensorRef vc_new = b.Add(b.Mul(vc, beta2_t), b.Mul(b.ReduceMean(g2, {row}), rho));
-        update(vr, vr_new);
-        update(vc, vc_new);
-        // v_hat = vr (x) vc / mean(vr over rows); x = g / sqrt(v_hat).
-        TensorRef row_factor = ops.Unary("rsqrt", b.Div(vr_new, b.ReduceMean(vr_new, {row})));
-        x = b.Mul(b.Mul(g, row_factor), ops.Unary("rsqrt", vc_new));
-      } else {
-        TensorRef v = b.Variable(w.name + "/v", w.shape);
-        TensorRef v_new = b.Add(b.Mul(v, beta2_t), b.Mul(g2, rho));
-        update(v, v_new);
-        x = b.Mul(g, ops.Unary("rsqrt", v_new));
-      }
-      if (o.adafactor_clip > 0.0f) {
-        // x / max(1, rms(x) / clip)
-        TensorRef rms = ops.Unary("sqrt", b.ReduceMean(ops.Unary("square", x), {}));
-        x = b.Div(x, ops.WithScalar("maximum",
-                                    ops.WithScalar("div", rms, o.adafactor_clip), 1.0f));
-      }
-      step = x;
-    }
+    const TensorRef step = rule.step(c, w, grads[i]);  // w_new = w - lr * step
     update(w, b.Sub(w, b.Mul(step, lr)));
   }
   RETURN_IF_ERROR(b.status());
@@ -393,6 +467,11 @@ absl::StatusOr<TrainOps> Minimize(GraphBuilder& b, const TensorRef& loss,
   out.learning_rate = lr;
   out.global_step = global_step;
   return out;
+}
+
+bool IsAdaptiveOptimizer(const std::string& name) {
+  const OptimizerRule* rule = FindOptimizer(name);
+  return rule != nullptr && rule->adaptive;
 }
 
 }  // namespace meshrt

@@ -123,6 +123,12 @@ absl::StatusOr<TrainOps> Minimize(GraphBuilder& b, const TensorRef& loss,
                                   const TrainOptions& options,
                                   const std::vector<TensorRef>& also = {});
 
+// Whether optimizer `name` scales its steps by a running estimate of the gradients' size (adam,
+// adamw, adafactor: a smaller learning rate suits them), as its registry record says; false for
+// an unknown name. The registry (optimizers.cc) holds one record per optimizer: its name, its
+// options' checks, the scalars its variables share and a variable's step.
+bool IsAdaptiveOptimizer(const std::string& name);
+
 }  // namespace meshrt
 
 #endif  // MESHRT_CORE_TRAIN_OPTIMIZERS_H_

@@ -319,6 +319,19 @@ TrainOptions Options(const std::string& optimizer, float lr) {
 
 TEST(OptimizersTest, SgdMatchesReference) { CheckAgainstReference(Options("sgd", 0.1f), 4); }
 
+// The registry's records: every optimizer by name, which of them are adaptive, and an unknown
+// name refused listing the registered ones.
+TEST(OptimizersTest, OptimizersAreRegisteredByName) {
+  for (const char* name : {"adam", "adamw", "adafactor"}) EXPECT_TRUE(IsAdaptiveOptimizer(name));
+  for (const char* name : {"sgd", "momentum", "lion"}) EXPECT_FALSE(IsAdaptiveOptimizer(name));
+  GraphBuilder b;
+  TensorRef w = b.Variable("w", WShape());
+  TensorRef loss = b.ReduceSum(w, {}, "loss");
+  EXPECT_TRUE(StatusIs(Minimize(b, loss, {w}, Options("lion", 0.1f)).status(),
+                       absl::StatusCode::kInvalidArgument,
+                       {"unknown optimizer 'lion' (sgd, momentum, adam, adamw, adafactor)"}));
+}
+
 // Every op Minimize adds is named where it belongs: the backward pass after the op it
 // differentiates ("<op>/grad/..."), each variable's optimizer math and norm terms after the
 // variable ("w/adam/...", "w/grad_norm/..."), the shared scalars and the assignments under
