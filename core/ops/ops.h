@@ -122,6 +122,9 @@ struct OpInfo {
   // Which inputs it is linear in, for lazy partial sums (LinearFn); null: none (a partial input is
   // resolved before the op runs).
   LinearFn linear = nullptr;
+  // Writes the variable that is its input 0 after the step (assign, assign_add): the interpreter
+  // and the lowering keep such ops, loop bodies may not hold them (IsVariableUpdate).
+  bool updates_variable = false;
 };
 
 // Adds ops to the registry; call from a static initializer in the family's file:

@@ -176,7 +176,8 @@ absl::StatusOr<LaidOutTensor> LowerUpdate(LoweringContext& ctx, const v1::Op& op
   return value;
 }
 
-const bool kRegistered = RegisterOps({
+std::vector<OpInfo> StateOps() {
+  std::vector<OpInfo> ops = {
     {"variable", OpFamily::kSource, 0, 0, false,
      "state kept on the workers between steps; attrs.initializer (zeros, ones, constant, uniform, "
      "normal, truncated_normal, glorot_uniform, glorot_normal)",
@@ -190,7 +191,12 @@ const bool kRegistered = RegisterOps({
      "variable inputs[0] holds inputs[0] + inputs[1] after the step; output: the new value",
      "reshard of the delta to the variable's layout", false, InferUpdate, UpdateKernel,
      LowerUpdate, nullptr, &PerOutputElementCost<1>},  // one add per element (core/ops/op_cost.h)
-});
+  };
+  ops[1].updates_variable = ops[2].updates_variable = true;  // assign, assign_add
+  return ops;
+}
+
+const bool kRegistered = RegisterOps(StateOps());
 
 absl::Status CheckBody(const v1::Op& loop) {
   for (const v1::Op& op : loop.body().ops()) {
@@ -207,7 +213,8 @@ absl::Status CheckBody(const v1::Op& loop) {
 }  // namespace
 
 bool IsVariableUpdate(const std::string& op_type) {
-  return op_type == "assign" || op_type == "assign_add";
+  const OpInfo* info = FindOp(op_type);
+  return info != nullptr && info->updates_variable;
 }
 
 absl::Status CheckStateOps(const v1::Graph& graph) {

@@ -50,7 +50,7 @@ class Graph;
 // The variable attr naming a microbatch accumulator's apply predicate (above).
 inline constexpr char kAccumulatorApplyAttr[] = "accumulator_apply";
 
-// True for assign and assign_add.
+// Whether ops of type `op_type` write a variable (OpInfo::updates_variable: assign, assign_add).
 bool IsVariableUpdate(const std::string& op_type);
 
 // Checks the state rules of a graph whose ops and types are otherwise valid: every update's first

@@ -1,6 +1,6 @@
-// Linearity as a fact of the op's record (OpInfo::linear), which lazy partial sums read
-// (core/lowering/lower_partial.cc): exactly the ops a partial sum may flow through, and for each
-// the inputs it may be partial in.
+// Facts kept in the ops' records: linearity (OpInfo::linear), which lazy partial sums read
+// (core/lowering/lower_partial.cc) — exactly the ops a partial sum may flow through, and for each
+// the inputs it may be partial in — and the variable updates (OpInfo::updates_variable).
 #include <set>
 #include <string>
 #include <vector>
@@ -68,6 +68,15 @@ TEST(LinearityTest, EachOpIsLinearInTheRightInputs) {
   // Not linear: no record facet.
   EXPECT_FALSE(Linear(Op("relu"), {true}));
   EXPECT_FALSE(Linear(Op("reduce_max"), {true}));
+}
+
+// The variable updates are a record flag too (OpInfo::updates_variable).
+TEST(RecordFlagsTest, VariableUpdatesAreMarkedInTheirRecords) {
+  std::set<std::string> updates;
+  for (const OpInfo& info : AllOps()) {
+    if (info.updates_variable) updates.insert(info.type);
+  }
+  EXPECT_EQ(updates, (std::set<std::string>{"assign", "assign_add"}));
 }
 
 }  // namespace
