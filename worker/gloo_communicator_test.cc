@@ -405,7 +405,7 @@ TEST(GlooCommunicatorTest, SilentPeerGivesDeadlineExceeded) {
                 HasSubstr("AllReduce over mesh axes [x] at processor (0)"));
     EXPECT_THAT(std::string(s.message()), HasSubstr("peer processor (1)"));
     EXPECT_GE(took, absl::Milliseconds(450));
-    EXPECT_LT(took, 2 * timeout);
+    EXPECT_LT(took, timeout + absl::Seconds(2));  // bounded (slack for a loaded 2-core machine)
     // The group stays failed: the next call fails at once with the same code.
     const absl::Time again = absl::Now();
     s = cluster.comm(0)->Barrier({0});
@@ -466,7 +466,7 @@ TEST(GlooCommunicatorTest, SilentMemberOfALargerGroupReleasesTheOthers) {
     EXPECT_THAT(statuses[p].code(),
                 AnyOf(absl::StatusCode::kDeadlineExceeded, absl::StatusCode::kUnavailable))
         << statuses[p];
-    EXPECT_LT(took[p], 2 * timeout) << "processor " << p;
+    EXPECT_LT(took[p], timeout + absl::Seconds(2)) << "processor " << p;  // bounded, with slack
   }
 }
 
@@ -509,7 +509,7 @@ TEST(GlooCommunicatorTest, MissingMemberAtRendezvousGivesDeadlineExceeded) {
   EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
   EXPECT_THAT(std::string(s.message()), HasSubstr("Barrier over mesh axes [x] at processor (1)"));
   EXPECT_THAT(std::string(s.message()), HasSubstr("key-value store"));
-  EXPECT_LT(absl::Now() - start, 2 * timeout);
+  EXPECT_LT(absl::Now() - start, timeout + absl::Seconds(2));  // bounded, with slack
 }
 
 // Processor 1 dies between collectives; the others must fail fast, naming it. Groups of two use
@@ -573,7 +573,7 @@ TEST(GlooCommunicatorTest, ReusedPrefixIsAlreadyExists) {
     o.mesh = *Mesh::Parse("x:2");
     o.coordinate = {p};
     o.prefix = "epoch0";
-    o.timeout = absl::Seconds(5);
+    o.timeout = absl::Seconds(30);  // session 0 must rendezvous even on a loaded machine
     o.store = &shared;
     return std::move(GlooCommunicator::Create(o)).value();
   };
