@@ -420,7 +420,9 @@ absl::Status SampleFromCheckpoint(const TrainFlags& f, const models::Transformer
   return PrintSample(f, model, weights, io);
 }
 
-absl::Status RunTraining(const TrainFlags& f, CliIo io, float* final_loss) {
+// The usage checks of `meshrt train` that need no model: UsageError naming the flag. Sets
+// `trace_steps` from --trace_steps (absolute; {0, 0}: the default).
+absl::Status CheckTrainFlags(const TrainFlags& f, std::pair<int64_t, int64_t>* trace_steps) {
   const int targets =
       (f.reference ? 1 : 0) + (f.local > 0 ? 1 : 0) + (f.coordinator.empty() ? 0 : 1);
   if (targets != 1) {
@@ -439,7 +441,6 @@ absl::Status RunTraining(const TrainFlags& f, CliIo io, float* final_loss) {
         "--checkpoint_root DIR, the coordinator's root as mounted here");
   }
   if (f.steps < 0) return UsageError("--steps needs N >= 1 (or 0 with --restore and --sample)");
-  std::pair<int64_t, int64_t> trace_steps{0, 0};  // absolute; {0, 0}: the default
   if (!f.trace_steps.empty() && f.trace.empty()) {
     return UsageError("--trace_steps needs --trace FILE (where the timelines go)");
   }
@@ -451,12 +452,12 @@ absl::Status RunTraining(const TrainFlags& f, CliIo io, float* final_loss) {
     if (!f.trace_steps.empty()) {
       absl::StatusOr<std::pair<int64_t, int64_t>> range = ParseTraceSteps(f.trace_steps);
       if (!range.ok()) return UsageError(std::string(range.status().message()));
-      trace_steps = *range;
+      *trace_steps = *range;
       // A run that starts from step 0 makes steps 1..--steps; one that restores is checked
       // once its checkpoint's step is known, still before any step.
-      if (f.restore.empty() && !f.resume && trace_steps.second > f.steps) {
+      if (f.restore.empty() && !f.resume && trace_steps->second > f.steps) {
         return UsageError(absl::StrCat("--trace_steps ", f.trace_steps, ": step ",
-                                       trace_steps.second, " is beyond --steps ", f.steps));
+                                       trace_steps->second, " is beyond --steps ", f.steps));
       }
     }
     absl::Status writable = CheckTraceFileWritable(f.trace);
@@ -490,7 +491,11 @@ absl::Status RunTraining(const TrainFlags& f, CliIo io, float* final_loss) {
   if (!f.recover.empty() && f.recover != "auto" && f.recover != "off") {
     return UsageError(absl::StrCat("--recover '", f.recover, "' is not auto or off"));
   }
-  const bool recover = f.recover.empty() ? !f.checkpoint_dir.empty() : f.recover == "auto";
+  return absl::OkStatus();
+}
+
+// The optimizer, schedule, clipping and microbatches the flags ask for (defaults by model).
+TrainOptions TrainOptionsFromFlags(const TrainFlags& f) {
   TrainOptions train;
   train.optimizer = f.optimizer;
   const bool adaptive = IsAdaptiveOptimizer(f.optimizer);
@@ -504,12 +509,29 @@ absl::Status RunTraining(const TrainFlags& f, CliIo io, float* final_loss) {
   train.clip_global_norm = static_cast<float>(f.clip);
   train.microbatches = static_cast<int>(f.microbatches);
 
+  return train;
+}
+
+// The model the flags describe, its training graph, and what it reads.
+struct TrainModel {
   models::TransformerOptions tmodel;
   models::MlpOptions mmodel;
   models::EncDecOptions emodel;
   std::optional<text::Vocab> vocab;  // transformer_encdec's
   std::string data_path;             // what the workers read (its directory is --data_dir)
   int64_t tokens_per_step = 0;
+  models::TrainGraph tg;
+};
+
+absl::StatusOr<TrainModel> BuildTrainModel(const TrainFlags& f, const TrainOptions& train,
+                                           CliIo io) {
+  TrainModel out;
+  models::TransformerOptions& tmodel = out.tmodel;
+  models::MlpOptions& mmodel = out.mmodel;
+  models::EncDecOptions& emodel = out.emodel;
+  std::optional<text::Vocab>& vocab = out.vocab;
+  std::string& data_path = out.data_path;
+  int64_t& tokens_per_step = out.tokens_per_step;
   absl::StatusOr<models::TrainGraph> tg;
   if (f.model == kEncDec) {
     ASSIGN_OR_RETURN(vocab, PrepareEncDec(f, &emodel, io));
@@ -565,6 +587,22 @@ absl::Status RunTraining(const TrainFlags& f, CliIo io, float* final_loss) {
     tg = models::BuildMlpTrainGraph(mmodel, train);
   }
   if (!tg.ok()) return WithContext(tg.status(), absl::StrCat("building the ", f.model));
+  out.tg = *std::move(tg);
+  return out;
+}
+
+absl::Status RunTraining(const TrainFlags& f, CliIo io, float* final_loss) {
+  std::pair<int64_t, int64_t> trace_steps{0, 0};  // absolute; {0, 0}: the default
+  RETURN_IF_ERROR(CheckTrainFlags(f, &trace_steps));
+  const bool recover = f.recover.empty() ? !f.checkpoint_dir.empty() : f.recover == "auto";
+  const TrainOptions train = TrainOptionsFromFlags(f);
+  ASSIGN_OR_RETURN(TrainModel built, BuildTrainModel(f, train, io));
+  const models::TransformerOptions& tmodel = built.tmodel;
+  const models::EncDecOptions& emodel = built.emodel;
+  std::optional<text::Vocab>& vocab = built.vocab;
+  const std::string& data_path = built.data_path;
+  const int64_t tokens_per_step = built.tokens_per_step;
+  std::optional<models::TrainGraph> tg(std::move(built.tg));
   if (!f.export_graph.empty()) {
     RETURN_IF_ERROR(SaveGraph(tg->graph.proto(), f.export_graph));
     io.out << "wrote the training graph (" << tg->graph.proto().ops_size() << " ops, "
