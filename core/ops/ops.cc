@@ -19,15 +19,68 @@ absl::Status OpError(const v1::Op& op, absl::string_view msg) {
 
 namespace {
 
+absl::StatusOr<TensorType> InferPlaceholder(const v1::Op& op, const std::vector<TensorType>&) {
+  ASSIGN_OR_RETURN(Shape shape, Shape::FromProto(op.shape(), OpLabel(op)));
+  DType dtype = DType::kFloat32;
+  if (op.dtype() != v1::DT_INVALID) {
+    auto d = DTypeFromProto(op.dtype());
+    if (!d.ok()) return OpError(op, d.status().message());
+    dtype = *d;
+  }
+  return TensorType{shape, dtype};
+}
+
+absl::StatusOr<TensorType> InferConstant(const v1::Op& op, const std::vector<TensorType>&) {
+  if (!op.has_value()) return OpError(op, "needs a `value`");
+  ASSIGN_OR_RETURN(Tensor v, Tensor::FromProto(op.value(), OpLabel(op)));
+  return TensorType{v.shape(), v.dtype()};
+}
+
+absl::StatusOr<TensorType> InferReshape(const v1::Op& op, const std::vector<TensorType>& inputs) {
+  ASSIGN_OR_RETURN(Shape shape, Shape::FromProto(op.shape(), OpLabel(op) + " new shape"));
+  if (shape.num_elements() != inputs[0].shape.num_elements()) {
+    return OpError(op, absl::StrCat("cannot reshape ", inputs[0].shape.ToString(), " (",
+                                    inputs[0].shape.num_elements(), " elements) to ",
+                                    shape.ToString(), " (", shape.num_elements(), ")"));
+  }
+  return TensorType{shape, inputs[0].dtype};
+}
+
+absl::StatusOr<TensorType> InferRenameDim(const v1::Op& op,
+                                          const std::vector<TensorType>& inputs) {
+  ASSIGN_OR_RETURN(std::string old_name, StringAttr(op, "old"));
+  ASSIGN_OR_RETURN(std::string new_name, StringAttr(op, "new"));
+  const Shape& s = inputs[0].shape;
+  int i = s.IndexOf(old_name);
+  if (i < 0) {
+    return OpError(op, absl::StrCat("renames dim '", old_name, "' but input '", op.inputs(0),
+                                    "' has shape ", s.ToString()));
+  }
+  if (new_name != old_name && s.Contains(new_name)) {
+    return OpError(op, absl::StrCat("new name '", new_name, "' is already a dim of ",
+                                    s.ToString()));
+  }
+  std::vector<Dim> dims = s.dims();
+  dims[i].name = new_name;
+  return TensorType{Shape(std::move(dims)), inputs[0].dtype};
+}
+
+absl::StatusOr<TensorType> InferEinsum(const v1::Op& op, const std::vector<TensorType>& in);
+
 std::vector<OpInfo> BuiltinOps() {
   std::vector<OpInfo> ops = {
-      {"placeholder", OpFamily::kSource, 0, 0, false, "a tensor fed at run time"},
-      {"constant", OpFamily::kSource, 0, 0, false, "a tensor given in the graph"},
+      {"placeholder", OpFamily::kSource, 0, 0, false, "a tensor fed at run time", "",
+       false, &InferPlaceholder},
+      {"constant", OpFamily::kSource, 0, 0, false, "a tensor given in the graph", "", false,
+       &InferConstant},
       {"einsum", OpFamily::kEinsum, 1, -1, true,
-       "product of the inputs, summed over every dim not in the output shape"},
+       "product of the inputs, summed over every dim not in the output shape", "", false,
+       &InferEinsum},
       // Elementwise ops and reductions: the math family (ops_math_*.cc).
-      {"reshape", OpFamily::kReshape, 1, 1, true, "same elements, new shape (row-major)"},
-      {"rename_dim", OpFamily::kReshape, 1, 1, true, "rename dim attrs.old to attrs.new"},
+      {"reshape", OpFamily::kReshape, 1, 1, true, "same elements, new shape (row-major)", "",
+       false, &InferReshape},
+      {"rename_dim", OpFamily::kReshape, 1, 1, true, "rename dim attrs.old to attrs.new", "",
+       false, &InferRenameDim},
   };
   // Moving elements is linear: a partial sum stays one through a reshape or a rename.
   for (OpInfo& op : ops) {
@@ -298,51 +351,10 @@ absl::StatusOr<TensorType> InferOutputType(const v1::Op& op,
                            : absl::StrCat(info->min_inputs, " to ", info->max_inputs);
     return OpError(op, absl::StrCat("takes ", want, " input(s) but has ", n));
   }
-  if (info->infer != nullptr) return info->infer(op, inputs);
-  const std::string& t = op.type();
-  if (t == "placeholder") {
-    ASSIGN_OR_RETURN(Shape shape, Shape::FromProto(op.shape(), OpLabel(op)));
-    DType dtype = DType::kFloat32;
-    if (op.dtype() != v1::DT_INVALID) {
-      auto d = DTypeFromProto(op.dtype());
-      if (!d.ok()) return OpError(op, d.status().message());
-      dtype = *d;
-    }
-    return TensorType{shape, dtype};
+  if (info->infer == nullptr) {
+    return absl::InternalError(absl::StrCat("no shape inference for registered op ", op.type()));
   }
-  if (t == "constant") {
-    if (!op.has_value()) return OpError(op, "needs a `value`");
-    ASSIGN_OR_RETURN(Tensor v, Tensor::FromProto(op.value(), OpLabel(op)));
-    return TensorType{v.shape(), v.dtype()};
-  }
-  if (t == "einsum") return InferEinsum(op, inputs);
-  if (t == "reshape") {
-    ASSIGN_OR_RETURN(Shape shape, Shape::FromProto(op.shape(), OpLabel(op) + " new shape"));
-    if (shape.num_elements() != inputs[0].shape.num_elements()) {
-      return OpError(op, absl::StrCat("cannot reshape ", inputs[0].shape.ToString(), " (",
-                                      inputs[0].shape.num_elements(), " elements) to ",
-                                      shape.ToString(), " (", shape.num_elements(), ")"));
-    }
-    return TensorType{shape, inputs[0].dtype};
-  }
-  if (t == "rename_dim") {
-    ASSIGN_OR_RETURN(std::string old_name, StringAttr(op, "old"));
-    ASSIGN_OR_RETURN(std::string new_name, StringAttr(op, "new"));
-    const Shape& s = inputs[0].shape;
-    int i = s.IndexOf(old_name);
-    if (i < 0) {
-      return OpError(op, absl::StrCat("renames dim '", old_name, "' but input '", op.inputs(0),
-                                      "' has shape ", s.ToString()));
-    }
-    if (new_name != old_name && s.Contains(new_name)) {
-      return OpError(op, absl::StrCat("new name '", new_name, "' is already a dim of ",
-                                      s.ToString()));
-    }
-    std::vector<Dim> dims = s.dims();
-    dims[i].name = new_name;
-    return TensorType{Shape(std::move(dims)), inputs[0].dtype};
-  }
-  return absl::InternalError(absl::StrCat("no shape inference for registered op ", t));
+  return info->infer(op, inputs);
 }
 
 }  // namespace meshrt
