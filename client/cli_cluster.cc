@@ -24,6 +24,7 @@
 #include "client/local_cluster.h"
 #include "rpc/auth.h"
 #include "rpc/grpc_util.h"
+#include "util/file.h"
 #include "util/flags.h"
 #include "util/logging.h"
 #include "util/status_macros.h"
@@ -108,14 +109,7 @@ absl::StatusOr<std::string> LogDirectory(const std::string& requested, absl::str
     RETURN_IF_ERROR(MakeDirs(requested));
     return requested;
   }
-  const char* tmp = std::getenv("TMPDIR");
-  std::string pattern =
-      absl::StrCat(tmp != nullptr && *tmp ? tmp : "/tmp", "/meshrt-", command, "-XXXXXX");
-  if (::mkdtemp(pattern.data()) == nullptr) {
-    const int err = errno;
-    return absl::ErrnoToStatus(err, absl::StrCat("cannot create a log directory ", pattern));
-  }
-  return pattern;
+  return MakeTempDirectory(absl::StrCat("meshrt-", command));
 }
 
 absl::StatusOr<TensorMap> RunOnCluster(const ClusterTarget& target, const Graph& graph,

@@ -40,6 +40,7 @@
 #include "runtime/checkpoint_store.h"
 #include "runtime/checkpoint_tensors.h"
 #include "util/file_access.h"
+#include "util/file.h"
 #include "util/flags.h"
 #include "util/logging.h"
 #include "util/status_macros.h"
@@ -636,14 +637,9 @@ absl::Status RunTraining(const TrainFlags& f, CliIo io, float* final_loss) {
         place.restore.empty() && place.checkpoint_dir.empty()) {
       // No checkpoint place was asked for: the imported weights go to a fresh directory in
       // $TMPDIR (else /tmp) rather than the current one.
-      const char* tmpdir = std::getenv("TMPDIR");
-      std::string tmpl = absl::StrCat(tmpdir != nullptr && *tmpdir ? tmpdir : "/tmp",
-                                      "/meshrt-init-XXXXXX");
-      if (::mkdtemp(tmpl.data()) == nullptr) {
-        const int err = errno;
-        return absl::ErrnoToStatus(err, absl::StrCat("--init: cannot create ", tmpl));
-      }
-      place.root = tmpl;
+      absl::StatusOr<std::string> dir = MakeTempDirectory("meshrt-init");
+      if (!dir.ok()) return WithContext(dir.status(), "--init");
+      place.root = *dir;
     }
     if (!place.save.empty() || !place.checkpoint_dir.empty() || !f.init.empty()) {
       RETURN_IF_ERROR(MakeDirs(place.root));

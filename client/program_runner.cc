@@ -20,6 +20,7 @@
 #include "kernels/cpu_kernels.h"
 #include "runtime/checkpoint_store.h"
 #include "runtime/checkpoint_tensors.h"
+#include "util/file.h"
 #include "util/status_macros.h"
 
 namespace meshrt {
@@ -28,17 +29,6 @@ namespace {
 // `status` with `prefix: ` before its message.
 absl::Status Prefixed(const absl::Status& status, absl::string_view prefix) {
   return absl::Status(status.code(), absl::StrCat(prefix, ": ", status.message()));
-}
-
-// A new private directory /tmp/meshrt-COMMAND-WHAT-XXXXXX (under $TMPDIR when set).
-absl::StatusOr<std::string> MakeTempDir(absl::string_view command, absl::string_view what) {
-  const char* tmpdir = std::getenv("TMPDIR");
-  std::string tmpl = absl::StrCat(tmpdir != nullptr && *tmpdir ? tmpdir : "/tmp", "/meshrt-",
-                                  command, what, "-XXXXXX");
-  if (::mkdtemp(tmpl.data()) == nullptr) {
-    return absl::ErrnoToStatus(errno, absl::StrCat("cannot create ", tmpl));
-  }
-  return tmpl;
 }
 
 // In process, with the reference interpreter and the fast kernels.
@@ -88,14 +78,15 @@ class ClusterRunner : public ProgramRunner {
             "--local ", o.local, " starts too few workers for mesh ", mesh->ToString()));
       }
       // The weights reach the workers as a checkpoint in a private root.
-      ASSIGN_OR_RETURN(root, MakeTempDir(command, ""));
+      ASSIGN_OR_RETURN(root, MakeTempDirectory(absl::StrCat("meshrt-", command)));
       private_root_ = root;
       LocalClusterOptions options;
       options.workers = static_cast<int>(o.local);
       options.checkpoint_root = root;
       options.log_dir = o.log_dir;
       if (options.log_dir.empty()) {
-        ASSIGN_OR_RETURN(options.log_dir, MakeTempDir(command, "-logs"));
+        ASSIGN_OR_RETURN(options.log_dir,
+                         MakeTempDirectory(absl::StrCat("meshrt-", command, "-logs")));
       } else if (::mkdir(options.log_dir.c_str(), 0777) != 0 && errno != EEXIST) {
         return absl::ErrnoToStatus(errno, absl::StrCat("cannot create --log_dir ", o.log_dir));
       }

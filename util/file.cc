@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 
 #include "absl/strings/str_cat.h"
 
@@ -96,6 +97,18 @@ absl::Status WriteFileAtomically(const std::string& path, absl::string_view data
   d.fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (d.fd >= 0) fsync(d.fd);  // best effort: some filesystems refuse fsync of a directory
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> MakeTempDirectory(absl::string_view prefix) {
+  const char* tmpdir = std::getenv("TMPDIR");
+  std::string pattern =
+      absl::StrCat(tmpdir != nullptr && *tmpdir ? tmpdir : "/tmp", "/", prefix, "-XXXXXX");
+  std::string path = pattern;  // mkdtemp fills in the Xs, even when it then fails
+  if (::mkdtemp(path.data()) == nullptr) {
+    const int err = errno;
+    return absl::ErrnoToStatus(err, absl::StrCat("cannot create a directory ", pattern));
+  }
+  return path;
 }
 
 }  // namespace meshrt

@@ -27,6 +27,10 @@ absl::StatusOr<std::string> ReadFile(
 // (NotFound for a missing directory, ...) and name the file.
 absl::Status WriteFileAtomically(const std::string& path, absl::string_view data);
 
+// A new directory `<prefix>-XXXXXX` (mode 0700, a unique suffix) under $TMPDIR, else /tmp, and its
+// path. Errors keep errno's meaning and name the pattern.
+absl::StatusOr<std::string> MakeTempDirectory(absl::string_view prefix);
+
 }  // namespace meshrt
 
 #endif  // MESHRT_UTIL_FILE_H_

@@ -1,6 +1,9 @@
 #include "util/file.h"
 
+#include <sys/stat.h>
+
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 
 #include "absl/strings/match.h"
@@ -66,6 +69,23 @@ TEST(ReadFileTest, AFileOverTheCapIsResourceExhausted) {
 TEST(ReadFileTest, TheCapAppliesToFilesOfUnknownSizeToo) {
   absl::StatusOr<std::string> read = ReadFile("/proc/self/status", 4);
   EXPECT_EQ(read.status().code(), absl::StatusCode::kResourceExhausted);
+}
+
+TEST(MakeTempDirectoryTest, MakesAPrivateDirectoryUnderTmpdirEachTimeANewOne) {
+  const char* tmpdir = std::getenv("TMPDIR");
+  ASSERT_NE(tmpdir, nullptr);  // Bazel sets it to the test's own directory
+  absl::StatusOr<std::string> a = MakeTempDirectory("meshrt-test");
+  absl::StatusOr<std::string> b = MakeTempDirectory("meshrt-test");
+  ASSERT_TRUE(a.ok() && b.ok()) << a.status() << b.status();
+  EXPECT_NE(*a, *b);
+  EXPECT_TRUE(absl::StartsWith(*a, std::string(tmpdir) + "/meshrt-test-")) << *a;
+  struct stat st;
+  ASSERT_EQ(::stat(a->c_str(), &st), 0);
+  EXPECT_TRUE(S_ISDIR(st.st_mode));
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  absl::StatusOr<std::string> bad = MakeTempDirectory("no/such/dir/x");
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kNotFound) << bad.status();
+  EXPECT_TRUE(absl::StrContains(bad.status().message(), "no/such/dir/x-XXXXXX")) << bad.status();
 }
 
 }  // namespace
