@@ -15,20 +15,12 @@ fail() {
   exit 1
 }
 
-# Runfiles are symlinks: work on the real tree (tests/deploy_manifests_test.sh says why).
-src_of() { readlink -f "$1"; }
+# shellcheck source=SCRIPTDIR/manifest_test_lib.sh
+source "$PWD/tests/manifest_test_lib.sh"
 deploy=$(dirname "$(src_of deploy/.yamllint.yaml)")
 images_js=$(src_of tests/deploy_images.js)
 
-# kubectl is not in Debian's archive (tests/deploy_manifests_test.sh does the same).
-if ! command -v kubectl >/dev/null 2>&1; then
-  echo "SKIP: kubectl is not on PATH ($PATH), so the manifests cannot be rendered on this machine;"
-  echo "SKIP: install kubectl v1.32+ (Kubernetes project packages) to run this test."
-  if [ -n "${TEST_UNDECLARED_OUTPUTS_DIR:-}" ]; then
-    echo "kubectl missing" >"$TEST_UNDECLARED_OUTPUTS_DIR/SKIPPED"
-  fi
-  exit 0
-fi
+skip_without_kubectl
 command -v node >/dev/null 2>&1 || fail "node is not on PATH ($PATH); run tools/setup.sh"
 
 out=$(mktemp -d "${TEST_TMPDIR:-/tmp}/deploy_images.XXXXXX")

@@ -20,23 +20,13 @@ fail() {
   exit 1
 }
 
-# Runfiles are symlinks; kustomize refuses files outside the directory it renders once links are
-# resolved, and Node.js finds node_modules/ beside the script's real path. Work on the real tree.
-src_of() { readlink -f "$1"; }
+# shellcheck source=SCRIPTDIR/manifest_test_lib.sh
+source "$PWD/tests/manifest_test_lib.sh"
 deploy=$(dirname "$(src_of deploy/.yamllint.yaml)")
 validate=$(src_of third_party/k8s_validate/validate.js)
 pod_js=$(src_of tests/launch_pod.js)
 
-# kubectl is not in Debian's archive: machines of this project have it preinstalled (PLATFORM.md),
-# but a machine without it cannot render the manifests. Say so loudly and skip rather than fail.
-if ! command -v kubectl >/dev/null 2>&1; then
-  echo "SKIP: kubectl is not on PATH ($PATH), so the manifests cannot be rendered on this machine;"
-  echo "SKIP: install kubectl v1.32+ (Kubernetes project packages) to run this test."
-  if [ -n "${TEST_UNDECLARED_OUTPUTS_DIR:-}" ]; then
-    echo "kubectl missing" >"$TEST_UNDECLARED_OUTPUTS_DIR/SKIPPED"
-  fi
-  exit 0
-fi
+skip_without_kubectl
 
 for tool in kubectl yamllint node; do
   command -v "$tool" >/dev/null 2>&1 ||
@@ -294,7 +284,7 @@ echo "== shellcheck and node --check on the deploy test scripts"
 command -v shellcheck >/dev/null 2>&1 || fail "shellcheck is not on PATH; run tools/setup.sh"
 for script in tests/deploy_manifests_test.sh tests/deploy_auth_test.sh tests/deploy_listen_test.sh \
   tests/deploy_images_test.sh tests/deploy_monitoring_test.sh tests/launch_manifests_test.sh \
-  tests/launch_make_certs.sh deploy/k8s/create-secrets.sh; do
+  tests/launch_make_certs.sh tests/manifest_test_lib.sh deploy/k8s/create-secrets.sh; do
   shellcheck -x "$(src_of "$script")" || fail "shellcheck $script"
 done
 for script in tests/launch_pod.js tests/deploy_images.js third_party/k8s_validate/validate.js; do

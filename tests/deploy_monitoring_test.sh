@@ -20,8 +20,8 @@ set -euo pipefail
 source "$PWD/tests/daemon_test_lib.sh"
 daemon_test_setup deploy_monitoring
 
-# Runfiles are symlinks: work on the real tree (tests/deploy_manifests_test.sh says why).
-src_of() { readlink -f "$1"; }
+# shellcheck source=SCRIPTDIR/manifest_test_lib.sh
+source "$PWD/tests/manifest_test_lib.sh"
 deploy=$(dirname "$(src_of deploy/.yamllint.yaml)")
 mon_js=$(src_of tests/deploy_monitoring.js)
 validate=$(src_of third_party/k8s_validate/validate.js)
@@ -31,15 +31,7 @@ unit=$(src_of tests/deploy_monitoring_rules_test.yml)
 coordinator_bin=$runfiles/coordinator/meshrt-coordinator
 worker_bin=$runfiles/worker/meshrt-worker
 
-# kubectl is not in Debian's archive (tests/deploy_manifests_test.sh does the same).
-if ! command -v kubectl >/dev/null 2>&1; then
-  echo "SKIP: kubectl is not on PATH ($PATH), so the manifests cannot be rendered on this machine;"
-  echo "SKIP: install kubectl v1.32+ (Kubernetes project packages) to run this test."
-  if [ -n "${TEST_UNDECLARED_OUTPUTS_DIR:-}" ]; then
-    echo "kubectl missing" >"$TEST_UNDECLARED_OUTPUTS_DIR/SKIPPED"
-  fi
-  exit 0
-fi
+skip_without_kubectl
 for tool in promtool prometheus yamllint node curl; do
   command -v "$tool" >/dev/null 2>&1 ||
     fail "$tool is not on PATH ($PATH); run tools/setup.sh (Debian's prometheus package has promtool)"

@@ -50,7 +50,8 @@ if [ "$(id -u)" -ne 0 ]; then
   skip "creating network namespaces needs root (CAP_NET_ADMIN); running as uid $(id -u)"
 fi
 
-src_of() { readlink -f "$1"; }
+# shellcheck source=SCRIPTDIR/manifest_test_lib.sh
+source "$PWD/tests/manifest_test_lib.sh"
 runfiles=$PWD
 deploy=$(dirname "$(src_of deploy/.yamllint.yaml)")
 pod_js=$(src_of tests/launch_pod.js)
@@ -59,16 +60,7 @@ meshrt=$runfiles/client/meshrt
 compare=$runfiles/tests/launch_npy_compare
 graph=$runfiles/examples/graphs/mlp_forward.pbtxt
 
-# kubectl is not in Debian's archive: machines of this project have it preinstalled (PLATFORM.md),
-# but a machine without it cannot render the manifests. Say so loudly and skip rather than fail.
-if ! command -v kubectl >/dev/null 2>&1; then
-  echo "SKIP: kubectl is not on PATH ($PATH), so the manifests cannot be rendered on this machine;"
-  echo "SKIP: install kubectl v1.32+ (Kubernetes project packages) to run this test."
-  if [ -n "${TEST_UNDECLARED_OUTPUTS_DIR:-}" ]; then
-    echo "kubectl missing" >"$TEST_UNDECLARED_OUTPUTS_DIR/SKIPPED"
-  fi
-  exit 0
-fi
+skip_without_kubectl
 
 for tool in kubectl node ip unshare openssl timeout; do
   command -v "$tool" >/dev/null 2>&1 || fail "$tool is not on PATH; run tools/setup.sh"
