@@ -278,13 +278,9 @@ absl::Status TranslateCommand(const std::vector<std::string>& args, CliIo io) {
   if (!read.ok()) return WithContext(read.status(), absl::StrCat("reading ", positional[0]));
   const std::string what = absl::StrCat("checkpoint ", positional[0]);
   ASSIGN_OR_RETURN(models::EncDecOptions model, EncDecOptionsFromWeights(read->tensors, what));
-  if (o.max_length < 0 || o.max_length > model.length) {
-    return UsageError(absl::StrCat("--max_length needs 1 <= L <= ", model.length,
-                                   " (the model's length), not ", o.max_length));
-  }
-  if (2 * o.beam > model.vocab) {
-    return UsageError(absl::StrCat("--beam ", o.beam, " needs 2 x beam <= the vocabulary (",
-                                   model.vocab, " pieces)"));
+  // The options against the model, as usage errors: refused before anything starts.
+  if (absl::Status fits = CheckTranslatorOptions(o, model); !fits.ok()) {
+    return UsageError(absl::StrCat("--", fits.message()));
   }
   if (vocab_path.empty()) vocab_path = absl::StrCat(checkpoint, "/vocab.model");
   ASSIGN_OR_RETURN(text::Vocab vocab, text::Vocab::Load(vocab_path));

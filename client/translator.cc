@@ -132,6 +132,26 @@ absl::StatusOr<std::vector<Hypothesis>> TranslationDecoder::Decode(
   return out;
 }
 
+absl::Status CheckTranslatorOptions(const TranslatorOptions& options,
+                                    const models::EncDecOptions& model) {
+  if (options.batch < 1 || options.beam < 1 || !(options.alpha >= 0 && options.alpha <= 10)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a translator needs batch >= 1, beam >= 1 and 0 <= alpha <= 10, not batch ",
+                     options.batch, ", beam ", options.beam, ", alpha ", options.alpha));
+  }
+  if (options.max_length < 0 || options.max_length > model.length) {
+    return absl::InvalidArgumentError(absl::StrCat("max_length needs 1 <= L <= ", model.length,
+                                                   " (the model's length), not ",
+                                                   options.max_length));
+  }
+  if (2 * options.beam > model.vocab) {
+    return absl::InvalidArgumentError(absl::StrCat("beam ", options.beam,
+                                                   " needs 2 x beam <= the vocabulary (",
+                                                   model.vocab, " pieces)"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<Translator>> Translator::Open(const std::string& checkpoint,
                                                              const TranslatorOptions& options,
                                                              std::ostream& log,
@@ -153,21 +173,7 @@ absl::StatusOr<std::unique_ptr<Translator>> Translator::Create(const TensorMap& 
                                                                std::ostream& log,
                                                                const std::string& what) {
   ASSIGN_OR_RETURN(models::EncDecOptions model, EncDecOptionsFromWeights(weights, what));
-  if (options.batch < 1 || options.beam < 1 || !(options.alpha >= 0 && options.alpha <= 10)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("a translator needs batch >= 1, beam >= 1 and 0 <= alpha <= 10, not batch ",
-                     options.batch, ", beam ", options.beam, ", alpha ", options.alpha));
-  }
-  if (options.max_length < 0 || options.max_length > model.length) {
-    return absl::InvalidArgumentError(absl::StrCat("max_length needs 1 <= L <= ", model.length,
-                                                   " (the model's length), not ",
-                                                   options.max_length));
-  }
-  if (2 * options.beam > model.vocab) {
-    return absl::InvalidArgumentError(absl::StrCat("beam ", options.beam,
-                                                   " needs 2 x beam <= the vocabulary (",
-                                                   model.vocab, " pieces)"));
-  }
+  RETURN_IF_ERROR(CheckTranslatorOptions(options, model));
   if (vocab.size() != model.vocab) {
     return absl::InvalidArgumentError(absl::StrCat("the vocabulary has ", vocab.size(),
                                                    " pieces; the model of ", what, " ",

@@ -93,6 +93,11 @@ struct Translation {
   float score = 0;           // Hypothesis::score
 };
 
+// InvalidArgument naming the option when `options` do not fit `model`: batch, beam >= 1, alpha in
+// [0, 10], max_length within the model's length, 2 x beam <= the vocabulary.
+absl::Status CheckTranslatorOptions(const TranslatorOptions& options,
+                                    const models::EncDecOptions& model);
+
 // Text in, text out, with a checkpoint's model and vocabulary. Not thread-safe.
 class Translator {
  public:
