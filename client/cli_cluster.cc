@@ -173,22 +173,11 @@ void AddProgramTargetFlags(FlagSet& flags, ProgramTarget* target, absl::string_v
 }
 
 absl::Status CheckProgramTargetFlags(const ProgramTarget& target, absl::string_view command) {
-  absl::Status one = CheckProgramTarget(target, absl::StrCat("meshrt ", command));
-  if (!one.ok()) return UsageError(one.message());
-  ASSIGN_OR_RETURN(MeshAndRules layout,
-                   ParseMeshAndRules(MeshOrDefault(target.mesh, target.local, target.coordinator),
-                                     target.layout));
-  if (target.local > 0 && target.local < layout.mesh.num_processors()) {
-    return UsageError(absl::StrCat("--local ", target.local,
-                                   " starts too few workers for mesh ", layout.mesh.ToString()));
-  }
-  if (!target.coordinator.empty() && target.checkpoint_root.empty()) {
-    return UsageError(absl::StrCat(
-        "meshrt ", command,
-        " --coordinator needs --checkpoint_root DIR: that coordinator's checkpoint root as "
-        "mounted here (the weights are written there and restored into the session)"));
-  }
-  return absl::OkStatus();
+  absl::Status checked = CheckProgramTarget(target, absl::StrCat("meshrt ", command));
+  if (!checked.ok()) return UsageError(checked.message());
+  return ParseMeshAndRules(MeshOrDefault(target.mesh, target.local, target.coordinator),
+                           target.layout)
+      .status();
 }
 
 namespace {

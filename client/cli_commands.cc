@@ -63,12 +63,6 @@ absl::StatusOr<MeshAndRules> ParseMeshAndRules(absl::string_view mesh_text,
   return out;
 }
 
-std::string MeshOrDefault(const std::string& mesh, int64_t local, const std::string& coordinator) {
-  if (!mesh.empty()) return mesh;
-  if (local > 0) return absl::StrCat("x:", local);
-  return coordinator.empty() ? "" : "x:1";
-}
-
 absl::Status MakeDirs(const std::string& dir) {
   for (size_t pos = 1; pos <= dir.size(); ++pos) {
     if (pos != dir.size() && dir[pos] != '/') continue;

@@ -54,10 +54,6 @@ struct MeshAndRules {
 absl::StatusOr<MeshAndRules> ParseMeshAndRules(absl::string_view mesh_text,
                                                absl::string_view layout_text);
 
-// The --mesh a command runs on: `mesh` when given, else x:N for --local N (every worker), x:1
-// for --coordinator (a cluster's mesh has at least one dim), "" (one processor) in process.
-std::string MeshOrDefault(const std::string& mesh, int64_t local, const std::string& coordinator);
-
 // The hardware profile of --profile PATH (core/planning/cost_model.h), or, for "", the one measured in this
 // process (client/hardware_probe.h). Errors name --profile.
 absl::StatusOr<HardwareProfile> ProfileFromFlag(const std::string& path);

@@ -61,10 +61,7 @@ class ClusterRunner : public ProgramRunner {
 
   absl::Status Connect(const ProgramTarget& o, const Graph& graph, const TensorMap& weights,
                        absl::string_view command, std::ostream& log) {
-    // No mesh: every worker of a local cluster (x:N), one of a coordinator's (x:1).
-    const std::string mesh_text =
-        !o.mesh.empty() ? o.mesh : o.local > 0 ? absl::StrCat("x:", o.local) : std::string("x:1");
-    absl::StatusOr<Mesh> mesh = Mesh::Parse(mesh_text);
+    absl::StatusOr<Mesh> mesh = Mesh::Parse(MeshOrDefault(o.mesh, o.local, o.coordinator));
     if (!mesh.ok()) return Prefixed(mesh.status(), "--mesh");
     absl::StatusOr<LayoutRules> rules = LayoutRules::Parse(o.layout, *mesh);
     if (!rules.ok()) return Prefixed(rules.status(), "--layout");
@@ -73,10 +70,6 @@ class ClusterRunner : public ProgramRunner {
     std::string address = o.coordinator;
     SecurityOptions security = o.security;
     if (o.local > 0) {
-      if (o.local < mesh->num_processors()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "--local ", o.local, " starts too few workers for mesh ", mesh->ToString()));
-      }
       // The weights reach the workers as a checkpoint in a private root.
       ASSIGN_OR_RETURN(root, MakeTempDirectory(absl::StrCat("meshrt-", command)));
       private_root_ = root;
@@ -97,11 +90,6 @@ class ClusterRunner : public ProgramRunner {
       cluster_ = *std::move(started);
       address = cluster_->address();
       security = cluster_->client_security();
-    } else if (root.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          command,
-          " --coordinator needs --checkpoint_root DIR: that coordinator's checkpoint root as "
-          "mounted here (the weights are written there and restored into the session)"));
     }
     ASSIGN_OR_RETURN(const std::string imported, WriteInitialCheckpoint(root, weights));
     ClientOptions client;
@@ -156,7 +144,25 @@ absl::Status CheckProgramTarget(const ProgramTarget& target, absl::string_view c
     return absl::InvalidArgumentError(absl::StrCat(
         command, " needs exactly one of --reference, --local N and --coordinator HOST:PORT"));
   }
+  if (!target.coordinator.empty() && target.checkpoint_root.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        command,
+        " --coordinator needs --checkpoint_root DIR: that coordinator's checkpoint root as "
+        "mounted here (the weights are written there and restored into the session)"));
+  }
+  absl::StatusOr<Mesh> mesh =
+      Mesh::Parse(MeshOrDefault(target.mesh, target.local, target.coordinator));
+  if (target.local > 0 && mesh.ok() && target.local < mesh->num_processors()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--local ", target.local, " starts too few workers for mesh ", mesh->ToString()));
+  }
   return absl::OkStatus();
+}
+
+std::string MeshOrDefault(const std::string& mesh, int64_t local, const std::string& coordinator) {
+  if (!mesh.empty()) return mesh;
+  if (local > 0) return absl::StrCat("x:", local);
+  return coordinator.empty() ? "" : "x:1";
 }
 
 absl::StatusOr<std::string> WriteInitialCheckpoint(const std::string& root_dir,

@@ -36,15 +36,20 @@ struct ProgramTarget {
   std::string log_dir;  // local cluster logs ("" = a temp dir)
 };
 
-// InvalidArgument naming `command` when `target` is not exactly one of reference, local > 0 and
-// coordinator (spelled as the CLI flags).
+// The mesh a program runs on: `mesh` when given, else x:N for a local cluster of N (every worker),
+// x:1 on a coordinator (a cluster's mesh has at least one dim), "" (one processor) in process.
+// (`meshrt run` and `train` default their --mesh the same way.)
+std::string MeshOrDefault(const std::string& mesh, int64_t local, const std::string& coordinator);
+
+// InvalidArgument naming `command` (and spelling the CLI flags) when `target` is not exactly one
+// of reference, local > 0 and coordinator, a local cluster is too small for its mesh, or a
+// coordinator comes without its checkpoint_root. A mesh that does not parse is left to the caller.
 absl::Status CheckProgramTarget(const ProgramTarget& target, absl::string_view command);
 
 // Runs steps of one graph with fixed weights. Not thread-safe.
 class ProgramRunner {
  public:
-  // Checks the target (CheckProgramTarget; too few local workers for the mesh; a coordinator
-  // without checkpoint_root) and the layout of `graph`, starts the local cluster, loads `weights`
+  // Checks the target (CheckProgramTarget) and the layout of `graph`, starts the local cluster, loads `weights`
   // (every variable of `graph`, no more). `command` ("translate", "sample") names the temp
   // directories and the messages; what is started goes to `log` (borrowed for the call only).
   static absl::StatusOr<std::unique_ptr<ProgramRunner>> Start(const ProgramTarget& target,
