@@ -231,12 +231,17 @@ bool AllFloat(Inputs inputs, const Tensor& out) {
 
 FastKernelFn FindFastKernel(absl::string_view type) {
   auto it = Index().find(type);
-  return it == Index().end() ? nullptr : it->second;
+  if (it != Index().end()) return it->second;
+  const OpInfo* info = FindOp(type);
+  return info == nullptr ? nullptr : info->fast;
 }
 
 std::vector<std::string> FastKernelTypes() {
   std::vector<std::string> types;
   for (const FastKernel& k : kTable) types.push_back(k.type);
+  for (const OpInfo& info : AllOps()) {
+    if (info.fast != nullptr && !Index().contains(info.type)) types.push_back(info.type);
+  }
   std::sort(types.begin(), types.end());
   return types;
 }

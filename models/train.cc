@@ -8,7 +8,7 @@ namespace models {
 std::vector<std::string> VariableNames(const Graph& graph) {
   std::vector<std::string> names;
   for (const v1::Op& op : graph.proto().ops()) {
-    if (op.type() == "variable") names.push_back(op.name());
+    if (IsVariable(op)) names.push_back(op.name());
   }
   return names;
 }

@@ -98,7 +98,7 @@ absl::StatusOr<LaidOutTensor> ProgramBuilder::EmitLocal(const v1::Op& op,
   *local = op;
   local->clear_inputs();
   // Shape-carrying ops state the slice shape, so a local op reads as the kernel runs it.
-  if (op.has_shape() && op.type() != "placeholder") *local->mutable_shape() = inst->slice_shape();
+  if (op.has_shape()) *local->mutable_shape() = inst->slice_shape();
   return out;
 }
 

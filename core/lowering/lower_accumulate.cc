@@ -108,7 +108,7 @@ AccumulatorLowering AccumulatorLowering::Find(const Graph& graph,
   std::map<std::string, std::vector<Accumulator>> by_predicate;
   for (int i : graph.topological_order()) {
     const v1::Op& var = graph.op(i);
-    if (var.type() != "variable") continue;
+    if (!IsVariable(var)) continue;
     const std::string predicate = StringAttrOr(var, kAccumulatorApplyAttr, "");
     if (predicate.empty() || StringAttrOr(var, "initializer", "zeros") != "zeros") continue;
     if (graph.type(var.name()).dtype != DType::kFloat32 || !graph.HasTensor(predicate)) continue;

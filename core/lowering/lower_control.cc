@@ -54,7 +54,7 @@ absl::StatusOr<LaidOutTensor> LowerLoop(LoweringContext& ctx, const v1::Op& op,
     for (int i = 0; i < k; ++i) lowered[spec.carried[i]] = state[i];
     for (int idx : spec.body.topological_order()) {
       const v1::Op& body_op = spec.body.op(idx);
-      if (body_op.type() == "placeholder") continue;
+      if (IsFed(body_op)) continue;
       std::vector<LaidOutTensor> in;
       for (const std::string& name : body_op.inputs()) {
         ASSIGN_OR_RETURN(LaidOutTensor t, Lowered(lowered, name, op));

@@ -70,7 +70,7 @@ void DropUnitPartialAxes(const LoweringContext& ctx, LaidOutTensor* t) {
 absl::StatusOr<std::optional<LaidOutTensor>> LowerOnPartials(
     LoweringContext& ctx, const v1::Op& op, const std::vector<LaidOutTensor>& inputs) {
   const OpInfo* info = FindOp(op.type());
-  if (info == nullptr || info->lower != nullptr || ctx.readers == nullptr ||
+  if (info == nullptr || info->linear == nullptr || ctx.readers == nullptr ||
       static_cast<int>(inputs.size()) != op.inputs_size()) {
     return std::nullopt;
   }

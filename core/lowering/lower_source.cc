@@ -8,7 +8,7 @@ namespace meshrt {
 absl::StatusOr<LaidOutTensor> LowerSource(LoweringContext& ctx, const v1::Op& op) {
   const TensorType& type = ctx.graph.type(op.name());
   const TensorLayout layout = ctx.RuleLayout(type.shape);
-  if (op.type() == "placeholder") {
+  if (IsFed(op)) {
     return ctx.builder.AddInput(op.name(), type.shape, type.dtype, layout);
   }
   TensorLayout replicated{std::vector<int>(type.shape.rank(), kReplicated)};

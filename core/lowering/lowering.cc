@@ -47,8 +47,6 @@ absl::StatusOr<LaidOutTensor> LowerByFamily(LoweringContext& ctx, const v1::Op& 
       return LowerElementwise(ctx, op, inputs);
     case OpFamily::kEinsum:
       return LowerEinsum(ctx, op, inputs);
-    case OpFamily::kReduce:  // one input (min_inputs 1, checked by LowerOp)
-      return LowerReduce(ctx, op, inputs[0]);
     case OpFamily::kReshape:
       return LowerReshape(ctx, op, inputs[0]);
     default:

@@ -120,7 +120,7 @@ absl::StatusOr<LoopSpec> ParseLoop(const v1::Op& op, const std::vector<TensorTyp
   const int k = static_cast<int>(spec.carried.size());
   for (int i = 0; i < k; ++i) {
     const v1::Op* ph = spec.body.FindOp(spec.carried[i]);
-    if (ph == nullptr || ph->type() != "placeholder") {
+    if (ph == nullptr || !IsFed(*ph)) {
       return LoopError(op, absl::StrCat("carried tensor '", spec.carried[i],
                                         "' is not a placeholder of the body"));
     }

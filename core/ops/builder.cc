@@ -7,7 +7,7 @@ namespace meshrt {
 TensorRef GraphBuilder::Apply(v1::Op op, const std::vector<TensorRef>& inputs,
                               const std::string& name) {
   if (!status_.ok()) return TensorRef{};
-  const bool scoped = !scope_.empty() && op.type() != "variable" && op.type() != "placeholder";
+  const bool scoped = !scope_.empty() && !IsVariable(op) && !IsFed(op);
   std::string n = scoped && !name.empty() ? scope_ + name : name;
   if (n.empty() && !scoped) {
     do {

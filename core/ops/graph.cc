@@ -184,7 +184,7 @@ absl::StatusOr<const TensorType*> Graph::FindType(absl::string_view name) const 
 std::vector<std::string> Graph::Placeholders() const {
   std::vector<std::string> names;
   for (int i : order_) {
-    if (proto_.ops(i).type() == "placeholder") names.push_back(proto_.ops(i).name());
+    if (IsFed(proto_.ops(i))) names.push_back(proto_.ops(i).name());
   }
   return names;
 }

@@ -71,8 +71,6 @@ absl::StatusOr<LaidOutTensor> LowerElementwise(LoweringContext& ctx, const v1::O
                                                const std::vector<LaidOutTensor>& inputs);
 absl::StatusOr<LaidOutTensor> LowerEinsum(LoweringContext& ctx, const v1::Op& op,
                                           const std::vector<LaidOutTensor>& inputs);
-absl::StatusOr<LaidOutTensor> LowerReduce(LoweringContext& ctx, const v1::Op& op,
-                                          const LaidOutTensor& input);
 absl::StatusOr<LaidOutTensor> LowerReshape(LoweringContext& ctx, const v1::Op& op,
                                            const LaidOutTensor& input);
 

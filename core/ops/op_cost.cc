@@ -71,7 +71,7 @@ SliceCost FamilyDefaultCost(OpFamily family, const v1::Op& op,
       return ReadAllWriteOutput(inputs, output, 0);
     case OpFamily::kSource: {
       // A placeholder is fed and a variable kept between steps: neither is computed in a step.
-      if (op.type() == "placeholder" || op.type() == "variable") return SliceCost{};
+      if (IsFed(op) || IsVariable(op)) return SliceCost{};
       return ReadAllWriteOutput(inputs, output, 0);
     }
     case OpFamily::kControl:

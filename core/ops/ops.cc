@@ -82,6 +82,7 @@ std::vector<OpInfo> BuiltinOps() {
       {"rename_dim", OpFamily::kReshape, 1, 1, true, "rename dim attrs.old to attrs.new", "",
        false, &InferRenameDim},
   };
+  ops[0].source = SourceKind::kFed;  // placeholder
   // Moving elements is linear: a partial sum stays one through a reshape or a rename.
   for (OpInfo& op : ops) {
     if (op.family == OpFamily::kReshape) op.linear = &LinearInItsInput;
@@ -229,6 +230,18 @@ bool RegisterGradients(std::vector<GradientRule> rules) {
   return true;
 }
 
+bool RegisterReferenceKernels(std::vector<ReferenceKernelRule> rules) {
+  absl::MutexLock lock(&RegistryMutex());
+  for (const ReferenceKernelRule& rule : rules) {
+    OpInfo* info = FindLocked(rule.type);
+    MESHRT_CHECK(info != nullptr, "reference kernel for unregistered op type ", rule.type);
+    MESHRT_CHECK(info->reference == nullptr && rule.reference != nullptr,
+                 "reference kernel registered twice (or null) for op type ", rule.type);
+    info->reference = rule.reference;
+  }
+  return true;
+}
+
 bool RegisterZeroGradients(std::vector<std::string> types) {
   absl::MutexLock lock(&RegistryMutex());
   for (const std::string& type : types) {
@@ -333,6 +346,18 @@ std::string StringAttrOr(const v1::Op& op, absl::string_view name, const std::st
                                                                                 : fallback;
 }
 
+namespace {
+SourceKind SourceOf(const v1::Op& op) {
+  const OpInfo* info = FindOp(op.type());
+  return info == nullptr ? SourceKind::kNone : info->source;
+}
+}  // namespace
+
+bool IsFed(const v1::Op& op) { return SourceOf(op) == SourceKind::kFed; }
+bool IsVariable(const v1::Op& op) { return SourceOf(op) == SourceKind::kVariable; }
+
+bool IsFloating(DType dtype) { return dtype == DType::kFloat32; }
+
 absl::StatusOr<TensorType> InferOutputType(const v1::Op& op,
                                            const std::vector<TensorType>& inputs) {
   const OpInfo* info = FindOp(op.type());
@@ -353,6 +378,14 @@ absl::StatusOr<TensorType> InferOutputType(const v1::Op& op,
   }
   if (info->infer == nullptr) {
     return absl::InternalError(absl::StrCat("no shape inference for registered op ", op.type()));
+  }
+  if (info->input_dtypes == InputDTypes::kFloating) {
+    for (int i = 0; i < n; ++i) {
+      if (IsFloating(inputs[i].dtype)) continue;
+      const std::string name = i < op.inputs_size() ? op.inputs(i) : absl::StrCat(i);
+      return OpError(op, absl::StrCat("input '", name, "' is ", DTypeName(inputs[i].dtype),
+                                      "; ", op.type(), " needs float32 (cast it first)"));
+    }
   }
   return info->infer(op, inputs);
 }

@@ -18,6 +18,7 @@
 #define MESHRT_CORE_OPS_OPS_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -92,6 +93,31 @@ using LinearFn = bool (*)(const v1::Op& op, const std::vector<bool>& partial,
 bool LinearInItsInput(const v1::Op& op, const std::vector<bool>& partial,
                       const std::vector<DType>& in_dtypes, DType out_dtype);
 
+// The fast kernel of an op (a facet the CPU kernels, //kernels, run instead of `reference`): it sees
+// float32 inputs and output only and returns nullopt to send the op to the reference kernel (an
+// arity, attribute or form it does not take: the reference kernel owns those errors), else its
+// status (unlabelled; the runner names the op). Most fast kernels are kernels/fast_kernels.cc's
+// table; an op may carry its own (a vectorisable loop in its file: ops_math.h FastUnary).
+using FastKernelFn = std::optional<absl::Status> (*)(const v1::Op& op,
+                                                     absl::Span<const Tensor* const> inputs,
+                                                     Tensor* output);
+
+// The dtype rule of an op's inputs, checked by InferOutputType before `infer` (the output's dtype
+// is `infer`'s). A dtype added to the language joins these sets here, once.
+enum class InputDTypes {
+  kAny,       // any dtype (or a mix the op's infer checks: an index input, a condition)
+  kFloating,  // every input floating point (IsFloating: float32)
+};
+// Whether `dtype` is floating point (float32).
+bool IsFloating(DType dtype);
+
+// What a source op is to the interpreter, the lowering and the runtime (OpInfo::source).
+enum class SourceKind {
+  kNone,      // computed (from inputs, attrs, a fill or a random draw)
+  kFed,       // placeholder: a value fed at run time
+  kVariable,  // variable: state kept on the workers between steps
+};
+
 struct OpInfo {
   std::string type;
   OpFamily family;
@@ -120,11 +146,18 @@ struct OpInfo {
   GradientFn gradient = nullptr;
   bool zero_gradient = false;
   // Which inputs it is linear in, for lazy partial sums (LinearFn); null: none (a partial input is
-  // resolved before the op runs).
+  // resolved before the op runs). Its lowering (hook or family default) then runs on partial
+  // inputs too, with their partial axes left out of the rule layouts (LoweringContext).
   LinearFn linear = nullptr;
   // Writes the variable that is its input 0 after the step (assign, assign_add): the interpreter
   // and the lowering keep such ops, loop bodies may not hold them (IsVariableUpdate).
   bool updates_variable = false;
+  // Its dtype rule (InputDTypes).
+  InputDTypes input_dtypes = InputDTypes::kAny;
+  // Its fast kernel (FastKernelFn); null: kernels/fast_kernels.cc's table, else the reference.
+  FastKernelFn fast = nullptr;
+  // Fed, a variable, or neither (SourceKind).
+  SourceKind source = SourceKind::kNone;
 };
 
 // Adds ops to the registry; call from a static initializer in the family's file:
@@ -142,6 +175,14 @@ struct GradientRule {
   GradientFn gradient;
 };
 bool RegisterGradients(std::vector<GradientRule> rules);
+// Attaches reference kernels to the built-in ops' records (ops.cc: einsum, reshape, rename_dim,
+// constant), whose kernels live with the kernel runner (core/ops/reference_kernels.cc, a target
+// above the registry). CHECK-fails for a type not yet registered or a second kernel. Returns true.
+struct ReferenceKernelRule {
+  std::string type;
+  KernelFn reference;
+};
+bool RegisterReferenceKernels(std::vector<ReferenceKernelRule> rules);
 // Marks `types` zero_gradient (same contract as RegisterGradients).
 bool RegisterZeroGradients(std::vector<std::string> types);
 // After static initialisation: Internal naming every gradient facet registered for an unknown op
@@ -152,6 +193,10 @@ absl::Status CheckGradientFacets();
 std::vector<OpInfo> AllOps();
 // The registered op called `type`, or nullptr.
 const OpInfo* FindOp(absl::string_view type);
+// Whether `op` is fed at run time (a placeholder), or a variable: its record's `source` (false for
+// an unknown type).
+bool IsFed(const v1::Op& op);
+bool IsVariable(const v1::Op& op);
 
 struct TensorType {
   Shape shape;

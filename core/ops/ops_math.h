@@ -55,6 +55,7 @@
 #define MESHRT_CORE_OPS_OPS_MATH_H_
 
 #include <cstdint>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -67,6 +68,7 @@
 #include "core/ir/tensor.h"
 #include "core/ops/ops.h"
 #include "proto/graph.pb.h"
+#include "proto/program.pb.h"
 
 namespace meshrt {
 namespace math {
@@ -116,10 +118,52 @@ absl::Status CheckFloat(const Tensor& t, absl::string_view what);
 // InvalidArgument when an output dim is not in `in` with the same size.
 absl::Status SplitReduce(const Shape& in, const Shape& out, Shape* kept, Shape* reduced);
 
+// ---- a unary elementwise op from its math (ops_math_elementwise.cc; core/README.md "Adding an
+// op": a new one is one file, e.g. ops_math_softsign.cc) --------------------------------------
+
+// The per-element math of y = f(x): the reference computes in double and rounds once.
+using UnaryMathFn = double (*)(double x);
+// The reference kernel of y = f(x) elementwise (the output's dims in any order). int32 inputs are
+// computed through double too, for an op whose dtype rule admits them.
+absl::Status RunUnaryReference(const v1::Op& op, absl::Span<const Tensor* const> inputs,
+                               Tensor* out, UnaryMathFn f);
+template <UnaryMathFn kF>
+absl::Status UnaryReference(const v1::Op& op, absl::Span<const Tensor* const> inputs,
+                            Tensor* out) {
+  return RunUnaryReference(op, inputs, out, kF);
+}
+// A fast kernel (OpInfo::fast) from a float32 loop over n contiguous elements: runs `kLoop` when
+// the one input has the output's shape, else nullopt (the reference permutes).
+using FloatLoopFn = void (*)(const float* x, float* y, int64_t n);
+std::optional<absl::Status> RunFastUnary(absl::Span<const Tensor* const> inputs, Tensor* out,
+                                         FloatLoopFn loop);
+template <FloatLoopFn kLoop>
+std::optional<absl::Status> FastUnary(const v1::Op&, absl::Span<const Tensor* const> inputs,
+                                      Tensor* out) {
+  return RunFastUnary(inputs, out, kLoop);
+}
+// The record of a unary elementwise op: one input, the output of its type, `dtypes` its rule,
+// lowered locally (no communication), a one-FLOP-per-element cost. Callers add what differs:
+// the reference (UnaryReference<f>), fast, cost, gradient, linear.
+OpInfo UnaryOpInfo(const char* type, bool differentiable, const char* summary,
+                   InputDTypes dtypes);
+template <UnaryMathFn kF>
+OpInfo UnaryOp(const char* type, bool differentiable, const char* summary, InputDTypes dtypes) {
+  OpInfo info = UnaryOpInfo(type, differentiable, summary, dtypes);
+  info.reference = &UnaryReference<kF>;
+  return info;
+}
+
 // ---- lowerings (lower_math.cc) ----------------------------------------------------------------
 // Each lowers one op whose inputs are in their rule layouts and leaves its output in the rule
 // layout (OpInfo::lower; see core/ops/lower_ops.h).
 
+// A reduction (lower_reduce.cc): local reduce, then `across` over the mesh dims of split reduced
+// dims — for REDUCE_SUM a partial sum (LowerOp resolves it or keeps it lazy), scaled by 1/count
+// for a `mean` (the local op is then a reduce_sum).
+absl::StatusOr<LaidOutTensor> LowerReduction(LoweringContext& ctx, const v1::Op& op,
+                                             const std::vector<LaidOutTensor>& inputs,
+                                             v1::ReduceOp across, bool mean);
 absl::StatusOr<LaidOutTensor> LowerLogSumExp(LoweringContext& ctx, const v1::Op& op,
                                              const std::vector<LaidOutTensor>& inputs);
 // softmax and log_softmax

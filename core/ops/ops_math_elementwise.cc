@@ -21,35 +21,19 @@ namespace meshrt {
 namespace math {
 namespace {
 
-bool IsOneOf(const std::string& t, std::initializer_list<const char*> names) {
-  for (const char* n : names) {
-    if (t == n) return true;
-  }
-  return false;
-}
-
-bool FloatOnlyUnary(const std::string& t) {
-  return IsOneOf(t,
-                 {"exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "gelu", "reciprocal", "scale"});
-}
-bool IsPredicate(const std::string& t) {
-  return IsOneOf(t, {"equal", "less", "greater", "logical_and", "logical_or"});
-}
-bool FloatOnlyBinary(const std::string& t) { return t == "div" || t == "pow"; }
-
 // ---- shape inference ----------------------------------------------------------------------
 
-absl::StatusOr<TensorType> InferUnary(const v1::Op& op, const std::vector<TensorType>& in) {
-  const std::string& t = op.type();
-  if (t == "cast") {
-    ASSIGN_OR_RETURN(DType to, CastTarget(op));
-    return TensorType{in[0].shape, to};
-  }
-  if (t == "scale") RETURN_IF_ERROR(ScalarAttr(op).status());
-  if (FloatOnlyUnary(t) && in[0].dtype != DType::kFloat32) {
-    return OpError(op, absl::StrCat("input '", op.inputs(0), "' is ", DTypeName(in[0].dtype), "; ",
-                                    t, " needs float32 (cast it first)"));
-  }
+absl::StatusOr<TensorType> InferSame(const v1::Op&, const std::vector<TensorType>& in) {
+  return in[0];
+}
+
+absl::StatusOr<TensorType> InferCast(const v1::Op& op, const std::vector<TensorType>& in) {
+  ASSIGN_OR_RETURN(DType to, CastTarget(op));
+  return TensorType{in[0].shape, to};
+}
+
+absl::StatusOr<TensorType> InferScale(const v1::Op& op, const std::vector<TensorType>& in) {
+  RETURN_IF_ERROR(ScalarAttr(op).status());
   return in[0];
 }
 
@@ -79,6 +63,9 @@ absl::Status CheckScalarForm(const v1::Op& op, const std::vector<TensorType>& in
   return absl::OkStatus();
 }
 
+// A binary op's output: the broadcast shape, of the inputs' dtype, or float32 0/1 for a
+// predicate (kPredicate).
+template <bool kPredicate>
 absl::StatusOr<TensorType> InferBinary(const v1::Op& op, const std::vector<TensorType>& in) {
   RETURN_IF_ERROR(CheckScalarForm(op, in, 2));
   if (in.size() == 2 && in[0].dtype != in[1].dtype) {
@@ -86,13 +73,10 @@ absl::StatusOr<TensorType> InferBinary(const v1::Op& op, const std::vector<Tenso
         op, absl::StrCat("inputs '", op.inputs(0), "' (", DTypeName(in[0].dtype), ") and '",
                          op.inputs(1), "' (", DTypeName(in[1].dtype), ") have different dtypes"));
   }
-  if (FloatOnlyBinary(op.type()) && in[0].dtype != DType::kFloat32) {
-    return OpError(op, absl::StrCat(op.type(), " needs float32 inputs (cast them first)"));
-  }
   std::vector<Shape> shapes;
   for (const TensorType& t : in) shapes.push_back(t.shape);
   ASSIGN_OR_RETURN(Shape out, BroadcastShape(op, shapes));
-  return TensorType{out, IsPredicate(op.type()) ? DType::kFloat32 : in[0].dtype};
+  return TensorType{out, kPredicate ? DType::kFloat32 : in[0].dtype};
 }
 
 absl::StatusOr<TensorType> InferWhere(const v1::Op& op, const std::vector<TensorType>& in) {
@@ -129,53 +113,50 @@ double Sign(T v) {
   return v > T(0) ? 1.0 : v < T(0) ? -1.0 : 0.0;
 }
 
-template <typename T>
-absl::Status UnaryTyped(const v1::Op& op, const Tensor& x, Tensor* out) {
-  const std::string& t = op.type();
+template <typename T, typename F>
+void UnaryLoop(const Tensor& x, Tensor* out, F f) {
   const T* px = DataOf<T>(x);
   T* o = MutableDataOf<T>(out);
   const std::vector<int64_t> off = Offsets(x.shape(), out->shape());
-  auto apply = [&](auto f) {
-    for (size_t i = 0; i < off.size(); ++i) {
-      o[i] = static_cast<T>(f(static_cast<double>(px[off[i]])));
-    }
-  };
-  if (t == "relu") {
-    apply([](double v) { return v > 0 ? v : 0.0; });
-  } else if (t == "neg") {
-    apply([](double v) { return -v; });
-  } else if (t == "abs") {
-    apply([](double v) { return std::fabs(v); });
-  } else if (t == "sign") {
-    apply([](double v) { return Sign(v); });
-  } else if (t == "square") {
-    apply([](double v) { return v * v; });
-  } else if (std::is_same<T, int32_t>::value) {
-    return absl::InvalidArgumentError(absl::StrCat(t, " needs float32, not int32"));
-  } else if (t == "exp") {
-    apply([](double v) { return std::exp(v); });
-  } else if (t == "log") {
-    apply([](double v) { return std::log(v); });
-  } else if (t == "sqrt") {
-    apply([](double v) { return std::sqrt(v); });
-  } else if (t == "rsqrt") {
-    apply([](double v) { return 1.0 / std::sqrt(v); });
-  } else if (t == "reciprocal") {
-    apply([](double v) { return 1.0 / v; });
-  } else if (t == "tanh") {
-    apply([](double v) { return std::tanh(v); });
-  } else if (t == "sigmoid") {
-    apply([](double v) { return 1.0 / (1.0 + std::exp(-v)); });
-  } else if (t == "gelu") {
-    const bool approximate = BoolAttrOr(op, "approximate", true);
-    apply([approximate](double v) { return Gelu(v, approximate); });
-  } else if (t == "scale") {
-    ASSIGN_OR_RETURN(double s, ScalarAttr(op));
-    apply([s](double v) { return v * static_cast<float>(s); });
-  } else {
-    return absl::UnimplementedError(absl::StrCat("no unary kernel for ", t));
+  for (size_t i = 0; i < off.size(); ++i) {
+    o[i] = static_cast<T>(f(static_cast<double>(px[off[i]])));
+  }
+}
+
+// The checks every unary kernel makes: one input with the output's dims (in any order), and,
+// unless the op casts, the output's dtype.
+absl::Status CheckUnary(absl::Span<const Tensor* const> inputs, const Tensor& out, bool cast) {
+  RETURN_IF_ERROR(CheckInputs(inputs, 1, 1));
+  const Tensor& x = *inputs[0];
+  RETURN_IF_ERROR(CheckDimsIn(x.shape(), "the input", out.shape(), "the output"));
+  RETURN_IF_ERROR(CheckDimsIn(out.shape(), "the output", x.shape(), "the input"));
+  if (!cast && x.dtype() != out.dtype()) {
+    return absl::InvalidArgumentError(absl::StrCat("the input is ", DTypeName(x.dtype()),
+                                                   " but the output is ", DTypeName(out.dtype())));
   }
   return absl::OkStatus();
+}
+
+// A unary kernel whose math reads attributes (gelu, scale): `f` made once per call.
+template <typename F>
+absl::Status UnaryWith(absl::Span<const Tensor* const> inputs, Tensor* out, F f) {
+  RETURN_IF_ERROR(CheckUnary(inputs, *out, /*cast=*/false));
+  if (inputs[0]->dtype() != DType::kFloat32) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("needs float32, not ", DTypeName(inputs[0]->dtype())));
+  }
+  UnaryLoop<float>(*inputs[0], out, f);
+  return absl::OkStatus();
+}
+
+absl::Status GeluKernel(const v1::Op& op, absl::Span<const Tensor* const> inputs, Tensor* out) {
+  const bool approximate = BoolAttrOr(op, "approximate", true);
+  return UnaryWith(inputs, out, [approximate](double v) { return Gelu(v, approximate); });
+}
+
+absl::Status ScaleKernel(const v1::Op& op, absl::Span<const Tensor* const> inputs, Tensor* out) {
+  ASSIGN_OR_RETURN(double s, ScalarAttr(op));
+  return UnaryWith(inputs, out, [s](double v) { return v * static_cast<float>(s); });
 }
 
 int32_t CastToInt(float v) {
@@ -198,18 +179,9 @@ absl::Status Cast(const Tensor& x, Tensor* out) {
   return absl::OkStatus();
 }
 
-absl::Status UnaryKernel(const v1::Op& op, absl::Span<const Tensor* const> inputs, Tensor* out) {
-  RETURN_IF_ERROR(CheckInputs(inputs, 1, 1));
-  const Tensor& x = *inputs[0];
-  RETURN_IF_ERROR(CheckDimsIn(x.shape(), "the input", out->shape(), "the output"));
-  RETURN_IF_ERROR(CheckDimsIn(out->shape(), "the output", x.shape(), "the input"));
-  if (op.type() == "cast") return Cast(x, out);
-  if (x.dtype() != out->dtype()) {
-    return absl::InvalidArgumentError(absl::StrCat("the input is ", DTypeName(x.dtype()),
-                                                   " but the output is ", DTypeName(out->dtype())));
-  }
-  return x.dtype() == DType::kFloat32 ? UnaryTyped<float>(op, x, out)
-                                      : UnaryTyped<int32_t>(op, x, out);
+absl::Status CastKernel(const v1::Op&, absl::Span<const Tensor* const> inputs, Tensor* out) {
+  RETURN_IF_ERROR(CheckUnary(inputs, *out, /*cast=*/true));
+  return Cast(*inputs[0], out);
 }
 
 // o[i] = f(a, b) over the output's index space, both operands broadcast by name.
@@ -225,39 +197,16 @@ void BinaryLoop(const Tensor& a, const Tensor& b, Tensor* out, F f) {
   }
 }
 
+using BinaryMathFn = double (*)(double x, double y);
+
+// o = f(a, b) in double, rounded to the output's dtype (float32 0/1 for a predicate).
 template <typename T>
-absl::Status BinaryTyped(const std::string& t, const Tensor& a, const Tensor& b, Tensor* out) {
-  using P = float;  // predicates always produce float32 0/1
-  if (t == "add") {
-    BinaryLoop<T, T>(a, b, out, [](double x, double y) { return x + y; });
-  } else if (t == "sub") {
-    BinaryLoop<T, T>(a, b, out, [](double x, double y) { return x - y; });
-  } else if (t == "mul") {
-    BinaryLoop<T, T>(a, b, out, [](double x, double y) { return x * y; });
-  } else if (t == "minimum") {
-    BinaryLoop<T, T>(a, b, out, [](double x, double y) { return std::min(x, y); });
-  } else if (t == "maximum") {
-    BinaryLoop<T, T>(a, b, out, [](double x, double y) { return std::max(x, y); });
-  } else if (t == "equal") {
-    BinaryLoop<T, P>(a, b, out, [](double x, double y) { return x == y ? 1.0 : 0.0; });
-  } else if (t == "less") {
-    BinaryLoop<T, P>(a, b, out, [](double x, double y) { return x < y ? 1.0 : 0.0; });
-  } else if (t == "greater") {
-    BinaryLoop<T, P>(a, b, out, [](double x, double y) { return x > y ? 1.0 : 0.0; });
-  } else if (t == "logical_and") {
-    BinaryLoop<T, P>(a, b, out, [](double x, double y) { return x != 0 && y != 0 ? 1.0 : 0.0; });
-  } else if (t == "logical_or") {
-    BinaryLoop<T, P>(a, b, out, [](double x, double y) { return x != 0 || y != 0 ? 1.0 : 0.0; });
-  } else if (std::is_same<T, int32_t>::value) {
-    return absl::InvalidArgumentError(absl::StrCat(t, " needs float32, not int32"));
-  } else if (t == "div") {
-    BinaryLoop<T, T>(a, b, out, [](double x, double y) { return x / y; });
-  } else if (t == "pow") {
-    BinaryLoop<T, T>(a, b, out, [](double x, double y) { return std::pow(x, y); });
+void BinaryTyped(BinaryMathFn f, bool predicate, const Tensor& a, const Tensor& b, Tensor* out) {
+  if (predicate) {
+    BinaryLoop<T, float>(a, b, out, f);
   } else {
-    return absl::UnimplementedError(absl::StrCat("no binary kernel for ", t));
+    BinaryLoop<T, T>(a, b, out, f);
   }
-  return absl::OkStatus();
 }
 
 // The operands of a binary op or where: the inputs, plus the scalar attribute as a 0-d tensor of
@@ -280,21 +229,31 @@ absl::StatusOr<std::vector<const Tensor*>> Operands(const v1::Op& op,
   return operands;
 }
 
-absl::Status BinaryKernel(const v1::Op& op, absl::Span<const Tensor* const> inputs, Tensor* out) {
+absl::Status RunBinary(const v1::Op& op, absl::Span<const Tensor* const> inputs, Tensor* out,
+                       BinaryMathFn f, bool predicate) {
   Tensor scalar;
   ASSIGN_OR_RETURN(std::vector<const Tensor*> in, Operands(op, inputs, 2, &scalar));
   RETURN_IF_ERROR(CheckDimsIn(in[0]->shape(), "input 0", out->shape(), "the output"));
   RETURN_IF_ERROR(CheckDimsIn(in[1]->shape(), "input 1", out->shape(), "the output"));
   const DType dtype = in[0]->dtype();
-  const DType want = IsPredicate(op.type()) ? DType::kFloat32 : dtype;
+  const DType want = predicate ? DType::kFloat32 : dtype;
   if (in[1]->dtype() != dtype || out->dtype() != want) {
     return absl::InvalidArgumentError(
         absl::StrCat("inputs are ", DTypeName(dtype), " and ", DTypeName(in[1]->dtype()),
                      " and the output is ", DTypeName(out->dtype()), "; want ", DTypeName(want),
                      " out of two ", DTypeName(dtype), " inputs"));
   }
-  return dtype == DType::kFloat32 ? BinaryTyped<float>(op.type(), *in[0], *in[1], out)
-                                  : BinaryTyped<int32_t>(op.type(), *in[0], *in[1], out);
+  if (dtype == DType::kFloat32) {
+    BinaryTyped<float>(f, predicate, *in[0], *in[1], out);
+  } else {
+    BinaryTyped<int32_t>(f, predicate, *in[0], *in[1], out);
+  }
+  return absl::OkStatus();
+}
+
+template <BinaryMathFn kF, bool kPredicate>
+absl::Status BinaryKernel(const v1::Op& op, absl::Span<const Tensor* const> inputs, Tensor* out) {
+  return RunBinary(op, inputs, out, kF, kPredicate);
 }
 
 template <typename C, typename T>
@@ -370,14 +329,57 @@ OpInfo Linear(OpInfo info, LinearFn linear) {
   return info;
 }
 
-OpInfo Unary(const char* type, bool differentiable, const char* summary) {
-  OpInfo info{type, OpFamily::kElementwise, 1, 1, differentiable, summary, "none"};
-  info.infer = InferUnary;
-  info.reference = UnaryKernel;
+// Costs (core/ops/op_cost.h): the family default counts one FLOP per element.
+OpInfo Cost(OpInfo info, CostFn cost) {
+  info.cost = cost;
+  return info;
+}
+constexpr CostFn kTranscendental = &PerOutputElementCost<kTranscendentalFlops>;
+constexpr CostFn kDivide = &PerOutputElementCost<kDivideFlops>;
+constexpr InputDTypes kAny = InputDTypes::kAny;
+constexpr InputDTypes kFloating = InputDTypes::kFloating;
+
+// The per-element math of the unary ops (double; rounded once by the kernel).
+double Exp(double v) { return std::exp(v); }
+double Log(double v) { return std::log(v); }
+double Sqrt(double v) { return std::sqrt(v); }
+double Rsqrt(double v) { return 1.0 / std::sqrt(v); }
+double Square(double v) { return v * v; }
+double Tanh(double v) { return std::tanh(v); }
+double Sigmoid(double v) { return 1.0 / (1.0 + std::exp(-v)); }
+double Relu(double v) { return v > 0 ? v : 0.0; }
+double Abs(double v) { return std::fabs(v); }
+double SignOf(double v) { return Sign(v); }
+double Neg(double v) { return -v; }
+double Reciprocal(double v) { return 1.0 / v; }
+
+// Unary ops whose math reads attributes, or casts.
+OpInfo UnaryWithKernel(const char* type, const char* summary, InferFn infer, KernelFn kernel,
+                       InputDTypes dtypes) {
+  OpInfo info = UnaryOpInfo(type, true, summary, dtypes);
+  info.infer = infer;
+  info.reference = kernel;
   return info;
 }
 
-OpInfo Binary(const char* type, bool differentiable, const char* summary) {
+// The per-element math of the binary ops.
+double Add(double x, double y) { return x + y; }
+double Sub(double x, double y) { return x - y; }
+double Mul(double x, double y) { return x * y; }
+double Div(double x, double y) { return x / y; }
+double Min(double x, double y) { return std::min(x, y); }
+double Max(double x, double y) { return std::max(x, y); }
+double Pow(double x, double y) { return std::pow(x, y); }
+double Equal(double x, double y) { return x == y ? 1.0 : 0.0; }
+double Less(double x, double y) { return x < y ? 1.0 : 0.0; }
+double Greater(double x, double y) { return x > y ? 1.0 : 0.0; }
+double And(double x, double y) { return x != 0 && y != 0 ? 1.0 : 0.0; }
+double Or(double x, double y) { return x != 0 || y != 0 ? 1.0 : 0.0; }
+
+// A binary op: y may be attrs.scalar; a predicate (kPredicate) gives float32 0/1.
+template <BinaryMathFn kF, bool kPredicate = false>
+OpInfo Binary(const char* type, bool differentiable, const char* summary,
+              InputDTypes dtypes = kAny) {
   OpInfo info{type,
               OpFamily::kElementwise,
               1,
@@ -385,41 +387,48 @@ OpInfo Binary(const char* type, bool differentiable, const char* summary) {
               differentiable,
               absl::StrCat(summary, ", broadcast by dim name; y may be attrs.scalar"),
               "none"};
-  info.infer = InferBinary;
-  info.reference = BinaryKernel;
+  info.infer = &InferBinary<kPredicate>;
+  info.reference = &BinaryKernel<kF, kPredicate>;
+  info.input_dtypes = dtypes;
   return info;
 }
 
 std::vector<OpInfo> ElementwiseOps() {
   std::vector<OpInfo> ops = {
-      Unary("exp", true, "e^x"),
-      Unary("log", true, "natural log"),
-      Unary("sqrt", true, "square root"),
-      Unary("rsqrt", true, "1 / sqrt(x)"),
-      Unary("square", true, "x * x"),
-      Unary("tanh", true, "hyperbolic tangent"),
-      Unary("sigmoid", true, "1 / (1 + e^-x)"),
-      Unary("gelu", true, "x * Phi(x); attrs.approximate (default true): tanh form, else erf"),
-      Unary("relu", true, "max(x, 0)"),
-      Unary("abs", true, "|x|"),
-      Unary("sign", false, "-1, 0 or 1"),
-      Linear(Unary("neg", true, "-x"), &LinearInItsInput),
-      Unary("reciprocal", true, "1 / x"),
-      Linear(Unary("scale", true, "x * attrs.scalar"), &LinearInItsInput),
-      Linear(Unary("cast", true, "to attrs.dtype (float32|int32): truncates, saturates, NaN -> 0"),
+      Cost(UnaryOp<Exp>("exp", true, "e^x", kFloating), kTranscendental),
+      Cost(UnaryOp<Log>("log", true, "natural log", kFloating), kTranscendental),
+      Cost(UnaryOp<Sqrt>("sqrt", true, "square root", kFloating), kDivide),
+      Cost(UnaryOp<Rsqrt>("rsqrt", true, "1 / sqrt(x)", kFloating), kDivide),
+      UnaryOp<Square>("square", true, "x * x", kAny),
+      Cost(UnaryOp<Tanh>("tanh", true, "hyperbolic tangent", kFloating), kTranscendental),
+      Cost(UnaryOp<Sigmoid>("sigmoid", true, "1 / (1 + e^-x)", kFloating), kTranscendental),
+      Cost(UnaryWithKernel("gelu",
+                           "x * Phi(x); attrs.approximate (default true): tanh form, else erf",
+                           &InferSame, &GeluKernel, kFloating),
+           kTranscendental),
+      UnaryOp<Relu>("relu", true, "max(x, 0)", kAny),
+      UnaryOp<Abs>("abs", true, "|x|", kAny),
+      UnaryOp<SignOf>("sign", false, "-1, 0 or 1", kAny),
+      Linear(UnaryOp<Neg>("neg", true, "-x", kAny), &LinearInItsInput),
+      Cost(UnaryOp<Reciprocal>("reciprocal", true, "1 / x", kFloating), kDivide),
+      Linear(UnaryWithKernel("scale", "x * attrs.scalar", &InferScale, &ScaleKernel, kFloating),
+             &LinearInItsInput),
+      Linear(UnaryWithKernel("cast",
+                             "to attrs.dtype (float32|int32): truncates, saturates, NaN -> 0",
+                             &InferCast, &CastKernel, kAny),
              &LinearCast),
-      Linear(Binary("add", true, "x + y"), &LinearAddSub),
-      Linear(Binary("sub", true, "x - y"), &LinearAddSub),
-      Linear(Binary("mul", true, "x * y"), &LinearMul),
-      Linear(Binary("div", true, "x / y"), &LinearDiv),
-      Binary("minimum", true, "min(x, y)"),
-      Binary("maximum", true, "max(x, y)"),
-      Binary("pow", true, "x ^ y"),
-      Binary("equal", false, "float32 1 where x == y, else 0"),
-      Binary("less", false, "float32 1 where x < y, else 0"),
-      Binary("greater", false, "float32 1 where x > y, else 0"),
-      Binary("logical_and", false, "float32 1 where x != 0 and y != 0, else 0"),
-      Binary("logical_or", false, "float32 1 where x != 0 or y != 0, else 0"),
+      Linear(Binary<Add>("add", true, "x + y"), &LinearAddSub),
+      Linear(Binary<Sub>("sub", true, "x - y"), &LinearAddSub),
+      Linear(Binary<Mul>("mul", true, "x * y"), &LinearMul),
+      Cost(Linear(Binary<Div>("div", true, "x / y", kFloating), &LinearDiv), kDivide),
+      Binary<Min>("minimum", true, "min(x, y)"),
+      Binary<Max>("maximum", true, "max(x, y)"),
+      Cost(Binary<Pow>("pow", true, "x ^ y", kFloating), kTranscendental),
+      Binary<Equal, true>("equal", false, "float32 1 where x == y, else 0"),
+      Binary<Less, true>("less", false, "float32 1 where x < y, else 0"),
+      Binary<Greater, true>("greater", false, "float32 1 where x > y, else 0"),
+      Binary<And, true>("logical_and", false, "float32 1 where x != 0 and y != 0, else 0"),
+      Binary<Or, true>("logical_or", false, "float32 1 where x != 0 or y != 0, else 0"),
   };
   OpInfo where{"where", OpFamily::kElementwise,
                2,       3,
@@ -429,19 +438,40 @@ std::vector<OpInfo> ElementwiseOps() {
   where.reference = WhereKernel;
   where.linear = &LinearWhere;
   ops.push_back(where);
-  // Costs (core/ops/op_cost.h): the family default counts one FLOP per element; these count more.
-  for (OpInfo& op : ops) {
-    if (IsOneOf(op.type, {"exp", "log", "tanh", "sigmoid", "gelu", "pow"})) {
-      op.cost = &PerOutputElementCost<kTranscendentalFlops>;
-    } else if (IsOneOf(op.type, {"div", "sqrt", "rsqrt", "reciprocal"})) {
-      op.cost = &PerOutputElementCost<kDivideFlops>;
-    }
-  }
   return ops;
 }
 
 const bool kRegistered = RegisterOps(ElementwiseOps());
 
 }  // namespace
+
+absl::Status RunUnaryReference(const v1::Op&, absl::Span<const Tensor* const> inputs, Tensor* out,
+                               UnaryMathFn f) {
+  RETURN_IF_ERROR(CheckUnary(inputs, *out, /*cast=*/false));
+  if (inputs[0]->dtype() == DType::kFloat32) {
+    UnaryLoop<float>(*inputs[0], out, f);
+  } else {
+    UnaryLoop<int32_t>(*inputs[0], out, f);
+  }
+  return absl::OkStatus();
+}
+
+std::optional<absl::Status> RunFastUnary(absl::Span<const Tensor* const> inputs, Tensor* out,
+                                         FloatLoopFn loop) {
+  if (inputs.size() != 1 || inputs[0] == nullptr || inputs[0]->shape() != out->shape() ||
+      inputs[0]->dtype() != DType::kFloat32 || out->dtype() != DType::kFloat32) {
+    return std::nullopt;
+  }
+  loop(inputs[0]->f32(), out->f32(), out->num_elements());
+  return absl::OkStatus();
+}
+
+OpInfo UnaryOpInfo(const char* type, bool differentiable, const char* summary,
+                   InputDTypes dtypes) {
+  OpInfo info{type, OpFamily::kElementwise, 1, 1, differentiable, summary, "none"};
+  info.infer = &InferSame;
+  info.input_dtypes = dtypes;
+  return info;
+}
 }  // namespace math
 }  // namespace meshrt

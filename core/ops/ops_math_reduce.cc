@@ -1,7 +1,7 @@
 // The reductions of the math family: shape inference, reference kernels, registration.
-// Conventions are in core/ops/ops_math.h. All but reduce_logsumexp lower with the reduce family default
-// (core/lowering/lower_reduce.cc: local reduce, then allreduce with the matching op); reduce_logsumexp has
-// its own lowering (lower_math.cc).
+// Conventions are in core/ops/ops_math.h. Each record names its lowering: all but reduce_logsumexp
+// LowerReduce<op> (lower_reduce.cc: local reduce, then allreduce with that op); reduce_logsumexp
+// LowerLogSumExp (lower_math.cc).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -91,36 +91,50 @@ absl::Status ReduceKernel(const v1::Op& op, absl::Span<const Tensor* const> inpu
   return absl::OkStatus();
 }
 
+// The lowering hook of a reduction combining across processors with kAcross.
+template <v1::ReduceOp kAcross, bool kMean = false>
+absl::StatusOr<LaidOutTensor> LowerReduce(LoweringContext& ctx, const v1::Op& op,
+                                          const std::vector<LaidOutTensor>& inputs) {
+  return LowerReduction(ctx, op, inputs, kAcross, kMean);
+}
+
 OpInfo Reduction(const char* type, bool differentiable, const char* summary,
-                 const char* collectives) {
+                 const char* collectives, LowerFn lower) {
   OpInfo info{
       type,       OpFamily::kReduce, 1,
       1,          differentiable,    absl::StrCat(summary, " over `dims` (none listed: every dim)"),
       collectives};
   info.infer = InferReduce;
   info.reference = ReduceKernel;
+  info.lower = lower;
   return info;
 }
 
 std::vector<OpInfo> ReduceOps() {
   std::vector<OpInfo> ops = {
       Reduction("reduce_sum", true, "sum",
-                "allreduce(sum) over the mesh dims of split reduced dims"),
+                "allreduce(sum) over the mesh dims of split reduced dims",
+                &LowerReduce<v1::REDUCE_SUM>),
       Reduction("reduce_mean", true, "mean",
-                "allreduce(sum) over the mesh dims of split reduced dims, then a local 1/count"),
+                "allreduce(sum) over the mesh dims of split reduced dims, then a local 1/count",
+                &LowerReduce<v1::REDUCE_SUM, /*kMean=*/true>),
       Reduction("reduce_max", true, "max",
-                "allreduce(max) over the mesh dims of split reduced dims"),
+                "allreduce(max) over the mesh dims of split reduced dims",
+                &LowerReduce<v1::REDUCE_MAX>),
       Reduction("reduce_min", true, "min",
-                "allreduce(min) over the mesh dims of split reduced dims"),
+                "allreduce(min) over the mesh dims of split reduced dims",
+                &LowerReduce<v1::REDUCE_MIN>),
       Reduction("reduce_any", false, "float32 1 if any element != 0, else 0",
-                "allreduce(max) over the mesh dims of split reduced dims"),
+                "allreduce(max) over the mesh dims of split reduced dims",
+                &LowerReduce<v1::REDUCE_MAX>),
       Reduction("reduce_all", false, "float32 1 if every element != 0, else 0",
-                "allreduce(min) over the mesh dims of split reduced dims"),
+                "allreduce(min) over the mesh dims of split reduced dims",
+                &LowerReduce<v1::REDUCE_MIN>),
       Reduction("reduce_logsumexp", true, "log(sum(exp(x))), stably",
-                "allreduce(max) then allreduce(sum) over the mesh dims of split reduced dims"),
+                "allreduce(max) then allreduce(sum) over the mesh dims of split reduced dims",
+                &LowerLogSumExp),
   };
   ops[0].linear = ops[1].linear = &LinearInItsInput;  // reduce_sum, reduce_mean: sums of sums
-  ops.back().lower = LowerLogSumExp;
   ops.back().cost = &PerInputElementCost<kSoftmaxFlops>;  // max, subtract, exp, sum per element
   return ops;
 }

@@ -192,6 +192,7 @@ std::vector<OpInfo> StateOps() {
      "reshard of the delta to the variable's layout", false, InferUpdate, UpdateKernel,
      LowerUpdate, nullptr, &PerOutputElementCost<1>},  // one add per element (core/ops/op_cost.h)
   };
+  ops[0].source = SourceKind::kVariable;
   ops[1].updates_variable = ops[2].updates_variable = true;  // assign, assign_add
   return ops;
 }
@@ -200,7 +201,7 @@ const bool kRegistered = RegisterOps(StateOps());
 
 absl::Status CheckBody(const v1::Op& loop) {
   for (const v1::Op& op : loop.body().ops()) {
-    if (op.type() == "variable" || IsVariableUpdate(op.type())) {
+    if (IsVariable(op) || IsVariableUpdate(op.type())) {
       return absl::InvalidArgumentError(absl::StrCat(
           "op '", op.name(), "' (", op.type(), ") is in the body of loop '", loop.name(),
           "'; loop bodies hold no state — keep variables and their updates outside the loop"));
@@ -225,7 +226,7 @@ absl::Status CheckStateOps(const v1::Graph& graph) {
     if (op.has_body()) RETURN_IF_ERROR(CheckBody(op));
     if (!IsVariableUpdate(op.type())) continue;
     const v1::Op* target = ops.at(op.inputs(0));
-    if (target->type() != "variable") {
+    if (!IsVariable(*target)) {
       return absl::InvalidArgumentError(
           absl::StrCat("op '", op.name(), "' (", op.type(), ") updates '", op.inputs(0),
                        "', which is a ", target->type(), ", not a variable"));

@@ -184,42 +184,59 @@ void UnaryLoop(const Tensor& x, Tensor* out, F f) {
 
 // ---- the runner ---------------------------------------------------------------------------
 
+// The built-in ops' reference kernels (their records are ops.cc's; these attach to them).
+absl::Status EinsumKernel(const v1::Op&, absl::Span<const Tensor* const> inputs, Tensor* out) {
+  RETURN_IF_ERROR(CheckDtypes(inputs, *out));
+  return Einsum(inputs, out);
+}
+
+// `src`'s elements, row-major, into `out` (reshape, rename_dim, constant).
+absl::Status CopyElements(const Tensor& src, Tensor* out) {
+  RETURN_IF_ERROR(CheckDtypes({&src}, *out));
+  if (src.num_elements() != out->num_elements()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the source ", src.shape().ToString(), " has ", src.num_elements(),
+        " elements but the output ", out->shape().ToString(), " has ", out->num_elements()));
+  }
+  const bool f32 = out->dtype() == DType::kFloat32;
+  void* dst = f32 ? static_cast<void*>(out->f32()) : static_cast<void*>(out->i32());
+  const void* from =
+      f32 ? static_cast<const void*>(src.f32()) : static_cast<const void*>(src.i32());
+  if (out->num_elements() > 0) std::memcpy(dst, from, out->num_elements() * 4);
+  return absl::OkStatus();
+}
+
+absl::Status CopyKernel(const v1::Op&, absl::Span<const Tensor* const> inputs, Tensor* out) {
+  RETURN_IF_ERROR(CheckArity(inputs, 1));
+  return CopyElements(*inputs[0], out);
+}
+
+absl::Status ConstantKernel(const v1::Op& op, absl::Span<const Tensor* const> inputs,
+                            Tensor* out) {
+  RETURN_IF_ERROR(CheckArity(inputs, 0));
+  ASSIGN_OR_RETURN(Tensor value, Tensor::FromProto(op.value(), "the constant's value"));
+  return CopyElements(value, out);
+}
+
+const bool kBuiltinKernels = RegisterReferenceKernels({{"einsum", &EinsumKernel},
+                                                       {"reshape", &CopyKernel},
+                                                       {"rename_dim", &CopyKernel},
+                                                       {"constant", &ConstantKernel}});
+
 absl::Status RunOp(const v1::Op& op, absl::Span<const Tensor* const> inputs, Tensor* out,
                    const KernelContext& context) {
-  const std::string& type = op.type();
-  if (const OpInfo* info = FindOp(type); info != nullptr) {
+  if (const OpInfo* info = FindOp(op.type()); info != nullptr) {
+    if (info->input_dtypes == InputDTypes::kFloating) {  // its dtype rule (core/ops/ops.h)
+      for (const Tensor* in : inputs) {
+        if (in == nullptr || IsFloating(in->dtype())) continue;
+        return absl::InvalidArgumentError(
+            absl::StrCat(op.type(), " needs float32, not ", DTypeName(in->dtype())));
+      }
+    }
     if (info->reference_in_context != nullptr) {
       return info->reference_in_context(op, inputs, out, context);
     }
     if (info->reference != nullptr) return info->reference(op, inputs, out);
-  }
-  const bool f32 = out->dtype() == DType::kFloat32;
-  if (type == "einsum") {
-    RETURN_IF_ERROR(CheckDtypes(inputs, *out));
-    return Einsum(inputs, out);
-  }
-  if (type == "reshape" || type == "rename_dim" || type == "constant") {
-    Tensor value;
-    const Tensor* src = nullptr;
-    if (type == "constant") {
-      RETURN_IF_ERROR(CheckArity(inputs, 0));
-      ASSIGN_OR_RETURN(value, Tensor::FromProto(op.value(), "the constant's value"));
-      src = &value;
-    } else {
-      RETURN_IF_ERROR(CheckArity(inputs, 1));
-      src = inputs[0];
-    }
-    RETURN_IF_ERROR(CheckDtypes({src}, *out));
-    if (src->num_elements() != out->num_elements()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "the source ", src->shape().ToString(), " has ", src->num_elements(),
-          " elements but the output ", out->shape().ToString(), " has ", out->num_elements()));
-    }
-    void* dst = f32 ? static_cast<void*>(out->f32()) : static_cast<void*>(out->i32());
-    const void* from =
-        f32 ? static_cast<const void*>(src->f32()) : static_cast<const void*>(src->i32());
-    if (out->num_elements() > 0) std::memcpy(dst, from, out->num_elements() * 4);
-    return absl::OkStatus();
   }
   // Every other op's reference kernel is registered by its family (core/ops/ops_*.cc, linked with
   // //core): a program linking only this target knows the built-in ops above.

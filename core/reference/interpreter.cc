@@ -14,7 +14,7 @@ namespace meshrt {
 absl::Status CheckFeeds(const Graph& graph, const TensorMap& feeds) {
   for (const auto& [name, value] : feeds) {
     const v1::Op* op = graph.FindOp(name);
-    if (op == nullptr || op->type() != "placeholder") {
+    if (op == nullptr || !IsFed(*op)) {
       std::string known;
       for (const std::string& p : graph.Placeholders()) absl::StrAppend(&known, " ", p);
       return absl::InvalidArgumentError(absl::StrCat("feed '", name,
@@ -59,7 +59,7 @@ absl::StatusOr<TensorMap> InterpretStep(const Graph& graph, const TensorMap& fee
   if (!fetches.empty()) {
     std::vector<std::string> stack = fetches;
     for (const v1::Op& op : graph.proto().ops()) {
-      if (op.type() == "variable" || IsVariableUpdate(op.type())) stack.push_back(op.name());
+      if (IsVariable(op) || IsVariableUpdate(op.type())) stack.push_back(op.name());
     }
     while (!stack.empty()) {
       const std::string name = std::move(stack.back());
@@ -75,11 +75,11 @@ absl::StatusOr<TensorMap> InterpretStep(const Graph& graph, const TensorMap& fee
   for (int i : graph.topological_order()) {
     const v1::Op& op = graph.op(i);
     if (!fetches.empty() && !needed.count(op.name())) continue;
-    if (op.type() == "placeholder") {
+    if (IsFed(op)) {
       values[op.name()] = &feeds.at(op.name());
       continue;
     }
-    if (op.type() == "variable" && variables->count(op.name())) {
+    if (IsVariable(op) && variables->count(op.name())) {
       const Tensor& v = variables->at(op.name());
       const TensorType& want = graph.type(op.name());
       if (v.shape() != want.shape || v.dtype() != want.dtype) {
@@ -114,7 +114,7 @@ absl::StatusOr<TensorMap> InterpretStep(const Graph& graph, const TensorMap& fee
   }
   // Updates take effect together, after every op has read the values of the step's start.
   for (const v1::Op& op : graph.proto().ops()) {
-    if (op.type() == "variable" && !variables->count(op.name())) {
+    if (IsVariable(op) && !variables->count(op.name())) {
       (*variables)[op.name()] = *values.at(op.name());
     }
   }

@@ -596,8 +596,9 @@ TEST(AutodiffFamiliesTest, GradientFacetsAgreeWithDifferentiable) {
     rules += op.gradient != nullptr;
     zeros += op.zero_gradient;
   }
-  // The families' rules (core/ops/gradients_*.cc) and the piecewise-constant ops.
-  EXPECT_EQ(rules, 53);
+  // The families' rules (core/ops/gradients_*.cc: 53), the single-op files' own (core/ops/op_*.cc,
+  // each checked against finite differences by its own test), and the piecewise-constant ops.
+  EXPECT_GE(rules, 53);
   EXPECT_EQ(zeros, 11);
   EXPECT_NE(FindOp("add")->gradient, nullptr);
   EXPECT_NE(FindOp("conv2d")->gradient, nullptr);

@@ -125,7 +125,7 @@ class Ops {
 absl::StatusOr<TensorRef> CounterVariable(GraphBuilder& b, const std::string& name) {
   const v1::Op* op = FindOpIn(b.proto(), name);
   if (op == nullptr) return b.Variable(name, Shape({}));
-  if (op->type() != "variable") {
+  if (!IsVariable(*op)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "the optimizer's step counter '", name, "' exists as a ", op->type(), " op, not a variable"));
   }
@@ -348,7 +348,7 @@ absl::StatusOr<TrainOps> Minimize(GraphBuilder& b, const TensorRef& loss,
     if (op == nullptr) {
       return absl::InvalidArgumentError(absl::StrCat(what, " is not an op of this builder"));
     }
-    if (op->type() != "variable") {
+    if (!IsVariable(*op)) {
       return absl::InvalidArgumentError(
           absl::StrCat(what, " is a ", op->type(), " op, not a variable"));
     }

@@ -85,7 +85,7 @@ absl::StatusOr<TrainedGraph> AddTraining(const Graph& graph, const v1::TrainingS
   std::vector<TensorRef> variables;
   if (spec.variables().empty()) {
     for (const v1::Op& op : graph.proto().ops()) {
-      if (op.type() == "variable" && graph.type(op.name()).dtype == DType::kFloat32) {
+      if (IsVariable(op) && graph.type(op.name()).dtype == DType::kFloat32) {
         variables.push_back(*b.Find(op.name()));
       }
     }
@@ -93,7 +93,7 @@ absl::StatusOr<TrainedGraph> AddTraining(const Graph& graph, const v1::TrainingS
   }
   for (const std::string& name : spec.variables()) {
     const v1::Op* op = graph.FindOp(name);
-    if (op == nullptr || op->type() != "variable") {
+    if (op == nullptr || !IsVariable(*op)) {
       return invalid(absl::StrCat("TrainingSpec.variables names '", name,
                                   "', which is not a variable of the graph"));
     }
