@@ -10,7 +10,6 @@
 #include "absl/time/time.h"
 #include "core/ir/slicing.h"
 #include "core/ops/ops.h"
-#include "kernels/scaled_add.h"
 #include "runtime/blocked_chunks.h"
 #include "util/status_macros.h"
 
@@ -156,6 +155,7 @@ absl::Status Executor::RunSchedule(const std::map<std::string, Tensor>& input_sl
       decoded_.push_back(DecodeInstruction(instr, mesh_, coordinate_));
     }
     decoded_once_ = true;
+    decoded_fusions_.clear();  // the plans' fused instructions, decoded against the old mesh
   }
   plan_ = &plan;
   last_write_.assign(buffers_.size(), -1);
@@ -235,7 +235,7 @@ absl::Status Executor::RunSchedule(const std::map<std::string, Tensor>& input_sl
       s = RunInstructionAt(i, &out);
       if (!s.ok()) s = InstructionError(i, s);
     } else {
-      s = RunFusedUpdate(i, fused->second, &out);  // names the failing instruction itself
+      s = RunFused(i, &out);  // names the failing instruction itself
     }
     if (!s.ok()) break;
     buffers_[instr.output()] = std::move(out);
@@ -304,86 +304,6 @@ const StepPlan& Executor::PlanFor(const std::vector<std::string>* fetches) {
   return plans_.emplace(std::move(key), PlanStep(program_, fetches)).first->second;
 }
 
-const Tensor* Executor::WrittenBuffer(int b) const {
-  return b >= 0 && b < static_cast<int>(buffers_.size()) && buffers_[b].has_value() ? &*buffers_[b]
-                                                                                    : nullptr;
-}
-
-bool Executor::RunScaledUpdate(const v1::Instruction& si, const DecodedInstruction& ds,
-                               const FusedUpdate& f, Tensor* out) {
-  const v1::Instruction& mi = program_.instructions(f.mul);
-  const Tensor* x = WrittenBuffer(si.inputs(1 - f.mul_input));
-  const Tensor* m0 = WrittenBuffer(mi.inputs(0));
-  const Tensor* m1 = WrittenBuffer(mi.inputs(1));
-  if (x == nullptr || m0 == nullptr || m1 == nullptr) return false;
-  const Tensor* scalar = m1->shape().rank() == 0 ? m1 : m0;
-  const Tensor* y = scalar == m1 ? m0 : m1;
-  const Shape* shape = ds.parse_status.ok() ? &ds.slice_shape : nullptr;
-  if (shape == nullptr || si.dtype() != v1::DT_FLOAT32 || mi.dtype() != v1::DT_FLOAT32 ||
-      scalar->shape().rank() != 0 || x->dtype() != DType::kFloat32 ||
-      y->dtype() != DType::kFloat32 || scalar->dtype() != DType::kFloat32 ||
-      x->shape() != *shape || y->shape() != *shape) {
-    return false;
-  }
-  const float s = scalar->f32()[0];
-  const bool sub = si.local().type() == "sub";
-  *out = pool_.Take(DType::kFloat32, *shape);
-  kernels::ScaledAdd(x->f32(), y->f32(), sub ? -s : s, out->f32(), out->num_elements());
-  ++fused_updates_;
-  return true;
-}
-
-bool Executor::RunMaskedProduct(const v1::Instruction& si, const DecodedInstruction& ds,
-                                const FusedUpdate& f, Tensor* out) {
-  const v1::Instruction& gi = program_.instructions(f.mask);
-  const Tensor* dy = WrittenBuffer(si.inputs(1 - f.mul_input));
-  const Tensor* x = WrittenBuffer(gi.inputs(0));
-  const Shape* shape = ds.parse_status.ok() ? &ds.slice_shape : nullptr;
-  if (dy == nullptr || x == nullptr || shape == nullptr || si.dtype() != v1::DT_FLOAT32 ||
-      gi.dtype() != v1::DT_FLOAT32 || dy->dtype() != DType::kFloat32 ||
-      x->dtype() != DType::kFloat32 || dy->shape() != *shape || x->shape() != *shape) {
-    return false;
-  }
-  const float s = gi.local().attrs().at("scalar").f();
-  *out = pool_.Take(DType::kFloat32, *shape);
-  const float* xp = x->f32();
-  const float* dp = dy->f32();
-  float* op = out->f32();
-  const int64_t n = out->num_elements();
-  // The mask's 1 or 0 times dy, as the two ops compute it (0 * dy keeps dy's sign, NaN stays).
-  const bool mask_first = f.mul_input == 0;
-  for (int64_t i = 0; i < n; ++i) {
-    const float m = xp[i] > s ? 1.0f : 0.0f;
-    op[i] = mask_first ? m * dp[i] : dp[i] * m;
-  }
-  ++fused_updates_;
-  return true;
-}
-
-bool Executor::RunAddSoftmax(const v1::Instruction& si, const DecodedInstruction& ds,
-                             const FusedUpdate& f, Tensor* out) {
-  const v1::Instruction& ai = program_.instructions(f.add);
-  const Tensor* a = WrittenBuffer(ai.inputs(0));
-  const Tensor* b = WrittenBuffer(ai.inputs(1));
-  const Shape* shape = ds.parse_status.ok() ? &ds.slice_shape : nullptr;  // the add's too (plan)
-  if (kernels_ == nullptr || a == nullptr || b == nullptr || shape == nullptr ||
-      si.dtype() != v1::DT_FLOAT32 || ai.dtype() != v1::DT_FLOAT32) {
-    return false;
-  }
-  // The runner's one-pass op (core/ir/step_fusion.h); any failure (a runner without it, operands
-  // that do not fit) leaves it to the two ops, which report their own errors.
-  v1::Op op = si.local();
-  op.set_type(absl::StrCat("_add_", si.local().type()));
-  *out = pool_.Take(DType::kFloat32, *shape);
-  const Tensor* inputs[] = {a, b};
-  if (!kernels_->Run(op, inputs, out, context_).ok()) {
-    pool_.Release(std::move(*out));
-    return false;
-  }
-  ++fused_softmaxes_;
-  return true;
-}
-
 absl::Status Executor::RunUnfused(int s_index, const FusedUpdate& f, Tensor* out) {
   for (int i : f.ops()) {
     if (i < 0) continue;
@@ -400,49 +320,37 @@ absl::Status Executor::RunUnfused(int s_index, const FusedUpdate& f, Tensor* out
   return st.ok() ? st : InstructionError(s_index, st);
 }
 
-absl::Status Executor::RunFusedUpdate(int s_index, const FusedUpdate& f, Tensor* out) {
-  const v1::Instruction& si = program_.instructions(s_index);
-  if (f.add >= 0) {
-    if (RunAddSoftmax(si, decoded_[s_index], f, out)) return absl::OkStatus();
-    return RunUnfused(s_index, f, out);
+absl::Status Executor::RunFused(int s_index, Tensor* out) {
+  const FusedUpdate& group = plan_->fused.at(s_index);
+  const absl::Status s = RunInstruction(plan_->fused_instructions.at(s_index),
+                                        DecodedFusions().at(s_index), out, s_index);
+  if (s.ok()) {
+    ++fused_runs_[static_cast<int>(FusionKindOf(group))];
+    return s;
   }
-  if (f.mask >= 0) {
-    if (RunMaskedProduct(si, decoded_[s_index], f, out)) return absl::OkStatus();
-    return RunUnfused(s_index, f, out);
-  }
-  const v1::Instruction& mi = program_.instructions(f.mul);
-  if (f.einsum < 0) {
-    if (RunScaledUpdate(si, decoded_[s_index], f, out)) return absl::OkStatus();
-    return RunUnfused(s_index, f, out);
-  }
-  const v1::Instruction& ei = program_.instructions(f.einsum);
-  const Tensor* x = WrittenBuffer(si.inputs(1 - f.mul_input));
-  const Tensor* scalar = WrittenBuffer(mi.inputs(1 - f.einsum_input));
-  std::vector<const Tensor*> inputs;
-  bool fits = kernels_ != nullptr && x != nullptr && scalar != nullptr &&
-              x->dtype() == DType::kFloat32 && scalar->dtype() == DType::kFloat32 &&
-              scalar->shape().rank() == 0 && si.dtype() == v1::DT_FLOAT32;
-  for (int b : ei.inputs()) {
-    inputs.push_back(WrittenBuffer(b));
-    fits = fits && inputs.back() != nullptr && inputs.back()->dtype() == DType::kFloat32;
-  }
-  const DecodedInstruction& ds = decoded_[s_index];  // the einsum's slice shape too (plan)
-  const Shape* shape = ds.parse_status.ok() ? &ds.slice_shape : nullptr;
-  fits = fits && shape != nullptr && x->shape() == *shape;
-  if (fits) {
-    const float s = scalar->f32()[0];
-    const bool sub = si.local().type() == "sub";
-    *out = pool_.Take(DType::kFloat32, *shape);
-    std::memcpy(out->f32(), x->f32(), sizeof(float) * x->num_elements());
-    absl::Status st = kernels_->RunEinsumAccumulate(ei.local(), inputs, sub ? -s : s, out);
-    if (st.ok()) {
-      ++fused_updates_;
-      return st;
+  pool_.Release(std::move(*out));
+  *out = Tensor();
+  return RunUnfused(s_index, group, out);
+}
+
+const std::map<int, DecodedInstruction>& Executor::DecodedFusions() {
+  auto [it, added] = decoded_fusions_.try_emplace(plan_);
+  if (added) {
+    for (const auto& [s, instr] : plan_->fused_instructions) {
+      it->second.emplace(s, DecodeInstruction(instr, mesh_, coordinate_));
     }
-    if (st.code() != absl::StatusCode::kUnimplemented) return InstructionError(f.einsum, st);
-    pool_.Release(std::move(*out));
   }
-  return RunUnfused(s_index, f, out);
+  return it->second;
+}
+
+int64_t Executor::fused_updates() const {
+  return fused_runs_[static_cast<int>(FusionKind::kScaledEinsumUpdate)] +
+         fused_runs_[static_cast<int>(FusionKind::kScaledUpdate)] +
+         fused_runs_[static_cast<int>(FusionKind::kMaskedProduct)];
+}
+
+int64_t Executor::fused_softmaxes() const {
+  return fused_runs_[static_cast<int>(FusionKind::kAddSoftmax)];
 }
 
 bool Executor::Dead(int buffer, int instruction) const {

@@ -55,6 +55,7 @@
 #ifndef MESHRT_RUNTIME_EXECUTOR_H_
 #define MESHRT_RUNTIME_EXECUTOR_H_
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <deque>
@@ -187,9 +188,9 @@ class Executor {
   void ResetVariables() { variables_.clear(); }
 
   // How many times a scaled update or masked product ran fused (core/ir/step_fusion.h).
-  int64_t fused_updates() const { return fused_updates_; }
+  int64_t fused_updates() const;
   // How many times a softmax (or log_softmax) of add(a, b) ran as one pass over a + b.
-  int64_t fused_softmaxes() const { return fused_softmaxes_; }
+  int64_t fused_softmaxes() const;
 
   // With ExecutorOptions::choose_overlap: one line per fetch list whose choice was made since the
   // last call (OverlapChoice::Summary, e.g. "off (step medians: on 70.3 ms, off 67.5 ms, ...)"),
@@ -209,19 +210,12 @@ class Executor {
   // its slice shape to its output and returns true (the caller skips it); false when it runs.
   // InvalidArgument when the predicate buffer is out of range, unwritten or not a scalar.
   absl::StatusOr<bool> SkipGuarded(int index);
-  // Runs update S with its fused einsum and mul into `out`.
-  absl::Status RunFusedUpdate(int s_index, const FusedUpdate& f, Tensor* out);
-  // The plain case (f.einsum == -1): true and *out written when the operands fit.
-  bool RunScaledUpdate(const v1::Instruction& si, const DecodedInstruction& ds,
-                       const FusedUpdate& f, Tensor* out);
-  // Buffer b's tensor, or null when b is out of range or not written.
-  const Tensor* WrittenBuffer(int b) const;
-  // A masked product (f.mask >= 0): true and *out written when the operands fit.
-  bool RunMaskedProduct(const v1::Instruction& si, const DecodedInstruction& ds,
-                        const FusedUpdate& f, Tensor* out);
-  // An add + softmax (f.add >= 0): true and *out written when the kernel runner computed it.
-  bool RunAddSoftmax(const v1::Instruction& si, const DecodedInstruction& ds,
-                     const FusedUpdate& f, Tensor* out);
+  // Runs the fused instruction that replaces S (StepPlan::fused_instructions) through the kernel
+  // runner; when its kernel fails (a runner without the fused op, operands that do not fit), runs
+  // S's group one by one instead (RunUnfused), so the result and any error are the ops' own.
+  absl::Status RunFused(int s_index, Tensor* out);
+  // The fused instructions of plan_ decoded (once per plan with options_.fixed_program).
+  const std::map<int, DecodedInstruction>& DecodedFusions();
   // The fused instructions of f (the einsum, mul, mask or add), then S, one by one as the program
   // says.
   absl::Status RunUnfused(int s_index, const FusedUpdate& f, Tensor* out);
@@ -345,8 +339,9 @@ class Executor {
   Tensor PooledCopy(const Tensor& t);
   // While Run(map&&) runs: its map, whose feeds Prepare moves instead of copying.
   std::map<std::string, Tensor>* movable_feeds_ = nullptr;
-  int64_t fused_updates_ = 0;
-  int64_t fused_softmaxes_ = 0;
+  std::array<int64_t, 4> fused_runs_ = {};  // by FusionKind: fused instructions whose kernel ran
+  // By plan (plans_ entries, or this Run's plan): its fused instructions decoded for this processor.
+  std::map<const StepPlan*, std::map<int, DecodedInstruction>> decoded_fusions_;
   std::map<std::vector<std::string>, StepPlan> plans_;  // by StepPlanKey
   const StepPlan* plan_ = nullptr;                      // the running step's
   std::map<const StepPlan*, OverlapChoice> overlap_choices_;  // choose_overlap: by plans_ entry
