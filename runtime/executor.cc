@@ -369,40 +369,45 @@ absl::Status Executor::Prepare(const std::map<std::string, Tensor>& input_slices
 
   std::vector<std::string> names;
   for (const v1::ProgramTensor& input : program_.inputs()) {
-    const std::string what = absl::StrCat("placeholder '", input.name(), "'");
     names.push_back(input.name());
-    ASSIGN_OR_RETURN(const ProgramTensorInfo info,
-                     ParseProgramTensor(input, mesh_, program_.num_buffers(), what));
-    const Shape slice_shape = SliceShape(info.shape, info.layout, mesh_);
-
-    auto feed = input_slices.find(input.name());
-    if (feed == input_slices.end()) {
-      return Invalid(absl::StrCat("missing feed for ", what, ": expected this processor's slice (",
-                                  DTypeName(info.dtype), " ", slice_shape.ToString(),
-                                  " of global shape ", info.shape.ToString(), ")"));
-    }
-    if (feed->second.dtype() != info.dtype) {
-      return Invalid(absl::StrCat("feed for ", what, " is ", DTypeName(feed->second.dtype()),
-                                  " but the program expects ", DTypeName(info.dtype)));
-    }
-    if (feed->second.shape() != slice_shape) {
-      return Invalid(absl::StrCat("feed for ", what, " has shape ", feed->second.shape().ToString(),
-                                  " but the slice at processor ", CoordinateString(coordinate_),
-                                  " must be ", slice_shape.ToString(), " (global shape ",
-                                  info.shape.ToString(), ", layout ",
-                                  info.layout.ToString(info.shape, mesh_), ")"));
-    }
-    if (movable_feeds_ == &input_slices) {
-      buffers_[input.buffer()] = std::move(movable_feeds_->at(input.name()));
-    } else {
-      buffers_[input.buffer()] = PooledCopy(feed->second);  // recycled storage: no page faults
-    }
+    RETURN_IF_ERROR(PlaceFeed(input, input_slices));
   }
   for (const auto& [name, tensor] : input_slices) {
     if (std::find(names.begin(), names.end(), name) == names.end()) {
       return Invalid(absl::StrCat("feed '", name, "' is not a placeholder of the program (",
                                   names.empty() ? "it has none" : absl::StrJoin(names, ", "), ")"));
     }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Executor::PlaceFeed(const v1::ProgramTensor& input,
+                                 const std::map<std::string, Tensor>& input_slices) {
+  const std::string what = absl::StrCat("placeholder '", input.name(), "'");
+  ASSIGN_OR_RETURN(const ProgramTensorInfo info,
+                   ParseProgramTensor(input, mesh_, program_.num_buffers(), what));
+  const Shape slice_shape = SliceShape(info.shape, info.layout, mesh_);
+  auto feed = input_slices.find(input.name());
+  if (feed == input_slices.end()) {
+    return Invalid(absl::StrCat("missing feed for ", what, ": expected this processor's slice (",
+                                DTypeName(info.dtype), " ", slice_shape.ToString(),
+                                " of global shape ", info.shape.ToString(), ")"));
+  }
+  if (feed->second.dtype() != info.dtype) {
+    return Invalid(absl::StrCat("feed for ", what, " is ", DTypeName(feed->second.dtype()),
+                                " but the program expects ", DTypeName(info.dtype)));
+  }
+  if (feed->second.shape() != slice_shape) {
+    return Invalid(absl::StrCat("feed for ", what, " has shape ", feed->second.shape().ToString(),
+                                " but the slice at processor ", CoordinateString(coordinate_),
+                                " must be ", slice_shape.ToString(), " (global shape ",
+                                info.shape.ToString(), ", layout ",
+                                info.layout.ToString(info.shape, mesh_), ")"));
+  }
+  if (movable_feeds_ == &input_slices) {
+    buffers_[input.buffer()] = std::move(movable_feeds_->at(input.name()));
+  } else {
+    buffers_[input.buffer()] = PooledCopy(feed->second);  // recycled storage: no page faults
   }
   return absl::OkStatus();
 }

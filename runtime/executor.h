@@ -200,6 +200,10 @@ class Executor {
  private:
   // Checks the program's structure and the feeds; fills buffers_ with the feeds.
   absl::Status Prepare(const std::map<std::string, Tensor>& input_slices);
+  // Checks the feed of placeholder `input` (present, its dtype and slice shape) and puts it in its
+  // buffer (moved from movable_feeds_, else copied into pooled storage).
+  absl::Status PlaceFeed(const v1::ProgramTensor& input,
+                         const std::map<std::string, Tensor>& input_slices);
   // Decodes every instruction into decoded_ (once with options_.fixed_program, else every Run).
   void DecodeProgram();
   // The plan for `fetches` (runtime/step_plan.h PlanStep): with options_.fixed_program made once
@@ -253,6 +257,10 @@ class Executor {
   // along the split or concat axis are contiguous the communicator works on `in` / `out` directly.
   absl::Status RunCollective(const v1::Collective& c, const DecodedInstruction& d,
                              const Tensor& in, Tensor* out, Tensor* stealable);
+  // ALLGATHER, ALLTOALL or REDUCE_SCATTER `c` over `axes` (a group of `g`) from `in` into `out`:
+  // true when it ran, false (after the axis checks, nothing written) for a group of one.
+  absl::StatusOr<bool> RunBlockedCollective(const v1::Collective& c, const std::vector<int>& axes,
+                                            int g, const Tensor& in, Tensor* out);
   // Issues the allreduces waiting in `bucket` (AllReduceBucket::Take: one group per mesh axes, op
   // and dtype), one group after another; empties it.
   absl::Status FlushAllReduces(AllReduceBucket* bucket);

@@ -33,6 +33,24 @@ absl::Status CheckDivisible(const Tensor& t, int axis, int64_t parts) {
   return absl::OkStatus();
 }
 
+// The checks of `c` over its (sorted, valid) mesh axes `axes` that need no data.
+absl::Status CheckCollective(const v1::Collective& c, const std::vector<int>& axes) {
+  const bool reduces =
+      c.kind() == v1::Collective::ALLREDUCE || c.kind() == v1::Collective::REDUCE_SCATTER;
+  if (reduces && !IsReduceOp(c.reduce_op())) {
+    return Invalid(absl::StrCat("invalid reduce op ", v1::ReduceOp_Name(c.reduce_op())));
+  }
+  if (c.kind() != v1::Collective::ALLREDUCE && c.kind() != v1::Collective::BROADCAST &&
+      axes.size() > 1) {
+    return Invalid(absl::StrCat(v1::Collective::Kind_Name(c.kind()),
+                                " takes at most one mesh axis, not ", axes.size()));
+  }
+  if (c.kind() == v1::Collective::PERMUTE && axes.size() != 1) {
+    return Invalid(absl::StrCat("PERMUTE takes exactly one mesh axis, not ", axes.size()));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status Executor::RunCollectiveInstruction(int index, bool queued) {
@@ -184,90 +202,92 @@ absl::Status Executor::RunLocalSlice(const v1::LocalSlice& slice, const Tensor& 
 absl::Status Executor::RunCollective(const v1::Collective& c, const DecodedInstruction& d,
                                      const Tensor& in, Tensor* out, Tensor* stealable) {
   RETURN_IF_ERROR(d.axes_status);
+  RETURN_IF_ERROR(CheckCollective(c, d.axes));
   const std::vector<int>& axes = d.axes;
   const int g = static_cast<int>(d.group_size);
-  const bool reduces =
-      c.kind() == v1::Collective::ALLREDUCE || c.kind() == v1::Collective::REDUCE_SCATTER;
-  if (reduces && !IsReduceOp(c.reduce_op())) {
-    return Invalid(absl::StrCat("invalid reduce op ", v1::ReduceOp_Name(c.reduce_op())));
-  }
-  if (c.kind() != v1::Collective::ALLREDUCE && c.kind() != v1::Collective::BROADCAST &&
-      axes.size() > 1) {
-    return Invalid(absl::StrCat(v1::Collective::Kind_Name(c.kind()),
-                                " takes at most one mesh axis, not ", axes.size()));
-  }
   const DType dtype = in.dtype();
-  const int64_t n = in.num_elements();
-  const int64_t bytes = TensorBytes(in);
-  // Outputs come from pool_ uninitialised: every collective below writes all of them. The pieces
-  // along a split or concat axis lie blocked in the tensor's storage (blocked_chunks.h: one run of
-  // each per combination of the dims before the axis), and the communicator reads or writes them
-  // there, so nothing is packed or unpacked here.
+  // Outputs come from pool_ uninitialised: every collective below writes all of them.
   switch (c.kind()) {
-    case v1::Collective::ALLREDUCE:
+    case v1::Collective::ALLREDUCE: {
       if (g == 1) break;
+      const int64_t n = in.num_elements();  // read before a move of `stealable` (which is `in`)
       // An input read for the last time is reduced in place; another (e.g. a pinned program input)
       // is only read, the result written straight into the output.
       if (stealable != nullptr) {
-        *out = std::move(*stealable);  // n, dtype and bytes were read above, before the move
+        *out = std::move(*stealable);
         return communicator_->AllReduce(axes, c.reduce_op(), dtype, TensorData(out), n);
       }
       *out = pool_.Take(dtype, in.shape());
       return communicator_->AllReduceInto(axes, c.reduce_op(), dtype, TensorData(in),
                                           TensorData(out), n);
-    case v1::Collective::ALLGATHER: {
-      RETURN_IF_ERROR(CheckTensorAxis(in, c.concat_axis(), "concat_axis"));
-      if (g == 1) break;
-      const int axis = c.concat_axis();
-      *out = pool_.Take(dtype, WithDimSize(in.shape(), axis, in.shape().dim(axis).size * g));
-      return communicator_->AllGatherBlocked(axes, TensorData(in), bytes, TensorData(out),
-                                             BlocksBefore(in.shape(), axis));
     }
-    case v1::Collective::ALLTOALL: {
-      RETURN_IF_ERROR(CheckTensorAxis(in, c.split_axis(), "split_axis"));
-      RETURN_IF_ERROR(CheckTensorAxis(in, c.concat_axis(), "concat_axis"));
-      RETURN_IF_ERROR(CheckDivisible(in, c.split_axis(), g));
-      if (g == 1) break;
-      const int split = c.split_axis(), concat = c.concat_axis();
-      const Shape piece = WithDimSize(in.shape(), split, in.shape().dim(split).size / g);
-      *out = pool_.Take(dtype, WithDimSize(piece, concat, piece.dim(concat).size * g));
-      return communicator_->AllToAllBlocked(axes, TensorData(in), BlocksBefore(in.shape(), split),
-                                            TensorData(out), BlocksBefore(piece, concat),
-                                            bytes / g);
-    }
+    case v1::Collective::ALLGATHER:
+    case v1::Collective::ALLTOALL:
     case v1::Collective::REDUCE_SCATTER: {
-      RETURN_IF_ERROR(CheckTensorAxis(in, c.split_axis(), "split_axis"));
-      RETURN_IF_ERROR(CheckDivisible(in, c.split_axis(), g));
-      if (g == 1) break;
-      const int split = c.split_axis();
-      *out = pool_.Take(dtype, WithDimSize(in.shape(), split, in.shape().dim(split).size / g));
-      return communicator_->ReduceScatterBlocked(axes, c.reduce_op(), dtype, TensorData(in),
-                                                 BlocksBefore(in.shape(), split), n / g,
-                                                 TensorData(out));
+      ASSIGN_OR_RETURN(const bool ran, RunBlockedCollective(c, axes, g, in, out));
+      if (ran) return absl::OkStatus();
+      break;
     }
-    case v1::Collective::PERMUTE: {
+    case v1::Collective::PERMUTE:
       // Same shape in and out: the lowering decides what the moved slice means.
-      if (axes.size() != 1) {
-        return Invalid(absl::StrCat("PERMUTE takes exactly one mesh axis, not ", axes.size()));
-      }
       *out = pool_.Take(dtype, in.shape());  // Permute writes zeros where nothing arrives
       return communicator_->Permute(axes[0], c.shift(), c.wrap(), TensorData(in), TensorData(out),
-                                    bytes);
-    }
-    case v1::Collective::BROADCAST:
+                                    TensorBytes(in));
+    case v1::Collective::BROADCAST: {
       if (c.root() < 0 || c.root() >= g) {
         return Invalid(
             absl::StrCat("BROADCAST root ", c.root(), " is not a rank of a group of ", g));
       }
+      const int64_t bytes = TensorBytes(in);  // before a move of `stealable`
       *out = stealable != nullptr ? std::move(*stealable) : PooledCopy(in);
       if (g == 1) return absl::OkStatus();
       return communicator_->Broadcast(axes, c.root(), TensorData(out), bytes);
+    }
     default:
       return Invalid(absl::StrCat("unknown collective kind ", static_cast<int>(c.kind())));
   }
   // A group of one: every collective is a copy.
   *out = stealable != nullptr ? std::move(*stealable) : PooledCopy(in);
   return absl::OkStatus();
+}
+
+absl::StatusOr<bool> Executor::RunBlockedCollective(const v1::Collective& c,
+                                                    const std::vector<int>& axes, int g,
+                                                    const Tensor& in, Tensor* out) {
+  // The pieces along a split or concat axis lie blocked in the tensor's storage (blocked_chunks.h:
+  // one run of each per combination of the dims before the axis), and the communicator reads or
+  // writes them there, so nothing is packed or unpacked here.
+  const DType dtype = in.dtype();
+  const int64_t bytes = TensorBytes(in);
+  const int split = c.split_axis(), concat = c.concat_axis();
+  if (c.kind() == v1::Collective::ALLGATHER) {
+    RETURN_IF_ERROR(CheckTensorAxis(in, concat, "concat_axis"));
+    if (g == 1) return false;
+    *out = pool_.Take(dtype, WithDimSize(in.shape(), concat, in.shape().dim(concat).size * g));
+    RETURN_IF_ERROR(communicator_->AllGatherBlocked(axes, TensorData(in), bytes, TensorData(out),
+                                                    BlocksBefore(in.shape(), concat)));
+    return true;
+  }
+  RETURN_IF_ERROR(CheckTensorAxis(in, split, "split_axis"));
+  if (c.kind() == v1::Collective::ALLTOALL) {
+    RETURN_IF_ERROR(CheckTensorAxis(in, concat, "concat_axis"));
+  }
+  RETURN_IF_ERROR(CheckDivisible(in, split, g));
+  if (g == 1) return false;
+  const Shape piece = WithDimSize(in.shape(), split, in.shape().dim(split).size / g);
+  if (c.kind() == v1::Collective::ALLTOALL) {
+    *out = pool_.Take(dtype, WithDimSize(piece, concat, piece.dim(concat).size * g));
+    RETURN_IF_ERROR(communicator_->AllToAllBlocked(axes, TensorData(in),
+                                                   BlocksBefore(in.shape(), split),
+                                                   TensorData(out), BlocksBefore(piece, concat),
+                                                   bytes / g));
+    return true;
+  }
+  *out = pool_.Take(dtype, piece);
+  RETURN_IF_ERROR(communicator_->ReduceScatterBlocked(axes, c.reduce_op(), dtype, TensorData(in),
+                                                      BlocksBefore(in.shape(), split),
+                                                      in.num_elements() / g, TensorData(out)));
+  return true;
 }
 
 }  // namespace meshrt
