@@ -4,7 +4,6 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
-#include "kernels/einsum.h"
 #include "kernels/fast_kernels.h"
 
 namespace meshrt {
@@ -36,17 +35,6 @@ class CpuRunner : public KernelRunner {
     if (s->ok()) return *s;
     return absl::Status(s->code(),
                         absl::StrCat("op '", op.name(), "' (", op.type(), "): ", s->message()));
-  }
-
-  absl::Status RunEinsumAccumulate(const v1::Op& op, absl::Span<const Tensor* const> inputs,
-                                   float alpha, Tensor* output) const override {
-    if (op.type() != "einsum") {
-      return absl::InvalidArgumentError(
-          absl::StrCat("op '", op.name(), "' is a ", op.type(), ", not an einsum"));
-    }
-    const absl::Status s = kernels::EinsumAccumulate(inputs, alpha, output);
-    if (s.ok()) return s;
-    return absl::Status(s.code(), absl::StrCat("op '", op.name(), "' (einsum): ", s.message()));
   }
 };
 

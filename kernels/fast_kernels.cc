@@ -6,6 +6,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "kernels/einsum.h"
 #include "kernels/elementwise.h"
+#include "kernels/fused_kernels.h"
 #include "kernels/norm_grad.h"
 #include "kernels/reduce.h"
 #include "util/logging.h"
@@ -200,6 +201,9 @@ const FastKernel kTable[] = {
     {"log_softmax", &Softmax<true>},
     {"_add_softmax", &AddSoftmax<false>},
     {"_add_log_softmax", &AddSoftmax<true>},
+    {"_scaled_einsum_add", &kernels::ScaledEinsumAdd},
+    {"_scaled_add", &kernels::ScaledAddOp},
+    {"_masked_mul", &kernels::MaskedMul},
     {"layer_norm", &Normalize<false>},
     {"rms_norm", &Normalize<true>},
     {"layer_norm_grad", &NormGrad<false>},

@@ -48,6 +48,9 @@ std::map<std::string, Sample> Samples() {
   }
   s["softmax"] = s["log_softmax"] = {{kAB}, kAB, {"b"}};
   s["_add_softmax"] = s["_add_log_softmax"] = s["softmax_grad"] = {{kAB, kAB}, kAB, {"b"}};
+  s["_scaled_einsum_add"] = {{"m:3,n:5", "", "m:3,k:4", "k:4,n:5"}, "m:3,n:5", {}, {{"sign", -1}}};
+  s["_scaled_add"] = {{kAB, kAB, ""}, kAB, {}, {{"sign", -1}}};
+  s["_masked_mul"] = {{kAB, kAB}, kAB, {}, {{"scalar", 1.0f}}};
   s["layer_norm"] = {{kAB, "b:4", "b:4"}, kAB, {"b"}};
   s["rms_norm"] = {{kAB, "b:4"}, kAB, {"b"}};
   s["layer_norm_grad"] = s["rms_norm_grad"] = {{kAB, "b:4", kAB}, kAB, {"b"}};

@@ -17,10 +17,10 @@
 // Distinct executors (one per processor) may run concurrently.
 //
 // Overlap (ExecutorOptions::overlap_comm, on by default): collectives run on a communication thread
-// of the executor (started by the first Run that needs it, joined by the destructor), one at a
-// time in program order, while the calling thread goes on with the instructions after them; an
-// instruction that reads a collective's result (or writes a buffer a collective still reads or
-// writes) waits for it. The calling thread issues every collective at its place in the program,
+// of the executor (runtime/communication_queue.h; started by the first Run that needs it, joined by
+// the destructor), one at a time in program order, while the calling thread goes on with the
+// instructions after them; an instruction that reads a collective's result (or writes a buffer a
+// collective still reads or writes) waits for it. The calling thread issues every collective at its place in the program,
 // so every processor makes the same communicator calls in the same order, and their results are
 // bit-identical to those without overlap (the same calls on the same data). The communicator is
 // then called from the communication thread only (one thread at a time, as communicator.h asks),
@@ -55,20 +55,17 @@
 #ifndef MESHRT_RUNTIME_EXECUTOR_H_
 #define MESHRT_RUNTIME_EXECUTOR_H_
 
-#include <atomic>
+#include <array>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <map>
 #include <optional>
 #include <string>
-#include <thread>
+#include <utility>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "core/ir/mesh.h"
 #include "core/ir/shape.h"
 #include "core/ir/step_fusion.h"
@@ -76,12 +73,14 @@
 #include "core/ops/kernel_runner.h"
 #include "proto/program.pb.h"
 #include "runtime/buffer_pool.h"
+#include "runtime/communication_queue.h"
 #include "runtime/communicator.h"
 #include "runtime/decoded_instruction.h"
 #include "runtime/overlap_choice.h"
 #include "runtime/step_activity.h"
 #include "runtime/step_plan.h"
 #include "runtime/step_trace.h"
+#include "runtime/variable_store.h"
 
 namespace meshrt {
 
@@ -113,7 +112,7 @@ class Executor {
            Communicator* communicator, KernelContext context = KernelContext(),
            ExecutorOptions options = ExecutorOptions());
   // Joins the communication thread (idle between runs).
-  ~Executor();
+  ~Executor() = default;
 
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;
@@ -171,7 +170,7 @@ class Executor {
 
   // Variables (proto ProgramVariable, core/ops/ops_state.h): this processor's slices, kept between
   // runs. A variable without a slice is initialised by the next Run; a failed Run changes none.
-  const std::map<std::string, Tensor>& variables() const { return variables_; }
+  const std::map<std::string, Tensor>& variables() const { return variables_.slices(); }
   // With ExecutorOptions::track_live_bytes (and overlap off): the largest number of bytes the last
   // Run held in its buffers (feeds, variables' slices, every intermediate and output), taken after
   // each instruction stored its output and before its dead inputs were freed, as the memory model
@@ -182,14 +181,16 @@ class Executor {
   int64_t pooled_bytes() const { return pool_.pooled_bytes(); }
   // Replaces variable `name`'s slice (e.g. from a checkpoint). NotFound for a name that is not a
   // program variable; InvalidArgument (naming the variable, both shapes) for a wrong slice.
-  absl::Status SetVariable(const std::string& name, Tensor slice);
+  absl::Status SetVariable(const std::string& name, Tensor slice) {
+    return variables_.Set(name, std::move(slice));
+  }
   // Forgets every slice: the next Run initialises them again.
-  void ResetVariables() { variables_.clear(); }
+  void ResetVariables() { variables_.Reset(); }
 
   // How many times a scaled update or masked product ran fused (core/ir/step_fusion.h).
-  int64_t fused_updates() const { return fused_updates_; }
+  int64_t fused_updates() const;
   // How many times a softmax (or log_softmax) of add(a, b) ran as one pass over a + b.
-  int64_t fused_softmaxes() const { return fused_softmaxes_; }
+  int64_t fused_softmaxes() const;
 
   // With ExecutorOptions::choose_overlap: one line per fetch list whose choice was made since the
   // last call (OverlapChoice::Summary, e.g. "off (step medians: on 70.3 ms, off 67.5 ms, ...)"),
@@ -199,120 +200,92 @@ class Executor {
  private:
   // Checks the program's structure and the feeds; fills buffers_ with the feeds.
   absl::Status Prepare(const std::map<std::string, Tensor>& input_slices);
+  // Checks the feed of placeholder `input` (present, its dtype and slice shape) and puts it in its
+  // buffer (moved from movable_feeds_, else copied into pooled storage).
+  absl::Status PlaceFeed(const v1::ProgramTensor& input,
+                         const std::map<std::string, Tensor>& input_slices);
+  // Decodes every instruction into decoded_ (once with options_.fixed_program, else every Run).
+  void DecodeProgram();
+  // The plan for `fetches` (runtime/step_plan.h PlanStep): with options_.fixed_program made once
+  // per fetch key and cached, else made for this Run.
+  const StepPlan& PlanFor(const std::vector<std::string>* fetches);
+  // Runs `plan`, first choosing overlap for it (options_.choose_overlap) and timing the run.
+  absl::Status RunPlan(const std::map<std::string, Tensor>& input_slices, const StepPlan& plan);
+  // One step: the feeds, the variables loaded, the instructions, the queue drained, the variables
+  // stored.
+  absl::Status RunSchedule(const std::map<std::string, Tensor>& input_slices,
+                           const StepPlan& plan);
+  // The instructions of plan_ in program order: each running one at its place, the deferred
+  // allreduces in buckets (AllReduceBucket) when one is due. The first error; OK when a queued
+  // collective failed (Drain reports it).
+  absl::Status RunInstructions();
+  // Guarded instruction `index` (StepPlan::guarded): when its predicate is zero, writes zeros of
+  // its slice shape to its output, enters it, frees its dead inputs and returns true (the caller
+  // skips it); false when it runs. Errors name the instruction.
+  absl::StatusOr<bool> SkipIfGuarded(int index);
+  // Writes the zeros of a skipped guarded instruction (true), or false when its predicate is not
+  // zero. InvalidArgument when the predicate buffer is out of range, unwritten or not a scalar.
+  absl::StatusOr<bool> SkipGuarded(int index);
+  // Local instruction (or local slice) `index` of plan_ (entered already): waits for the
+  // collectives it depends on, runs it (fused, if plan_ says so) and frees its dead inputs.
+  absl::Status RunLocalAt(int index);
   // `index`: the instruction's position in the program (-1 for a variable's initializer); `d`:
   // `instr` decoded. Runs it on decoded data only (no proto parsing, no op registry lookup).
   absl::Status RunInstruction(const v1::Instruction& instr, const DecodedInstruction& d,
                               Tensor* out, int index);
   // Instruction `index` of the program with its decoded_ entry.
   absl::Status RunInstructionAt(int index, Tensor* out);
-  // Guarded instruction `index` (StepPlan::guarded): when its predicate is zero, writes zeros of
-  // its slice shape to its output and returns true (the caller skips it); false when it runs.
-  // InvalidArgument when the predicate buffer is out of range, unwritten or not a scalar.
-  absl::StatusOr<bool> SkipGuarded(int index);
-  // Runs update S with its fused einsum and mul into `out`.
-  absl::Status RunFusedUpdate(int s_index, const FusedUpdate& f, Tensor* out);
-  // The plain case (f.einsum == -1): true and *out written when the operands fit.
-  bool RunScaledUpdate(const v1::Instruction& si, const DecodedInstruction& ds,
-                       const FusedUpdate& f, Tensor* out);
-  // Buffer b's tensor, or null when b is out of range or not written.
-  const Tensor* WrittenBuffer(int b) const;
-  // A masked product (f.mask >= 0): true and *out written when the operands fit.
-  bool RunMaskedProduct(const v1::Instruction& si, const DecodedInstruction& ds,
-                        const FusedUpdate& f, Tensor* out);
-  // An add + softmax (f.add >= 0): true and *out written when the kernel runner computed it.
-  bool RunAddSoftmax(const v1::Instruction& si, const DecodedInstruction& ds,
-                     const FusedUpdate& f, Tensor* out);
+  // Runs the fused instruction that replaces S (StepPlan::fused_instructions) through the kernel
+  // runner; when its kernel fails (a runner without the fused op, operands that do not fit), runs
+  // S's group one by one instead (RunUnfused), so the result and any error are the ops' own.
+  absl::Status RunFused(int s_index, Tensor* out);
+  // The fused instructions of plan_ decoded (once per plan with options_.fixed_program).
+  const std::map<int, DecodedInstruction>& DecodedFusions();
   // The fused instructions of f (the einsum, mul, mask or add), then S, one by one as the program
   // says.
   absl::Status RunUnfused(int s_index, const FusedUpdate& f, Tensor* out);
-  // Small allreduces are deferred and fused (as DDP buckets gradients): a deferred ALLREDUCE
-  // (StepPlan::due) waits until its due position, or until the waiting ones hold kBucketBytes (a
-  // full bucket: issued right after the allreduce that filled it), and when one is due every
-  // waiting allreduce runs with it, those over the same mesh axes, op and dtype packed into one
-  // collective. The data-parallel gradient allreduces of a backward pass go out in buckets while it
-  // goes on (with overlap, the bucket runs during the rest of the backward pass), the last ones at
-  // the optimizer. Every processor derives the same plan from the same program and fetches, so all
-  // make the same calls, with overlap on or off.
-  static constexpr int64_t kBucketBytes = 1 << 20;
-  // Deferred allreduces that run as one collective: same sorted mesh axes, op and dtype.
-  struct AllReduceGroup {
-    std::vector<int> axes;
-    v1::ReduceOp op;
-    v1::DType dtype;
-    std::vector<int> members;  // instruction positions, in program order
-  };
-  // Issues the deferred allreduces `pending` (instruction indices, in program order), fused by
-  // (mesh axes, op, dtype), one group after another; clears it.
-  absl::Status FlushAllReduces(std::vector<int>* pending);
-  // Runs one group (on the communication thread, or inline): pack, one allreduce, unpack.
-  absl::Status RunAllReduceGroup(const AllReduceGroup& g);
-  absl::Status RunAllReduceGroupUntraced(const AllReduceGroup& g);
+  absl::Status RunLocalSlice(const v1::LocalSlice& slice, const Tensor& in, Tensor* out);
 
-  // Overlap. Work for the communication thread: a collective instruction, a group of deferred
-  // allreduces, or giving a buffer to the pool once the collectives reading it are done. Returns
-  // the step's error for it (naming its instruction).
-  using CommWork = std::function<absl::Status()>;
-  // Runs `work` now (overlap off) or queues it (numbered issued_++); `reads` and `writes` are the
-  // buffers it touches, for WaitForBuffers. Queued work of instruction `index` (-1: none) is not
-  // started once the activity is aborted: Aborted naming `index` instead. Returns `work`'s error
-  // when run now, else the first failure of the step's queued work so far (the step must stop).
-  absl::Status Issue(int index, CommWork work, const std::vector<int>& reads,
-                     const std::vector<int>& writes);
-  // Issues collective instruction `index` (entered already), or runs it here when it needs no
-  // communicator call (a group of one).
+  // Collectives (executor_collectives.cc). Issues collective instruction `index` (entered
+  // already) to comm_, or runs it here when it needs no communicator call (a group of one).
   absl::Status IssueCollective(int index);
   // Runs collective instruction `index` and recycles its dead input: `queued` on the
   // communication thread (or as queued work on the calling thread), else inline.
   absl::Status RunCollectiveInstruction(int index, bool queued);
-  // Blocks until no queued or running work writes a buffer of `reads` or touches one of `writes`,
-  // for instruction `index`. The failure of the step's queued work, if any (then it stops waiting
-  // at once).
-  absl::Status WaitForBuffers(int index, const std::vector<int>& reads,
-                              const std::vector<int>& writes);
-  // Blocks until work number `seq` has finished, or (unless `drain`) any work failed; the first
-  // failure of the step's work, if any. While waiting, runs queued work itself when the
-  // communication thread is idle, and reports the collective it waits in to activity_
-  // (StepActivity::WaitsIn), then instruction `resume` again (-1: none).
-  absl::Status WaitForWork(int64_t seq, bool drain, int resume) ABSL_LOCKS_EXCLUDED(comm_mu_);
-  // Recycles internal buffer `b` now, or after the queued work that reads it.
-  void RecycleWhenUnread(int b);
-  // Waits for every issued work item; returns the step's first failure among them and forgets it.
-  absl::Status DrainComm();
-  // Takes the front work item (comm_running_ must be false, the queue non-empty), runs it without
-  // the lock (skipped once a failure is recorded) and records its end.
-  void RunFrontWork() ABSL_EXCLUSIVE_LOCKS_REQUIRED(comm_mu_);
-  // The communication thread.
-  void CommLoop();
-  bool CommHasWork() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(comm_mu_) {
-    return comm_stop_ || (!comm_running_ && !comm_queue_.empty());
-  }
-  // Reports instruction `index` to activity_ (if any); Aborted naming it once that is aborted.
-  absl::Status Enter(int index);
-  // `s` prefixed with instruction `index`, its source op and kind (plus `note`) and the processor.
-  absl::Status InstructionError(int index, const absl::Status& s,
-                                const std::string& note = "") const;
-  // The plan for `fetches` (runtime/step_plan.h PlanStep): with options_.fixed_program made once
-  // per fetch key and cached, else made for this Run.
-  const StepPlan& PlanFor(const std::vector<std::string>* fetches);
-  // Runs `plan`, first choosing overlap for it (options_.choose_overlap) and timing the run.
-  absl::Status RunPlan(const std::map<std::string, Tensor>& input_slices, const StepPlan& plan);
-  absl::Status RunSchedule(const std::map<std::string, Tensor>& input_slices,
-                           const StepPlan& plan);
-  // Gives buffer `b`'s storage (if any) to pool_ and empties it.
-  void Recycle(int b);
-  // True when instruction `instruction` is the last reader of internal buffer `buffer`.
-  bool Dead(int buffer, int instruction) const;
-  // Moves each variable's slice into its buffer (initialising missing ones).
-  absl::Status LoadVariables();
-  // Moves the next values back into variables_: the updates after a successful step, the values
-  // read at its start after a failed one.
-  void StoreVariables(bool step_succeeded);
-  absl::Status RunLocalSlice(const v1::LocalSlice& slice, const Tensor& in, Tensor* out);
   // `stealable`: `in` itself, when nothing reads it afterwards (allreduce, broadcast and a group
   // of one then work in place). Outputs and scratch buffers come from pool_; where the chunks
   // along the split or concat axis are contiguous the communicator works on `in` / `out` directly.
   absl::Status RunCollective(const v1::Collective& c, const DecodedInstruction& d,
                              const Tensor& in, Tensor* out, Tensor* stealable);
+  // ALLGATHER, ALLTOALL or REDUCE_SCATTER `c` over `axes` (a group of `g`) from `in` into `out`:
+  // true when it ran, false (after the axis checks, nothing written) for a group of one.
+  absl::StatusOr<bool> RunBlockedCollective(const v1::Collective& c, const std::vector<int>& axes,
+                                            int g, const Tensor& in, Tensor* out);
+  // Issues the allreduces waiting in `bucket` (AllReduceBucket::Take: one group per mesh axes, op
+  // and dtype), one group after another; empties it.
+  absl::Status FlushAllReduces(AllReduceBucket* bucket);
+  // Runs one group (on the communication thread, or inline): one allreduce of its members.
+  absl::Status RunAllReduceGroup(const AllReduceBucket::Group& g);
+  absl::Status RunAllReduceGroupUntraced(const AllReduceBucket::Group& g);
+
+  // Reports instruction `index` to activity_ (if any); Aborted naming it once that is aborted.
+  absl::Status Enter(int index);
+  // `s` prefixed with instruction `index`, its source op and kind (plus `note`) and the processor.
+  absl::Status InstructionError(int index, const absl::Status& s,
+                                const std::string& note = "") const;
+  // Gives buffer `b`'s storage (if any) to pool_ and empties it.
+  void Recycle(int b);
+  // Recycles internal buffer `b` now, or after the queued work that reads it.
+  void RecycleWhenUnread(int b) {
+    comm_.ReleaseWhenUnread(b, [this, b] { Recycle(b); });
+  }
+  // Recycles the buffers instruction `index` reads for the last time (but not `keep`).
+  void RecycleDeadInputs(int index, int keep);
+  // True when instruction `instruction` is the last reader of internal buffer `buffer`.
+  bool Dead(int buffer, int instruction) const;
+  // A copy of `t` in pooled storage (no fresh allocation, so no page faults in steady state).
+  Tensor PooledCopy(const Tensor& t);
+  void NoteLiveBytes();
 
   const v1::Program& program_;
   const std::vector<int64_t> coordinate_;
@@ -323,54 +296,27 @@ class Executor {
   bool overlap_;  // whether this run overlaps: options_.overlap_comm, or as choose_overlap chose
   StepActivity* activity_ = nullptr;
   StepTraceRecorder* trace_ = nullptr;
-  std::thread::id step_thread_;  // Run's caller, set before any work is issued
-  // The thread the caller of this runs on, for trace events.
-  v1::TraceEvent::Thread TraceThread() const {
-    return std::this_thread::get_id() == step_thread_ ? v1::TraceEvent::STEP
-                                                      : v1::TraceEvent::COMM;
-  }
 
   Mesh mesh_;  // parsed from the program by Run
   // Every instruction decoded for this processor once its mesh and coordinate are checked
-  // (RunPlan): by every Run, or by the first with options_.fixed_program.
+  // (RunSchedule): by every Run, or by the first with options_.fixed_program.
   std::vector<DecodedInstruction> decoded_;
   bool decoded_once_ = false;
   std::vector<std::optional<Tensor>> buffers_;
   int64_t peak_live_bytes_ = 0;  // ExecutorOptions::track_live_bytes
-  void NoteLiveBytes();
-  std::map<std::string, Tensor> variables_;
-  std::map<int, std::string> state_buffers_;  // buffer -> variable its value moved into
-  BufferPool pool_;                           // storage of dead buffers, for later outputs
-  // A copy of `t` in pooled storage (no fresh allocation, so no page faults in steady state).
-  Tensor PooledCopy(const Tensor& t);
+  VariableStore variables_;
+  BufferPool pool_;  // storage of dead buffers, for later outputs
   // While Run(map&&) runs: its map, whose feeds Prepare moves instead of copying.
   std::map<std::string, Tensor>* movable_feeds_ = nullptr;
-  int64_t fused_updates_ = 0;
-  int64_t fused_softmaxes_ = 0;
+  std::array<int64_t, 4> fused_runs_ = {};  // by FusionKind: fused instructions whose kernel ran
+  // By plan (plans_ entries, or this Run's plan): its fused instructions decoded for this processor.
+  std::map<const StepPlan*, std::map<int, DecodedInstruction>> decoded_fusions_;
   std::map<std::vector<std::string>, StepPlan> plans_;  // by StepPlanKey
   const StepPlan* plan_ = nullptr;                      // the running step's
   std::map<const StepPlan*, OverlapChoice> overlap_choices_;  // choose_overlap: by plans_ entry
   std::vector<std::string> overlap_decisions_;                // not yet taken
-
-  // Overlap state. The calling thread's: which work item last wrote / read each buffer (-1: none),
-  // how many were issued (their numbers: 0, 1, ...; never reset) and a lower bound of comm_done_.
-  std::vector<int64_t> last_write_, last_read_;
-  int64_t issued_ = 0;
-  int64_t done_seen_ = 0;
-  // The instruction of each item issued in this step (-1: a recycle), from item number
-  // step_first_item_ on.
-  std::vector<int> item_instruction_;
-  int64_t step_first_item_ = 0;
-  // Shared with the communication thread. Work runs one item at a time in issue order, so item k
-  // has finished once comm_done_ > k.
-  absl::Mutex comm_mu_;
-  std::deque<CommWork> comm_queue_ ABSL_GUARDED_BY(comm_mu_);
-  int64_t comm_done_ ABSL_GUARDED_BY(comm_mu_) = 0;   // items finished or skipped
-  bool comm_running_ ABSL_GUARDED_BY(comm_mu_) = false;  // an item runs (on either thread)
-  absl::Status comm_status_ ABSL_GUARDED_BY(comm_mu_);   // the step's first failure
-  bool comm_stop_ ABSL_GUARDED_BY(comm_mu_) = false;     // the destructor's
-  std::atomic<bool> comm_failed_{false};                 // !comm_status_.ok(), without the lock
-  std::thread comm_thread_;                              // started by the first queued item
+  // The communication thread and its queue. Last: destroyed (its thread joined) first.
+  CommunicationQueue comm_;
 };
 
 // A program input or output with its wire fields parsed and checked.

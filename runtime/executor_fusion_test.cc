@@ -327,5 +327,36 @@ TEST(FindFusionsTest, AnAddAlreadyFusedStaysWithItsGroup) {
   EXPECT_EQ(runs, (std::vector<bool>{false, true, true}));
 }
 
+// The rewrite: the one instruction that replaces S, reading the group's outside operands.
+TEST(FusedInstructionTest, ReplacesSWithOneFusedLocalOp) {
+  const v1::Program softmax = AddSoftmaxProgram(Case());
+  const std::map<int, FusedUpdate> f = Fusions(softmax, {3});
+  ASSERT_EQ(f.count(1), 1u);
+  const v1::Instruction fused = FusedInstruction(softmax, 1, f.at(1));
+  EXPECT_EQ(fused.local().type(), "_add_softmax");
+  EXPECT_EQ(std::vector<int>(fused.inputs().begin(), fused.inputs().end()),
+            (std::vector<int>{0, 1}));  // the add's
+  EXPECT_EQ(fused.output(), 3);
+  EXPECT_EQ(fused.source_op(), softmax.instructions(1).source_op());
+  EXPECT_EQ(fused.local().dims_size(), 1);
+  EXPECT_EQ(FusionKindOf(f.at(1)), FusionKind::kAddSoftmax);
+
+  v1::Program update = AddSoftmaxProgram(Case());  // w + mul(x, lr): a plain scaled update
+  update.set_num_buffers(7);
+  AddTensor("lr", 5, S(""), update.mutable_inputs());
+  update.clear_instructions();
+  AddLocal(&update, "mul", {0, 5}, 6, kX);
+  AddLocal(&update, "sub", {1, 6}, 2, kX);
+  const std::map<int, FusedUpdate> u = Fusions(update, {2});
+  ASSERT_EQ(u.count(1), 1u);
+  const v1::Instruction scaled = FusedInstruction(update, 1, u.at(1));
+  EXPECT_EQ(scaled.local().type(), "_scaled_add");
+  EXPECT_EQ(std::vector<int>(scaled.inputs().begin(), scaled.inputs().end()),
+            (std::vector<int>{1, 0, 5}));  // x, then the mul's inputs
+  EXPECT_EQ(scaled.local().attrs().at("sign").f(), -1.0f);
+  EXPECT_EQ(scaled.output(), 2);
+  EXPECT_EQ(FusionKindOf(u.at(1)), FusionKind::kScaledUpdate);
+}
+
 }  // namespace
 }  // namespace meshrt

@@ -493,7 +493,7 @@ TEST(ExecutorFusionTest, ScaledEinsumUpdatesRunAsOneAccumulatingGemm) {
     ASSERT_OK(fast.Run(feeds, {"y", "g"}));
     EXPECT_EQ(fast.fused_updates(), 2);
     EXPECT_THAT(fast.OutputSlice("y")->floats(), testing::Pointwise(testing::FloatEq(), want));
-    // A runner without RunEinsumAccumulate: the three ops run one by one at y, same result.
+    // A runner without the fused op (_scaled_einsum_add): the three ops run one by one at y, same result.
     Executor plain(program, {0}, &ReferenceKernels(), hub.communicator(0));
     ASSERT_OK(plain.Run(feeds, {"y"}));
     EXPECT_EQ(plain.fused_updates(), 0);

@@ -141,6 +141,9 @@ StepPlan PlanStep(const v1::Program& program, const std::vector<std::string>* fe
     plan.pinned = StepPinnedBuffers(program, &key, plan.runs);
     plan.guarded = Guarded(program, key, plan.runs, buffers);
     plan.fused = FindFusions(program, plan.pinned, &plan.runs);
+    for (const auto& [s, f] : plan.fused) {
+      plan.fused_instructions.emplace(s, FusedInstruction(program, s, f));
+    }
   }
   ReadsAndWrites(program, &plan);
   ReadersAndDeferrals(program, buffers, &plan);

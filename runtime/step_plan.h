@@ -11,7 +11,8 @@
 //   - Pinned buffers (core/ir/step_fusion.h StepPinnedBuffers) are never freed early, nor are the
 //     inputs of deferred allreduces (read when their bucket runs).
 //   - Fusions (core/ir/step_fusion.h FindFusions), only with a fetch list: each S with the
-//     instructions it runs; those no longer run at their own positions.
+//     instructions it runs, and the fused instruction (FusedInstruction) that replaces S; the
+//     absorbed instructions no longer run at their own positions.
 //   - Deferred allreduces (core/ir/step_fusion.h DeferredAllReduceBytes): small running ALLREDUCEs
 //     wait until the first running instruction that reads their result (their `due` position;
 //     instructions_size() when none does: the end of the step).
@@ -44,6 +45,9 @@ struct StepPlan {
   std::vector<int> last_reader;         // buffer -> last running instruction reading it (-1: none)
   std::vector<bool> pinned;             // buffer -> never freed early
   std::map<int, FusedUpdate> fused;     // S -> the instructions it runs with
+  // S -> the fused local instruction run in its place (core/ir/step_fusion.h FusedInstruction);
+  // when its kernel fails, fused[S]'s instructions and S run one by one instead.
+  std::map<int, v1::Instruction> fused_instructions;
   // Running instruction -> the buffers it reads, then those its fused instructions read (once per
   // read, in order; in-range or not, as the program says). Empty for one that does not run.
   std::vector<std::vector<int>> reads;

@@ -209,6 +209,51 @@ std::map<int, FusedUpdate> FindFusions(const v1::Program& program, const std::ve
   return fused;
 }
 
+FusionKind FusionKindOf(const FusedUpdate& f) {
+  if (f.add >= 0) return FusionKind::kAddSoftmax;
+  if (f.mask >= 0) return FusionKind::kMaskedProduct;
+  return f.einsum >= 0 ? FusionKind::kScaledEinsumUpdate : FusionKind::kScaledUpdate;
+}
+
+v1::Instruction FusedInstruction(const v1::Program& program, int s, const FusedUpdate& f) {
+  const v1::Instruction& si = program.instructions(s);
+  v1::Instruction fused;
+  fused.set_output(si.output());
+  fused.set_dtype(si.dtype());
+  *fused.mutable_slice_shape() = si.slice_shape();
+  fused.set_source_op(si.source_op());
+  v1::Op* op = fused.mutable_local();
+  op->set_name(si.local().name());
+  auto inputs_of = [&](int i) -> const google::protobuf::RepeatedField<int32_t>& {
+    return program.instructions(i).inputs();
+  };
+  if (f.add >= 0) {
+    *op = si.local();  // S's dims and attrs
+    op->set_type("_add_" + si.local().type());
+    fused.mutable_inputs()->CopyFrom(inputs_of(f.add));
+    return fused;
+  }
+  if (f.mask >= 0) {
+    op->set_type("_masked_mul");
+    (*op->mutable_attrs())["scalar"] =
+        program.instructions(f.mask).local().attrs().at("scalar");  // the matcher checked it
+    fused.add_inputs(si.inputs(1 - f.mul_input));
+    fused.add_inputs(inputs_of(f.mask)[0]);
+    return fused;
+  }
+  (*op->mutable_attrs())["sign"].set_f(si.local().type() == "sub" ? -1.0f : 1.0f);
+  fused.add_inputs(si.inputs(1 - f.mul_input));  // x
+  if (f.einsum < 0) {
+    op->set_type("_scaled_add");
+    for (int b : inputs_of(f.mul)) fused.add_inputs(b);
+    return fused;
+  }
+  op->set_type("_scaled_einsum_add");
+  fused.add_inputs(inputs_of(f.mul)[1 - f.einsum_input]);  // the scalar
+  for (int b : inputs_of(f.einsum)) fused.add_inputs(b);
+  return fused;
+}
+
 bool IsReduceOp(v1::ReduceOp op) {
   return op == v1::REDUCE_SUM || op == v1::REDUCE_MAX || op == v1::REDUCE_MIN ||
          op == v1::REDUCE_PROD;

@@ -10,7 +10,7 @@
 //     scalar), the einsum's and the mul's results read once, runs as out = x + alpha * einsum(...)
 //     in the einsum's GEMM (beta = 1), alpha = -s or s: SGD's w - lr * grad when the gradient needs
 //     no allreduce (model-parallel weights). The three declare one slice shape; anything unusual
-//     when S runs (a non-scalar s, another dtype, a KernelRunner without RunEinsumAccumulate) runs
+//     when S runs (a non-scalar s, another dtype, a KernelRunner without the fused op) runs
 //     the three ops one by one instead.
 //   - Plain scaled updates (`einsum` -1): S = x -/+ mul(y, s) with a scalar s and the product read
 //     once runs as out = x -/+ (y * s) in one pass (each product rounded before the add, as in two
@@ -82,6 +82,25 @@ int64_t DeferredAllReduceBytes(const v1::Instruction& instr, int num_buffers);
 
 std::map<int, FusedUpdate> FindFusions(const v1::Program& program, const std::vector<bool>& pinned,
                                        std::vector<bool>* runs);
+
+// Which pattern a fusion is (what the executor counts).
+enum class FusionKind { kScaledEinsumUpdate, kScaledUpdate, kMaskedProduct, kAddSoftmax };
+FusionKind FusionKindOf(const FusedUpdate& f);
+
+// The rewrite: the one local instruction that computes S (position `s`) with the instructions of
+// `f` (a FindFusions result for `program`), which the executor runs in S's place through its
+// KernelRunner like any local op. It writes S's output with S's dtype, slice shape and source_op,
+// reads the group's outside operands, and names a fused op type (a '_' type: not a registered op;
+// kernels/fast_kernels.h holds its kernel):
+//   _scaled_einsum_add  inputs (x, s, einsum inputs...), attr sign (f, -1 or 1):
+//                       x + sign * s * einsum(inputs...) (the einsum's output dims are S's)
+//   _scaled_add         inputs (x, m0, m1), attr sign: x + (y * s) * sign, s the scalar of m0, m1
+//                       (the product rounded before the add, as the two ops)
+//   _masked_mul         inputs (dy, x), attr scalar (f): dy * (x > scalar ? 1 : 0)
+//   _add_softmax, _add_log_softmax   inputs (a, b), S's attrs: softmax(a + b) over S's dims
+// A kernel that cannot run its fused op (a runner without it, operands of another dtype or shape)
+// fails, and the executor then runs the group's instructions one by one instead (same bits).
+v1::Instruction FusedInstruction(const v1::Program& program, int s, const FusedUpdate& f);
 
 }  // namespace meshrt
 

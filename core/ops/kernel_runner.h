@@ -45,15 +45,6 @@ class KernelRunner {
                    Tensor* output) const {
     return Run(op, inputs, output, KernelContext());
   }
-
-  // *output += alpha * einsum(inputs) for an "einsum" `op`, `output` holding the values to add to
-  // (the executor fuses w - lr * einsum(...) this way). Runners without such a path return
-  // Unimplemented, and the executor runs the ops one by one instead.
-  virtual absl::Status RunEinsumAccumulate(const v1::Op& op,
-                                           absl::Span<const Tensor* const> inputs, float alpha,
-                                           Tensor* output) const {
-    return absl::UnimplementedError("this kernel runner has no fused einsum-accumulate");
-  }
 };
 
 // The naive, obviously-correct kernels (core/ops/reference_kernels.cc). Never null; lives forever.
