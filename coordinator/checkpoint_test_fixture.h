@@ -13,7 +13,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "coordinator/coordinator.h"
-#include "coordinator/in_process_workers.h"
+#include "testing/cluster/in_process_workers.h"
 #include "core/ops/builder.h"
 #include "core/testing/test_util.h"
 #include "core/train/autodiff.h"

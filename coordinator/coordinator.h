@@ -29,6 +29,15 @@
 //     coordinate, instruction and op. ListWorkers shows each worker's latest activity.
 //
 // Thread-safe. Steps of one session run one at a time; different sessions run concurrently.
+// Locks, in the order they may be taken (never the reverse):
+//   1. Session::step_mu — one per session, held for its whole step, checkpoint save or restore
+//      (worker calls included); no other session's call and no heartbeat ever waits for it.
+//   2. mu_ — the worker registry and the session table (and the sessions' failed / lease fields):
+//      bookkeeping only, never held across a worker call, a lowering, a load or a sleep.
+//   Leaves, taken alone: a step's own call-tracking lock, profile_mu_, Session::explain_mu, the
+//   KV store's and the metrics' locks. session_isolation_test.cc holds one session's step inside
+//   its worker call and checks that other sessions' steps, CreateSession, ListWorkers, Heartbeat,
+//   KeepAlive, Snapshot and CloseSession complete meanwhile.
 #ifndef MESHRT_COORDINATOR_COORDINATOR_H_
 #define MESHRT_COORDINATOR_COORDINATOR_H_
 

@@ -10,7 +10,7 @@
 
 #include "absl/strings/match.h"
 #include "client/random_feeds.h"
-#include "coordinator/in_process_workers.h"
+#include "testing/cluster/in_process_workers.h"
 #include "coordinator/test_graphs.h"
 #include "core/ops/builder.h"
 #include "core/reference/interpreter.h"

@@ -6,7 +6,7 @@
 
 #include "absl/strings/match.h"
 #include "coordinator/coordinator.h"
-#include "coordinator/in_process_workers.h"
+#include "testing/cluster/in_process_workers.h"
 #include "coordinator/test_graphs.h"
 #include "core/ops/builder.h"
 #include "core/testing/test_util.h"

@@ -4,7 +4,7 @@
 #include "coordinator/memory_limit.h"
 
 #include "coordinator/coordinator.h"
-#include "coordinator/in_process_workers.h"
+#include "testing/cluster/in_process_workers.h"
 #include "core/ops/builder.h"
 #include "core/testing/test_util.h"
 #include "gtest/gtest.h"

@@ -11,7 +11,7 @@
 #include "absl/synchronization/mutex.h"
 #include "client/random_feeds.h"
 #include "coordinator/coordinator.h"
-#include "coordinator/in_process_workers.h"
+#include "testing/cluster/in_process_workers.h"
 #include "core/ops/builder.h"
 #include "core/testing/test_util.h"
 #include "gtest/gtest.h"

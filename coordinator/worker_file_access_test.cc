@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "coordinator/in_process_workers.h"
+#include "testing/cluster/in_process_workers.h"
 #include "core/lowering/lowering.h"
 #include "core/ops/builder.h"
 #include "core/testing/test_util.h"

@@ -1,25 +1,15 @@
-// Entry point of the worker daemon, shared by `meshrt-worker` and `meshrt worker`.
+// Entry point of the worker daemon, shared by `meshrt-worker` and `meshrt worker`: flags ->
+// WorkerServerOptions -> WorkerServer (worker_server.h).
 #ifndef MESHRT_WORKER_WORKER_MAIN_H_
 #define MESHRT_WORKER_WORKER_MAIN_H_
 
-#include <cstdint>
-#include <string>
-
-#include "absl/status/statusor.h"
-#include "worker/worker.h"
+#include "worker/worker_server.h"  // ParseOverlap, MemAvailableBytes (tested with the main)
 
 namespace meshrt {
 
-// The MemAvailable line of /proc/meminfo-format text ("MemAvailable:  123456 kB"), in bytes; 0
-// when absent or malformed (unknown: the coordinator then does not check the memory limit).
-int64_t MemAvailableBytes(const std::string& meminfo);
-
-// --overlap_comm's value: auto (kChoose), true / on / 1 (kOn), false / off / 0 (kOff);
-// InvalidArgument naming the flag otherwise.
-absl::StatusOr<Worker::Overlap> ParseOverlap(const std::string& text);
-
 // Parses flags (argv[0] is the program name; `--help` prints them), registers with the
-// coordinator, serves until SIGINT/SIGTERM. Returns the process exit code.
+// coordinator, serves until SIGINT/SIGTERM. Returns the process exit code: 0, 2 for a usage error,
+// 1 when the worker could not listen or register.
 int WorkerMain(int argc, char** argv);
 
 }  // namespace meshrt

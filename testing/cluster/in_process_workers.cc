@@ -1,4 +1,4 @@
-#include "coordinator/in_process_workers.h"
+#include "testing/cluster/in_process_workers.h"
 
 #include "absl/strings/str_cat.h"
 #include "core/ir/slicing.h"

@@ -1,8 +1,8 @@
 // Test support: workers as objects in this process, reached through WorkerClientFactory, with
 // in-memory collectives (one LocalCollectiveHub per session). Lets coordinator tests exercise the
 // whole session logic without sockets, and inject failures per worker.
-#ifndef MESHRT_COORDINATOR_IN_PROCESS_WORKERS_H_
-#define MESHRT_COORDINATOR_IN_PROCESS_WORKERS_H_
+#ifndef MESHRT_TESTING_CLUSTER_IN_PROCESS_WORKERS_H_
+#define MESHRT_TESTING_CLUSTER_IN_PROCESS_WORKERS_H_
 
 #include <map>
 #include <memory>
@@ -57,4 +57,4 @@ class InProcessWorkers : public WorkerClientFactory, public CommunicatorFactory 
 
 }  // namespace meshrt
 
-#endif  // MESHRT_COORDINATOR_IN_PROCESS_WORKERS_H_
+#endif  // MESHRT_TESTING_CLUSTER_IN_PROCESS_WORKERS_H_

@@ -9,7 +9,7 @@
 #include "absl/strings/match.h"
 #include "absl/synchronization/notification.h"
 #include "coordinator/coordinator.h"
-#include "coordinator/in_process_workers.h"
+#include "testing/cluster/in_process_workers.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu_kernels.h"
 
