@@ -157,22 +157,49 @@ void AddClientSecurityFlags(FlagSet& flags, SecurityOptions* options) {
   AddSecurityFlags(&flags, options, /*server=*/false);
 }
 
-void AddProgramTargetFlags(FlagSet& flags, ProgramTarget* target, absl::string_view verb) {
-  flags.Bool("reference", &target->reference,
-             absl::StrCat(verb, " in this process (the reference interpreter)"));
-  flags.Int("local", &target->local, absl::StrCat(verb, " on a local cluster of N worker processes"));
-  flags.String("coordinator", &target->coordinator,
-               absl::StrCat(verb, " on the workers of this coordinator"));
-  flags.String("mesh", &target->mesh,
-               "mesh, e.g. rows:2,cols:2 (default: x:N with --local N, x:1 with --coordinator)");
-  flags.String("layout", &target->layout,
-               "layout rules, e.g. batch:rows,heads:cols,d_ff:cols,vocab:cols (default: none)");
-  flags.String("log_dir", &target->log_dir,
-               "with --local: the daemons' logs (default: a temp dir)");
+void AddTargetFlags(FlagSet& flags, const TargetFlagHelp& help, ProgramTarget* target) {
+  if (!help.reference.empty()) flags.Bool("reference", &target->reference, help.reference);
+  flags.Int("local", &target->local, help.local);
+  flags.String("coordinator", &target->coordinator, help.coordinator);
+  if (!help.mesh.empty()) flags.String("mesh", &target->mesh, help.mesh);
+  if (!help.layout.empty()) flags.String("layout", &target->layout, help.layout);
+  if (!help.log_dir.empty()) flags.String("log_dir", &target->log_dir, help.log_dir);
+  if (!help.checkpoint_root.empty()) {
+    flags.String("checkpoint_root", &target->checkpoint_root, help.checkpoint_root);
+  }
   AddClientSecurityFlags(flags, &target->security);
 }
 
+absl::Status CheckTargetFlags(const ProgramTarget& target, const TargetFlagHelp& help,
+                              absl::string_view command) {
+  const bool takes_reference = !help.reference.empty();
+  const int targets = (takes_reference && target.reference ? 1 : 0) +
+                      (target.local != 0 ? 1 : 0) + (target.coordinator.empty() ? 0 : 1);
+  if (targets != 1) {
+    return UsageError(absl::StrCat("meshrt ", command, " needs exactly one of ",
+                                   takes_reference ? "--reference, " : "",
+                                   "--local N and --coordinator HOST:PORT"));
+  }
+  if (target.local < 0) return UsageError("--local N needs N >= 1 workers");
+  return absl::OkStatus();
+}
+
+TargetFlagHelp ProgramTargetFlagHelp(absl::string_view verb) {
+  TargetFlagHelp help;
+  help.reference = absl::StrCat(verb, " in this process (the reference interpreter)");
+  help.local = absl::StrCat(verb, " on a local cluster of N worker processes");
+  help.coordinator = absl::StrCat(verb, " on the workers of this coordinator");
+  help.mesh = "mesh, e.g. rows:2,cols:2 (default: x:N with --local N, x:1 with --coordinator)";
+  help.layout = "layout rules, e.g. batch:rows,heads:cols,d_ff:cols,vocab:cols (default: none)";
+  help.log_dir = "with --local: the daemons' logs (default: a temp dir)";
+  help.checkpoint_root =
+      "the directory CHECKPOINT is named relative to (default: CHECKPOINT is a path); "
+      "with --coordinator, that coordinator's --checkpoint_root as mounted here";
+  return help;
+}
+
 absl::Status CheckProgramTargetFlags(const ProgramTarget& target, absl::string_view command) {
+  RETURN_IF_ERROR(CheckTargetFlags(target, ProgramTargetFlagHelp(""), command));
   absl::Status checked = CheckProgramTarget(target, absl::StrCat("meshrt ", command));
   if (!checked.ok()) return UsageError(checked.message());
   return ParseMeshAndRules(MeshOrDefault(target.mesh, target.local, target.coordinator),

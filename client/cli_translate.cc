@@ -220,7 +220,7 @@ absl::StatusOr<double> EvalBleu(const DevBleu& dev, const text::Vocab& vocab,
 }
 
 absl::Status TranslateCommand(const std::vector<std::string>& args, CliIo io) {
-  std::string input, output, vocab_path, root_dir;
+  std::string input, output, vocab_path;
   double alpha = 0.6;
   TranslatorOptions o;
   ProgramTarget& target = o.target;
@@ -250,10 +250,7 @@ absl::Status TranslateCommand(const std::vector<std::string>& args, CliIo io) {
   flags.Int("batch", &o.batch, "sentences per decoding request (default 32)");
   flags.String("vocab", &vocab_path,
                "the SentencePiece model (default: CHECKPOINT/vocab.model, written by training)");
-  flags.String("checkpoint_root", &root_dir,
-               "the directory CHECKPOINT is named relative to (default: CHECKPOINT is a path); "
-               "with --coordinator, that coordinator's --checkpoint_root as mounted here");
-  AddProgramTargetFlags(flags, &target, "decode");
+  AddTargetFlags(flags, ProgramTargetFlagHelp("decode"), &target);
   ASSIGN_OR_RETURN(std::vector<std::string> positional,
                    ParseCommandFlags(flags, args, "translate"));
   if (flags.help()) {
@@ -264,7 +261,6 @@ absl::Status TranslateCommand(const std::vector<std::string>& args, CliIo io) {
     return UsageError("meshrt translate takes one CHECKPOINT (see meshrt translate --help)");
   }
   if (input.empty()) return UsageError("meshrt translate needs --input FILE");
-  target.checkpoint_root = root_dir;
   RETURN_IF_ERROR(CheckProgramTargetFlags(target, "translate"));
   if (o.beam < 1) return UsageError(absl::StrCat("--beam needs K >= 1, not ", o.beam));
   if (!(alpha >= 0 && alpha <= 10)) {
@@ -272,6 +268,7 @@ absl::Status TranslateCommand(const std::vector<std::string>& args, CliIo io) {
   }
   o.alpha = static_cast<float>(alpha);
   if (o.batch < 1) return UsageError(absl::StrCat("--batch needs N >= 1, not ", o.batch));
+  const std::string& root_dir = target.checkpoint_root;
   const std::string checkpoint =
       root_dir.empty() ? positional[0] : absl::StrCat(root_dir, "/", positional[0]);
   absl::StatusOr<CheckpointTensors> read = ReadCheckpointTensors(checkpoint);
