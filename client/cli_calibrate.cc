@@ -14,24 +14,28 @@
 
 namespace meshrt {
 
+constexpr char kCalibrateUsage[] =
+    "meshrt calibrate (--local N | --coordinator HOST:PORT --workers W) [--out FILE]";
+
+constexpr char kCalibrateDescription[] =
+    "Measures on the workers of a cluster what the planner's time model needs: the time of a "
+    "step that computes nothing, GEMM throughput (large and attention-shaped products), "
+    "memory bandwidth, the FLOP rate of a softmax, and latency (alpha) and bandwidth (beta) of "
+    "allreduce, allgather and "
+    "alltoall in groups of the workers, each from a small graph run for a few steps "
+    "through an ordinary session (client/calibrate.h). With workers on several hosts (by "
+    "their registered addresses) the collectives are measured both in groups within a host "
+    "and in groups spanning hosts (the profile's cross_host.* links). Takes seconds. Prints "
+    "the profile (`key value` lines) or writes it to --out.\n\n"
+    "examples:\n  meshrt calibrate --local 2 --out cluster.profile\n"
+    "  meshrt calibrate --coordinator 127.0.0.1:7070 --workers 4";
+
 absl::Status CalibrateCommand(const std::vector<std::string>& args, CliIo io) {
   int64_t workers = 0, steps = 5, group = 0;
   std::string out_path;
   ProgramTarget target;  // --local or --coordinator only
   const int64_t& local = target.local;
-  FlagSet flags(
-      "meshrt calibrate (--local N | --coordinator HOST:PORT --workers W) [--out FILE]",
-      "Measures on the workers of a cluster what the planner's time model needs: the time of a "
-      "step that computes nothing, GEMM throughput (large and attention-shaped products), "
-      "memory bandwidth, the FLOP rate of a softmax, and latency (alpha) and bandwidth (beta) of "
-      "allreduce, allgather and "
-      "alltoall in groups of the workers, each from a small graph run for a few steps "
-      "through an ordinary session (client/calibrate.h). With workers on several hosts (by "
-      "their registered addresses) the collectives are measured both in groups within a host "
-      "and in groups spanning hosts (the profile's cross_host.* links). Takes seconds. Prints "
-      "the profile (`key value` lines) or writes it to --out.\n\n"
-      "examples:\n  meshrt calibrate --local 2 --out cluster.profile\n"
-      "  meshrt calibrate --coordinator 127.0.0.1:7070 --workers 4");
+  FlagSet flags(kCalibrateUsage, kCalibrateDescription);
   TargetFlagHelp target_help;
   target_help.local = "start a local cluster with N worker processes, then stop it";
   target_help.coordinator = "calibrate the workers of the coordinator HOST:PORT";

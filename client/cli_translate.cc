@@ -219,25 +219,29 @@ absl::StatusOr<double> EvalBleu(const DevBleu& dev, const text::Vocab& vocab,
   return bleu.score;
 }
 
+constexpr char kTranslateUsage[] =
+    "meshrt translate CHECKPOINT --input FILE [--output FILE] [--beam K] [--alpha A] "
+    "[--max_length L] [--scores] (--reference | --local N | --coordinator HOST:PORT) "
+    "[--mesh MESH --layout RULES]";
+
+constexpr char kTranslateDescription[] =
+    "Translates every line of --input with a transformer_encdec checkpoint (from `meshrt "
+    "train --model transformer_encdec --save CK`): one line out per line in. The checkpoint "
+    "knows its model (the sizes of its variables) and its vocabulary (CK/vocab.model, copied "
+    "there by the training). Decoding is one program on the workers: the encoder once, then "
+    "a loop over the output positions with a key/value cache, for --batch sentences per "
+    "request; the same tokens on every mesh and layout. (From C++: client/translator.h.)\n\n"
+    "examples:\n"
+    "  meshrt translate ck --input data/test.en --output test.hyp.fr --local 4 "
+    "--mesh rows:2,cols:2 --layout batch:rows,heads:cols,d_ff:cols,vocab:cols\n"
+    "  meshrt bleu test.hyp.fr data/test.fr";
+
 absl::Status TranslateCommand(const std::vector<std::string>& args, CliIo io) {
   std::string input, output, vocab_path;
   double alpha = 0.6;
   TranslatorOptions o;
   ProgramTarget& target = o.target;
-  FlagSet flags(
-      "meshrt translate CHECKPOINT --input FILE [--output FILE] [--beam K] [--alpha A] "
-      "[--max_length L] [--scores] (--reference | --local N | --coordinator HOST:PORT) "
-      "[--mesh MESH --layout RULES]",
-      "Translates every line of --input with a transformer_encdec checkpoint (from `meshrt "
-      "train --model transformer_encdec --save CK`): one line out per line in. The checkpoint "
-      "knows its model (the sizes of its variables) and its vocabulary (CK/vocab.model, copied "
-      "there by the training). Decoding is one program on the workers: the encoder once, then "
-      "a loop over the output positions with a key/value cache, for --batch sentences per "
-      "request; the same tokens on every mesh and layout. (From C++: client/translator.h.)\n\n"
-      "examples:\n"
-      "  meshrt translate ck --input data/test.en --output test.hyp.fr --local 4 "
-      "--mesh rows:2,cols:2 --layout batch:rows,heads:cols,d_ff:cols,vocab:cols\n"
-      "  meshrt bleu test.hyp.fr data/test.fr");
+  FlagSet flags(kTranslateUsage, kTranslateDescription);
   flags.String("input", &input, "the text to translate, one sentence per line (required)");
   flags.String("output", &output, "where the translations go (default: standard output)");
   flags.Int("beam", &o.beam, "beam size (1: greedy, the default)");
