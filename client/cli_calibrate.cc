@@ -14,25 +14,32 @@
 
 namespace meshrt {
 
+constexpr char kCalibrateUsage[] =
+    "meshrt calibrate (--local N | --coordinator HOST:PORT --workers W) [--out FILE]";
+
+constexpr char kCalibrateDescription[] =
+    "Measures on the workers of a cluster what the planner's time model needs: the time of a "
+    "step that computes nothing, GEMM throughput (large and attention-shaped products), "
+    "memory bandwidth, the FLOP rate of a softmax, and latency (alpha) and bandwidth (beta) of "
+    "allreduce, allgather and "
+    "alltoall in groups of the workers, each from a small graph run for a few steps "
+    "through an ordinary session (client/calibrate.h). With workers on several hosts (by "
+    "their registered addresses) the collectives are measured both in groups within a host "
+    "and in groups spanning hosts (the profile's cross_host.* links). Takes seconds. Prints "
+    "the profile (`key value` lines) or writes it to --out.\n\n"
+    "examples:\n  meshrt calibrate --local 2 --out cluster.profile\n"
+    "  meshrt calibrate --coordinator 127.0.0.1:7070 --workers 4";
+
 absl::Status CalibrateCommand(const std::vector<std::string>& args, CliIo io) {
-  int64_t local = 0, workers = 0, steps = 5, group = 0;
-  std::string coordinator, out_path;
-  SecurityOptions security;
-  FlagSet flags(
-      "meshrt calibrate (--local N | --coordinator HOST:PORT --workers W) [--out FILE]",
-      "Measures on the workers of a cluster what the planner's time model needs: the time of a "
-      "step that computes nothing, GEMM throughput (large and attention-shaped products), "
-      "memory bandwidth, the FLOP rate of a softmax, and latency (alpha) and bandwidth (beta) of "
-      "allreduce, allgather and "
-      "alltoall in groups of the workers, each from a small graph run for a few steps "
-      "through an ordinary session (client/calibrate.h). With workers on several hosts (by "
-      "their registered addresses) the collectives are measured both in groups within a host "
-      "and in groups spanning hosts (the profile's cross_host.* links). Takes seconds. Prints "
-      "the profile (`key value` lines) or writes it to --out.\n\n"
-      "examples:\n  meshrt calibrate --local 2 --out cluster.profile\n"
-      "  meshrt calibrate --coordinator 127.0.0.1:7070 --workers 4");
-  flags.Int("local", &local, "start a local cluster with N worker processes, then stop it");
-  flags.String("coordinator", &coordinator, "calibrate the workers of the coordinator HOST:PORT");
+  int64_t workers = 0, steps = 5, group = 0;
+  std::string out_path;
+  ProgramTarget target;  // --local or --coordinator only
+  const int64_t& local = target.local;
+  FlagSet flags(kCalibrateUsage, kCalibrateDescription);
+  TargetFlagHelp target_help;
+  target_help.local = "start a local cluster with N worker processes, then stop it";
+  target_help.coordinator = "calibrate the workers of the coordinator HOST:PORT";
+  AddTargetFlags(flags, target_help, &target);
   flags.Int("workers", &workers,
             "how many of its workers (with --coordinator; default: --local's N)");
   flags.Int("collective_group", &group,
@@ -40,7 +47,6 @@ absl::Status CalibrateCommand(const std::vector<std::string>& args, CliIo io) {
             "several hosts have the same number, else all W)");
   flags.Int("steps", &steps, "timed steps per measurement (the median counts; default 5)");
   flags.String("out", &out_path, "write the profile here (default: print it)");
-  AddClientSecurityFlags(flags, &security);
   ASSIGN_OR_RETURN(std::vector<std::string> positional,
                    ParseCommandFlags(flags, args, "calibrate"));
   if (flags.help()) {
@@ -48,11 +54,7 @@ absl::Status CalibrateCommand(const std::vector<std::string>& args, CliIo io) {
     return absl::OkStatus();
   }
   if (!positional.empty()) return UsageError("meshrt calibrate takes no argument");
-  if ((local > 0) == !coordinator.empty()) {
-    return UsageError(
-        "meshrt calibrate needs exactly one of --local N and --coordinator HOST:PORT");
-  }
-  if (local < 0) return UsageError("--local N needs N >= 1 workers");
+  RETURN_IF_ERROR(CheckTargetFlags(target, target_help, "calibrate"));
   if (workers == 0) workers = local;
   if (workers < 1) return UsageError("--coordinator needs --workers W (W >= 1)");
   if (local > 0 && workers > local) {
@@ -77,8 +79,8 @@ absl::Status CalibrateCommand(const std::vector<std::string>& args, CliIo io) {
     options.address = cluster->address();
     options.security = cluster->client_security();
   } else {
-    options.address = coordinator;
-    options.security = security;
+    options.address = target.coordinator;
+    options.security = target.security;
   }
   ASSIGN_OR_RETURN(std::unique_ptr<Client> client, Client::Connect(options));
   CalibrateOptions calibrate;
@@ -88,7 +90,7 @@ absl::Status CalibrateCommand(const std::vector<std::string>& args, CliIo io) {
   const absl::Time start = absl::Now();
   ASSIGN_OR_RETURN(const Calibration c, Calibrate(*client, calibrate));
   const std::string text = FormatCalibration(
-      c, absl::StrCat(local > 0 ? "local cluster" : "coordinator " + coordinator, ", ",
+      c, absl::StrCat(local > 0 ? "local cluster" : "coordinator " + target.coordinator, ", ",
                       absl::FormatTime("%Y-%m-%d %H:%M:%S UTC", absl::Now(), absl::UTCTimeZone()),
                       ", ", absl::StrFormat("%.1f", absl::ToDoubleSeconds(absl::Now() - start)),
                       " s"));

@@ -157,22 +157,49 @@ void AddClientSecurityFlags(FlagSet& flags, SecurityOptions* options) {
   AddSecurityFlags(&flags, options, /*server=*/false);
 }
 
-void AddProgramTargetFlags(FlagSet& flags, ProgramTarget* target, absl::string_view verb) {
-  flags.Bool("reference", &target->reference,
-             absl::StrCat(verb, " in this process (the reference interpreter)"));
-  flags.Int("local", &target->local, absl::StrCat(verb, " on a local cluster of N worker processes"));
-  flags.String("coordinator", &target->coordinator,
-               absl::StrCat(verb, " on the workers of this coordinator"));
-  flags.String("mesh", &target->mesh,
-               "mesh, e.g. rows:2,cols:2 (default: x:N with --local N, x:1 with --coordinator)");
-  flags.String("layout", &target->layout,
-               "layout rules, e.g. batch:rows,heads:cols,d_ff:cols,vocab:cols (default: none)");
-  flags.String("log_dir", &target->log_dir,
-               "with --local: the daemons' logs (default: a temp dir)");
+void AddTargetFlags(FlagSet& flags, const TargetFlagHelp& help, ProgramTarget* target) {
+  if (!help.reference.empty()) flags.Bool("reference", &target->reference, help.reference);
+  flags.Int("local", &target->local, help.local);
+  flags.String("coordinator", &target->coordinator, help.coordinator);
+  if (!help.mesh.empty()) flags.String("mesh", &target->mesh, help.mesh);
+  if (!help.layout.empty()) flags.String("layout", &target->layout, help.layout);
+  if (!help.log_dir.empty()) flags.String("log_dir", &target->log_dir, help.log_dir);
+  if (!help.checkpoint_root.empty()) {
+    flags.String("checkpoint_root", &target->checkpoint_root, help.checkpoint_root);
+  }
   AddClientSecurityFlags(flags, &target->security);
 }
 
+absl::Status CheckTargetFlags(const ProgramTarget& target, const TargetFlagHelp& help,
+                              absl::string_view command) {
+  const bool takes_reference = !help.reference.empty();
+  const int targets = (takes_reference && target.reference ? 1 : 0) +
+                      (target.local != 0 ? 1 : 0) + (target.coordinator.empty() ? 0 : 1);
+  if (targets != 1) {
+    return UsageError(absl::StrCat("meshrt ", command, " needs exactly one of ",
+                                   takes_reference ? "--reference, " : "",
+                                   "--local N and --coordinator HOST:PORT"));
+  }
+  if (target.local < 0) return UsageError("--local N needs N >= 1 workers");
+  return absl::OkStatus();
+}
+
+TargetFlagHelp ProgramTargetFlagHelp(absl::string_view verb) {
+  TargetFlagHelp help;
+  help.reference = absl::StrCat(verb, " in this process (the reference interpreter)");
+  help.local = absl::StrCat(verb, " on a local cluster of N worker processes");
+  help.coordinator = absl::StrCat(verb, " on the workers of this coordinator");
+  help.mesh = "mesh, e.g. rows:2,cols:2 (default: x:N with --local N, x:1 with --coordinator)";
+  help.layout = "layout rules, e.g. batch:rows,heads:cols,d_ff:cols,vocab:cols (default: none)";
+  help.log_dir = "with --local: the daemons' logs (default: a temp dir)";
+  help.checkpoint_root =
+      "the directory CHECKPOINT is named relative to (default: CHECKPOINT is a path); "
+      "with --coordinator, that coordinator's --checkpoint_root as mounted here";
+  return help;
+}
+
 absl::Status CheckProgramTargetFlags(const ProgramTarget& target, absl::string_view command) {
+  RETURN_IF_ERROR(CheckTargetFlags(target, ProgramTargetFlagHelp(""), command));
   absl::Status checked = CheckProgramTarget(target, absl::StrCat("meshrt ", command));
   if (!checked.ok()) return UsageError(checked.message());
   return ParseMeshAndRules(MeshOrDefault(target.mesh, target.local, target.coordinator),
@@ -400,72 +427,142 @@ absl::Status HealthCommand(const std::vector<std::string>& args, CliIo io) {
   return absl::OkStatus();
 }
 
-absl::Status LocalCommand(const std::vector<std::string>& args, CliIo io) {
+namespace {
+
+// `meshrt local`'s flags.
+struct LocalFlags {
   int64_t workers = 4;
-  int64_t port = 0;
-  std::string log_dir;
-  FlagSet flags(
-      "meshrt local [--workers N] [--port P] [--metrics_port BASE] [--metrics_token_file F] "
-      "[--log_dir DIR] [--log_format text|json]",
-      "Starts a local cluster on loopback: one coordinator and N worker processes (this binary's\n"
-      "hidden `coordinator` and `worker` subcommands). Prints the coordinator's address and\n"
-      "keeps running until Ctrl-C (SIGINT) or SIGTERM, then stops every process it started.\n"
-      "Run graphs on it from another terminal with `meshrt run ... --coordinator ADDRESS`.\n"
-      "Also prints the live dashboard's address, http://127.0.0.1:PORT/?token=TOKEN: the\n"
-      "workers, the sessions, their layouts and loss curves in a browser. The token is the\n"
-      "cluster's operator token, kept in a 0600 file under $MESHRT_HOME (else ~/.meshrt).\n"
-      "Every daemon serves Prometheus metrics at /metrics on its HTTP port (printed), behind\n"
-      "a bearer token: the coordinator's operator token, a worker's the cluster token, and on\n"
-      "all of them --metrics_token_file's (one scrape credential for every target).\n\n"
-      "example:\n"
-      "  meshrt local --workers 4 --port 7070\n"
-      "  meshrt run examples/graphs/mlp_forward.pbtxt --mesh rows:2,cols:2 "
-      "--layout batch:rows,hidden:cols --coordinator 127.0.0.1:7070 --random_feeds 1 --print");
-  flags.Int("workers", &workers, "number of worker processes");
-  flags.Int("port", &port, "coordinator port; 0 picks a free one");
-  int64_t metrics_port = 0;
+  int64_t port = 0;            // 0: a free one
+  int64_t metrics_port = 0;    // the coordinator's HTTP port; worker i's BASE+1+i; 0: free ones
   std::string metrics_token_file;
-  flags.Int("metrics_port", &metrics_port,
+  std::string log_dir;         // "": the daemons share this terminal
+  std::vector<std::string> data_dirs;
+  std::string checkpoint_root;  // "": the current directory
+  std::string session_lease;    // "": the coordinator's default
+  std::string log_format = "text";
+};
+
+constexpr char kLocalUsage[] =
+    "meshrt local [--workers N] [--port P] [--metrics_port BASE] [--metrics_token_file F] "
+    "[--log_dir DIR] [--log_format text|json]";
+
+constexpr char kLocalDescription[] =
+    "Starts a local cluster on loopback: one coordinator and N worker processes (this binary's\n"
+    "hidden `coordinator` and `worker` subcommands). Prints the coordinator's address and\n"
+    "keeps running until Ctrl-C (SIGINT) or SIGTERM, then stops every process it started.\n"
+    "Run graphs on it from another terminal with `meshrt run ... --coordinator ADDRESS`.\n"
+    "Also prints the live dashboard's address, http://127.0.0.1:PORT/?token=TOKEN: the\n"
+    "workers, the sessions, their layouts and loss curves in a browser. The token is the\n"
+    "cluster's operator token, kept in a 0600 file under $MESHRT_HOME (else ~/.meshrt).\n"
+    "Every daemon serves Prometheus metrics at /metrics on its HTTP port (printed), behind\n"
+    "a bearer token: the coordinator's operator token, a worker's the cluster token, and on\n"
+    "all of them --metrics_token_file's (one scrape credential for every target).\n\n"
+    "example:\n"
+    "  meshrt local --workers 4 --port 7070\n"
+    "  meshrt run examples/graphs/mlp_forward.pbtxt --mesh rows:2,cols:2 "
+    "--layout batch:rows,hidden:cols --coordinator 127.0.0.1:7070 --random_feeds 1 --print";
+
+void AddLocalFlags(FlagSet& flags, LocalFlags* f) {
+  flags.Int("workers", &f->workers, "number of worker processes");
+  flags.Int("port", &f->port, "coordinator port; 0 picks a free one");
+  flags.Int("metrics_port", &f->metrics_port,
             "the coordinator's HTTP port (dashboard, /metrics); worker i's is BASE+1+i; 0 picks "
             "free ones (the default)");
-  flags.String("metrics_token_file", &metrics_token_file,
+  flags.String("metrics_token_file", &f->metrics_token_file,
                "a token file (one token a line) every daemon's /metrics and dashboard also "
                "accept: give Prometheus this one file for every target");
-  flags.String("log_dir", &log_dir,
+  flags.String("log_dir", &f->log_dir,
                "directory for the daemons' logs (default: empty, they share this terminal)");
-  std::vector<std::string> data_dirs;
-  std::string checkpoint_root;
-  flags.Repeated("data_dir", &data_dirs,
+  flags.Repeated("data_dir", &f->data_dirs,
                  "a directory whose files graphs may read (text_windows); repeatable (default: "
                  "/usr/share/games/fortunes, the default training text's, if present)");
-  flags.String("checkpoint_root", &checkpoint_root,
+  flags.String("checkpoint_root", &f->checkpoint_root,
                "the directory checkpoints are saved under, by names relative to it "
                "(default: the current directory, as for `meshrt train --local`; the cluster is "
                "yours alone, its tokens private to your user)");
-  std::string session_lease;
-  flags.String("session_lease", &session_lease,
+  flags.String("session_lease", &f->session_lease,
                "the coordinator's --session_lease: how long a silent client keeps its session "
                "(e.g. 10s, 2500ms; 0 = forever; default: the coordinator's, 10s)");
-  std::string log_format = "text";
-  AddLogFormatFlag(&flags, &log_format);
+  AddLogFormatFlag(&flags, &f->log_format);
+}
+
+// The flags' checks; creates --log_dir.
+absl::Status CheckLocalFlags(const LocalFlags& f) {
+  if (f.workers < 1) return UsageError("--workers needs N >= 1");
+  if (f.port < 0 || f.port > 65535) return UsageError("--port needs 0 <= P <= 65535");
+  if (f.metrics_port < 0 || f.metrics_port + f.workers > 65535) {
+    return UsageError(absl::StrCat("--metrics_port needs 0 <= BASE <= ", 65535 - f.workers,
+                                   " (the workers take BASE+1..BASE+", f.workers, ")"));
+  }
+  if (!f.metrics_token_file.empty() && ::access(f.metrics_token_file.c_str(), R_OK) != 0) {
+    return absl::ErrnoToStatus(
+        errno, absl::StrCat("cannot read --metrics_token_file ", f.metrics_token_file));
+  }
+  if (absl::Status s = ParseLogFormat(f.log_format).status(); !s.ok()) {
+    return UsageError(s.message());
+  }
+  if (!f.log_dir.empty()) RETURN_IF_ERROR(MakeDirs(f.log_dir));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<LocalClusterOptions> LocalOptionsFromFlags(const LocalFlags& f) {
+  LocalClusterOptions options;
+  options.workers = static_cast<int>(f.workers);
+  options.port = static_cast<int>(f.port);
+  options.log_dir = f.log_dir;
+  // In the default credentials dir, so `meshrt run/train/status --coordinator` on this machine
+  // find the generated tokens without flags.
+  options.credentials_dir = DefaultCredentialsDir();
+  options.data_dirs = f.data_dirs.empty() ? LocalDataDirs("") : f.data_dirs;
+  options.checkpoint_root = f.checkpoint_root;
+  if (options.checkpoint_root.empty()) {
+    ASSIGN_OR_RETURN(options.checkpoint_root, CurrentDirectory());
+  }
+  options.http_port_base = static_cast<int>(f.metrics_port);
+  options.metrics_token_file = f.metrics_token_file;
+  // The coordinator checks the value (and exits naming the flag when it is bad).
+  if (!f.session_lease.empty()) {
+    options.coordinator_flags.push_back("--session_lease=" + f.session_lease);
+  }
+  options.coordinator_flags.push_back("--log_format=" + f.log_format);
+  options.worker_flags.push_back("--log_format=" + f.log_format);
+  return options;
+}
+
+// The started cluster's address, client token, dashboard and every daemon's /metrics.
+void PrintLocalCluster(const LocalCluster& cluster, const LocalFlags& f, CliIo io) {
+  io.out << "meshrt local: coordinator at " << cluster.address() << " with " << f.workers
+         << " workers; Ctrl-C to stop" << std::endl;
+  io.out << "meshrt local: client token " << cluster.client_security().auth_token_file
+         << " (meshrt commands on this machine use it by themselves; give it to others "
+            "with --auth_token_file)"
+         << std::endl;
+  PrintDashboardAddress(cluster, io);
+  // Every daemon's /metrics, and the bearer token each accepts.
+  io.out << "meshrt local: metrics at http://127.0.0.1:" << cluster.http_port()
+         << "/metrics (token: " << cluster.operator_security().auth_token_file << ")";
+  for (int i = 0; i < cluster.num_workers(); ++i) {
+    io.out << (i == 0 ? "; workers " : ", ") << "http://127.0.0.1:" << cluster.worker_http_port(i)
+           << "/metrics";
+  }
+  io.out << " (token: " << cluster.cluster_token_file() << ")";
+  if (!f.metrics_token_file.empty()) io.out << "; all also accept " << f.metrics_token_file;
+  io.out << std::endl;
+}
+
+}  // namespace
+
+absl::Status LocalCommand(const std::vector<std::string>& args, CliIo io) {
+  LocalFlags f;
+  FlagSet flags(kLocalUsage, kLocalDescription);
+  AddLocalFlags(flags, &f);
   ASSIGN_OR_RETURN(std::vector<std::string> positional, ParseCommandFlags(flags, args, "local"));
   if (flags.help()) {
     io.out << flags.Help();
     return absl::OkStatus();
   }
   if (!positional.empty()) return UsageError("meshrt local takes no arguments, only flags");
-  if (workers < 1) return UsageError("--workers needs N >= 1");
-  if (port < 0 || port > 65535) return UsageError("--port needs 0 <= P <= 65535");
-  if (metrics_port < 0 || metrics_port + workers > 65535) {
-    return UsageError(absl::StrCat("--metrics_port needs 0 <= BASE <= ", 65535 - workers,
-                                   " (the workers take BASE+1..BASE+", workers, ")"));
-  }
-  if (!metrics_token_file.empty() && ::access(metrics_token_file.c_str(), R_OK) != 0) {
-    return absl::ErrnoToStatus(errno,
-                               absl::StrCat("cannot read --metrics_token_file ", metrics_token_file));
-  }
-  if (absl::Status s = ParseLogFormat(log_format).status(); !s.ok()) return UsageError(s.message());
-  if (!log_dir.empty()) RETURN_IF_ERROR(MakeDirs(log_dir));
+  RETURN_IF_ERROR(CheckLocalFlags(f));
 
   // A flag set by the handler, polled below: nothing else is safe in a signal handler, and
   // handlers (unlike a blocked signal mask) are reset in the children at exec.
@@ -476,47 +573,14 @@ absl::Status LocalCommand(const std::vector<std::string>& args, CliIo io) {
   ::sigaction(SIGINT, &action, &old_int);
   ::sigaction(SIGTERM, &action, &old_term);
 
-  LocalClusterOptions options;
-  options.workers = static_cast<int>(workers);
-  options.port = static_cast<int>(port);
-  options.log_dir = log_dir;
-  // In the default credentials dir, so `meshrt run/train/status --coordinator` on this machine
-  // find the generated tokens without flags.
-  options.credentials_dir = DefaultCredentialsDir();
-  options.data_dirs = data_dirs.empty() ? LocalDataDirs("") : data_dirs;
-  if (checkpoint_root.empty()) {
-    ASSIGN_OR_RETURN(checkpoint_root, CurrentDirectory());
-  }
-  options.checkpoint_root = checkpoint_root;
-  options.http_port_base = static_cast<int>(metrics_port);
-  options.metrics_token_file = metrics_token_file;
-  // The coordinator checks the value (and exits naming the flag when it is bad).
-  if (!session_lease.empty()) options.coordinator_flags.push_back("--session_lease=" + session_lease);
-  options.coordinator_flags.push_back("--log_format=" + log_format);
-  options.worker_flags.push_back("--log_format=" + log_format);
-  absl::Status status;
-  {
-    absl::StatusOr<std::unique_ptr<LocalCluster>> cluster = LocalCluster::Start(options);
+  absl::StatusOr<LocalClusterOptions> options = LocalOptionsFromFlags(f);
+  absl::Status status = options.status();
+  if (status.ok()) {
+    absl::StatusOr<std::unique_ptr<LocalCluster>> cluster = LocalCluster::Start(*options);
     if (!cluster.ok()) {
       status = WithContext(cluster.status(), "cannot start the local cluster");
     } else {
-      io.out << "meshrt local: coordinator at " << (*cluster)->address() << " with " << workers
-             << " workers; Ctrl-C to stop" << std::endl;
-      io.out << "meshrt local: client token " << (*cluster)->client_security().auth_token_file
-             << " (meshrt commands on this machine use it by themselves; give it to others "
-                "with --auth_token_file)"
-             << std::endl;
-      PrintDashboardAddress(**cluster, io);
-      // Every daemon's /metrics, and the bearer token each accepts.
-      io.out << "meshrt local: metrics at http://127.0.0.1:" << (*cluster)->http_port()
-             << "/metrics (token: " << (*cluster)->operator_security().auth_token_file << ")";
-      for (int i = 0; i < (*cluster)->num_workers(); ++i) {
-        io.out << (i == 0 ? "; workers " : ", ") << "http://127.0.0.1:"
-               << (*cluster)->worker_http_port(i) << "/metrics";
-      }
-      io.out << " (token: " << (*cluster)->cluster_token_file() << ")";
-      if (!metrics_token_file.empty()) io.out << "; all also accept " << metrics_token_file;
-      io.out << std::endl;
+      PrintLocalCluster(**cluster, f, io);
       while (!g_stop_requested.load()) absl::SleepFor(absl::Milliseconds(100));
       io.out << "meshrt local: stopping" << std::endl;
     }

@@ -115,13 +115,35 @@ struct ClusterTarget {
 // --auth_token_file) on `flags`, writing to `options` (borrowed).
 void AddClientSecurityFlags(FlagSet& flags, SecurityOptions* options);
 
-// The "where a program with fixed weights runs" flags of `meshrt translate` and `meshrt sample`
-// (client/program_runner.h): --reference, --local N, --coordinator, --mesh, --layout, --log_dir
-// and the client security flags; `verb` ("decode") starts their help texts.
-void AddProgramTargetFlags(FlagSet& flags, ProgramTarget* target, absl::string_view verb);
-// UsageError naming `command` unless exactly one of --reference, --local N and --coordinator is
-// given, --local N starts enough workers for --mesh, and --coordinator comes with
-// --checkpoint_root; --mesh / --layout parse errors as ParseMeshAndRules.
+// The "where to run" flag group of `meshrt run`, `train`, `calibrate`, `translate` and `sample`:
+// --reference, --local N, --coordinator HOST:PORT with the client security flags
+// (AddClientSecurityFlags), --mesh, --layout, --log_dir and --checkpoint_root, written to a
+// ProgramTarget. Each field is that flag's help text in the command; an empty one leaves the flag
+// out (the command does not take it). --local and --coordinator are always taken.
+struct TargetFlagHelp {
+  std::string reference;        // "": no --reference
+  std::string local;
+  std::string coordinator;
+  std::string mesh;             // "": no --mesh
+  std::string layout;           // "": no --layout
+  std::string log_dir;          // "": no --log_dir
+  std::string checkpoint_root;  // "": no --checkpoint_root
+};
+// Registers the group on `flags`, writing to `target` (borrowed; it must outlive the parse).
+void AddTargetFlags(FlagSet& flags, const TargetFlagHelp& help, ProgramTarget* target);
+// UsageError unless exactly one of the targets `help` takes is given ("meshrt COMMAND needs
+// exactly one of --reference, --local N and --coordinator HOST:PORT", without --reference when the
+// command does not take it), and a given --local N has N >= 1.
+absl::Status CheckTargetFlags(const ProgramTarget& target, const TargetFlagHelp& help,
+                              absl::string_view command);
+
+// The group as `meshrt translate` and `meshrt sample` take it (client/program_runner.h): every
+// flag, `verb` ("decode") starting the help texts, and --checkpoint_root naming where CHECKPOINT
+// is.
+TargetFlagHelp ProgramTargetFlagHelp(absl::string_view verb);
+// CheckTargetFlags, then as usage errors CheckProgramTarget's refusals (a local cluster too small
+// for --mesh, --coordinator without --checkpoint_root) and --mesh / --layout parse errors as
+// ParseMeshAndRules.
 absl::Status CheckProgramTargetFlags(const ProgramTarget& target, absl::string_view command);
 
 // Runs `num_steps` steps (one request, Session::RunSteps) of `graph` on the cluster

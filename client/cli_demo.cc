@@ -15,9 +15,9 @@ namespace meshrt {
 absl::Status DemoCommand(const std::vector<std::string>& args, CliIo io) {
   TrainFlags f;
   f.model = "transformer";
-  f.mesh = "rows:2,cols:2";
-  f.layout = "batch:rows,heads:cols,d_ff:cols,vocab:cols";
-  f.local = 4;
+  f.target.mesh = "rows:2,cols:2";
+  f.target.layout = "batch:rows,heads:cols,d_ff:cols,vocab:cols";
+  f.target.local = 4;
   f.steps = 2500;
   f.max_seconds = 420;
   f.log_every = 10;  // the workers run 10 steps per request; the loss comes back every 10
@@ -56,7 +56,7 @@ absl::Status DemoCommand(const std::vector<std::string>& args, CliIo io) {
             "2x2 mesh of worker processes\n";
   io.out << "kernels: OpenBLAS core " << kernels::GetBlas().corename() << " ("
          << kernels::GetBlas().reason() << ")\n";
-  io.out << "layout: " << f.layout << " on mesh " << f.mesh
+  io.out << "layout: " << f.target.layout << " on mesh " << f.target.mesh
          << " (batch split over rows; heads, d_ff and vocab over cols)\n";
   float final_loss = 0;
   RETURN_IF_ERROR(RunTraining(f, io, &final_loss));

@@ -53,12 +53,9 @@ constexpr char kRunDescription[] =
 // Options of one `meshrt run`, as parsed from its flags.
 struct RunOptions {
   std::string graph_path;
-  std::string mesh;
-  std::string layout;
-  bool reference = false;
-  int64_t local = 0;
-  std::string coordinator;
-  std::string log_dir;
+  // Where it runs: --reference, --local N or --coordinator, --mesh, --layout, --log_dir and the
+  // client security flags.
+  ProgramTarget target;
   std::vector<std::string> feeds;    // NAME=FILE
   std::vector<std::string> fetches;  // NAME=FILE
   std::string random_feeds;          // seed text; empty = none
@@ -68,8 +65,62 @@ struct RunOptions {
   std::string trace;                   // --trace FILE; empty = off
   std::string trace_steps;             // --trace_steps A:B; empty = 1:1
   std::vector<std::string> data_dirs;  // with --local
-  SecurityOptions security;  // with --coordinator
 };
+
+// `meshrt run`'s help texts of the "where to run" flags.
+TargetFlagHelp RunTargetFlagHelp() {
+  TargetFlagHelp help;
+  help.mesh =
+      "mesh dims NAME:SIZE,..., e.g. rows:2,cols:2; processors are numbered row-major "
+      "(default: x:N with --local N, x:1 with --coordinator, one processor with "
+      "--reference)";
+  help.layout =
+      "layout rules TENSOR_DIM:MESH_DIM,..., e.g. batch:rows,hidden:cols "
+      "(default: empty, every dim replicated), or auto: the planner chooses them (and "
+      "with --mesh auto:N the mesh) for the least predicted step time";
+  help.reference =
+      "run in this process with the reference interpreter (mesh and layout are still "
+      "checked)";
+  help.local = "start a local cluster with N worker processes for this run, then stop it; 0 = off";
+  help.coordinator =
+      "run on the coordinator at HOST:PORT, e.g. one started by `meshrt local` "
+      "(default: empty, off)";
+  help.log_dir =
+      "with --local: directory for the daemons' logs (default: a new directory in "
+      "/tmp, named if the run fails)";
+  return help;
+}
+
+void AddRunFlags(FlagSet& flags, RunOptions* o) {
+  AddTargetFlags(flags, RunTargetFlagHelp(), &o->target);
+  flags.Repeated("feed", &o->feeds,
+                 "NAME=FILE.npy: feed placeholder NAME from a .npy file; repeatable (default: "
+                 "none)");
+  flags.String("random_feeds", &o->random_feeds,
+               "SEED: feed every placeholder not given by --feed with reproducible random "
+               "values (float32 in [-1, 1), int32 in [0, 16)) (default: empty, off)");
+  flags.String("save_feeds", &o->save_feeds,
+               "DIR: write every feed used as DIR/NAME.npy, e.g. to re-run with --feed "
+               "(default: empty, off)");
+  flags.Repeated("fetch", &o->fetches,
+                 "NAME=FILE.npy: write tensor NAME (any tensor of the graph) to a .npy file; "
+                 "repeatable (default: none)");
+  flags.String("fetch_all", &o->fetch_all,
+               "DIR: write every graph output as DIR/NAME.npy (default: empty, off)");
+  flags.Repeated("data_dir", &o->data_dirs,
+                 "with --local: a directory whose files the graph may read (text_windows); "
+                 "repeatable; default none, so a graph reading a file is refused");
+  flags.Bool("print", &o->print, "print each fetched tensor's name, shape, dtype and first values");
+  flags.String("trace", &o->trace,
+               "FILE: write the step's timeline on every worker (each op and collective with its "
+               "bytes, time waiting for peers apart from transfer, the step spans; one track per "
+               "rank) as Chrome trace-event JSON, for https://ui.perfetto.dev or "
+               "chrome://tracing (default: empty, off)");
+  flags.String("trace_steps", &o->trace_steps,
+               "A:B: with --trace, run the step B times in one request (same feeds; fetches are "
+               "the last's) and trace runs A..B inclusive, e.g. 2:3 to skip the first, which "
+               "also connects the workers (default: 1:1)");
+}
 
 absl::StatusOr<std::pair<std::string, std::string>> SplitNameFile(const std::string& value,
                                                                   absl::string_view flag) {
@@ -86,17 +137,11 @@ absl::Status CheckUsage(const RunOptions& o, const std::vector<std::string>& pos
     return UsageError(absl::StrCat("meshrt run takes one GRAPH file, got ", positional.size(),
                                    " arguments (see meshrt run --help)"));
   }
-  const int modes =
-      (o.reference ? 1 : 0) + (o.local != 0 ? 1 : 0) + (o.coordinator.empty() ? 0 : 1);
-  if (modes != 1) {
-    return UsageError(
-        "meshrt run needs exactly one of --reference, --local N and --coordinator HOST:PORT");
-  }
-  if (o.local < 0) return UsageError("--local N needs N >= 1 workers");
+  RETURN_IF_ERROR(CheckTargetFlags(o.target, RunTargetFlagHelp(), "run"));
   if (!o.trace_steps.empty() && o.trace.empty()) {
     return UsageError("--trace_steps needs --trace FILE (where the timeline goes)");
   }
-  if (!o.trace.empty() && o.reference) {
+  if (!o.trace.empty() && o.target.reference) {
     return UsageError("--trace records the workers' timelines: use --local N or --coordinator, "
                       "not --reference");
   }
@@ -182,59 +227,100 @@ std::string Summary(const std::string& name, const Tensor& t) {
   return out;
 }
 
+// The mesh and layout of `graph` (--mesh defaulted by MeshOrDefault), checked before anything
+// runs.
+absl::StatusOr<MeshAndRules> RunLayout(const ProgramTarget& target, const Graph& graph,
+                                       CliIo io) {
+  ASSIGN_OR_RETURN(MeshAndRules layout,
+                   ChooseMeshAndRules(graph,
+                                      MeshOrDefault(target.mesh, target.local, target.coordinator),
+                                      target.layout, PlanFlags{}, io.err));
+  RETURN_IF_ERROR(CheckRulesNameGraphDims(graph, layout.rules));
+  RETURN_IF_ERROR(ValidateLayouts(graph, layout.mesh, layout.rules));
+  if (target.local > 0 && target.local < layout.mesh.num_processors()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--local ", target.local, " starts too few workers for mesh ",
+                     layout.mesh.ToString(), " of ", layout.mesh.num_processors(), " processors"));
+  }
+  return layout;
+}
+
+// What to fetch, each name once, in order: the --fetch names (`fetch_files`), then the graph's
+// outputs when `outputs`.
+absl::StatusOr<std::vector<std::string>> RunFetches(
+    const Graph& graph, const std::vector<std::pair<std::string, std::string>>& fetch_files,
+    bool outputs) {
+  std::vector<std::string> fetches;
+  std::set<std::string> seen;
+  auto add_fetch = [&](const std::string& name) -> absl::Status {
+    if (!graph.HasTensor(name)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--fetch ", name, ": the graph has no tensor '", name, "'"));
+    }
+    if (seen.insert(name).second) fetches.push_back(name);
+    return absl::OkStatus();
+  };
+  for (const auto& [name, file] : fetch_files) RETURN_IF_ERROR(add_fetch(name));
+  if (outputs) {
+    for (const std::string& name : graph.Outputs()) RETURN_IF_ERROR(add_fetch(name));
+  }
+  return fetches;
+}
+
+// Writes --save_feeds and creates --fetch_all's directory; sets `trace` and `num_steps` from
+// --trace and --trace_steps and checks the trace file is writable. All before anything runs.
+absl::Status PrepareRunOutputs(const RunOptions& o, const TensorMap& feeds,
+                               StepTraceRequest* trace, int64_t* num_steps) {
+  if (!o.save_feeds.empty()) {
+    RETURN_IF_ERROR(MakeDirs(o.save_feeds));
+    for (const auto& [name, value] : feeds) {
+      RETURN_IF_ERROR(WriteNpy(absl::StrCat(o.save_feeds, "/", name, ".npy"), value));
+    }
+  }
+  if (!o.fetch_all.empty()) RETURN_IF_ERROR(MakeDirs(o.fetch_all));
+  *num_steps = 1;
+  if (!o.trace.empty()) {
+    trace->first = trace->last = 1;
+    if (!o.trace_steps.empty()) {
+      ASSIGN_OR_RETURN(std::tie(trace->first, trace->last), ParseTraceSteps(o.trace_steps));
+    }
+    *num_steps = trace->last;
+    RETURN_IF_ERROR(CheckTraceFileWritable(o.trace));
+  }
+  return absl::OkStatus();
+}
+
+// PrepareRunOutputs, then the step itself: in process, or on the cluster (then --trace's
+// timeline is written).
+absl::StatusOr<TensorMap> ExecuteRun(const RunOptions& o, const Graph& graph,
+                                     const MeshAndRules& layout, const TensorMap& feeds,
+                                     const std::vector<std::string>& fetches, CliIo io) {
+  StepTraceRequest trace;
+  int64_t num_steps = 1;
+  RETURN_IF_ERROR(PrepareRunOutputs(o, feeds, &trace, &num_steps));
+  if (o.target.reference) return Interpret(graph, feeds, fetches);
+  ClusterTarget target;
+  target.coordinator = o.target.coordinator;
+  target.local_workers = static_cast<int>(o.target.local);
+  target.log_dir = o.target.log_dir;
+  target.security = o.target.security;
+  target.data_dirs = o.data_dirs;
+  ASSIGN_OR_RETURN(TensorMap results, RunOnCluster(target, graph, layout, feeds, fetches,
+                                                   num_steps, o.trace.empty() ? nullptr : &trace));
+  if (!o.trace.empty()) {
+    RETURN_IF_ERROR(WriteChromeTrace(o.trace, trace.traces));
+    io.err << "wrote the timeline of " << trace.traces.size() << " rank-steps (steps "
+           << trace.first << ".." << trace.last << ") to " << o.trace << "\n";
+  }
+  return results;
+}
+
 }  // namespace
 
 absl::Status RunCommand(const std::vector<std::string>& args, CliIo io) {
   RunOptions o;
   FlagSet flags(kRunUsage, kRunDescription);
-  flags.String("mesh", &o.mesh,
-               "mesh dims NAME:SIZE,..., e.g. rows:2,cols:2; processors are numbered row-major "
-               "(default: x:N with --local N, x:1 with --coordinator, one processor with "
-               "--reference)");
-  flags.String("layout", &o.layout,
-               "layout rules TENSOR_DIM:MESH_DIM,..., e.g. batch:rows,hidden:cols "
-               "(default: empty, every dim replicated), or auto: the planner chooses them (and "
-               "with --mesh auto:N the mesh) for the least predicted step time");
-  flags.Bool("reference", &o.reference,
-             "run in this process with the reference interpreter (mesh and layout are still "
-             "checked)");
-  flags.Int("local", &o.local,
-            "start a local cluster with N worker processes for this run, then stop it; "
-            "0 = off");
-  flags.String("coordinator", &o.coordinator,
-               "run on the coordinator at HOST:PORT, e.g. one started by `meshrt local` "
-               "(default: empty, off)");
-  flags.String("log_dir", &o.log_dir,
-               "with --local: directory for the daemons' logs (default: a new directory in "
-               "/tmp, named if the run fails)");
-  flags.Repeated("feed", &o.feeds,
-                 "NAME=FILE.npy: feed placeholder NAME from a .npy file; repeatable (default: "
-                 "none)");
-  flags.String("random_feeds", &o.random_feeds,
-               "SEED: feed every placeholder not given by --feed with reproducible random "
-               "values (float32 in [-1, 1), int32 in [0, 16)) (default: empty, off)");
-  flags.String("save_feeds", &o.save_feeds,
-               "DIR: write every feed used as DIR/NAME.npy, e.g. to re-run with --feed "
-               "(default: empty, off)");
-  flags.Repeated("fetch", &o.fetches,
-                 "NAME=FILE.npy: write tensor NAME (any tensor of the graph) to a .npy file; "
-                 "repeatable (default: none)");
-  flags.String("fetch_all", &o.fetch_all,
-               "DIR: write every graph output as DIR/NAME.npy (default: empty, off)");
-  flags.Repeated("data_dir", &o.data_dirs,
-                 "with --local: a directory whose files the graph may read (text_windows); "
-                 "repeatable; default none, so a graph reading a file is refused");
-  flags.Bool("print", &o.print, "print each fetched tensor's name, shape, dtype and first values");
-  flags.String("trace", &o.trace,
-               "FILE: write the step's timeline on every worker (each op and collective with its "
-               "bytes, time waiting for peers apart from transfer, the step spans; one track per "
-               "rank) as Chrome trace-event JSON, for https://ui.perfetto.dev or "
-               "chrome://tracing (default: empty, off)");
-  flags.String("trace_steps", &o.trace_steps,
-               "A:B: with --trace, run the step B times in one request (same feeds; fetches are "
-               "the last's) and trace runs A..B inclusive, e.g. 2:3 to skip the first, which "
-               "also connects the workers (default: 1:1)");
-  AddClientSecurityFlags(flags, &o.security);
+  AddRunFlags(flags, &o);
   ASSIGN_OR_RETURN(std::vector<std::string> positional, ParseCommandFlags(flags, args, "run"));
   if (flags.help()) {
     io.out << flags.Help();
@@ -249,71 +335,13 @@ absl::Status RunCommand(const std::vector<std::string>& args, CliIo io) {
   }
 
   ASSIGN_OR_RETURN(Graph graph, LoadAndBuildGraph(o.graph_path));
-  o.mesh = MeshOrDefault(o.mesh, o.local, o.coordinator);
-  ASSIGN_OR_RETURN(MeshAndRules layout,
-                   ChooseMeshAndRules(graph, o.mesh, o.layout, PlanFlags{}, io.err));
-  RETURN_IF_ERROR(CheckRulesNameGraphDims(graph, layout.rules));
-  RETURN_IF_ERROR(ValidateLayouts(graph, layout.mesh, layout.rules));
-  if (o.local > 0 && o.local < layout.mesh.num_processors()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--local ", o.local, " starts too few workers for mesh ",
-                     layout.mesh.ToString(), " of ", layout.mesh.num_processors(), " processors"));
-  }
-
-  // What to fetch, each name once, in order: --fetch names, then the outputs if asked.
-  std::vector<std::string> fetches;
-  std::set<std::string> seen;
-  auto add_fetch = [&](const std::string& name) -> absl::Status {
-    if (!graph.HasTensor(name)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--fetch ", name, ": the graph has no tensor '", name, "'"));
-    }
-    if (seen.insert(name).second) fetches.push_back(name);
-    return absl::OkStatus();
-  };
-  for (const auto& [name, file] : fetch_files) RETURN_IF_ERROR(add_fetch(name));
+  ASSIGN_OR_RETURN(const MeshAndRules layout, RunLayout(o.target, graph, io));
   const bool print = o.print || (fetch_files.empty() && o.fetch_all.empty());
-  if (!o.fetch_all.empty() || (print && fetch_files.empty())) {
-    for (const std::string& name : graph.Outputs()) RETURN_IF_ERROR(add_fetch(name));
-  }
-
+  ASSIGN_OR_RETURN(
+      const std::vector<std::string> fetches,
+      RunFetches(graph, fetch_files, !o.fetch_all.empty() || (print && fetch_files.empty())));
   ASSIGN_OR_RETURN(TensorMap feeds, BuildFeeds(o, graph));
-  if (!o.save_feeds.empty()) {
-    RETURN_IF_ERROR(MakeDirs(o.save_feeds));
-    for (const auto& [name, value] : feeds) {
-      RETURN_IF_ERROR(WriteNpy(absl::StrCat(o.save_feeds, "/", name, ".npy"), value));
-    }
-  }
-  if (!o.fetch_all.empty()) RETURN_IF_ERROR(MakeDirs(o.fetch_all));
-  StepTraceRequest trace;
-  int64_t num_steps = 1;
-  if (!o.trace.empty()) {
-    trace.first = trace.last = 1;
-    if (!o.trace_steps.empty()) {
-      ASSIGN_OR_RETURN(std::tie(trace.first, trace.last), ParseTraceSteps(o.trace_steps));
-    }
-    num_steps = trace.last;
-    RETURN_IF_ERROR(CheckTraceFileWritable(o.trace));
-  }
-
-  TensorMap results;
-  if (o.reference) {
-    ASSIGN_OR_RETURN(results, Interpret(graph, feeds, fetches));
-  } else {
-    ClusterTarget target;
-    target.coordinator = o.coordinator;
-    target.local_workers = static_cast<int>(o.local);
-    target.log_dir = o.log_dir;
-    target.security = o.security;
-    target.data_dirs = o.data_dirs;
-    ASSIGN_OR_RETURN(results, RunOnCluster(target, graph, layout, feeds, fetches, num_steps,
-                                           o.trace.empty() ? nullptr : &trace));
-    if (!o.trace.empty()) {
-      RETURN_IF_ERROR(WriteChromeTrace(o.trace, trace.traces));
-      io.err << "wrote the timeline of " << trace.traces.size() << " rank-steps (steps "
-             << trace.first << ".." << trace.last << ") to " << o.trace << "\n";
-    }
-  }
+  ASSIGN_OR_RETURN(TensorMap results, ExecuteRun(o, graph, layout, feeds, fetches, io));
   for (const std::string& name : fetches) {
     if (!results.count(name)) {
       return absl::InternalError(absl::StrCat("the run returned no value for '", name, "'"));

@@ -97,41 +97,111 @@ absl::StatusOr<models::TransformerOptions> TransformerOptionsFromWeights(const T
   return o;
 }
 
-absl::Status SampleCommand(const std::vector<std::string>& args, CliIo io) {
-  std::string prompt, root_dir;
-  int64_t tokens = 0, top_k = 0, seed = 1, samples = 1;
-  double temperature = 0;
-  ProgramTarget target;
-  FlagSet flags(
-      "meshrt sample CHECKPOINT --prompt TEXT [--tokens N] [--temperature T] [--top_k K] "
-      "[--seed S] [--samples N] (--reference | --local N | --coordinator HOST:PORT) "
-      "[--mesh MESH --layout RULES]",
-      "Continues --prompt with a Transformer LM checkpoint (from `meshrt train --model "
-      "transformer --save CK`; the checkpoint's variables give the model's sizes). Decoding is "
-      "one program on the workers: a loop over the positions with a key/value cache per layer, "
-      "greedy by default, or sampled at --temperature T from the --top_k K most likely tokens. "
-      "The random draws are keyed on (--seed, position), so every mesh and layout gives the "
-      "same text. A byte-level model (vocab 256) takes and prints text; another takes and "
-      "prints token ids separated by spaces. The prompt and its continuation go to standard "
-      "output; the speed to standard error.\n\n"
-      "examples:\n"
-      "  meshrt sample ck --prompt 'The ' --reference\n"
-      "  meshrt sample ck --prompt 'The ' --temperature 0.8 --top_k 20 --seed 3 --local 4 "
-      "--mesh rows:2,cols:2 --layout batch:rows,heads:cols,d_ff:cols,vocab:cols");
-  flags.String("prompt", &prompt,
+namespace {
+
+// `meshrt sample`'s flags.
+struct SampleFlags {
+  std::string prompt;
+  int64_t tokens = 0;  // 0: up to the model's length
+  int64_t top_k = 0;   // 0: every token
+  int64_t seed = 1;
+  int64_t samples = 1;
+  double temperature = 0;  // 0: greedy
+  ProgramTarget target;    // where it decodes; checkpoint_root: where CHECKPOINT is
+};
+
+constexpr char kSampleUsage[] =
+    "meshrt sample CHECKPOINT --prompt TEXT [--tokens N] [--temperature T] [--top_k K] "
+    "[--seed S] [--samples N] (--reference | --local N | --coordinator HOST:PORT) "
+    "[--mesh MESH --layout RULES]";
+
+constexpr char kSampleDescription[] =
+    "Continues --prompt with a Transformer LM checkpoint (from `meshrt train --model "
+    "transformer --save CK`; the checkpoint's variables give the model's sizes). Decoding is "
+    "one program on the workers: a loop over the positions with a key/value cache per layer, "
+    "greedy by default, or sampled at --temperature T from the --top_k K most likely tokens. "
+    "The random draws are keyed on (--seed, position), so every mesh and layout gives the "
+    "same text. A byte-level model (vocab 256) takes and prints text; another takes and "
+    "prints token ids separated by spaces. The prompt and its continuation go to standard "
+    "output; the speed to standard error.\n\n"
+    "examples:\n"
+    "  meshrt sample ck --prompt 'The ' --reference\n"
+    "  meshrt sample ck --prompt 'The ' --temperature 0.8 --top_k 20 --seed 3 --local 4 "
+    "--mesh rows:2,cols:2 --layout batch:rows,heads:cols,d_ff:cols,vocab:cols";
+
+void AddSampleFlags(FlagSet& flags, SampleFlags* f) {
+  flags.String("prompt", &f->prompt,
                "the text to continue (token ids separated by spaces for a vocab other than 256)");
-  flags.Int("tokens", &tokens,
+  flags.Int("tokens", &f->tokens,
             "new tokens after the prompt (default: up to the model's length; prompt + tokens "
             "must fit in it)");
-  flags.Double("temperature", &temperature, "0: greedy (the default); T > 0: sample at T");
-  flags.Int("top_k", &top_k, "with --temperature: draw from the K most likely tokens (0: all)");
-  flags.Int("seed", &seed, "the random draws' seed (default 1)");
-  flags.Int("samples", &samples,
+  flags.Double("temperature", &f->temperature, "0: greedy (the default); T > 0: sample at T");
+  flags.Int("top_k", &f->top_k, "with --temperature: draw from the K most likely tokens (0: all)");
+  flags.Int("seed", &f->seed, "the random draws' seed (default 1)");
+  flags.Int("samples", &f->samples,
             "continuations decoded at once, printed one after another (default 1)");
-  flags.String("checkpoint_root", &root_dir,
-               "the directory CHECKPOINT is named relative to (default: CHECKPOINT is a path); "
-               "with --coordinator, that coordinator's --checkpoint_root as mounted here");
-  AddProgramTargetFlags(flags, &target, "decode");
+  AddTargetFlags(flags, ProgramTargetFlagHelp("decode"), &f->target);
+}
+
+// The usage checks that need no checkpoint.
+absl::Status CheckSampleFlags(const SampleFlags& f) {
+  RETURN_IF_ERROR(CheckProgramTargetFlags(f.target, "sample"));
+  if (!(f.temperature >= 0) || !std::isfinite(f.temperature)) {
+    return UsageError(absl::StrCat("--temperature needs T >= 0 (0: greedy), not ", f.temperature));
+  }
+  if (f.samples < 1) return UsageError(absl::StrCat("--samples needs N >= 1, not ", f.samples));
+  if (f.tokens < 0) return UsageError(absl::StrCat("--tokens needs N >= 1, not ", f.tokens));
+  return absl::OkStatus();
+}
+
+// The usage checks of the prompt's length and --tokens against the checkpoint's model; sets
+// f->tokens when it was 0 (the default).
+absl::Status CheckSampleFitsModel(const models::TransformerOptions& model, int64_t prompt_length,
+                                  SampleFlags* f) {
+  const int64_t p = prompt_length;
+  if (p >= model.length) {
+    return UsageError(absl::StrCat("--prompt has ", p, " tokens; the model's length is ",
+                                   model.length, ", so at most ", model.length - 1,
+                                   " to leave room for a new one"));
+  }
+  if (f->tokens == 0) f->tokens = model.length - p;
+  if (p + f->tokens > model.length) {
+    return UsageError(absl::StrCat("--prompt (", p, " tokens) and --tokens ", f->tokens,
+                                   " do not fit in the model's length ", model.length,
+                                   ": ask at most --tokens ", model.length - p));
+  }
+  return absl::OkStatus();
+}
+
+// The decoding program of `model` for the flags, started where they say with the checkpoint's
+// weights (`what` names it). Sets d->* to the program's tensors.
+absl::StatusOr<std::unique_ptr<ProgramRunner>> StartDecoder(const SampleFlags& f,
+                                                            const models::TransformerOptions& model,
+                                                            int64_t prompt_length,
+                                                            const TensorMap& checkpoint,
+                                                            const std::string& what, CliIo io,
+                                                            models::LmDecoderOutputs* d) {
+  models::LmDecodeOptions decode;
+  decode.max_new = f.tokens;
+  decode.max_prompt = prompt_length;
+  decode.temperature = static_cast<float>(f.temperature);
+  decode.top_k = f.top_k;
+  decode.seed = f.seed;
+  GraphBuilder b;
+  ASSIGN_OR_RETURN(*d, models::BuildTransformerDecoder(b, model, decode));
+  ASSIGN_OR_RETURN(Graph graph, b.Build());
+  std::vector<std::string> variables;
+  for (const TensorRef& v : d->variables) variables.push_back(v.name);
+  ASSIGN_OR_RETURN(TensorMap weights, ProgramWeights(graph, variables, checkpoint, what));
+  return ProgramRunner::Start(f.target, std::move(graph), std::move(weights), "sample", io.err);
+}
+
+}  // namespace
+
+absl::Status SampleCommand(const std::vector<std::string>& args, CliIo io) {
+  SampleFlags f;
+  FlagSet flags(kSampleUsage, kSampleDescription);
+  AddSampleFlags(flags, &f);
   ASSIGN_OR_RETURN(std::vector<std::string> positional, ParseCommandFlags(flags, args, "sample"));
   if (flags.help()) {
     io.out << flags.Help();
@@ -140,61 +210,32 @@ absl::Status SampleCommand(const std::vector<std::string>& args, CliIo io) {
   if (positional.size() != 1) {
     return UsageError("meshrt sample takes one CHECKPOINT (see meshrt sample --help)");
   }
-  target.checkpoint_root = root_dir;
-  RETURN_IF_ERROR(CheckProgramTargetFlags(target, "sample"));
-  if (!(temperature >= 0) || !std::isfinite(temperature)) {
-    return UsageError(absl::StrCat("--temperature needs T >= 0 (0: greedy), not ", temperature));
-  }
-  if (samples < 1) return UsageError(absl::StrCat("--samples needs N >= 1, not ", samples));
-  if (tokens < 0) return UsageError(absl::StrCat("--tokens needs N >= 1, not ", tokens));
+  RETURN_IF_ERROR(CheckSampleFlags(f));
   // The mesh and layout first: the batch of rows decoded at once must divide by the mesh dim
   // `batch` is split over.
-  ASSIGN_OR_RETURN(MeshAndRules layout, ParseMeshAndRules(target.mesh, target.layout));
+  ASSIGN_OR_RETURN(MeshAndRules layout, ParseMeshAndRules(f.target.mesh, f.target.layout));
 
+  const std::string& root_dir = f.target.checkpoint_root;
   const std::string checkpoint =
       root_dir.empty() ? positional[0] : absl::StrCat(root_dir, "/", positional[0]);
   absl::StatusOr<CheckpointTensors> read = ReadCheckpointTensors(checkpoint);
   if (!read.ok()) return WithContext(read.status(), absl::StrCat("reading ", positional[0]));
-  ASSIGN_OR_RETURN(
-      models::TransformerOptions model,
-      TransformerOptionsFromWeights(read->tensors, absl::StrCat("checkpoint ", positional[0])));
-  if (top_k < 0 || top_k > model.vocab) {
+  const std::string what = absl::StrCat("checkpoint ", positional[0]);
+  ASSIGN_OR_RETURN(models::TransformerOptions model,
+                   TransformerOptionsFromWeights(read->tensors, what));
+  if (f.top_k < 0 || f.top_k > model.vocab) {
     return UsageError(absl::StrCat("--top_k needs 0 <= K <= ", model.vocab,
-                                   " (the model's vocab; 0: all), not ", top_k));
+                                   " (the model's vocab; 0: all), not ", f.top_k));
   }
-  ASSIGN_OR_RETURN(std::vector<int32_t> ids, PromptIds(prompt, model.vocab));
+  ASSIGN_OR_RETURN(std::vector<int32_t> ids, PromptIds(f.prompt, model.vocab));
   const int64_t p = static_cast<int64_t>(ids.size());
-  if (p >= model.length) {
-    return UsageError(absl::StrCat("--prompt has ", p, " tokens; the model's length is ",
-                                   model.length, ", so at most ", model.length - 1,
-                                   " to leave room for a new one"));
-  }
-  if (tokens == 0) tokens = model.length - p;
-  if (p + tokens > model.length) {
-    return UsageError(absl::StrCat("--prompt (", p, " tokens) and --tokens ", tokens,
-                                   " do not fit in the model's length ", model.length,
-                                   ": ask at most --tokens ", model.length - p));
-  }
+  RETURN_IF_ERROR(CheckSampleFitsModel(model, p, &f));
   const int axis = layout.rules.MeshAxisFor("batch");
   const int64_t split = axis >= 0 ? layout.mesh.size(axis) : 1;
-  model.batch = (samples + split - 1) / split * split;  // extra rows are decoded, not printed
-
-  models::LmDecodeOptions decode;
-  decode.max_new = tokens;
-  decode.max_prompt = p;
-  decode.temperature = static_cast<float>(temperature);
-  decode.top_k = top_k;
-  decode.seed = seed;
-  GraphBuilder b;
-  ASSIGN_OR_RETURN(models::LmDecoderOutputs d, models::BuildTransformerDecoder(b, model, decode));
-  ASSIGN_OR_RETURN(Graph graph, b.Build());
-  std::vector<std::string> variables;
-  for (const TensorRef& v : d.variables) variables.push_back(v.name);
-  ASSIGN_OR_RETURN(TensorMap weights, ProgramWeights(graph, variables, read->tensors,
-                                                     absl::StrCat("checkpoint ", positional[0])));
-  ASSIGN_OR_RETURN(
-      std::unique_ptr<ProgramRunner> runner,
-      ProgramRunner::Start(target, std::move(graph), std::move(weights), "sample", io.err));
+  model.batch = (f.samples + split - 1) / split * split;  // extra rows are decoded, not printed
+  models::LmDecoderOutputs d;
+  ASSIGN_OR_RETURN(std::unique_ptr<ProgramRunner> runner,
+                   StartDecoder(f, model, p, read->tensors, what, io, &d));
 
   std::vector<int32_t> rows(model.batch * model.length, 0);
   for (int64_t r = 0; r < model.batch; ++r) {
@@ -208,19 +249,19 @@ absl::Status SampleCommand(const std::vector<std::string>& args, CliIo io) {
   ASSIGN_OR_RETURN(TensorMap got, runner->Run(feeds, {d.generated.name}));
   const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
   const Tensor& generated = got.at(d.generated.name);  // [batch, length]
-  for (int64_t r = 0; r < samples; ++r) {
+  for (int64_t r = 0; r < f.samples; ++r) {
     const int32_t* row = generated.i32() + r * model.length;
-    if (samples > 1) io.out << "--- sample " << r + 1 << "\n";
-    io.out << Show(std::vector<int32_t>(row, row + p + tokens), model.vocab) << "\n";
+    if (f.samples > 1) io.out << "--- sample " << r + 1 << "\n";
+    io.out << Show(std::vector<int32_t>(row, row + p + f.tokens), model.vocab) << "\n";
   }
   io.out.flush();
   io.err << absl::StrFormat(
       "sampled %d x %d tokens in %.2f s (%.1f tokens/s, %s; model length %d, vocab %d, "
       "%d layers)\n",
-      samples, tokens, seconds, samples * tokens / std::max(seconds, 1e-9),
-      temperature == 0
-          ? std::string("greedy")
-          : absl::StrFormat("temperature %g, top_k %d, seed %d", temperature, top_k, seed),
+      f.samples, f.tokens, seconds, f.samples * f.tokens / std::max(seconds, 1e-9),
+      f.temperature == 0 ? std::string("greedy")
+                         : absl::StrFormat("temperature %g, top_k %d, seed %d", f.temperature,
+                                           f.top_k, f.seed),
       model.length, model.vocab, model.layers);
   return absl::OkStatus();
 }

@@ -13,13 +13,13 @@
 
 namespace meshrt {
 
+// The options of `meshrt train` (and `meshrt demo`), as its flags (AddTrainFlags) set them.
 struct TrainFlags {
   std::string model = "transformer";  // transformer | transformer_encdec | mlp
-  std::string mesh;
-  std::string layout;
-  int64_t local = 0;
-  std::string coordinator;
-  bool reference = false;
+  // Where it trains (--reference, --local N or --coordinator with its security flags), on which
+  // --mesh and --layout, its daemons' --log_dir and, with --local or --reference, the
+  // --checkpoint_root --save, --restore and --checkpoint_dir are relative to.
+  ProgramTarget target;
   int64_t steps = 200;
   int64_t seed = 1;
   std::string loss_csv;
@@ -51,7 +51,6 @@ struct TrainFlags {
   std::string prompt;
   std::string save;             // checkpoint names (proto/checkpoint.proto)
   std::string restore;
-  std::string checkpoint_root;  // --local / --reference: what the names are relative to
   // Long runs (client/training_run.h): periodic checkpoints, resume, automatic recovery.
   std::string checkpoint_dir;  // a name, like --save's
   int64_t save_every = 0;
@@ -60,16 +59,16 @@ struct TrainFlags {
   std::string recover;  // "auto" or "off"; "" = auto with a checkpoint_dir, else off
   int64_t replace_wait = 10;  // seconds
   int64_t max_seconds = 0;
-  std::string log_dir;
   std::string export_graph;
   std::string init;  // a .npz file: initial values of the variables it names
   std::string trace;        // --trace FILE: step timelines (client/chrome_trace.h); "" = off
   std::string trace_steps;  // --trace_steps A:B; "" = the run's 2nd and 3rd steps
-  SecurityOptions security;  // --coordinator: TLS and bearer token (rpc/grpc_util.h)
 };
 
 void AddTrainFlags(FlagSet& flags, TrainFlags* f);
-// Trains as `f` says, writing progress to io.out. Usage errors are UsageError.
+// Trains as `f` says, writing progress to io.out: checks the flags and builds the model, layout
+// and checkpoint places (every refusal before a daemon starts), starts the trainer, runs the
+// steps, reports and saves. Usage errors are UsageError.
 // `final_loss` (may be null) receives the mean of the losses logged over the last 50 steps.
 absl::Status RunTraining(const TrainFlags& f, CliIo io, float* final_loss = nullptr);
 absl::Status TrainCommand(const std::vector<std::string>& args, CliIo io);

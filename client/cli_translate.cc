@@ -219,25 +219,29 @@ absl::StatusOr<double> EvalBleu(const DevBleu& dev, const text::Vocab& vocab,
   return bleu.score;
 }
 
+constexpr char kTranslateUsage[] =
+    "meshrt translate CHECKPOINT --input FILE [--output FILE] [--beam K] [--alpha A] "
+    "[--max_length L] [--scores] (--reference | --local N | --coordinator HOST:PORT) "
+    "[--mesh MESH --layout RULES]";
+
+constexpr char kTranslateDescription[] =
+    "Translates every line of --input with a transformer_encdec checkpoint (from `meshrt "
+    "train --model transformer_encdec --save CK`): one line out per line in. The checkpoint "
+    "knows its model (the sizes of its variables) and its vocabulary (CK/vocab.model, copied "
+    "there by the training). Decoding is one program on the workers: the encoder once, then "
+    "a loop over the output positions with a key/value cache, for --batch sentences per "
+    "request; the same tokens on every mesh and layout. (From C++: client/translator.h.)\n\n"
+    "examples:\n"
+    "  meshrt translate ck --input data/test.en --output test.hyp.fr --local 4 "
+    "--mesh rows:2,cols:2 --layout batch:rows,heads:cols,d_ff:cols,vocab:cols\n"
+    "  meshrt bleu test.hyp.fr data/test.fr";
+
 absl::Status TranslateCommand(const std::vector<std::string>& args, CliIo io) {
-  std::string input, output, vocab_path, root_dir;
+  std::string input, output, vocab_path;
   double alpha = 0.6;
   TranslatorOptions o;
   ProgramTarget& target = o.target;
-  FlagSet flags(
-      "meshrt translate CHECKPOINT --input FILE [--output FILE] [--beam K] [--alpha A] "
-      "[--max_length L] [--scores] (--reference | --local N | --coordinator HOST:PORT) "
-      "[--mesh MESH --layout RULES]",
-      "Translates every line of --input with a transformer_encdec checkpoint (from `meshrt "
-      "train --model transformer_encdec --save CK`): one line out per line in. The checkpoint "
-      "knows its model (the sizes of its variables) and its vocabulary (CK/vocab.model, copied "
-      "there by the training). Decoding is one program on the workers: the encoder once, then "
-      "a loop over the output positions with a key/value cache, for --batch sentences per "
-      "request; the same tokens on every mesh and layout. (From C++: client/translator.h.)\n\n"
-      "examples:\n"
-      "  meshrt translate ck --input data/test.en --output test.hyp.fr --local 4 "
-      "--mesh rows:2,cols:2 --layout batch:rows,heads:cols,d_ff:cols,vocab:cols\n"
-      "  meshrt bleu test.hyp.fr data/test.fr");
+  FlagSet flags(kTranslateUsage, kTranslateDescription);
   flags.String("input", &input, "the text to translate, one sentence per line (required)");
   flags.String("output", &output, "where the translations go (default: standard output)");
   flags.Int("beam", &o.beam, "beam size (1: greedy, the default)");
@@ -250,10 +254,7 @@ absl::Status TranslateCommand(const std::vector<std::string>& args, CliIo io) {
   flags.Int("batch", &o.batch, "sentences per decoding request (default 32)");
   flags.String("vocab", &vocab_path,
                "the SentencePiece model (default: CHECKPOINT/vocab.model, written by training)");
-  flags.String("checkpoint_root", &root_dir,
-               "the directory CHECKPOINT is named relative to (default: CHECKPOINT is a path); "
-               "with --coordinator, that coordinator's --checkpoint_root as mounted here");
-  AddProgramTargetFlags(flags, &target, "decode");
+  AddTargetFlags(flags, ProgramTargetFlagHelp("decode"), &target);
   ASSIGN_OR_RETURN(std::vector<std::string> positional,
                    ParseCommandFlags(flags, args, "translate"));
   if (flags.help()) {
@@ -264,7 +265,6 @@ absl::Status TranslateCommand(const std::vector<std::string>& args, CliIo io) {
     return UsageError("meshrt translate takes one CHECKPOINT (see meshrt translate --help)");
   }
   if (input.empty()) return UsageError("meshrt translate needs --input FILE");
-  target.checkpoint_root = root_dir;
   RETURN_IF_ERROR(CheckProgramTargetFlags(target, "translate"));
   if (o.beam < 1) return UsageError(absl::StrCat("--beam needs K >= 1, not ", o.beam));
   if (!(alpha >= 0 && alpha <= 10)) {
@@ -272,6 +272,7 @@ absl::Status TranslateCommand(const std::vector<std::string>& args, CliIo io) {
   }
   o.alpha = static_cast<float>(alpha);
   if (o.batch < 1) return UsageError(absl::StrCat("--batch needs N >= 1, not ", o.batch));
+  const std::string& root_dir = target.checkpoint_root;
   const std::string checkpoint =
       root_dir.empty() ? positional[0] : absl::StrCat(root_dir, "/", positional[0]);
   absl::StatusOr<CheckpointTensors> read = ReadCheckpointTensors(checkpoint);

@@ -62,6 +62,179 @@ struct BufferInfo {
   bool pinned = false;  // lives to the end of the step once written
 };
 
+// What the simulation knows of a program's buffers and instructions for one step.
+struct StepBuffers {
+  explicit StepBuffers(int n)
+      : n(n), info(n), persistent(n, false), start_bytes(n, 0), last_reader(n, -1) {}
+  bool valid(int b) const { return b >= 0 && b < n; }
+
+  const int n;  // buffers
+  std::vector<BufferInfo> info;
+  std::vector<bool> persistent;      // live for the whole step from its start
+  std::vector<int64_t> start_bytes;  // of a persistent buffer
+  std::vector<int> last_reader;      // the last running instruction reading it; -1: none
+  std::vector<bool> runs;            // per instruction: whether the step runs it
+  std::vector<int64_t> out_bytes;    // per instruction: its output slice's bytes
+};
+
+// The buffers live from the step's start (feeds, variables: persistent, with their slice bytes)
+// and the fetched outputs (pinned). InvalidArgument naming a tensor whose buffer is out of range.
+absl::Status ClassifyStartBuffers(const v1::Program& program, const MemoryOptions& options,
+                                  const Mesh& mesh, StepBuffers* s) {
+  const int n = s->n;
+  for (const v1::ProgramTensor& t : program.inputs()) {
+    const std::string what = absl::StrCat("input '", t.name(), "'");
+    if (!s->valid(t.buffer())) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, " names buffer ", t.buffer(), " but the program has ", n));
+    }
+    ASSIGN_OR_RETURN(const int64_t bytes,
+                     TensorSliceBytes(t.shape(), t.layout(), t.dtype(), mesh, what));
+    s->info[t.buffer()] = {MemoryCategory::kFeeds, t.name(), true};
+    s->persistent[t.buffer()] = true;
+    s->start_bytes[t.buffer()] = bytes;
+  }
+  std::set<std::string> trainable;
+  if (options.trainable != nullptr)
+    trainable.insert(options.trainable->begin(), options.trainable->end());
+  for (const v1::ProgramVariable& v : program.variables()) {
+    const std::string what = absl::StrCat("variable '", v.name(), "'");
+    if (!s->valid(v.buffer()) || v.update_buffer() < -1 || v.update_buffer() >= n) {
+      return absl::InvalidArgumentError(absl::StrCat(what, " names buffers ", v.buffer(), " and ",
+                                                     v.update_buffer(), " but the program has ",
+                                                     n));
+    }
+    ASSIGN_OR_RETURN(const int64_t bytes,
+                     TensorSliceBytes(v.shape(), v.layout(), v.dtype(), mesh, what));
+    const MemoryCategory c = options.trainable == nullptr    ? MemoryCategory::kVariables
+                             : trainable.count(v.name()) > 0 ? MemoryCategory::kParameters
+                                                             : MemoryCategory::kOptimizerState;
+    s->info[v.buffer()] = {c, v.name(), true};
+    s->persistent[v.buffer()] = true;
+    s->start_bytes[v.buffer()] = bytes;
+    if (s->valid(v.update_buffer()) && !s->persistent[v.update_buffer()]) {
+      s->info[v.update_buffer()] = {MemoryCategory::kUpdates, "", true};
+    }
+  }
+  // Fetched outputs, as StepInstructions names them.
+  for (const v1::ProgramTensor& t : program.outputs()) {
+    const bool wanted = options.fetches == nullptr
+                            ? !t.resolved_on_fetch()
+                            : std::find(options.fetches->begin(), options.fetches->end(),
+                                        t.name()) != options.fetches->end();
+    if (!wanted || !s->valid(t.buffer()) || s->persistent[t.buffer()]) continue;
+    BufferInfo& b = s->info[t.buffer()];
+    if (b.category == MemoryCategory::kActivations) b.category = MemoryCategory::kFetches;
+    b.pinned = true;
+  }
+  return absl::OkStatus();
+}
+
+// The instructions the step runs (counted in `report`), their output bytes, each buffer's last
+// reader, what is pinned, and the backward pass (see the header): what is computed from a scalar
+// `ones` of no input. InvalidArgument naming an instruction with a buffer out of range.
+absl::Status ScanInstructions(const v1::Program& program, const MemoryOptions& options,
+                              StepBuffers* s, MemoryReport* report) {
+  const int n = s->n;
+  s->runs = StepInstructions(program, options.fetches);
+  const int count = program.instructions_size();
+  s->out_bytes.assign(count, 0);
+  std::vector<bool> from_seed(n, false);
+  for (int i = 0; i < count; ++i) {
+    const v1::Instruction& instr = program.instructions(i);
+    const std::string what = absl::StrCat("instruction ", i, " (op '", instr.source_op(), "')");
+    if (!s->valid(instr.output())) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, " writes buffer ", instr.output(), " but the program has ", n));
+    }
+    for (int b : instr.inputs()) {
+      if (!s->valid(b)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(what, " reads buffer ", b, " but the program has ", n));
+      }
+    }
+    if (!s->runs[i]) continue;
+    ++report->running_instructions;
+    for (int b : instr.inputs()) s->last_reader[b] = i;
+    if (instr.has_predicate() && s->valid(instr.predicate())) {
+      s->info[instr.predicate()].pinned = true;
+    }
+    // The executor keeps a deferred allreduce's input to the end of the step.
+    if (DeferredAllReduceBytes(instr, n) > 0) s->info[instr.inputs(0)].pinned = true;
+    ASSIGN_OR_RETURN(s->out_bytes[i], SliceBytes(instr.slice_shape(), instr.dtype(), what));
+    bool backward = instr.kind_case() == v1::Instruction::kLocal &&
+                    instr.local().type() == "ones" && instr.inputs_size() == 0 &&
+                    instr.slice_shape().dims_size() == 0;
+    for (int b : instr.inputs()) backward = backward || from_seed[b];
+    if (backward) {
+      from_seed[instr.output()] = true;
+      if (report->backward_from < 0) report->backward_from = i;
+    }
+    BufferInfo& o = s->info[instr.output()];
+    if (o.name.empty()) o.name = instr.source_op();
+    if (backward && o.category == MemoryCategory::kActivations && !o.pinned) {
+      o.category = MemoryCategory::kGradients;
+    }
+  }
+  return absl::OkStatus();
+}
+
+// The walk over the running instructions: live transient bytes per buffer (0 = not allocated).
+// Returns the transient peak and the instruction it is reached at (-1: none); stops after
+// instruction `stop_at` (-1: walks to the end), leaving its live bytes in `live_out` (may be
+// null).
+std::pair<int64_t, int> WalkTransient(const v1::Program& program, const StepBuffers& s,
+                                      int stop_at, std::vector<int64_t>* live_out) {
+  std::vector<int64_t> live(s.n, 0);
+  int64_t total = 0, peak = 0;
+  int peak_at = -1;
+  for (int i = 0; i < program.instructions_size(); ++i) {
+    if (!s.runs[i]) continue;
+    const v1::Instruction& instr = program.instructions(i);
+    const int o = instr.output();
+    if (!s.persistent[o] && s.out_bytes[i] > live[o]) {  // a buffer written again keeps its storage
+      total += s.out_bytes[i] - live[o];
+      live[o] = s.out_bytes[i];
+    }
+    if (total > peak) {
+      peak = total;
+      peak_at = i;
+    }
+    if (i == stop_at) break;
+    for (int b : instr.inputs()) {
+      if (b != o && !s.persistent[b] && !s.info[b].pinned && s.last_reader[b] == i &&
+          live[b] > 0) {
+        total -= live[b];
+        live[b] = 0;
+      }
+    }
+  }
+  if (live_out != nullptr) *live_out = std::move(live);
+  return std::make_pair(peak, peak_at);
+}
+
+// The tensors held at the peak (`live`: transient bytes then): aggregated by name, largest
+// first, ties by name, at most `top_tensors`.
+std::vector<MemoryTensor> TopTensors(const StepBuffers& s, const std::vector<int64_t>& live,
+                                     int top_tensors) {
+  std::map<std::pair<std::string, int>, int64_t> by_name;
+  for (int b = 0; b < s.n; ++b) {
+    const int64_t bytes = s.persistent[b] ? s.start_bytes[b] : live[b];
+    if (bytes > 0) by_name[{s.info[b].name, Index(s.info[b].category)}] += bytes;
+  }
+  std::vector<MemoryTensor> top;
+  for (const auto& [key, bytes] : by_name) {
+    top.push_back({key.first, static_cast<MemoryCategory>(key.second), bytes});
+  }
+  std::sort(top.begin(), top.end(), [](const MemoryTensor& a, const MemoryTensor& b) {
+    return a.bytes != b.bytes ? a.bytes > b.bytes : a.name < b.name;
+  });
+  if (static_cast<int>(top.size()) > std::max(top_tensors, 0)) {
+    top.resize(std::max(top_tensors, 0));
+  }
+  return top;
+}
+
 }  // namespace
 
 const char* MemoryCategoryName(MemoryCategory c) {
@@ -96,7 +269,6 @@ absl::StatusOr<MemoryReport> ComputeMemory(const v1::Program& program,
   ASSIGN_OR_RETURN(const Mesh mesh, Mesh::FromProto(program.mesh()));
   const int n = program.num_buffers();
   if (n < 0) return absl::InvalidArgumentError(absl::StrCat("program has ", n, " buffers"));
-  auto valid = [&](int b) { return b >= 0 && b < n; };
   MemoryReport report;
   report.mesh = mesh.ToString();
   {
@@ -106,160 +278,29 @@ absl::StatusOr<MemoryReport> ComputeMemory(const v1::Program& program,
     }
     report.layout = absl::StrJoin(rules, ",");
   }
-
-  std::vector<BufferInfo> info(n);
-  std::vector<bool> persistent(n, false);  // live for the whole step from its start
-  std::vector<int64_t> start_bytes(n, 0);
-  for (const v1::ProgramTensor& t : program.inputs()) {
-    const std::string what = absl::StrCat("input '", t.name(), "'");
-    if (!valid(t.buffer())) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(what, " names buffer ", t.buffer(), " but the program has ", n));
-    }
-    ASSIGN_OR_RETURN(const int64_t bytes,
-                     TensorSliceBytes(t.shape(), t.layout(), t.dtype(), mesh, what));
-    info[t.buffer()] = {MemoryCategory::kFeeds, t.name(), true};
-    persistent[t.buffer()] = true;
-    start_bytes[t.buffer()] = bytes;
-  }
-  std::set<std::string> trainable;
-  if (options.trainable != nullptr)
-    trainable.insert(options.trainable->begin(), options.trainable->end());
-  for (const v1::ProgramVariable& v : program.variables()) {
-    const std::string what = absl::StrCat("variable '", v.name(), "'");
-    if (!valid(v.buffer()) || v.update_buffer() < -1 || v.update_buffer() >= n) {
-      return absl::InvalidArgumentError(absl::StrCat(what, " names buffers ", v.buffer(), " and ",
-                                                     v.update_buffer(), " but the program has ",
-                                                     n));
-    }
-    ASSIGN_OR_RETURN(const int64_t bytes,
-                     TensorSliceBytes(v.shape(), v.layout(), v.dtype(), mesh, what));
-    const MemoryCategory c = options.trainable == nullptr    ? MemoryCategory::kVariables
-                             : trainable.count(v.name()) > 0 ? MemoryCategory::kParameters
-                                                             : MemoryCategory::kOptimizerState;
-    info[v.buffer()] = {c, v.name(), true};
-    persistent[v.buffer()] = true;
-    start_bytes[v.buffer()] = bytes;
-    if (valid(v.update_buffer()) && !persistent[v.update_buffer()]) {
-      info[v.update_buffer()] = {MemoryCategory::kUpdates, "", true};
-    }
-  }
-  // Fetched outputs, as StepInstructions names them.
-  for (const v1::ProgramTensor& t : program.outputs()) {
-    const bool wanted = options.fetches == nullptr
-                            ? !t.resolved_on_fetch()
-                            : std::find(options.fetches->begin(), options.fetches->end(),
-                                        t.name()) != options.fetches->end();
-    if (!wanted || !valid(t.buffer()) || persistent[t.buffer()]) continue;
-    BufferInfo& b = info[t.buffer()];
-    if (b.category == MemoryCategory::kActivations) b.category = MemoryCategory::kFetches;
-    b.pinned = true;
-  }
-
-  const std::vector<bool> runs = StepInstructions(program, options.fetches);
-  const int count = program.instructions_size();
-  std::vector<int> last_reader(n, -1);
-  std::vector<int64_t> out_bytes(count, 0);
-  std::vector<bool> from_seed(n, false);
-  for (int i = 0; i < count; ++i) {
-    const v1::Instruction& instr = program.instructions(i);
-    const std::string what = absl::StrCat("instruction ", i, " (op '", instr.source_op(), "')");
-    if (!valid(instr.output())) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(what, " writes buffer ", instr.output(), " but the program has ", n));
-    }
-    for (int b : instr.inputs()) {
-      if (!valid(b)) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(what, " reads buffer ", b, " but the program has ", n));
-      }
-    }
-    if (!runs[i]) continue;
-    ++report.running_instructions;
-    for (int b : instr.inputs()) last_reader[b] = i;
-    if (instr.has_predicate() && valid(instr.predicate())) info[instr.predicate()].pinned = true;
-    // The executor keeps a deferred allreduce's input to the end of the step.
-    if (DeferredAllReduceBytes(instr, n) > 0) info[instr.inputs(0)].pinned = true;
-    ASSIGN_OR_RETURN(out_bytes[i], SliceBytes(instr.slice_shape(), instr.dtype(), what));
-    // The backward pass (see the header): what is computed from a scalar `ones` of no input.
-    bool backward = instr.kind_case() == v1::Instruction::kLocal &&
-                    instr.local().type() == "ones" && instr.inputs_size() == 0 &&
-                    instr.slice_shape().dims_size() == 0;
-    for (int b : instr.inputs()) backward = backward || from_seed[b];
-    if (backward) {
-      from_seed[instr.output()] = true;
-      if (report.backward_from < 0) report.backward_from = i;
-    }
-    BufferInfo& o = info[instr.output()];
-    if (o.name.empty()) o.name = instr.source_op();
-    if (backward && o.category == MemoryCategory::kActivations && !o.pinned) {
-      o.category = MemoryCategory::kGradients;
-    }
-  }
+  StepBuffers s(n);
+  RETURN_IF_ERROR(ClassifyStartBuffers(program, options, mesh, &s));
+  RETURN_IF_ERROR(ScanInstructions(program, options, &s, &report));
 
   int64_t base = 0;
   for (int b = 0; b < n; ++b) {
-    if (persistent[b]) {
-      base += start_bytes[b];
-      report.at_peak[Index(info[b].category)] += start_bytes[b];
+    if (s.persistent[b]) {
+      base += s.start_bytes[b];
+      report.at_peak[Index(s.info[b].category)] += s.start_bytes[b];
     }
   }
-
-  // The walk: live transient bytes per buffer (0 = not allocated).
-  auto walk = [&](int stop_at, std::vector<int64_t>* live_out) {
-    std::vector<int64_t> live(n, 0);
-    int64_t total = 0, peak = 0;
-    int peak_at = -1;
-    for (int i = 0; i < count; ++i) {
-      if (!runs[i]) continue;
-      const v1::Instruction& instr = program.instructions(i);
-      const int o = instr.output();
-      if (!persistent[o] && out_bytes[i] > live[o]) {  // a buffer written again keeps its storage
-        total += out_bytes[i] - live[o];
-        live[o] = out_bytes[i];
-      }
-      if (total > peak) {
-        peak = total;
-        peak_at = i;
-      }
-      if (i == stop_at) break;
-      for (int b : instr.inputs()) {
-        if (b != o && !persistent[b] && !info[b].pinned && last_reader[b] == i && live[b] > 0) {
-          total -= live[b];
-          live[b] = 0;
-        }
-      }
-    }
-    if (live_out != nullptr) *live_out = std::move(live);
-    return std::make_pair(peak, peak_at);
-  };
-  const auto [transient_peak, peak_at] = walk(-1, nullptr);
+  const auto [transient_peak, peak_at] = WalkTransient(program, s, -1, nullptr);
   report.peak_instruction = peak_at;
   std::vector<int64_t> live(n, 0);
   if (peak_at >= 0) {
     report.peak_op = program.instructions(peak_at).source_op();
-    walk(peak_at, &live);
+    WalkTransient(program, s, peak_at, &live);
   }
   for (int b = 0; b < n; ++b) {
-    if (live[b] > 0) report.at_peak[Index(info[b].category)] += live[b];
+    if (live[b] > 0) report.at_peak[Index(s.info[b].category)] += live[b];
   }
   report.peak_bytes = base + transient_peak;
-
-  // The top tensors: aggregated by name, largest first, ties by name.
-  std::map<std::pair<std::string, int>, int64_t> by_name;
-  for (int b = 0; b < n; ++b) {
-    const int64_t bytes = persistent[b] ? start_bytes[b] : live[b];
-    if (bytes > 0) by_name[{info[b].name, Index(info[b].category)}] += bytes;
-  }
-  for (const auto& [key, bytes] : by_name) {
-    report.top.push_back({key.first, static_cast<MemoryCategory>(key.second), bytes});
-  }
-  std::sort(report.top.begin(), report.top.end(), [](const MemoryTensor& a, const MemoryTensor& b) {
-    return a.bytes != b.bytes ? a.bytes > b.bytes : a.name < b.name;
-  });
-  if (static_cast<int>(report.top.size()) > std::max(options.top_tensors, 0)) {
-    report.top.resize(std::max(options.top_tensors, 0));
-  }
+  report.top = TopTensors(s, live, options.top_tensors);
   return report;
 }
 

@@ -170,53 +170,51 @@ double MedianWords(const SplitCorpus& corpus, bool english) {
   return words.empty() ? 0 : Median(std::move(words));
 }
 
-absl::Status TranslationsCommand(const std::vector<std::string>& args, std::ostream& out) {
-  TranslationsFlags f;
-  FlagSet flags(
-      "meshrt data translations --lang LANG --out DIR [--source ddtp|tsv|aligned] "
-      "[--input FILE]... [flags]",
-      "Builds an English→LANG parallel corpus: DIR/{train,dev,test}.{en,LANG}, aligned line by "
-      "line (UTF-8, one sentence per line), and DIR/SOURCES, which records the inputs with their "
-      "SHA-256 checksums, the date, and every count of what was paired, dropped and kept.\n"
-      "Sources:\n"
-      "  ddtp     Debian's translated package descriptions (Translation-en and Translation-LANG of "
-      "bookworm main), fetched with apt-get into --cache without changing the system's apt "
-      "state; joined on Description-md5, paired by paragraph and sentence where both sides "
-      "agree (text/corpus/README.md)\n"
-      "  tsv      --input FILE.tsv, ENGLISH<TAB>LANG per line\n"
-      "  aligned  --input EN.txt --input LANG.txt, line i of one translating line i of the other\n"
-      "Pairs are whitespace-normalised; invalid UTF-8, empty, untranslated (LANG side equal to "
-      "the English), too long and duplicate pairs are dropped and counted. The split is by a "
-      "hash of the English side (FNV-1a 64 mod 100: below --test_percent test, below "
-      "--test_percent + --dev_percent dev, else train), so no English sentence is in two splits "
-      "and reruns give the same split.\n\n"
-      "examples:\n"
-      "  meshrt data translations --source ddtp --lang fr --out data/en-fr\n"
-      "  meshrt data translations --source tsv --input pairs.tsv --lang de --out data/en-de");
-  flags.String("source", &f.source, "where the pairs come from: ddtp, tsv or aligned");
-  flags.String("lang", &f.lang,
+constexpr char kTranslationsUsage[] =
+    "meshrt data translations --lang LANG --out DIR [--source ddtp|tsv|aligned] "
+    "[--input FILE]... [flags]";
+
+constexpr char kTranslationsDescription[] =
+    "Builds an English→LANG parallel corpus: DIR/{train,dev,test}.{en,LANG}, aligned line by "
+    "line (UTF-8, one sentence per line), and DIR/SOURCES, which records the inputs with their "
+    "SHA-256 checksums, the date, and every count of what was paired, dropped and kept.\n"
+    "Sources:\n"
+    "  ddtp     Debian's translated package descriptions (Translation-en and Translation-LANG of "
+    "bookworm main), fetched with apt-get into --cache without changing the system's apt "
+    "state; joined on Description-md5, paired by paragraph and sentence where both sides "
+    "agree (text/corpus/README.md)\n"
+    "  tsv      --input FILE.tsv, ENGLISH<TAB>LANG per line\n"
+    "  aligned  --input EN.txt --input LANG.txt, line i of one translating line i of the other\n"
+    "Pairs are whitespace-normalised; invalid UTF-8, empty, untranslated (LANG side equal to "
+    "the English), too long and duplicate pairs are dropped and counted. The split is by a "
+    "hash of the English side (FNV-1a 64 mod 100: below --test_percent test, below "
+    "--test_percent + --dev_percent dev, else train), so no English sentence is in two splits "
+    "and reruns give the same split.\n\n"
+    "examples:\n"
+    "  meshrt data translations --source ddtp --lang fr --out data/en-fr\n"
+    "  meshrt data translations --source tsv --input pairs.tsv --lang de --out data/en-de";
+
+void AddTranslationsFlags(FlagSet& flags, TranslationsFlags* f) {
+  flags.String("source", &f->source, "where the pairs come from: ddtp, tsv or aligned");
+  flags.String("lang", &f->lang,
                "the target language code (required): fr, de, es, pt_BR, ... (DDTP's spelling)");
-  flags.String("out", &f.out, "the output directory (required; created when missing)");
-  flags.Repeated("input", &f.inputs, "input file(s): one for tsv, two (English, LANG) for aligned");
-  flags.Int("dev_percent", &f.dev_percent, "percent of English sentences in dev");
-  flags.Int("test_percent", &f.test_percent, "percent of English sentences in test");
-  flags.Int("max_words", &f.max_words,
+  flags.String("out", &f->out, "the output directory (required; created when missing)");
+  flags.Repeated("input", &f->inputs,
+                 "input file(s): one for tsv, two (English, LANG) for aligned");
+  flags.Int("dev_percent", &f->dev_percent, "percent of English sentences in dev");
+  flags.Int("test_percent", &f->test_percent, "percent of English sentences in test");
+  flags.Int("max_words", &f->max_words,
             "drop pairs with more words than this on either side (0: no limit)");
-  flags.String("cache", &f.cache, "ddtp: where the fetched files are kept (default: OUT/.ddtp)");
-  flags.Bool("update", &f.update,
+  flags.String("cache", &f->cache, "ddtp: where the fetched files are kept (default: OUT/.ddtp)");
+  flags.Bool("update", &f->update,
              "ddtp: run apt-get update; --noupdate reuses the files in --cache (no network)");
-  flags.Bool("short_descriptions", &f.short_descriptions,
+  flags.Bool("short_descriptions", &f->short_descriptions,
              "ddtp: pair the one-line short descriptions too (noun phrases, about a quarter of the "
              "pairs); --noshort_descriptions keeps the long descriptions' sentences only");
-  ASSIGN_OR_RETURN(const std::vector<std::string> positional, flags.Parse(args));
-  if (flags.help()) {
-    out << flags.Help();
-    return absl::OkStatus();
-  }
-  if (!positional.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("unexpected argument '", positional[0], "' (see --help)"));
-  }
+}
+
+// The flags' checks (InvalidArgument naming the flag) and the split they ask for.
+absl::StatusOr<SplitOptions> CheckTranslationsFlags(const TranslationsFlags& f) {
   if (f.lang.empty()) return absl::InvalidArgumentError("--lang is required (e.g. --lang fr)");
   RETURN_IF_ERROR(ValidateLangCode(f.lang));
   if (f.out.empty()) return absl::InvalidArgumentError("--out DIR is required");
@@ -239,25 +237,13 @@ absl::Status TranslationsCommand(const std::vector<std::string>& args, std::ostr
     return absl::InvalidArgumentError(
         absl::StrCat("--max_words ", f.max_words, " is not in [0, 1000000]"));
   }
+  return split_options;
+}
 
-  const absl::Time start = absl::Now();
-  std::string sources = absl::StrCat(
-      "# How the files in this directory were made (text/corpus/README.md).\n",
-      "command: ", CommandLine(args), "\n",
-      "date: ", absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", start, absl::UTCTimeZone()), "\n");
-  std::vector<SentencePair> pairs;
-  if (f.source == "ddtp") {
-    RETURN_IF_ERROR(ReadDdtp(f, &pairs, &sources, out));
-  } else {
-    RETURN_IF_ERROR(ReadInputs(f, &pairs, &sources));
-  }
-
-  CleanOptions clean_options;
-  clean_options.max_words = static_cast<int>(f.max_words);
-  CleanStats clean;
-  SplitCorpus corpus =
-      SplitPairs(CleanPairs(std::move(pairs), clean_options, &clean), split_options);
-  absl::StrAppend(&sources, "cleaning: input pairs ", clean.input, "; dropped: invalid UTF-8 ",
+// Appends to SOURCES what the cleaning dropped and how the split was made.
+void DescribeCleaning(const TranslationsFlags& f, const CleanStats& clean,
+                      const SplitOptions& split_options, std::string* sources) {
+  absl::StrAppend(sources, "cleaning: input pairs ", clean.input, "; dropped: invalid UTF-8 ",
                   clean.invalid_utf8, ", double-encoded UTF-8 ", clean.mojibake, ", empty ",
                   clean.empty, ", untranslated (", f.lang, " equal to English) ",
                   clean.untranslated, ", more than ", f.max_words, " words ", clean.too_long,
@@ -265,6 +251,13 @@ absl::Status TranslationsCommand(const std::vector<std::string>& args, std::ostr
                   "split: FNV-1a 64 of the English side mod 100: below ",
                   split_options.test_percent, " test, below ",
                   split_options.test_percent + split_options.dev_percent, " dev, else train\n");
+}
+
+// Writes the splits and SOURCES (with `sources` so far, then the counts, files and medians) and
+// prints the summary.
+absl::Status WriteCorpus(const TranslationsFlags& f, const SplitCorpus& corpus,
+                         const CleanStats& clean, absl::Time start, std::string sources,
+                         std::ostream& out) {
   ASSIGN_OR_RETURN(const std::vector<WrittenFile> files, WriteSplits(f.out, f.lang, corpus));
   std::string summary;
   int64_t distinct_total = 0;
@@ -295,6 +288,42 @@ absl::Status TranslationsCommand(const std::vector<std::string>& args, std::ostr
       << ", longer than " << f.max_words << " words " << clean.too_long << ", duplicates "
       << clean.duplicate << " (details in SOURCES)\n";
   return absl::OkStatus();
+}
+
+absl::Status TranslationsCommand(const std::vector<std::string>& args, std::ostream& out) {
+  TranslationsFlags f;
+  FlagSet flags(kTranslationsUsage, kTranslationsDescription);
+  AddTranslationsFlags(flags, &f);
+  ASSIGN_OR_RETURN(const std::vector<std::string> positional, flags.Parse(args));
+  if (flags.help()) {
+    out << flags.Help();
+    return absl::OkStatus();
+  }
+  if (!positional.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unexpected argument '", positional[0], "' (see --help)"));
+  }
+  ASSIGN_OR_RETURN(const SplitOptions split_options, CheckTranslationsFlags(f));
+
+  const absl::Time start = absl::Now();
+  std::string sources = absl::StrCat(
+      "# How the files in this directory were made (text/corpus/README.md).\n",
+      "command: ", CommandLine(args), "\n",
+      "date: ", absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", start, absl::UTCTimeZone()), "\n");
+  std::vector<SentencePair> pairs;
+  if (f.source == "ddtp") {
+    RETURN_IF_ERROR(ReadDdtp(f, &pairs, &sources, out));
+  } else {
+    RETURN_IF_ERROR(ReadInputs(f, &pairs, &sources));
+  }
+
+  CleanOptions clean_options;
+  clean_options.max_words = static_cast<int>(f.max_words);
+  CleanStats clean;
+  SplitCorpus corpus =
+      SplitPairs(CleanPairs(std::move(pairs), clean_options, &clean), split_options);
+  DescribeCleaning(f, clean, split_options, &sources);
+  return WriteCorpus(f, corpus, clean, start, std::move(sources), out);
 }
 
 }  // namespace
