@@ -15,6 +15,7 @@ build: setup
 test: setup
 	$(BAZEL) test $(BAZEL_FLAGS) //...
 	@bash tools/check_layers.sh
+	@python3 tools/check_code_shape.py
 	@bash fuzz/run.sh bounded
 
 # The graph fuzzer for FUZZ_SECONDS (default 600), growing out/fuzz/corpus across runs.

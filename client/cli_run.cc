@@ -179,7 +179,7 @@ absl::StatusOr<TensorMap> BuildFeeds(const RunOptions& o, const Graph& graph) {
     ASSIGN_OR_RETURN(auto name_file, SplitNameFile(spec, "feed"));
     const auto& [name, file] = name_file;
     const v1::Op* op = graph.FindOp(name);
-    if (op == nullptr || op->type() != "placeholder") {
+    if (op == nullptr || !IsFed(*op)) {
       return absl::InvalidArgumentError(absl::StrCat(
           "--feed ", name, ": the graph has no placeholder '", name, "'; its placeholders are ",
           placeholders.empty() ? "none" : Names(placeholders)));

@@ -123,6 +123,22 @@ absl::StatusOr<v1::SaveCheckpointResponse> Coordinator::SaveCheckpointUncounted(
   return response;
 }
 
+namespace {
+
+// Damage that an older checkpoint version may not have; anything else (a program that does not
+// match, a worker that fails) is the answer.
+bool Damaged(const absl::Status& s) {
+  return s.code() == absl::StatusCode::kDataLoss || s.code() == absl::StatusCode::kNotFound;
+}
+
+// The mesh a checkpoint was saved on, as text ("?" when its manifest's mesh does not parse).
+std::string SavedMesh(const v1::CheckpointManifest& manifest) {
+  absl::StatusOr<Mesh> m = Mesh::FromProto(manifest.mesh());
+  return m.ok() ? m->ToString() : std::string("?");
+}
+
+}  // namespace
+
 absl::StatusOr<v1::RestoreCheckpointResponse> Coordinator::RestoreCheckpointUncounted(
     const std::string& id, const std::string& name, bool partial) {
   ASSIGN_OR_RETURN(const CheckpointRoot root, CheckpointRoot::Open(options_.checkpoint_root));
@@ -168,11 +184,6 @@ absl::StatusOr<v1::RestoreCheckpointResponse> Coordinator::RestoreCheckpointUnco
     });
     return results;
   };
-  // Damage that an older version may not have; anything else (a program that does not match, a
-  // worker that fails) is the answer.
-  auto damaged = [](const absl::Status& s) {
-    return s.code() == absl::StatusCode::kDataLoss || s.code() == absl::StatusCode::kNotFound;
-  };
   const std::vector<bool> all(n, true);
   absl::Status failed;
   std::vector<std::string> skipped;  // damaged versions, with why
@@ -182,7 +193,7 @@ absl::StatusOr<v1::RestoreCheckpointResponse> Coordinator::RestoreCheckpointUnco
         versioned ? ReadCheckpointVersion(versions[v]) : ReadCommittedCheckpoint(*checkpoint_dir);
     if (!candidate.ok()) {
       failed = Prefixed(what, candidate.status());
-      if (!versioned || !damaged(candidate.status())) return failed;
+      if (!versioned || !Damaged(candidate.status())) return failed;
       skipped.push_back(std::string(candidate.status().message()));
       continue;
     }
@@ -204,7 +215,7 @@ absl::StatusOr<v1::RestoreCheckpointResponse> Coordinator::RestoreCheckpointUnco
     bool all_damage = true;
     for (int p = 0; p < n; ++p) {
       abort[p] = prepared[p].ok();
-      if (!prepared[p].ok() && !damaged(prepared[p])) all_damage = false;
+      if (!prepared[p].ok() && !Damaged(prepared[p])) all_damage = false;
     }
     fan_out(v1::WorkerRestoreCheckpointRequest::ABORT, abort);  // best effort
     if (!versioned || !all_damage) return failed;
@@ -234,12 +245,7 @@ absl::StatusOr<v1::RestoreCheckpointResponse> Coordinator::RestoreCheckpointUnco
   }
   session->step = manifest->step();
   LogInfo("coordinator: session ", id, " restored checkpoint ", directory, " (step ",
-          manifest->step(), ", saved on mesh ",
-          [&] {
-            absl::StatusOr<Mesh> m = Mesh::FromProto(manifest->mesh());
-            return m.ok() ? m->ToString() : std::string("?");
-          }(),
-          ")");
+          manifest->step(), ", saved on mesh ", SavedMesh(*manifest), ")");
   v1::RestoreCheckpointResponse response;
   response.set_step(manifest->step());
   return response;

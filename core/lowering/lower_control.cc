@@ -35,7 +35,8 @@ absl::StatusOr<LaidOutTensor> LowerLoop(LoweringContext& ctx, const v1::Op& op,
   const v1::Op* producer = spec.body.FindOp(result_name);
   // An accumulator made by an einsum stays a partial sum through the loop.
   std::set<std::string> keep_partial;
-  if (accumulator && producer != nullptr && producer->type() == "einsum") {
+  const OpInfo* made_by = producer == nullptr ? nullptr : FindOp(producer->type());
+  if (accumulator && made_by != nullptr && made_by->family == OpFamily::kEinsum) {
     keep_partial.insert(result_name);
   }
   LoweringContext body_ctx{spec.body, ctx.rules, ctx.builder, &keep_partial};
